@@ -1,0 +1,67 @@
+package format
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+)
+
+// ErrCorrupt is matched by errors.Is for every error that reports damaged
+// data, in any format: a bad magic number, a checksum mismatch, an
+// impossible length, an undecodable payload, or a file cut short.
+var ErrCorrupt = errors.New("format: corrupt data")
+
+// Error locates a failure in a file. It wraps its cause, so errors.Is sees
+// through it to ErrCorrupt, io.ErrUnexpectedEOF or an I/O error.
+type Error struct {
+	Format string // format name, e.g. "recordio"
+	File   string // path as given by the caller; may be empty for streams
+	Chunk  int    // chunk index, -1 if the format has none or it is unknown
+	Record int    // record index within the file, -1 if unknown
+	Offset int64  // byte offset in the file where the failing unit starts, -1 if unknown
+	Err    error
+}
+
+func (e *Error) Error() string {
+	var b strings.Builder
+	b.WriteString(e.Format)
+	b.WriteString(": ")
+	if e.File != "" {
+		b.WriteString(e.File)
+		b.WriteString(": ")
+	}
+	var at []string
+	if e.Chunk >= 0 {
+		at = append(at, fmt.Sprintf("chunk %d", e.Chunk))
+	}
+	if e.Record >= 0 {
+		at = append(at, fmt.Sprintf("record %d", e.Record))
+	}
+	if e.Offset >= 0 {
+		at = append(at, fmt.Sprintf("offset %d", e.Offset))
+	}
+	if len(at) > 0 {
+		b.WriteString(strings.Join(at, ", "))
+		b.WriteString(": ")
+	}
+	b.WriteString(e.Err.Error())
+	return b.String()
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// Corrupt returns an error that matches ErrCorrupt, with a message.
+func Corrupt(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrCorrupt, fmt.Sprintf(format, args...))
+}
+
+// Truncated returns an error for data that ends in the middle of a unit: it
+// matches both io.ErrUnexpectedEOF and ErrCorrupt, since a cut-off file is
+// damaged data.
+func Truncated(format string, args ...any) error {
+	return fmt.Errorf("%w (%w): %s", io.ErrUnexpectedEOF, ErrCorrupt, fmt.Sprintf(format, args...))
+}
+
+// IsCorrupt reports whether err reports damaged data.
+func IsCorrupt(err error) bool { return errors.Is(err, ErrCorrupt) }

@@ -1,0 +1,288 @@
+package idx
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/klauspost/compress/gzip"
+
+	"github.com/actorfeed/actorfeed/readers/format"
+	"github.com/actorfeed/actorfeed/tensor"
+)
+
+// maxDeflateRatio bounds how far deflate can expand its input (the format's
+// limit is about 1032:1), so a gzip file's declared size can be checked
+// against its compressed size before any allocation.
+const maxDeflateRatio = 1100
+
+var typeCodes = map[byte]tensor.DType{
+	0x08: tensor.Uint8,
+	0x09: tensor.Int8,
+	0x0B: tensor.Int16,
+	0x0C: tensor.Int32,
+	0x0D: tensor.Float32,
+	0x0E: tensor.Float64,
+}
+
+// Header describes an IDX file.
+type Header struct {
+	DType tensor.DType
+	Dims  []int // Dims[0] is the number of samples
+	Size  int   // header size in bytes
+}
+
+// Samples is the number of samples the file declares.
+func (h Header) Samples() int { return h.Dims[0] }
+
+// SampleShape is the shape of one sample as Reader yields it: [1, Dims[1:]...].
+func (h Header) SampleShape() tensor.Shape {
+	return append(tensor.Shape{1}, h.Dims[1:]...)
+}
+
+func (h Header) sampleBytes() int {
+	return tensor.Shape(h.Dims[1:]).NumElements() * h.DType.Size()
+}
+
+// ParseHeader reads an IDX header from the start of an (uncompressed)
+// stream. limit bounds the data size the header may declare (for example
+// the bytes left in the file); pass -1 for no bound.
+func ParseHeader(r io.Reader, limit int64) (Header, error) {
+	var fixed [4]byte
+	if _, err := io.ReadFull(r, fixed[:]); err != nil {
+		return Header{}, headerErr(err, 0, "magic")
+	}
+	if fixed[0] != 0 || fixed[1] != 0 {
+		return Header{}, format.Corrupt("bad magic % x: the first two bytes must be zero", fixed[:])
+	}
+	dt, ok := typeCodes[fixed[2]]
+	if !ok {
+		return Header{}, format.Corrupt("unknown element type code %#02x", fixed[2])
+	}
+	nd := int(fixed[3])
+	if nd < 1 || nd > tensor.MaxRank {
+		return Header{}, format.Corrupt("%d dimensions, want 1..%d", nd, tensor.MaxRank)
+	}
+	raw := make([]byte, 4*nd)
+	if _, err := io.ReadFull(r, raw); err != nil {
+		return Header{}, headerErr(err, 4, "dimensions")
+	}
+	h := Header{DType: dt, Dims: make([]int, nd), Size: 4 + 4*nd}
+	total := int64(dt.Size())
+	for i := range h.Dims {
+		d := binary.BigEndian.Uint32(raw[4*i:])
+		h.Dims[i] = int(d)
+		if d != 0 && total > (1<<48)/int64(d) {
+			return Header{}, format.Corrupt("dimensions %v declare more than 2^48 bytes", h.Dims[:i+1])
+		}
+		total *= int64(d)
+	}
+	if h.Dims[0] > 0 && h.sampleBytes() == 0 {
+		// Legal in principle, but a count of empty samples is never real
+		// data, and a huge one would keep a reader busy yielding nothing.
+		return Header{}, format.Corrupt("dimensions %v make every sample empty", h.Dims)
+	}
+	if limit >= 0 && total > limit {
+		return Header{}, format.Truncated("header declares %d data bytes, at most %d can follow", total, limit)
+	}
+	return h, nil
+}
+
+func headerErr(err error, off int, what string) error {
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return format.Truncated("header %s cut off at byte %d", what, off)
+	}
+	return fmt.Errorf("read header: %w", err)
+}
+
+// Reader yields the samples of one IDX file.
+type Reader struct {
+	name    string
+	r       *bufio.Reader
+	closer  io.Closer
+	header  Header
+	next    int // index of the next sample
+	gzipped bool
+	buf     bytes.Buffer
+}
+
+// Open opens an IDX file, raw or gzipped.
+func Open(path string) (*Reader, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("idx: %w", err)
+	}
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("idx: %w", err)
+	}
+	r, err := NewReader(f, st.Size(), path)
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	r.closer = f
+	return r, nil
+}
+
+// NewReader reads an IDX stream of size bytes (-1 if unknown) from r; name
+// identifies it in errors.
+func NewReader(r io.Reader, size int64, name string) (*Reader, error) {
+	br := bufio.NewReaderSize(r, 64<<10)
+	limit := int64(-1)
+	gzipped := false
+	magic, _ := br.Peek(2)
+	if len(magic) == 2 && magic[0] == 0x1f && magic[1] == 0x8b {
+		zr, err := gzip.NewReader(br)
+		if err != nil {
+			return nil, fail(name, 0, format.Corrupt("gzip: %v", err))
+		}
+		br = bufio.NewReaderSize(zr, 64<<10)
+		gzipped = true
+		if size >= 0 {
+			limit = size * maxDeflateRatio
+		}
+	} else if size >= 0 {
+		limit = size
+	}
+	h, err := ParseHeader(br, limit)
+	if err != nil {
+		if gzipped && !errors.Is(err, format.ErrCorrupt) {
+			err = fmt.Errorf("%w: gzip: %w", format.ErrCorrupt, err)
+		}
+		return nil, fail(name, 0, err)
+	}
+	if limit >= 0 && limit == size { // raw: the size must be exact
+		want := int64(h.Size) + int64(h.Samples())*int64(h.sampleBytes())
+		if want < size {
+			return nil, fail(name, want, format.Corrupt("%d bytes after the %d declared samples", size-want, h.Samples()))
+		}
+		if want > size {
+			return nil, fail(name, size, format.Truncated("file has %d bytes, header declares %d", size, want))
+		}
+	}
+	return &Reader{name: name, r: br, header: h, gzipped: gzipped}, nil
+}
+
+func fail(name string, off int64, err error) error {
+	return &format.Error{Format: "idx", File: name, Chunk: -1, Record: -1, Offset: off, Err: err}
+}
+
+// Header describes the file.
+func (r *Reader) Header() Header { return r.header }
+
+// Next returns the next sample as a tensor of shape Header().SampleShape(),
+// or io.EOF after the last declared sample.
+func (r *Reader) Next() (tensor.Tensor, error) {
+	h := r.header
+	if r.next >= h.Samples() {
+		return tensor.Tensor{}, io.EOF
+	}
+	n := h.sampleBytes()
+	off := int64(h.Size) + int64(r.next)*int64(n)
+	// CopyN grows the buffer as data arrives, so a sample size the header
+	// exaggerates costs no more memory than the data actually present.
+	r.buf.Reset()
+	if _, err := io.CopyN(&r.buf, r.r, int64(n)); err != nil {
+		if errors.Is(err, io.EOF) {
+			err = format.Truncated("sample %d of %d cut off", r.next, h.Samples())
+		} else if r.gzipped && !errors.Is(err, io.ErrUnexpectedEOF) {
+			// Anything the decompressor reports is damage to the stream.
+			err = fmt.Errorf("%w: sample %d: gzip: %w", format.ErrCorrupt, r.next, err)
+		} else if errors.Is(err, io.ErrUnexpectedEOF) {
+			err = format.Truncated("sample %d of %d cut off", r.next, h.Samples())
+		}
+		return tensor.Tensor{}, &format.Error{Format: "idx", File: r.name, Chunk: -1, Record: r.next, Offset: off, Err: err}
+	}
+	t, err := tensor.Zeros(h.DType, h.SampleShape())
+	if err != nil {
+		return tensor.Tensor{}, fail(r.name, off, err)
+	}
+	toLittleEndian(t.Bytes(), r.buf.Bytes(), h.DType.Size())
+	r.next++
+	return t, nil
+}
+
+// toLittleEndian copies big-endian elements of the given size into dst.
+func toLittleEndian(dst, src []byte, size int) {
+	if size == 1 {
+		copy(dst, src)
+		return
+	}
+	for i := 0; i+size <= len(src); i += size {
+		for k := range size {
+			dst[i+k] = src[i+size-1-k]
+		}
+	}
+}
+
+// Close closes the file opened by Open.
+func (r *Reader) Close() error {
+	if r.closer == nil {
+		return nil
+	}
+	err := r.closer.Close()
+	r.closer = nil
+	return err
+}
+
+// CompanionLabels returns the labels file that goes with an images file by
+// the MNIST naming convention ("...images-idx3-ubyte[.gz]" ->
+// "...labels-idx1-ubyte[.gz]"), and whether such a file exists.
+func CompanionLabels(imagesPath string) (string, bool) {
+	dir, base := filepath.Split(imagesPath)
+	if !strings.Contains(base, "images-idx3") {
+		return "", false
+	}
+	p := filepath.Join(dir, strings.Replace(base, "images-idx3", "labels-idx1", 1))
+	if st, err := os.Stat(p); err == nil && st.Mode().IsRegular() {
+		return p, true
+	}
+	return "", false
+}
+
+// Pair reads an images file and a labels file in lockstep.
+type Pair struct {
+	Images, Labels *Reader
+}
+
+// OpenPair opens both files and checks that they declare the same number of
+// samples.
+func OpenPair(images, labels string) (*Pair, error) {
+	im, err := Open(images)
+	if err != nil {
+		return nil, err
+	}
+	lb, err := Open(labels)
+	if err != nil {
+		im.Close()
+		return nil, err
+	}
+	if a, b := im.Header().Samples(), lb.Header().Samples(); a != b {
+		im.Close()
+		lb.Close()
+		return nil, fail(labels, 0, format.Corrupt("%d labels for %d images in %s", b, a, images))
+	}
+	return &Pair{Images: im, Labels: lb}, nil
+}
+
+// Next returns the next (image, label) sample, or io.EOF.
+func (p *Pair) Next() (image, label tensor.Tensor, err error) {
+	if image, err = p.Images.Next(); err != nil {
+		return
+	}
+	label, err = p.Labels.Next()
+	return
+}
+
+// Close closes both files.
+func (p *Pair) Close() error {
+	return errors.Join(p.Images.Close(), p.Labels.Close())
+}

@@ -1,0 +1,233 @@
+package idx_test
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/klauspost/compress/gzip"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/actorfeed/actorfeed/readers/format"
+	"github.com/actorfeed/actorfeed/readers/idx"
+	"github.com/actorfeed/actorfeed/tensor"
+)
+
+// fashionDir finds the installed Fashion-MNIST files. CI installs them and
+// sets ACTORFEED_REQUIRE_DATASETS=1 so a missing data set fails there
+// instead of skipping.
+func fashionDir(t *testing.T) string {
+	dir := os.Getenv("ACTORFEED_FASHION_MNIST")
+	if dir == "" {
+		dir = "/usr/share/datasets/fashion-mnist"
+	}
+	if _, err := os.Stat(filepath.Join(dir, "train-images-idx3-ubyte.gz")); err != nil {
+		if os.Getenv("ACTORFEED_REQUIRE_DATASETS") != "" {
+			t.Fatalf("Fashion-MNIST required but missing: %v", err)
+		}
+		t.Skipf("Fashion-MNIST not installed (apt-get install dataset-fashion-mnist): %v", err)
+	}
+	return dir
+}
+
+func TestFashionMNIST(t *testing.T) {
+	dir := fashionDir(t)
+	for _, c := range []struct {
+		prefix string
+		n      int
+	}{{"train", 60000}, {"t10k", 10000}} {
+		images := filepath.Join(dir, c.prefix+"-images-idx3-ubyte.gz")
+		labels, ok := idx.CompanionLabels(images)
+		require.True(t, ok)
+		p, err := idx.OpenPair(images, labels)
+		require.NoError(t, err)
+		perClass := map[uint8]int{}
+		n := 0
+		for {
+			img, lbl, err := p.Next()
+			if err == io.EOF {
+				break
+			}
+			require.NoError(t, err)
+			require.Equal(t, tensor.Uint8, img.DType())
+			require.Equal(t, tensor.Shape{1, 28, 28}, img.Shape())
+			require.Equal(t, tensor.Shape{1}, lbl.Shape())
+			v, err := tensor.View[uint8](lbl)
+			require.NoError(t, err)
+			require.Less(t, v[0], uint8(10))
+			perClass[v[0]]++
+			n++
+		}
+		require.NoError(t, p.Close())
+		assert.Equal(t, c.n, n, c.prefix)
+		require.Len(t, perClass, 10)
+		for class, count := range perClass {
+			assert.Equal(t, c.n/10, count, "%s class %d", c.prefix, class)
+		}
+	}
+}
+
+// writeIDX writes an IDX file of the given type code and dims with values
+// produced big-endian by put.
+func writeIDX(t *testing.T, path string, code byte, dims []uint32, data []byte, gz bool) {
+	t.Helper()
+	var b bytes.Buffer
+	b.Write([]byte{0, 0, code, byte(len(dims))})
+	for _, d := range dims {
+		_ = binary.Write(&b, binary.BigEndian, d)
+	}
+	b.Write(data)
+	out := b.Bytes()
+	if gz {
+		var z bytes.Buffer
+		w := gzip.NewWriter(&z)
+		_, _ = w.Write(out)
+		require.NoError(t, w.Close())
+		out = z.Bytes()
+	}
+	require.NoError(t, os.WriteFile(path, out, 0o644))
+}
+
+func TestMultiByteTypesAreConvertedToLittleEndian(t *testing.T) {
+	dir := t.TempDir()
+	var data bytes.Buffer
+	for _, v := range []int16{-2, 300, 7, -32768, 1, 2} {
+		_ = binary.Write(&data, binary.BigEndian, v)
+	}
+	for _, gz := range []bool{false, true} {
+		path := filepath.Join(dir, "x.idx")
+		writeIDX(t, path, 0x0B, []uint32{3, 2}, data.Bytes(), gz)
+		r, err := idx.Open(path)
+		require.NoError(t, err)
+		var got []int16
+		for {
+			s, err := r.Next()
+			if err == io.EOF {
+				break
+			}
+			require.NoError(t, err)
+			require.Equal(t, tensor.Shape{1, 2}, s.Shape())
+			v, err := tensor.View[int16](s)
+			require.NoError(t, err)
+			got = append(got, v...)
+		}
+		require.NoError(t, r.Close())
+		assert.Equal(t, []int16{-2, 300, 7, -32768, 1, 2}, got, "gzip=%v", gz)
+	}
+
+	var f bytes.Buffer
+	_ = binary.Write(&f, binary.BigEndian, float32(1.5))
+	path := filepath.Join(dir, "f.idx")
+	writeIDX(t, path, 0x0D, []uint32{1}, f.Bytes(), false)
+	r, err := idx.Open(path)
+	require.NoError(t, err)
+	s, err := r.Next()
+	require.NoError(t, err)
+	v, err := tensor.View[float32](s)
+	require.NoError(t, err)
+	assert.Equal(t, []float32{1.5}, v)
+	require.NoError(t, r.Close())
+}
+
+func TestDamagedFiles(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "bad.idx")
+	data := bytes.Repeat([]byte{7}, 4*5)
+
+	// Raw file shorter than its header declares: truncation, found at open.
+	writeIDX(t, path, 0x08, []uint32{5, 5}, data[:17], false)
+	_, err := idx.Open(path)
+	require.ErrorIs(t, err, io.ErrUnexpectedEOF)
+	require.ErrorIs(t, err, format.ErrCorrupt)
+	var fe *format.Error
+	require.True(t, errors.As(err, &fe))
+	assert.Equal(t, path, fe.File)
+	assert.Contains(t, err.Error(), path)
+
+	// Gzipped and cut short: found at the sample, which is named.
+	writeIDX(t, path, 0x08, []uint32{5, 4}, data[:17], true)
+	r, err := idx.Open(path)
+	require.NoError(t, err)
+	for range 4 {
+		_, err = r.Next()
+		require.NoError(t, err)
+	}
+	_, err = r.Next()
+	require.ErrorIs(t, err, io.ErrUnexpectedEOF)
+	require.True(t, errors.As(err, &fe))
+	assert.Equal(t, 4, fe.Record)
+	assert.Equal(t, int64(4+8+16), fe.Offset)
+	require.NoError(t, r.Close())
+
+	// Trailing bytes after the declared samples.
+	writeIDX(t, path, 0x08, []uint32{2, 4}, data[:9], false)
+	_, err = idx.Open(path)
+	assert.ErrorIs(t, err, format.ErrCorrupt)
+	assert.ErrorContains(t, err, "after the 2 declared samples")
+
+	// Bad magic and unknown type.
+	require.NoError(t, os.WriteFile(path, []byte{1, 0, 8, 1, 0, 0, 0, 0}, 0o644))
+	_, err = idx.Open(path)
+	assert.ErrorIs(t, err, format.ErrCorrupt)
+	assert.ErrorContains(t, err, "magic")
+	require.NoError(t, os.WriteFile(path, []byte{0, 0, 0x42, 1, 0, 0, 0, 0}, 0o644))
+	_, err = idx.Open(path)
+	assert.ErrorContains(t, err, "element type")
+
+	// Mismatched pair.
+	labels := filepath.Join(dir, "l.idx")
+	writeIDX(t, path, 0x08, []uint32{2, 4}, data[:8], false)
+	writeIDX(t, labels, 0x08, []uint32{3}, data[:3], false)
+	_, err = idx.OpenPair(path, labels)
+	assert.ErrorContains(t, err, "3 labels for 2 images")
+
+	_, err = idx.Open(filepath.Join(dir, "missing.idx"))
+	assert.ErrorIs(t, err, os.ErrNotExist)
+}
+
+func TestCompanionLabels(t *testing.T) {
+	dir := t.TempDir()
+	images := filepath.Join(dir, "train-images-idx3-ubyte.gz")
+	_, ok := idx.CompanionLabels(images)
+	assert.False(t, ok)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "train-labels-idx1-ubyte.gz"), nil, 0o644))
+	got, ok := idx.CompanionLabels(images)
+	assert.True(t, ok)
+	assert.Equal(t, filepath.Join(dir, "train-labels-idx1-ubyte.gz"), got)
+	_, ok = idx.CompanionLabels(filepath.Join(dir, "other.idx"))
+	assert.False(t, ok)
+}
+
+func FuzzHeader(f *testing.F) {
+	f.Add([]byte{0, 0, 8, 3, 0, 0, 0, 2, 0, 0, 0, 2, 0, 0, 0, 2, 1, 2, 3, 4, 5, 6, 7, 8})
+	f.Add([]byte{0, 0, 0x0e, 1, 0xff, 0xff, 0xff, 0xff})
+	f.Add([]byte{0x1f, 0x8b, 8, 0})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		r, err := idx.NewReader(bytes.NewReader(b), int64(len(b)), "fuzz")
+		if err != nil {
+			if !errors.Is(err, format.ErrCorrupt) {
+				t.Fatalf("not classed as corruption: %v", err)
+			}
+			return
+		}
+		total := 0
+		for {
+			s, err := r.Next()
+			if err != nil {
+				if err != io.EOF && !errors.Is(err, format.ErrCorrupt) {
+					t.Fatalf("sample error not classed: %v", err)
+				}
+				break
+			}
+			total += len(s.Bytes())
+			if total > len(b)*1100+1024 {
+				t.Fatalf("read %d bytes of samples from %d input bytes", total, len(b))
+			}
+		}
+	})
+}

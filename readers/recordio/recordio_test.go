@@ -1,0 +1,294 @@
+package recordio_test
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/actorfeed/actorfeed/readers/format"
+	"github.com/actorfeed/actorfeed/readers/recordio"
+)
+
+// makeRecords returns n records of varied length, including empty ones.
+func makeRecords(n int, seed uint64) [][]byte {
+	rng := rand.New(rand.NewPCG(seed, 1))
+	out := make([][]byte, n)
+	for i := range out {
+		r := make([]byte, rng.IntN(300))
+		for j := range r {
+			r[j] = byte(rng.IntN(8)) // compressible
+		}
+		if len(r) >= 4 {
+			copy(r, fmt.Sprintf("%04d", i%10000))
+		}
+		out[i] = r
+	}
+	return out
+}
+
+func writeFile(t testing.TB, path string, records [][]byte, opts recordio.WriterOptions) {
+	t.Helper()
+	f, err := os.Create(path)
+	require.NoError(t, err)
+	w, err := recordio.NewWriter(f, opts)
+	require.NoError(t, err)
+	for _, r := range records {
+		require.NoError(t, w.Write(r))
+	}
+	require.NoError(t, w.Close())
+	require.NoError(t, f.Close())
+}
+
+func openFile(t testing.TB, path string) (*os.File, int64) {
+	t.Helper()
+	f, err := os.Open(path)
+	require.NoError(t, err)
+	t.Cleanup(func() { f.Close() })
+	st, err := f.Stat()
+	require.NoError(t, err)
+	return f, st.Size()
+}
+
+func scanAll(t testing.TB, path string) ([][]byte, error) {
+	t.Helper()
+	f, size := openFile(t, path)
+	s := recordio.NewScanner(f, size, recordio.ScannerOptions{Name: path})
+	var out [][]byte
+	for s.Scan() {
+		out = append(out, bytes.Clone(s.Record()))
+	}
+	return out, s.Err()
+}
+
+func TestRoundTripEveryCompressor(t *testing.T) {
+	records := makeRecords(10000, 7)
+	for _, c := range []recordio.Compressor{recordio.NoCompression, recordio.Snappy, recordio.Gzip} {
+		t.Run(c.String(), func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "data.recordio")
+			writeFile(t, path, records, recordio.WriterOptions{Compressor: c, MaxChunkBytes: 64 << 10})
+			got, err := scanAll(t, path)
+			require.NoError(t, err)
+			require.Len(t, got, len(records))
+			for i := range records {
+				require.True(t, bytes.Equal(records[i], got[i]), "record %d differs", i)
+			}
+		})
+	}
+}
+
+func TestChunkReadableAlone(t *testing.T) {
+	records := makeRecords(10000, 8)
+	path := filepath.Join(t.TempDir(), "data.recordio")
+	writeFile(t, path, records, recordio.WriterOptions{Compressor: recordio.Snappy, MaxChunkBytes: 32 << 10})
+	f, size := openFile(t, path)
+	idx, err := recordio.LoadIndex(f, size, path)
+	require.NoError(t, err)
+	require.Greater(t, len(idx.Chunks), 10)
+	assert.Equal(t, len(records), idx.NumRecords)
+
+	k := len(idx.Chunks) / 2
+	chunk := idx.Chunks[k]
+	got, err := recordio.ReadChunk(f, size, path, chunk)
+	require.NoError(t, err)
+	require.Len(t, got, int(chunk.NumRecords))
+	for i, r := range got {
+		require.True(t, bytes.Equal(records[chunk.FirstRecord+i], r), "chunk %d record %d", k, i)
+	}
+
+	// A scanner started at chunk k reads from there to the end.
+	s := recordio.NewScanner(f, size, recordio.ScannerOptions{Name: path, Start: chunk})
+	n := 0
+	for s.Scan() {
+		require.True(t, bytes.Equal(records[chunk.FirstRecord+n], s.Record()))
+		assert.Equal(t, chunk.FirstRecord+n, s.Position().Record)
+		n++
+	}
+	require.NoError(t, s.Err())
+	assert.Equal(t, len(records)-chunk.FirstRecord, n)
+
+	c, within, ok := idx.Locate(chunk.FirstRecord + 3)
+	require.True(t, ok)
+	assert.Equal(t, k, c.Index)
+	assert.Equal(t, 3, within)
+	_, _, ok = idx.Locate(len(records))
+	assert.False(t, ok)
+}
+
+func TestResumeFromNext(t *testing.T) {
+	records := makeRecords(500, 9)
+	path := filepath.Join(t.TempDir(), "data.recordio")
+	writeFile(t, path, records, recordio.WriterOptions{MaxChunkBytes: 4 << 10})
+	f, size := openFile(t, path)
+	s := recordio.NewScanner(f, size, recordio.ScannerOptions{})
+	for range 123 {
+		require.True(t, s.Scan())
+	}
+	start, skip := s.Next()
+	r := recordio.NewScanner(f, size, recordio.ScannerOptions{Start: start})
+	for range skip {
+		require.True(t, r.Scan())
+	}
+	for i := 123; i < len(records); i++ {
+		require.True(t, r.Scan())
+		require.True(t, bytes.Equal(records[i], r.Record()), "record %d", i)
+	}
+	assert.False(t, r.Scan())
+	require.NoError(t, r.Err())
+}
+
+func TestFlippedByteIsCorruption(t *testing.T) {
+	records := makeRecords(40, 10)
+	for _, c := range []recordio.Compressor{recordio.NoCompression, recordio.Snappy, recordio.Gzip} {
+		t.Run(c.String(), func(t *testing.T) {
+			dir := t.TempDir()
+			path := filepath.Join(dir, "good.recordio")
+			writeFile(t, path, records, recordio.WriterOptions{Compressor: c, MaxChunkBytes: 1 << 10})
+			good, err := os.ReadFile(path)
+			require.NoError(t, err)
+			f, size := openFile(t, path)
+			idx, err := recordio.LoadIndex(f, size, path)
+			require.NoError(t, err)
+			require.Greater(t, len(idx.Chunks), 2)
+
+			bad := filepath.Join(dir, "bad.recordio")
+			// Flip every byte of the second chunk, one at a time.
+			chunk := idx.Chunks[1]
+			for off := chunk.Offset; off < chunk.End(); off++ {
+				b := bytes.Clone(good)
+				b[off] ^= 0x5a
+				require.NoError(t, os.WriteFile(bad, b, 0o644))
+				_, err := scanAll(t, bad)
+				require.Error(t, err, "flip at %d went unnoticed", off)
+				require.ErrorIs(t, err, format.ErrCorrupt, "flip at %d: %v", off, err)
+				var fe *format.Error
+				require.True(t, errors.As(err, &fe))
+				assert.Equal(t, bad, fe.File)
+				assert.Equal(t, 1, fe.Chunk, "flip at %d: %v", off, err)
+				assert.Equal(t, chunk.Offset, fe.Offset)
+				assert.Contains(t, err.Error(), "chunk 1")
+				assert.Contains(t, err.Error(), fmt.Sprintf("offset %d", chunk.Offset))
+				assert.Contains(t, err.Error(), bad)
+			}
+		})
+	}
+}
+
+func TestTruncationIsUnexpectedEOF(t *testing.T) {
+	records := makeRecords(40, 11)
+	dir := t.TempDir()
+	path := filepath.Join(dir, "good.recordio")
+	writeFile(t, path, records, recordio.WriterOptions{MaxChunkBytes: 1 << 10})
+	good, err := os.ReadFile(path)
+	require.NoError(t, err)
+	f, size := openFile(t, path)
+	idx, err := recordio.LoadIndex(f, size, path)
+	require.NoError(t, err)
+
+	bad := filepath.Join(dir, "cut.recordio")
+	ends := map[int64]bool{}
+	for _, c := range idx.Chunks {
+		ends[c.End()] = true
+	}
+	for cut := int64(1); cut < int64(len(good)); cut++ {
+		require.NoError(t, os.WriteFile(bad, good[:cut], 0o644))
+		got, err := scanAll(t, bad)
+		if ends[cut] { // a cut exactly between chunks is a shorter, valid file
+			require.NoError(t, err, "cut at %d", cut)
+			continue
+		}
+		require.ErrorIs(t, err, io.ErrUnexpectedEOF, "cut at %d", cut)
+		require.ErrorIs(t, err, format.ErrCorrupt)
+		var fe *format.Error
+		require.True(t, errors.As(err, &fe))
+		assert.Equal(t, bad, fe.File)
+		assert.GreaterOrEqual(t, fe.Chunk, 0)
+		assert.GreaterOrEqual(t, fe.Offset, int64(0))
+		assert.Less(t, len(got), len(records))
+	}
+}
+
+func TestBadMagic(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "x.recordio")
+	require.NoError(t, os.WriteFile(path, bytes.Repeat([]byte{0x42}, 64), 0o644))
+	_, err := scanAll(t, path)
+	require.ErrorIs(t, err, format.ErrCorrupt)
+	assert.ErrorContains(t, err, "bad magic")
+	assert.ErrorContains(t, err, "chunk 0, offset 0")
+	f, size := openFile(t, path)
+	_, err = recordio.LoadIndex(f, size, path)
+	assert.ErrorIs(t, err, format.ErrCorrupt)
+}
+
+func TestEmptyFileAndEmptyRecords(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "empty.recordio")
+	writeFile(t, path, nil, recordio.WriterOptions{})
+	got, err := scanAll(t, path)
+	require.NoError(t, err)
+	assert.Empty(t, got)
+
+	writeFile(t, path, [][]byte{{}, {}, {1}}, recordio.WriterOptions{Compressor: recordio.Gzip})
+	got, err = scanAll(t, path)
+	require.NoError(t, err)
+	assert.Equal(t, [][]byte{{}, {}, {1}}, got)
+}
+
+// The header layout is the Go recordio library's: magic, checksum,
+// compressor, stored size, record count.
+func TestHeaderLayout(t *testing.T) {
+	var buf bytes.Buffer
+	w, err := recordio.NewWriter(&buf, recordio.WriterOptions{})
+	require.NoError(t, err)
+	require.NoError(t, w.Write([]byte("ab")))
+	require.NoError(t, w.Close())
+	b := buf.Bytes()
+	require.Len(t, b, recordio.HeaderSize+4+2)
+	assert.Equal(t, []byte{4, 3, 2, 1}, b[0:4])                            // magic
+	assert.Equal(t, []byte{0, 0, 0, 0}, b[8:12])                           // compressor
+	assert.Equal(t, []byte{6, 0, 0, 0}, b[12:16])                          // stored size
+	assert.Equal(t, []byte{1, 0, 0, 0}, b[16:20])                          // records
+	assert.Equal(t, []byte{2, 0, 0, 0, 'a', 'b'}, b[recordio.HeaderSize:]) // payload
+	_, err = recordio.NewWriter(&buf, recordio.WriterOptions{Compressor: 7})
+	assert.ErrorIs(t, err, recordio.ErrUnknownCompressor)
+	assert.ErrorIs(t, w.Write([]byte("x")), recordio.ErrWriterClosed)
+}
+
+func FuzzScanner(f *testing.F) {
+	for _, c := range []recordio.Compressor{recordio.NoCompression, recordio.Snappy, recordio.Gzip} {
+		var buf bytes.Buffer
+		w, _ := recordio.NewWriter(&buf, recordio.WriterOptions{Compressor: c, MaxChunkBytes: 64})
+		for _, r := range makeRecords(12, 3) {
+			_ = w.Write(r)
+		}
+		_ = w.Close()
+		f.Add(buf.Bytes())
+	}
+	f.Add([]byte{4, 3, 2, 1})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		const limit = 1 << 20
+		s := recordio.NewScanner(bytes.NewReader(b), int64(len(b)), recordio.ScannerOptions{Name: "fuzz", MaxDecodedBytes: limit})
+		total := 0
+		for s.Scan() {
+			total += len(s.Record())
+		}
+		if err := s.Err(); err != nil {
+			var fe *format.Error
+			if !errors.As(err, &fe) || fe.File != "fuzz" || fe.Chunk < 0 || fe.Offset < 0 || fe.Offset > int64(len(b)) {
+				t.Fatalf("error without position: %v", err)
+			}
+			if !errors.Is(err, format.ErrCorrupt) {
+				t.Fatalf("damage not classed as corruption: %v", err)
+			}
+		}
+		if _, err := recordio.LoadIndex(bytes.NewReader(b), int64(len(b)), "fuzz"); err != nil && !errors.Is(err, format.ErrCorrupt) {
+			t.Fatalf("index: %v", err)
+		}
+	})
+}

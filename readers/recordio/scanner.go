@@ -1,0 +1,344 @@
+package recordio
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"sort"
+
+	"github.com/klauspost/compress/gzip"
+	"github.com/klauspost/compress/snappy"
+
+	"github.com/actorfeed/actorfeed/readers/format"
+)
+
+// ChunkInfo locates a chunk in a file.
+type ChunkInfo struct {
+	Index       int   // chunk number, from 0
+	Offset      int64 // byte offset of the chunk's header
+	FirstRecord int   // file-wide index of the chunk's first record
+	Header
+}
+
+// End is the offset just past the chunk.
+func (c ChunkInfo) End() int64 { return c.Offset + HeaderSize + int64(c.StoredSize) }
+
+// chunkReader reads and verifies chunks of one file, reusing its buffers.
+type chunkReader struct {
+	r          io.ReaderAt
+	size       int64
+	name       string
+	maxDecoded int
+
+	hdr     [HeaderSize]byte
+	stored  []byte
+	decoded bytes.Buffer
+	starts  []int  // offsets of the records in cur
+	cur     []byte // the loaded chunk's decoded payload
+	snappy  *snappy.Reader
+	gzip    *gzip.Reader
+}
+
+func newChunkReader(r io.ReaderAt, size int64, name string, maxDecoded int) *chunkReader {
+	if maxDecoded <= 0 {
+		maxDecoded = DefaultMaxDecodedBytes
+	}
+	return &chunkReader{r: r, size: size, name: name, maxDecoded: maxDecoded}
+}
+
+func (c *chunkReader) fail(k int, off int64, err error) error {
+	return &format.Error{Format: "recordio", File: c.name, Chunk: k, Record: -1, Offset: off, Err: err}
+}
+
+// header reads the header of chunk k at off. At the end of the file it
+// returns io.EOF; anything short of a whole header is truncation.
+func (c *chunkReader) header(k int, off int64) (Header, error) {
+	if off == c.size {
+		return Header{}, io.EOF
+	}
+	if c.size-off < HeaderSize {
+		return Header{}, c.fail(k, off, format.Truncated("chunk header has %d of %d bytes", c.size-off, HeaderSize))
+	}
+	if _, err := c.r.ReadAt(c.hdr[:], off); err != nil {
+		return Header{}, c.fail(k, off, readErr(err, "chunk header"))
+	}
+	h, ok := parseHeader(c.hdr[:])
+	if !ok {
+		return Header{}, c.fail(k, off, format.Corrupt("bad magic %#08x, want %#08x", binary.LittleEndian.Uint32(c.hdr[:]), Magic))
+	}
+	if rest := c.size - off - HeaderSize; int64(h.StoredSize) > rest {
+		return Header{}, c.fail(k, off, format.Truncated("chunk declares %d payload bytes, %d remain in the file", h.StoredSize, rest))
+	}
+	if h.Compressor > Gzip {
+		return Header{}, c.fail(k, off, format.Corrupt("unknown compressor %d", uint32(h.Compressor)))
+	}
+	return h, nil
+}
+
+// readErr turns a failed ReadAt of a range that the size said was there into
+// a truncation (the file shrank) or passes an I/O error through.
+func readErr(err error, what string) error {
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return format.Truncated("%s: file ended early", what)
+	}
+	return fmt.Errorf("read %s: %w", what, err)
+}
+
+// load reads, verifies and decodes chunk info, leaving its records
+// described by c.decoded and c.starts.
+func (c *chunkReader) load(info ChunkInfo) error {
+	n := int(info.StoredSize)
+	if cap(c.stored) < n {
+		c.stored = make([]byte, n)
+	}
+	c.stored = c.stored[:n]
+	if _, err := c.r.ReadAt(c.stored, info.Offset+HeaderSize); err != nil {
+		return c.fail(info.Index, info.Offset, readErr(err, "chunk payload"))
+	}
+	if sum := crc32.ChecksumIEEE(c.stored); sum != info.Checksum {
+		return c.fail(info.Index, info.Offset, format.Corrupt("checksum %#08x does not match header %#08x", sum, info.Checksum))
+	}
+	payload, err := c.decompress(info.Compressor)
+	if err != nil {
+		return c.fail(info.Index, info.Offset, err)
+	}
+	if err := c.split(payload, int(info.NumRecords)); err != nil {
+		return c.fail(info.Index, info.Offset, err)
+	}
+	c.cur = payload
+	return nil
+}
+
+func (c *chunkReader) decompress(comp Compressor) ([]byte, error) {
+	var zr io.Reader
+	switch comp {
+	case NoCompression:
+		if len(c.stored) > c.maxDecoded {
+			return nil, format.Corrupt("chunk of %d bytes exceeds the %d-byte limit", len(c.stored), c.maxDecoded)
+		}
+		return c.stored, nil
+	case Snappy:
+		if c.snappy == nil {
+			c.snappy = snappy.NewReader(bytes.NewReader(c.stored))
+		} else {
+			c.snappy.Reset(bytes.NewReader(c.stored))
+		}
+		zr = c.snappy
+	case Gzip:
+		if c.gzip == nil {
+			g, err := gzip.NewReader(bytes.NewReader(c.stored))
+			if err != nil {
+				return nil, format.Corrupt("gzip payload: %v", err)
+			}
+			c.gzip = g
+		} else if err := c.gzip.Reset(bytes.NewReader(c.stored)); err != nil {
+			return nil, format.Corrupt("gzip payload: %v", err)
+		}
+		zr = c.gzip
+	default:
+		return nil, format.Corrupt("unknown compressor %d", uint32(comp))
+	}
+	c.decoded.Reset()
+	// Reading through a limit grows the buffer only as output arrives, so a
+	// damaged size field cannot make us allocate ahead of the data.
+	n, err := c.decoded.ReadFrom(io.LimitReader(zr, int64(c.maxDecoded)+1))
+	if err != nil {
+		return nil, format.Corrupt("%v payload: %v", comp, err)
+	}
+	if n > int64(c.maxDecoded) {
+		return nil, format.Corrupt("%v payload decompresses beyond the %d-byte limit", comp, c.maxDecoded)
+	}
+	return c.decoded.Bytes(), nil
+}
+
+// split checks that payload holds exactly n length-prefixed records and
+// records where each starts.
+func (c *chunkReader) split(payload []byte, n int) error {
+	if n > len(payload)/4 {
+		return format.Corrupt("header declares %d records but the payload has %d bytes", n, len(payload))
+	}
+	c.starts = c.starts[:0]
+	off := 0
+	for i := range n {
+		if len(payload)-off < 4 {
+			return format.Corrupt("record %d: length prefix cut off at payload byte %d", i, off)
+		}
+		size := int(binary.LittleEndian.Uint32(payload[off:]))
+		off += 4
+		if size > len(payload)-off {
+			return format.Corrupt("record %d: length %d exceeds the %d payload bytes left", i, size, len(payload)-off)
+		}
+		c.starts = append(c.starts, off)
+		off += size
+	}
+	if off != len(payload) {
+		return format.Corrupt("%d bytes after the last of %d records", len(payload)-off, n)
+	}
+	c.starts = append(c.starts, off+4) // sentinel: record i spans starts[i] .. starts[i+1]-4
+	return nil
+}
+
+// record returns record i of the loaded chunk, aliasing the chunk buffer.
+func (c *chunkReader) record(i int) []byte {
+	return c.cur[c.starts[i] : c.starts[i+1]-4 : c.starts[i+1]-4]
+}
+
+// ScannerOptions configure a Scanner. The zero value scans a whole file.
+type ScannerOptions struct {
+	// Name identifies the file in errors, usually its path.
+	Name string
+	// Start is the chunk to begin at, from an Index; the zero value is the
+	// beginning of the file.
+	Start ChunkInfo
+	// MaxDecodedBytes bounds one chunk's decompressed size. Default
+	// DefaultMaxDecodedBytes.
+	MaxDecodedBytes int
+}
+
+// Position is where a Scanner stands: the chunk and file-wide record index of
+// the record last returned.
+type Position struct {
+	Chunk       int
+	ChunkOffset int64
+	Record      int
+}
+
+// Scanner reads the records of a RecordIO file in order, verifying every
+// chunk before returning any of its records.
+type Scanner struct {
+	c      *chunkReader
+	next   ChunkInfo // the chunk after the loaded one
+	loaded ChunkInfo
+	i      int // index within the loaded chunk of the next record
+	n      int // records in the loaded chunk
+	rec    []byte
+	err    error
+}
+
+// NewScanner returns a Scanner over the size bytes of r.
+func NewScanner(r io.ReaderAt, size int64, opts ScannerOptions) *Scanner {
+	start := opts.Start
+	start.Header = Header{}
+	return &Scanner{c: newChunkReader(r, size, opts.Name, opts.MaxDecodedBytes), next: start, loaded: ChunkInfo{Index: -1}}
+}
+
+// Scan advances to the next record. It returns false at the end of the file
+// or on an error; Err tells which.
+func (s *Scanner) Scan() bool {
+	if s.err != nil {
+		return false
+	}
+	for s.i >= s.n {
+		h, err := s.c.header(s.next.Index, s.next.Offset)
+		if err != nil {
+			s.err = err
+			return false
+		}
+		info := s.next
+		info.Header = h
+		if err := s.c.load(info); err != nil {
+			s.err = err
+			return false
+		}
+		s.loaded = info
+		s.i, s.n = 0, int(h.NumRecords)
+		s.next = ChunkInfo{Index: info.Index + 1, Offset: info.End(), FirstRecord: info.FirstRecord + s.n}
+	}
+	s.rec = s.c.record(s.i)
+	s.i++
+	return true
+}
+
+// Record is the record found by the last Scan. Like bufio.Scanner, the bytes
+// may be overwritten by a later Scan: copy them to keep them.
+func (s *Scanner) Record() []byte { return s.rec }
+
+// Err is the error that stopped Scan, nil at a clean end of file.
+func (s *Scanner) Err() error {
+	if errors.Is(s.err, io.EOF) {
+		return nil
+	}
+	return s.err
+}
+
+// Position is where the last record returned came from.
+func (s *Scanner) Position() Position {
+	return Position{Chunk: s.loaded.Index, ChunkOffset: s.loaded.Offset, Record: s.loaded.FirstRecord + s.i - 1}
+}
+
+// Next is where the scanner stands: the chunk it reads next once the loaded
+// one is used up. A new Scanner started at Next and skipping Skip records
+// resumes exactly after the last record returned.
+func (s *Scanner) Next() (start ChunkInfo, skip int) {
+	if s.i < s.n {
+		return s.loaded, s.i
+	}
+	return s.next, 0
+}
+
+// Index lists the chunks of a file.
+type Index struct {
+	Chunks     []ChunkInfo
+	NumRecords int
+}
+
+// LoadIndex reads every chunk header of the file (not the payloads), checking
+// magic numbers and that each declared size fits the file. It reads
+// len(Chunks) headers; checksums are verified only when a chunk is read.
+func LoadIndex(r io.ReaderAt, size int64, name string) (*Index, error) {
+	c := newChunkReader(r, size, name, 0)
+	idx := &Index{}
+	next := ChunkInfo{}
+	for {
+		h, err := c.header(next.Index, next.Offset)
+		if errors.Is(err, io.EOF) {
+			return idx, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		next.Header = h
+		idx.Chunks = append(idx.Chunks, next)
+		idx.NumRecords += int(h.NumRecords)
+		next = ChunkInfo{Index: next.Index + 1, Offset: next.End(), FirstRecord: idx.NumRecords}
+	}
+}
+
+// Locate returns the chunk holding the file-wide record index rec and the
+// record's index within it; ok is false past the end.
+func (x *Index) Locate(rec int) (chunk ChunkInfo, within int, ok bool) {
+	if rec < 0 || rec >= x.NumRecords {
+		return ChunkInfo{}, 0, false
+	}
+	k := sort.Search(len(x.Chunks), func(i int) bool {
+		return x.Chunks[i].FirstRecord+int(x.Chunks[i].NumRecords) > rec
+	})
+	return x.Chunks[k], rec - x.Chunks[k].FirstRecord, true
+}
+
+// ReadChunk reads and verifies one chunk (from an Index) alone and returns
+// its records, which the caller owns.
+func ReadChunk(r io.ReaderAt, size int64, name string, info ChunkInfo) ([][]byte, error) {
+	c := newChunkReader(r, size, name, 0)
+	h, err := c.header(info.Index, info.Offset)
+	if errors.Is(err, io.EOF) {
+		return nil, c.fail(info.Index, info.Offset, format.Truncated("no chunk at offset %d: end of file", info.Offset))
+	}
+	if err != nil {
+		return nil, err
+	}
+	if h != info.Header {
+		return nil, c.fail(info.Index, info.Offset, format.Corrupt("header changed since the index was read"))
+	}
+	if err := c.load(info); err != nil {
+		return nil, err
+	}
+	out := make([][]byte, info.NumRecords)
+	for i := range out {
+		out[i] = c.record(i)
+	}
+	return out, nil
+}

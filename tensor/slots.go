@@ -1,0 +1,165 @@
+package tensor
+
+import (
+	"fmt"
+)
+
+// Slots is one instance or one batch: one LoDTensor per output slot, in the
+// order the reader declares them (for Fashion-MNIST: image, label).
+type Slots []LoDTensor
+
+// Instances is the number of instances every slot holds (see
+// LoDTensor.Instances). Slots that disagree are an error.
+func (s Slots) Instances() (int, error) {
+	if len(s) == 0 {
+		return 0, nil
+	}
+	n := s[0].Instances()
+	for i := 1; i < len(s); i++ {
+		if m := s[i].Instances(); m != n {
+			return 0, fmt.Errorf("%w: slot %d holds %d instances, slot 0 holds %d", ErrShape, i, m, n)
+		}
+	}
+	return n, nil
+}
+
+// Slice returns instances [lo, hi) of every slot, sharing storage.
+func (s Slots) Slice(lo, hi int) (Slots, error) {
+	out := make(Slots, len(s))
+	for i, t := range s {
+		c, err := t.Slice(lo, hi)
+		if err != nil {
+			return nil, fmt.Errorf("slot %d: %w", i, err)
+		}
+		out[i] = c
+	}
+	return out, nil
+}
+
+// Clone returns a deep copy.
+func (s Slots) Clone() Slots {
+	if s == nil {
+		return nil
+	}
+	out := make(Slots, len(s))
+	for i, t := range s {
+		out[i] = t.Clone()
+	}
+	return out
+}
+
+// Equal reports whether both hold equal tensors in the same order.
+func (s Slots) Equal(o Slots) bool {
+	if len(s) != len(o) {
+		return false
+	}
+	for i := range s {
+		if !s[i].Equal(o[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// Bytes is the total size of the slots' storage.
+func (s Slots) Bytes() int {
+	n := 0
+	for _, t := range s {
+		n += len(t.data)
+	}
+	return n
+}
+
+// Concat joins instances into a batch, slot by slot: dimension 0 is summed;
+// the element type, rank, trailing dimensions and number of LoD levels must
+// agree across instances (the error names the slot and both shapes); LoD
+// levels are joined by shifting offsets, so {0,3,5} + {0,2,6} becomes
+// {0,3,5,7,11}. The batch owns fresh storage; the instances are not aliased.
+func Concat(instances []Slots) (Slots, error) {
+	if len(instances) == 0 {
+		return nil, fmt.Errorf("%w: concat of no instances", ErrShape)
+	}
+	first := instances[0]
+	out := make(Slots, len(first))
+	for slot := range first {
+		t, err := concatSlot(instances, slot)
+		if err != nil {
+			return nil, err
+		}
+		out[slot] = t
+	}
+	return out, nil
+}
+
+func concatSlot(instances []Slots, slot int) (LoDTensor, error) {
+	ref := instances[0][slot]
+	if ref.Rank() == 0 {
+		return LoDTensor{}, fmt.Errorf("%w: slot %d: a rank-0 tensor cannot be batched", ErrShape, slot)
+	}
+	rows, size := 0, 0
+	for k, inst := range instances {
+		if len(inst) != len(instances[0]) {
+			return LoDTensor{}, fmt.Errorf("%w: instance %d has %d slots, instance 0 has %d", ErrShape, k, len(inst), len(instances[0]))
+		}
+		t := inst[slot]
+		if t.dtype != ref.dtype {
+			return LoDTensor{}, fmt.Errorf("%w: slot %d: instance %d is %v, instance 0 is %v", ErrDType, slot, k, t.dtype, ref.dtype)
+		}
+		if t.Rank() != ref.Rank() || !Shape(t.shape[1:]).Equal(ref.shape[1:]) {
+			return LoDTensor{}, fmt.Errorf("%w: slot %d: shape %v of instance %d does not match shape %v of instance 0", ErrShape, slot, t.shape, k, ref.shape)
+		}
+		if len(t.LoD) != len(ref.LoD) {
+			return LoDTensor{}, fmt.Errorf("%w: slot %d: instance %d has %d LoD levels, instance 0 has %d", ErrLoD, slot, k, len(t.LoD), len(ref.LoD))
+		}
+		rows += t.shape[0]
+		size += len(t.data)
+	}
+	data := alignedBytes(size)
+	off := 0
+	for _, inst := range instances {
+		off += copy(data[off:], inst[slot].data)
+	}
+	shape := ref.shape.Clone()
+	shape[0] = rows
+	return LoDTensor{Tensor: Tensor{dtype: ref.dtype, shape: shape, data: data}, LoD: concatLoD(instances, slot)}, nil
+}
+
+func concatLoD(instances []Slots, slot int) LoD {
+	levels := len(instances[0][slot].LoD)
+	if levels == 0 {
+		return nil
+	}
+	out := make(LoD, levels)
+	for l := range levels {
+		n := 1
+		for _, inst := range instances {
+			n += len(inst[slot].LoD[l]) - 1
+		}
+		joined := make([]int, 1, n)
+		for _, inst := range instances {
+			shift := joined[len(joined)-1]
+			for _, o := range inst[slot].LoD[l][1:] {
+				joined = append(joined, o+shift)
+			}
+		}
+		out[l] = joined
+	}
+	return out
+}
+
+// Split cuts a batch back into its instances (see Slots.Instances), each
+// sharing the batch's storage. Split(Concat(xs)) equals xs when every
+// instance without LoD has one row.
+func Split(batch Slots) ([]Slots, error) {
+	n, err := batch.Instances()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Slots, n)
+	for i := range n {
+		if out[i], err = batch.Slice(i, i+1); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
