@@ -76,13 +76,25 @@ func (s Slots) Bytes() int {
 // levels are joined by shifting offsets, so {0,3,5} + {0,2,6} becomes
 // {0,3,5,7,11}. The batch owns fresh storage; the instances are not aliased.
 func Concat(instances []Slots) (Slots, error) {
+	return ConcatInto(nil, instances)
+}
+
+// ConcatInto is Concat that reuses the storage of recycled, a batch the
+// caller no longer needs (typically an earlier batch of the same pipeline):
+// a slot whose old storage is large enough is overwritten in place instead of
+// allocating. recycled must not be used afterwards; nil allocates as Concat.
+func ConcatInto(recycled Slots, instances []Slots) (Slots, error) {
 	if len(instances) == 0 {
 		return nil, fmt.Errorf("%w: concat of no instances", ErrShape)
 	}
 	first := instances[0]
 	out := make(Slots, len(first))
 	for slot := range first {
-		t, err := concatSlot(instances, slot)
+		var reuse []byte
+		if slot < len(recycled) {
+			reuse = recycled[slot].data
+		}
+		t, err := concatSlot(instances, slot, reuse)
 		if err != nil {
 			return nil, err
 		}
@@ -91,7 +103,7 @@ func Concat(instances []Slots) (Slots, error) {
 	return out, nil
 }
 
-func concatSlot(instances []Slots, slot int) (LoDTensor, error) {
+func concatSlot(instances []Slots, slot int, reuse []byte) (LoDTensor, error) {
 	ref := instances[0][slot]
 	if ref.Rank() == 0 {
 		return LoDTensor{}, fmt.Errorf("%w: slot %d: a rank-0 tensor cannot be batched", ErrShape, slot)
@@ -114,7 +126,12 @@ func concatSlot(instances []Slots, slot int) (LoDTensor, error) {
 		rows += t.shape[0]
 		size += len(t.data)
 	}
-	data := alignedBytes(size)
+	var data []byte
+	if cap(reuse) >= size && size > 0 {
+		data = reuse[:size]
+	} else {
+		data = alignedBytes(size)
+	}
 	off := 0
 	for _, inst := range instances {
 		off += copy(data[off:], inst[slot].data)

@@ -211,7 +211,7 @@ func alignedBytes(n int) []byte {
 		return []byte{}
 	}
 	words := make([]uint64, (n+7)/8)
-	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(words))), n)
+	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(words))), len(words)*8)[:n]
 }
 
 var littleEndianHost = func() bool {

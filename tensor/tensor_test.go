@@ -330,3 +330,23 @@ func FuzzDecode(f *testing.F) {
 		}
 	})
 }
+
+func TestConcatIntoReusesStorage(t *testing.T) {
+	mk := func(v uint8) tensor.Slots {
+		return tensor.Slots{{Tensor: tensor.MustFromSlice(tensor.Shape{1, 3}, []uint8{v, v, v})}}
+	}
+	first, err := tensor.Concat([]tensor.Slots{mk(1), mk(2)})
+	require.NoError(t, err)
+	base := &first[0].Bytes()[0]
+	second, err := tensor.ConcatInto(first, []tensor.Slots{mk(3), mk(4)})
+	require.NoError(t, err)
+	assert.Same(t, base, &second[0].Bytes()[0], "storage reused")
+	assert.Equal(t, []byte{3, 3, 3, 4, 4, 4}, second[0].Bytes())
+	// Too small to reuse: a fresh allocation, same result as Concat.
+	third, err := tensor.ConcatInto(second, []tensor.Slots{mk(5), mk(6), mk(7)})
+	require.NoError(t, err)
+	want, _ := tensor.Concat([]tensor.Slots{mk(5), mk(6), mk(7)})
+	assert.True(t, third.Equal(want))
+	_, err = tensor.View[uint8](third[0].Tensor)
+	require.NoError(t, err)
+}

@@ -1,0 +1,33 @@
+// Package readers is the synchronous reader library of actorfeed: the
+// reader contract of the seeds (ReaderBase) in Go form, the file formats
+// behind a registry, the decorators that compose readers (shuffle, batch,
+// multi-pass, buffered prefetch, map, xmap, compose, chain, firstn, cache),
+// the random data generator, and the bounded feed queue that outside
+// producers push into.
+//
+// # The contract
+//
+// A Reader yields one instance or one batch per Next as a tensor.Slots, and
+// io.EOF at the end of the data. Reset (the seeds' ReInit) starts over; a
+// reader that cannot start over returns ErrResetUnsupported. Close releases
+// files and goroutines; Next after Close returns ErrClosed. HasNext lives in
+// Holder (the seeds' ReaderHolder), which looks one item ahead: that is sound
+// for a single consumer, which is what a Reader serves. A Reader is not safe
+// for concurrent use; the actor runtime (package actors) is the concurrent
+// layer.
+//
+// Errors travel: a source's error reaches the consumer through every
+// decorator, the concurrent ones included, and a decorator never turns an
+// error into an early io.EOF or a hang. Decorators that start goroutines
+// stop and join them in Reset and Close, provided their source honours the
+// context given to Next (every reader in this package does).
+//
+// Decorator constructors panic on parameters that are programming errors (a
+// batch size below 1, say), as make does; readers of files return errors.
+//
+// # Layering
+//
+// readers imports tensor and its own subpackages: format (what every format
+// shares), recordio and idx. It must not import messages, actors,
+// supervisor, sim or cmd.
+package readers

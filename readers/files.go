@@ -1,0 +1,171 @@
+package readers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/actorfeed/actorfeed/readers/format"
+	"github.com/actorfeed/actorfeed/readers/idx"
+	"github.com/actorfeed/actorfeed/readers/recordio"
+	"github.com/actorfeed/actorfeed/tensor"
+)
+
+func init() {
+	Register(Format{Name: "recordio", Suffixes: []string{".recordio", ".rio"}, Open: openRecordIO})
+	Register(Format{Name: "idx", Suffixes: []string{"-ubyte", "-ubyte.gz", ".idx", ".idx.gz"}, Open: openIDX})
+}
+
+// RecordFile reads a RecordIO file whose records are tensor encodings
+// (tensor.Encode), one instance each.
+type RecordFile struct {
+	path   string
+	f      *os.File
+	size   int64
+	sc     *recordio.Scanner
+	closed bool
+}
+
+// OpenRecordFile opens a RecordIO file of encoded instances.
+func OpenRecordFile(path string) (*RecordFile, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("readers: %w", err)
+	}
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("readers: %w", err)
+	}
+	r := &RecordFile{path: path, f: f, size: st.Size()}
+	r.sc = recordio.NewScanner(f, r.size, recordio.ScannerOptions{Name: path})
+	return r, nil
+}
+
+func openRecordIO(path string, _ OpenOptions) (Reader, error) { return OpenRecordFile(path) }
+
+// Next decodes the next record. A record that is not a valid encoding is
+// reported as corruption at its chunk and record.
+func (r *RecordFile) Next(ctx context.Context) (tensor.Slots, error) {
+	if r.closed {
+		return nil, ErrClosed
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if !r.sc.Scan() {
+		if err := r.sc.Err(); err != nil {
+			return nil, err
+		}
+		return nil, io.EOF
+	}
+	item, err := tensor.Decode(r.sc.Record())
+	if err != nil {
+		pos := r.sc.Position()
+		return nil, &format.Error{Format: "recordio", File: r.path, Chunk: pos.Chunk, Record: pos.Record,
+			Offset: pos.ChunkOffset, Err: fmt.Errorf("%w: record is not a tensor encoding: %w", format.ErrCorrupt, err)}
+	}
+	return item, nil
+}
+
+// Position is the place of the last record returned.
+func (r *RecordFile) Position() recordio.Position { return r.sc.Position() }
+
+// Reset starts over from the first record.
+func (r *RecordFile) Reset() error {
+	if r.closed {
+		return ErrClosed
+	}
+	r.sc = recordio.NewScanner(r.f, r.size, recordio.ScannerOptions{Name: r.path})
+	return nil
+}
+
+// Close closes the file.
+func (r *RecordFile) Close() error {
+	if r.closed {
+		return nil
+	}
+	r.closed = true
+	return r.f.Close()
+}
+
+// idxFile reads an IDX file, paired with its labels file when one exists
+// next to an images file by the MNIST naming convention: then items are
+// (image, label); otherwise each item is the file's one slot.
+type idxFile struct {
+	images, labels string
+	one            *idx.Reader
+	pair           *idx.Pair
+	closed         bool
+}
+
+func openIDX(path string, _ OpenOptions) (Reader, error) {
+	r := &idxFile{images: path}
+	r.labels, _ = idx.CompanionLabels(path)
+	if err := r.open(); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+func (r *idxFile) open() error {
+	var err error
+	if r.labels != "" {
+		r.pair, err = idx.OpenPair(r.images, r.labels)
+	} else {
+		r.one, err = idx.Open(r.images)
+	}
+	return err
+}
+
+func (r *idxFile) Next(ctx context.Context) (tensor.Slots, error) {
+	if r.closed {
+		return nil, ErrClosed
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if r.pair == nil && r.one == nil {
+		return nil, fmt.Errorf("readers: %s could not be reopened by Reset", r.images)
+	}
+	if r.pair != nil {
+		img, lbl, err := r.pair.Next()
+		if err != nil {
+			return nil, err
+		}
+		return tensor.Slots{{Tensor: img}, {Tensor: lbl}}, nil
+	}
+	t, err := r.one.Next()
+	if err != nil {
+		return nil, err
+	}
+	return tensor.Slots{{Tensor: t}}, nil
+}
+
+func (r *idxFile) close() error {
+	var err error
+	if r.pair != nil {
+		err = r.pair.Close()
+	} else if r.one != nil {
+		err = r.one.Close()
+	}
+	r.pair, r.one = nil, nil
+	return err
+}
+
+func (r *idxFile) Reset() error {
+	if r.closed {
+		return ErrClosed
+	}
+	return errors.Join(r.close(), r.open())
+}
+
+func (r *idxFile) Close() error {
+	if r.closed {
+		return nil
+	}
+	r.closed = true
+	return r.close()
+}

@@ -1,0 +1,216 @@
+package readers_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/actorfeed/actorfeed/readers"
+	"github.com/actorfeed/actorfeed/readers/format"
+	"github.com/actorfeed/actorfeed/readers/recordio"
+	"github.com/actorfeed/actorfeed/tensor"
+)
+
+// writeInstances writes n (image [1,4] float32, label [1] int64) instances.
+func writeInstances(t testing.TB, path string, n int, c recordio.Compressor) {
+	t.Helper()
+	f, err := os.Create(path)
+	require.NoError(t, err)
+	w, err := recordio.NewWriter(f, recordio.WriterOptions{Compressor: c, MaxChunkBytes: 1 << 10})
+	require.NoError(t, err)
+	for i := range n {
+		s := tensor.Slots{
+			{Tensor: tensor.MustFromSlice(tensor.Shape{1, 4}, []float32{float32(i), 1, 2, 3})},
+			{Tensor: tensor.MustFromSlice(tensor.Shape{1}, []int64{int64(i)})},
+		}
+		b, err := tensor.Encode(s)
+		require.NoError(t, err)
+		require.NoError(t, w.Write(b))
+	}
+	require.NoError(t, w.Close())
+	require.NoError(t, f.Close())
+}
+
+func TestParseEntry(t *testing.T) {
+	cases := []struct{ entry, format, path string }{
+		{"recordio:/data/a.bin", "recordio", "/data/a.bin"},
+		{"recordio:/data/with:colon.bin", "recordio", "/data/with:colon.bin"},
+		{"/data/a.recordio", "recordio", "/data/a.recordio"},
+		{"shard-0.rio", "recordio", "shard-0.rio"},
+		{"/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz", "idx", "/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz"},
+		{"./dir:x/a.recordio", "recordio", "./dir:x/a.recordio"}, // ':' inside a bare path
+		{"idx:foo", "idx", "foo"},
+	}
+	for _, c := range cases {
+		f, p, err := readers.ParseEntry(c.entry)
+		require.NoError(t, err, c.entry)
+		assert.Equal(t, c.format, f, c.entry)
+		assert.Equal(t, c.path, p, c.entry)
+	}
+	for _, bad := range []string{"", "  ", "parquet:/a", "recordio:", "/data/a.csv"} {
+		_, _, err := readers.ParseEntry(bad)
+		require.Error(t, err, bad)
+		assert.True(t, errors.Is(err, readers.ErrUnknownFormat) || errors.Is(err, readers.ErrBadEntry), "%q: %v", bad, err)
+	}
+	_, _, err := readers.ParseEntry("parquet:/a")
+	assert.ErrorContains(t, err, `"parquet"`)
+	assert.ErrorContains(t, err, "recordio")
+	assert.Contains(t, readers.Formats(), "idx")
+}
+
+func TestRecordFileReadsCheckedInstances(t *testing.T) {
+	for _, c := range []recordio.Compressor{recordio.NoCompression, recordio.Snappy, recordio.Gzip} {
+		path := filepath.Join(t.TempDir(), "part.recordio")
+		writeInstances(t, path, 165, c)
+		specs := []readers.SlotSpec{
+			{Name: "image", Shape: tensor.Shape{-1, 4}, DType: tensor.Float32},
+			{Name: "label", Shape: tensor.Shape{1}, DType: tensor.Int64},
+		}
+		r, err := readers.Open(path, readers.OpenOptions{Slots: specs})
+		require.NoError(t, err)
+		b := readers.Batch(r, 32, false)
+		batches, err := readers.ReadAll(context.Background(), b)
+		require.NoError(t, err)
+		require.Len(t, batches, 6)
+		assert.Equal(t, tensor.Shape{32, 4}, batches[0][0].Shape())
+		labels := values(t, func() (out []tensor.Slots) {
+			for _, x := range batches {
+				out = append(out, x[1:])
+			}
+			return
+		}())
+		assert.Equal(t, seq(0, 164), labels, "images and labels stay aligned")
+		require.NoError(t, b.Reset())
+		again, err := readers.ReadAll(context.Background(), b)
+		require.NoError(t, err)
+		assert.Len(t, again, 6)
+		require.NoError(t, b.Close())
+	}
+}
+
+func TestDeclaredShapeMismatchNamesTheSlot(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "part.recordio")
+	writeInstances(t, path, 3, recordio.NoCompression)
+	specs := []readers.SlotSpec{
+		{Name: "image", Shape: tensor.Shape{-1, 5}, DType: tensor.Float32},
+		{Name: "label", Shape: tensor.Shape{1}, DType: tensor.Int64},
+	}
+	r, err := readers.Open("recordio:"+path, readers.OpenOptions{Slots: specs})
+	require.NoError(t, err)
+	defer r.Close()
+	_, err = r.Next(context.Background())
+	require.ErrorIs(t, err, tensor.ErrShape)
+	assert.ErrorContains(t, err, "slot 0 (image)")
+	assert.ErrorContains(t, err, "[1,4]")
+}
+
+func TestRecordFileNamesTheBadRecord(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "bad.recordio")
+	f, err := os.Create(path)
+	require.NoError(t, err)
+	w, err := recordio.NewWriter(f, recordio.WriterOptions{})
+	require.NoError(t, err)
+	good, err := tensor.Encode(item(1))
+	require.NoError(t, err)
+	require.NoError(t, w.Write(good))
+	require.NoError(t, w.Write([]byte("not a tensor")))
+	require.NoError(t, w.Close())
+	require.NoError(t, f.Close())
+
+	r, err := readers.Open(path, readers.OpenOptions{})
+	require.NoError(t, err)
+	defer r.Close()
+	_, err = r.Next(context.Background())
+	require.NoError(t, err)
+	_, err = r.Next(context.Background())
+	require.ErrorIs(t, err, format.ErrCorrupt)
+	require.ErrorIs(t, err, tensor.ErrMalformed)
+	var fe *format.Error
+	require.True(t, errors.As(err, &fe))
+	assert.Equal(t, 1, fe.Record)
+	assert.Equal(t, path, fe.File)
+	assert.ErrorContains(t, err, "record 1")
+}
+
+func TestOpenMissingFile(t *testing.T) {
+	_, err := readers.Open(filepath.Join(t.TempDir(), "nope.recordio"), readers.OpenOptions{})
+	require.ErrorIs(t, err, os.ErrNotExist)
+	assert.ErrorContains(t, err, "nope.recordio")
+}
+
+func TestFashionMNISTThroughTheRegistry(t *testing.T) {
+	dir := os.Getenv("ACTORFEED_FASHION_MNIST")
+	if dir == "" {
+		dir = "/usr/share/datasets/fashion-mnist"
+	}
+	images := filepath.Join(dir, "t10k-images-idx3-ubyte.gz")
+	if _, err := os.Stat(images); err != nil {
+		if os.Getenv("ACTORFEED_REQUIRE_DATASETS") != "" {
+			t.Fatalf("Fashion-MNIST required: %v", err)
+		}
+		t.Skip("Fashion-MNIST not installed")
+	}
+	specs := []readers.SlotSpec{
+		{Name: "image", Shape: tensor.Shape{1, 28, 28}, DType: tensor.Uint8},
+		{Name: "label", Shape: tensor.Shape{1}, DType: tensor.Uint8},
+	}
+	r, err := readers.Open(images, readers.OpenOptions{Slots: specs})
+	require.NoError(t, err)
+	b := readers.Batch(readers.Shuffle(r, 500, 1), 128, false)
+	n, batches := 0, 0
+	for batch, err := range readers.All(context.Background(), b) {
+		require.NoError(t, err)
+		require.Equal(t, batch[0].Rows(), batch[1].Rows())
+		n += batch[0].Rows()
+		batches++
+	}
+	assert.Equal(t, 10000, n)
+	assert.Equal(t, 79, batches)
+	require.NoError(t, b.Close())
+}
+
+func ExampleOpen() {
+	dir, _ := os.MkdirTemp("", "example")
+	defer os.RemoveAll(dir)
+	// Write 10 instances of (x [1,2] float32, y [1] int64).
+	path := filepath.Join(dir, "train.recordio")
+	f, _ := os.Create(path)
+	w, _ := recordio.NewWriter(f, recordio.WriterOptions{Compressor: recordio.Snappy})
+	for i := range 10 {
+		rec, _ := tensor.Encode(tensor.Slots{
+			{Tensor: tensor.MustFromSlice(tensor.Shape{1, 2}, []float32{float32(i), float32(-i)})},
+			{Tensor: tensor.MustFromSlice(tensor.Shape{1}, []int64{int64(i % 2)})},
+		})
+		_ = w.Write(rec)
+	}
+	_ = w.Close()
+	_ = f.Close()
+
+	// Read it shuffled in batches of 4, two passes.
+	r, err := readers.Open("recordio:"+path, readers.OpenOptions{})
+	if err != nil {
+		panic(err)
+	}
+	pipeline := readers.MultiPass(readers.Batch(readers.Shuffle(r, 10, 42), 4, false), 2)
+	defer pipeline.Close()
+	for batch, err := range readers.All(context.Background(), pipeline) {
+		if err != nil {
+			panic(err)
+		}
+		fmt.Println(batch[0].Shape(), batch[1].Shape())
+	}
+	// Output:
+	// [4,2] [4]
+	// [4,2] [4]
+	// [2,2] [2]
+	// [4,2] [4]
+	// [4,2] [4]
+	// [2,2] [2]
+}
+
