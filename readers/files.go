@@ -78,7 +78,7 @@ func (r *RecordFile) Reset() error {
 	if r.closed {
 		return ErrClosed
 	}
-	r.sc = recordio.NewScanner(r.f, r.size, recordio.ScannerOptions{Name: r.path})
+	r.sc.Reset(recordio.ChunkInfo{})
 	return nil
 }
 

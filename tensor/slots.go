@@ -104,20 +104,21 @@ func ConcatInto(recycled Slots, instances []Slots) (Slots, error) {
 }
 
 func concatSlot(instances []Slots, slot int, reuse []byte) (LoDTensor, error) {
-	ref := instances[0][slot]
+	ref := &instances[0][slot]
 	if ref.Rank() == 0 {
 		return LoDTensor{}, fmt.Errorf("%w: slot %d: a rank-0 tensor cannot be batched", ErrShape, slot)
 	}
+	tail := ref.shape[1:]
 	rows, size := 0, 0
-	for k, inst := range instances {
-		if len(inst) != len(instances[0]) {
-			return LoDTensor{}, fmt.Errorf("%w: instance %d has %d slots, instance 0 has %d", ErrShape, k, len(inst), len(instances[0]))
+	for k := range instances {
+		if len(instances[k]) != len(instances[0]) {
+			return LoDTensor{}, fmt.Errorf("%w: instance %d has %d slots, instance 0 has %d", ErrShape, k, len(instances[k]), len(instances[0]))
 		}
-		t := inst[slot]
+		t := &instances[k][slot]
 		if t.dtype != ref.dtype {
 			return LoDTensor{}, fmt.Errorf("%w: slot %d: instance %d is %v, instance 0 is %v", ErrDType, slot, k, t.dtype, ref.dtype)
 		}
-		if t.Rank() != ref.Rank() || !Shape(t.shape[1:]).Equal(ref.shape[1:]) {
+		if len(t.shape) != len(ref.shape) || !Shape(t.shape[1:]).Equal(tail) {
 			return LoDTensor{}, fmt.Errorf("%w: slot %d: shape %v of instance %d does not match shape %v of instance 0", ErrShape, slot, t.shape, k, ref.shape)
 		}
 		if len(t.LoD) != len(ref.LoD) {
@@ -133,8 +134,8 @@ func concatSlot(instances []Slots, slot int, reuse []byte) (LoDTensor, error) {
 		data = alignedBytes(size)
 	}
 	off := 0
-	for _, inst := range instances {
-		off += copy(data[off:], inst[slot].data)
+	for k := range instances {
+		off += copy(data[off:], instances[k][slot].data)
 	}
 	shape := ref.shape.Clone()
 	shape[0] = rows

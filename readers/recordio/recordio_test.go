@@ -142,6 +142,15 @@ func TestResumeFromNext(t *testing.T) {
 	}
 	assert.False(t, r.Scan())
 	require.NoError(t, r.Err())
+
+	// Reset starts a new pass from the beginning with the same scanner.
+	r.Reset(recordio.ChunkInfo{})
+	for i := range records {
+		require.True(t, r.Scan())
+		require.True(t, bytes.Equal(records[i], r.Record()), "pass 2 record %d", i)
+	}
+	assert.False(t, r.Scan())
+	require.NoError(t, r.Err())
 }
 
 func TestFlippedByteIsCorruption(t *testing.T) {

@@ -225,6 +225,14 @@ func NewScanner(r io.ReaderAt, size int64, opts ScannerOptions) *Scanner {
 	return &Scanner{c: newChunkReader(r, size, opts.Name, opts.MaxDecodedBytes), next: start, loaded: ChunkInfo{Index: -1}}
 }
 
+// Reset moves the scanner to start (the zero ChunkInfo is the beginning of
+// the file) and clears its error, keeping its buffers: a new pass over the
+// same file allocates nothing.
+func (s *Scanner) Reset(start ChunkInfo) {
+	start.Header = Header{}
+	*s = Scanner{c: s.c, next: start, loaded: ChunkInfo{Index: -1}}
+}
+
 // Scan advances to the next record. It returns false at the end of the file
 // or on an error; Err tells which.
 func (s *Scanner) Scan() bool {
