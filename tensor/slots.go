@@ -82,7 +82,9 @@ func Concat(instances []Slots) (Slots, error) {
 // ConcatInto is Concat that reuses the storage of recycled, a batch the
 // caller no longer needs (typically an earlier batch of the same pipeline):
 // a slot whose old storage is large enough is overwritten in place instead of
-// allocating. recycled must not be used afterwards; nil allocates as Concat.
+// allocating. recycled must not be used afterwards and must not share
+// storage with the instances (as it would if they were Split from it); nil
+// allocates as Concat.
 func ConcatInto(recycled Slots, instances []Slots) (Slots, error) {
 	if len(instances) == 0 {
 		return nil, fmt.Errorf("%w: concat of no instances", ErrShape)
