@@ -16,42 +16,76 @@ type result struct {
 	end  bool // the source's end (io.EOF or its error), not an item
 }
 
-// worker runs the goroutines of a concurrent decorator: started lazily on the
-// first Next, cancelled and joined by stop.
-type worker struct {
+// concurrent is what the goroutine-running decorators share: a source, the
+// goroutines of the current pass (started lazily by the first Next,
+// cancelled and joined by stop), and the end that stopped the pass, which
+// later calls return again.
+type concurrent struct {
+	decorated
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+	end    error // io.EOF or the error that ended the pass, once delivered
 }
 
-func (w *worker) start(run ...func(ctx context.Context)) {
-	ctx, cancel := context.WithCancel(context.Background())
-	w.cancel = cancel
-	for _, f := range run {
-		w.wg.Go(func() { f(ctx) })
+// begin is the common head of Next: it reports an error to return at once
+// (closed, or the end already delivered) and starts the pass if needed.
+func (c *concurrent) begin(start func() []func(context.Context)) error {
+	if err := c.check(); err != nil {
+		return err
+	}
+	if c.end != nil {
+		return c.end
+	}
+	if c.cancel == nil {
+		ctx, cancel := context.WithCancel(context.Background())
+		c.cancel = cancel
+		for _, f := range start() {
+			c.wg.Go(func() { f(ctx) })
+		}
+	}
+	return nil
+}
+
+// finish records the error a delivered result carries as the pass's end
+// and stops the goroutines.
+func (c *concurrent) finish(err error) {
+	if err != nil {
+		c.end = err
+		c.stop()
 	}
 }
-
-func (w *worker) running() bool { return w.cancel != nil }
 
 // stop cancels the goroutines and waits for them. It returns promptly as
 // long as the source's Next honours its context.
-func (w *worker) stop() {
-	if w.cancel == nil {
+func (c *concurrent) stop() {
+	if c.cancel == nil {
 		return
 	}
-	w.cancel()
-	w.wg.Wait()
-	w.cancel = nil
+	c.cancel()
+	c.wg.Wait()
+	c.cancel = nil
+}
+
+func (c *concurrent) Reset() error {
+	if err := c.check(); err != nil {
+		return err
+	}
+	c.stop()
+	c.end = nil
+	return c.src.Reset()
+}
+
+func (c *concurrent) Close() error {
+	c.stop()
+	return c.decorated.Close()
 }
 
 // ---- buffered ----
 
 type buffered struct {
-	decorated
+	concurrent
 	size int
-	w    worker
 	ch   chan result
-	end  error // io.EOF or the error that ended the source, once delivered
 }
 
 // Buffered returns a reader that prefetches up to size items of r on a
@@ -63,7 +97,7 @@ func Buffered(r Reader, size int) Reader {
 	if size < 1 {
 		panic(fmt.Sprintf("readers: Buffered size %d must be at least 1", size))
 	}
-	return &buffered{decorated: decorated{src: r}, size: size}
+	return &buffered{concurrent: concurrent{decorated: decorated{src: r}}, size: size}
 }
 
 func (b *buffered) fill(ctx context.Context) {
@@ -84,59 +118,37 @@ func (b *buffered) fill(ctx context.Context) {
 }
 
 func (b *buffered) Next(ctx context.Context) (tensor.Slots, error) {
-	if err := b.check(); err != nil {
-		return nil, err
-	}
-	if b.end != nil {
-		return nil, b.end
-	}
-	if !b.w.running() {
+	err := b.begin(func() []func(context.Context) {
 		// The channel holds size-1 items; the goroutine holds one more while
 		// it waits to send, so size items are prefetched in all.
 		b.ch = make(chan result, b.size-1)
-		b.w.start(b.fill)
+		return []func(context.Context){b.fill}
+	})
+	if err != nil {
+		return nil, err
 	}
 	select {
 	case r := <-b.ch:
-		if r.err != nil {
-			b.end = r.err
-			b.w.stop() // the goroutine has returned or is about to
-		}
+		b.finish(r.err) // on an error the goroutine has returned or is about to
 		return r.item, r.err
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
 }
 
-func (b *buffered) Reset() error {
-	if err := b.check(); err != nil {
-		return err
-	}
-	b.w.stop()
-	b.end = nil
-	return b.src.Reset()
-}
-
-func (b *buffered) Close() error {
-	b.w.stop()
-	return b.decorated.Close()
-}
-
 // ---- xmap ----
 
 type xmap struct {
-	decorated
+	concurrent
 	fn        func(tensor.Slots) (tensor.Slots, error)
 	workers   int
 	buffer    int
 	ordered   bool
-	w         worker
 	tokens    chan struct{} // one per item between source read and delivery
 	results   chan result
 	pending   map[int]result // ordered: results waiting for their turn
 	delivered int            // items handed out this pass
 	final     *result        // the source's end (EOF or error), held back
-	end       error
 }
 
 // XMap returns a reader that applies fn to the items of r on workers
@@ -145,16 +157,19 @@ type xmap struct {
 // between the source and the consumer at any time. An error from r or from
 // fn reaches Next after every item read before it (ordered) or as soon as it
 // is known (unordered, fn errors), and is returned again by later calls;
-// goroutines are stopped and joined by Reset and Close. Panics if workers or
+// goroutines are stopped and joined by Reset and Close. fn runs on several
+// goroutines at once and must be safe for that. Panics if workers or
 // buffer < 1.
 func XMap(r Reader, fn func(tensor.Slots) (tensor.Slots, error), workers, buffer int, ordered bool) Reader {
 	if workers < 1 || buffer < 1 {
 		panic(fmt.Sprintf("readers: XMap workers %d and buffer %d must be at least 1", workers, buffer))
 	}
-	return &xmap{decorated: decorated{src: r}, fn: fn, workers: workers, buffer: buffer, ordered: ordered}
+	return &xmap{concurrent: concurrent{decorated: decorated{src: r}}, fn: fn, workers: workers, buffer: buffer, ordered: ordered}
 }
 
-func (x *xmap) startPass() {
+// startPass makes the channels of a pass and returns its goroutines: the
+// feeder and the workers.
+func (x *xmap) startPass() []func(context.Context) {
 	limit := x.workers + x.buffer
 	x.tokens = make(chan struct{}, limit)
 	// Every result holds a token, so results can always be sent without
@@ -172,7 +187,7 @@ func (x *xmap) startPass() {
 			}
 		})
 	}
-	x.w.start(run...)
+	return run
 }
 
 func (x *xmap) feed(ctx context.Context, jobs chan<- result) {
@@ -199,14 +214,8 @@ func (x *xmap) feed(ctx context.Context, jobs chan<- result) {
 }
 
 func (x *xmap) Next(ctx context.Context) (tensor.Slots, error) {
-	if err := x.check(); err != nil {
+	if err := x.begin(x.startPass); err != nil {
 		return nil, err
-	}
-	if x.end != nil {
-		return nil, x.end
-	}
-	if !x.w.running() {
-		x.startPass()
 	}
 	for {
 		if r, ok := x.ready(); ok {
@@ -245,23 +254,6 @@ func (x *xmap) ready() (result, bool) {
 func (x *xmap) deliver(r result) (tensor.Slots, error) {
 	<-x.tokens
 	x.delivered++
-	if r.err != nil {
-		x.end = r.err
-		x.w.stop()
-	}
+	x.finish(r.err)
 	return r.item, r.err
-}
-
-func (x *xmap) Reset() error {
-	if err := x.check(); err != nil {
-		return err
-	}
-	x.w.stop()
-	x.end = nil
-	return x.src.Reset()
-}
-
-func (x *xmap) Close() error {
-	x.w.stop()
-	return x.decorated.Close()
 }
