@@ -30,16 +30,11 @@ type RecordFile struct {
 
 // OpenRecordFile opens a RecordIO file of encoded instances.
 func OpenRecordFile(path string) (*RecordFile, error) {
-	f, err := os.Open(path)
+	f, size, err := format.OpenFile("recordio", path)
 	if err != nil {
-		return nil, fmt.Errorf("readers: %w", err)
+		return nil, err
 	}
-	st, err := f.Stat()
-	if err != nil {
-		f.Close()
-		return nil, fmt.Errorf("readers: %w", err)
-	}
-	r := &RecordFile{path: path, f: f, size: st.Size()}
+	r := &RecordFile{path: path, f: f, size: size}
 	r.sc = recordio.NewScanner(f, r.size, recordio.ScannerOptions{Name: path})
 	return r, nil
 }

@@ -64,6 +64,16 @@ func TestParseEntry(t *testing.T) {
 	assert.Contains(t, readers.Formats(), "idx")
 }
 
+func TestRegisterRefusesAmbiguousFormats(t *testing.T) {
+	open := func(string, readers.OpenOptions) (readers.Reader, error) { return nil, nil }
+	assert.PanicsWithValue(t, `readers: Register of "rio2": suffix ".RIO" already names format "recordio"`, func() {
+		readers.Register(readers.Format{Name: "rio2", Suffixes: []string{".RIO"}, Open: open})
+	})
+	assert.Panics(t, func() { readers.Register(readers.Format{Name: "recordio", Open: open}) })
+	assert.Panics(t, func() { readers.Register(readers.Format{Name: "Bad:Name", Open: open}) })
+	assert.NotContains(t, readers.Formats(), "rio2")
+}
+
 func TestRecordFileReadsCheckedInstances(t *testing.T) {
 	for _, c := range []recordio.Compressor{recordio.NoCompression, recordio.Snappy, recordio.Gzip} {
 		path := filepath.Join(t.TempDir(), "part.recordio")

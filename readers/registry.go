@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -42,7 +43,9 @@ var registry = struct {
 
 // Register makes a format available to Open under name, which must be
 // lower-case letters, digits, '_' or '-'. It panics if the name is taken or
-// malformed, like database/sql.Register; call it from an init function.
+// malformed, or if a suffix is already claimed by another format (a bare
+// path must name one format), like database/sql.Register; call it from an
+// init function.
 func Register(f Format) {
 	if !validFormatName(f.Name) || f.Open == nil {
 		panic(fmt.Sprintf("readers: Register of malformed format %q", f.Name))
@@ -52,6 +55,16 @@ func Register(f Format) {
 	if _, dup := registry.byName[f.Name]; dup {
 		panic(fmt.Sprintf("readers: Register called twice for format %q", f.Name))
 	}
+	for _, other := range registry.byName {
+		for _, s := range f.Suffixes {
+			if slices.Contains(other.Suffixes, strings.ToLower(s)) {
+				panic(fmt.Sprintf("readers: Register of %q: suffix %q already names format %q", f.Name, s, other.Name))
+			}
+		}
+	}
+	for i, s := range f.Suffixes {
+		f.Suffixes[i] = strings.ToLower(s)
+	}
 	registry.byName[f.Name] = f
 }
 
@@ -59,12 +72,7 @@ func Register(f Format) {
 func Formats() []string {
 	registry.RLock()
 	defer registry.RUnlock()
-	names := make([]string, 0, len(registry.byName))
-	for n := range registry.byName {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	return names
+	return namesLocked()
 }
 
 func validFormatName(s string) bool {
@@ -85,55 +93,63 @@ func validFormatName(s string) bool {
 // that could not be a format name (it holds '/', '.' or upper case) is taken
 // as part of a bare path.
 func ParseEntry(entry string) (formatName, path string, err error) {
+	f, path, err := resolve(entry)
+	return f.Name, path, err
+}
+
+// resolve is ParseEntry returning the registered Format itself.
+func resolve(entry string) (Format, string, error) {
 	if strings.TrimSpace(entry) == "" {
-		return "", "", fmt.Errorf("%w: empty entry", ErrBadEntry)
+		return Format{}, "", fmt.Errorf("%w: empty entry", ErrBadEntry)
 	}
+	registry.RLock()
+	defer registry.RUnlock()
 	if prefix, rest, ok := strings.Cut(entry, ":"); ok && validFormatName(prefix) {
 		if rest == "" {
-			return "", "", fmt.Errorf("%w: %q names format %q but no path", ErrBadEntry, entry, prefix)
+			return Format{}, "", fmt.Errorf("%w: %q names format %q but no path", ErrBadEntry, entry, prefix)
 		}
-		if _, known := lookup(prefix); !known {
-			return "", "", fmt.Errorf("%w %q in entry %q (known: %s)", ErrUnknownFormat, prefix, entry, strings.Join(Formats(), ", "))
+		f, known := registry.byName[prefix]
+		if !known {
+			return Format{}, "", fmt.Errorf("%w %q in entry %q (known: %s)", ErrUnknownFormat, prefix, entry, knownLocked())
 		}
-		return prefix, rest, nil
+		return f, rest, nil
 	}
-	name, ok := formatBySuffix(entry)
-	if !ok {
-		return "", "", fmt.Errorf("%w: no format for %q: prefix it as format:path (known: %s)", ErrUnknownFormat, entry, strings.Join(Formats(), ", "))
-	}
-	return name, entry, nil
-}
-
-func lookup(name string) (Format, bool) {
-	registry.RLock()
-	defer registry.RUnlock()
-	f, ok := registry.byName[name]
-	return f, ok
-}
-
-// formatBySuffix picks the format with the longest suffix matching path.
-func formatBySuffix(path string) (string, bool) {
-	registry.RLock()
-	defer registry.RUnlock()
-	base := strings.ToLower(filepath.Base(path))
-	best, bestLen := "", 0
-	for name, f := range registry.byName {
+	// The longest matching suffix wins; Register keeps suffixes unique, so
+	// the choice never depends on map order.
+	base := strings.ToLower(filepath.Base(entry))
+	var best Format
+	bestLen := 0
+	for _, f := range registry.byName {
 		for _, s := range f.Suffixes {
 			if strings.HasSuffix(base, s) && len(s) > bestLen {
-				best, bestLen = name, len(s)
+				best, bestLen = f, len(s)
 			}
 		}
 	}
-	return best, bestLen > 0
+	if bestLen == 0 {
+		return Format{}, "", fmt.Errorf("%w: no format for %q: prefix it as format:path (known: %s)", ErrUnknownFormat, entry, knownLocked())
+	}
+	return best, entry, nil
 }
+
+// namesLocked lists the format names, sorted; the caller holds the lock.
+func namesLocked() []string {
+	names := make([]string, 0, len(registry.byName))
+	for n := range registry.byName {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+func knownLocked() string { return strings.Join(namesLocked(), ", ") }
 
 // Open opens a file list entry (see ParseEntry) with its format's reader.
 func Open(entry string, opts OpenOptions) (Reader, error) {
-	name, path, err := ParseEntry(entry)
+	f, path, err := resolve(entry)
 	if err != nil {
 		return nil, err
 	}
-	f, _ := lookup(name)
 	r, err := f.Open(path, opts)
 	if err != nil {
 		return nil, err

@@ -114,16 +114,11 @@ type Reader struct {
 
 // Open opens an IDX file, raw or gzipped.
 func Open(path string) (*Reader, error) {
-	f, err := os.Open(path)
+	f, size, err := format.OpenFile("idx", path)
 	if err != nil {
-		return nil, fmt.Errorf("idx: %w", err)
+		return nil, err
 	}
-	st, err := f.Stat()
-	if err != nil {
-		f.Close()
-		return nil, fmt.Errorf("idx: %w", err)
-	}
-	r, err := NewReader(f, st.Size(), path)
+	r, err := NewReader(f, size, path)
 	if err != nil {
 		f.Close()
 		return nil, err
