@@ -32,13 +32,14 @@ var (
 type FeedQueue struct {
 	specs []SlotSpec
 
-	mu     sync.Mutex
-	cond   sync.Cond
-	ring   []tensor.Slots
-	head   int
-	n      int
-	closed bool
-	killed error
+	mu      sync.Mutex
+	cond    sync.Cond
+	ring    []tensor.Slots
+	head    int
+	n       int
+	closed  bool
+	killed  error
+	waiting int // goroutines blocked in Push or Pop
 }
 
 // NewFeedQueue returns a queue that holds at most capacity items, each
@@ -63,7 +64,9 @@ func (q *FeedQueue) wait(ctx context.Context) error {
 		q.cond.Broadcast()
 		q.mu.Unlock()
 	})
+	q.waiting++
 	q.cond.Wait()
+	q.waiting--
 	stop()
 	return ctx.Err()
 }

@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"io"
+	"runtime"
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -14,6 +16,27 @@ import (
 	"github.com/actorfeed/actorfeed/readers"
 	"github.com/actorfeed/actorfeed/tensor"
 )
+
+// awaitBlocked returns once n goroutines are blocked in q. It waits on a
+// condition the queue reports, not on time.
+func awaitBlocked(q *readers.FeedQueue, n int) {
+	for readers.QueueWaiters(q) < n {
+		runtime.Gosched()
+	}
+}
+
+// recv takes the result of a blocked call, failing the test instead of
+// hanging if the call is never released.
+func recv(t *testing.T, ch <-chan error) error {
+	t.Helper()
+	select {
+	case err := <-ch:
+		return err
+	case <-time.After(testDeadline):
+		t.Fatal("a blocked call was never released")
+		return nil
+	}
+}
 
 // Upstream: a push blocked on a full capacity-2 queue fails on Close, and the
 // 2 queued items stay readable.
@@ -28,8 +51,9 @@ func TestQueueBlockedPushFailsOnClose(t *testing.T) {
 
 	blocked := make(chan error, 1)
 	go func() { blocked <- q.Push(ctx, item(3)) }()
+	awaitBlocked(q, 1)
 	q.Close()
-	require.ErrorIs(t, <-blocked, readers.ErrQueueClosed)
+	require.ErrorIs(t, recv(t, blocked), readers.ErrQueueClosed)
 
 	for want := int64(1); want <= 2; want++ {
 		it, err := q.Pop(ctx)
@@ -90,13 +114,14 @@ func TestQueueKillReachesTheConsumer(t *testing.T) {
 	popped := make(chan error, 1)
 	q2, _ := readers.NewFeedQueue(1, nil)
 	go func() { _, err := q2.Pop(ctx); popped <- err }()
+	awaitBlocked(q2, 1)
 	cause := errors.New("producer: bad file")
 	q.Kill(cause)
 	q2.Kill(cause)
 	_, err = q.Pop(ctx)
 	require.ErrorIs(t, err, readers.ErrQueueKilled)
 	require.ErrorIs(t, err, cause)
-	require.ErrorIs(t, <-popped, cause, "a blocked Pop is woken with the cause")
+	require.ErrorIs(t, recv(t, popped), cause, "a blocked Pop is woken with the cause")
 	assert.ErrorIs(t, q.Push(ctx, item(2)), readers.ErrQueueKilled)
 
 	q.ReOpen()
@@ -112,8 +137,9 @@ func TestQueueHonoursContext(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { _, err := q.Pop(ctx); done <- err }()
+	awaitBlocked(q, 1)
 	cancel()
-	assert.ErrorIs(t, <-done, context.Canceled)
+	assert.ErrorIs(t, recv(t, done), context.Canceled)
 	require.NoError(t, q.Push(context.Background(), item(1)))
 	assert.ErrorIs(t, q.Push(ctx, item(2)), context.Canceled)
 }
@@ -179,13 +205,15 @@ func TestQueueKillThroughBuffered(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), testDeadline)
 	defer cancel()
 	var n int
+	var got error
 	for _, err := range readers.All(ctx, r) {
 		if err != nil {
-			require.ErrorIs(t, err, cause)
+			got = err
 			break
 		}
 		n++
 	}
+	require.ErrorIs(t, got, cause, "the producer's error must reach the consumer, not an end")
 	assert.LessOrEqual(t, n, 5)
 	require.NoError(t, r.Close())
 }
