@@ -13,6 +13,7 @@ import (
 
 	"github.com/actorfeed/actorfeed/readers"
 	"github.com/actorfeed/actorfeed/readers/format"
+	"github.com/actorfeed/actorfeed/readers/idx"
 	"github.com/actorfeed/actorfeed/readers/recordio"
 	"github.com/actorfeed/actorfeed/tensor"
 )
@@ -157,7 +158,7 @@ func TestOpenMissingFile(t *testing.T) {
 func TestFashionMNISTThroughTheRegistry(t *testing.T) {
 	dir := os.Getenv("ACTORFEED_FASHION_MNIST")
 	if dir == "" {
-		dir = "/usr/share/datasets/fashion-mnist"
+		dir = idx.FashionMNISTDir
 	}
 	images := filepath.Join(dir, "t10k-images-idx3-ubyte.gz")
 	if _, err := os.Stat(images); err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -12,11 +13,10 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/actorfeed/actorfeed/readers"
+	"github.com/actorfeed/actorfeed/readers/idx"
 	"github.com/actorfeed/actorfeed/readers/recordio"
 	"github.com/actorfeed/actorfeed/tensor"
 )
-
-const fashionDir = "/usr/share/datasets/fashion-mnist"
 
 type demoOptions struct {
 	data    string
@@ -33,9 +33,10 @@ func newDemo() *cobra.Command {
 		Use:   "demo",
 		Short: "Run the built-in default pipeline and print a summary",
 		Long: `Reads Fashion-MNIST (or a synthetic data set of the same shape when it is not
-installed) through shuffle -> batch -> prefetch for several passes, checks that
-every pass delivers every sample once with images and labels aligned, and
-prints a summary.`,
+installed) through shuffle -> batch -> prefetch for several passes and prints a
+summary. It fails if a batch's images and labels differ in count, if a pass
+delivers other per-class counts than pass 0, or if a synthetic pass delivers
+other than --samples samples.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if o.batch < 1 || o.passes < 1 || o.window < 0 || o.samples < 1 {
@@ -56,9 +57,10 @@ prints a summary.`,
 
 func runDemo(ctx context.Context, out io.Writer, o demoOptions) error {
 	entry, source := o.data, o.data
+	expected := 0 // samples per pass, when the demo wrote the data itself
 	if entry == "" {
-		entry = filepath.Join(fashionDir, "train-images-idx3-ubyte.gz")
-		source = "Fashion-MNIST (" + fashionDir + ")"
+		entry = filepath.Join(idx.FashionMNISTDir, "train-images-idx3-ubyte.gz")
+		source = "Fashion-MNIST (" + idx.FashionMNISTDir + ")"
 		if _, err := os.Stat(entry); err != nil {
 			dir, err := os.MkdirTemp("", "actorfeed-demo-")
 			if err != nil {
@@ -70,6 +72,7 @@ func runDemo(ctx context.Context, out io.Writer, o demoOptions) error {
 				return err
 			}
 			source = fmt.Sprintf("synthetic RecordIO, %d samples (install dataset-fashion-mnist for real data)", o.samples)
+			expected = o.samples
 		}
 	}
 	fmt.Fprintf(out, "source:   %s\npipeline: %s -> shuffle(%d, seed %d) -> batch(%d) -> buffered(2), %d passes\n",
@@ -84,6 +87,7 @@ func runDemo(ctx context.Context, out io.Writer, o demoOptions) error {
 
 	start := time.Now()
 	total, batches := 0, 0
+	passes := passChecker{expected: expected}
 	for pass := range o.passes {
 		if pass > 0 {
 			if err := r.Reset(); err != nil {
@@ -105,6 +109,9 @@ func runDemo(ctx context.Context, out io.Writer, o demoOptions) error {
 			n += batch[0].Rows()
 			batches++
 		}
+		if err := passes.check(pass, n, perLabel); err != nil {
+			return err
+		}
 		total += n
 		el := time.Since(passStart)
 		fmt.Fprintf(out, "pass %d:   %d samples in %v (%.0f samples/s), %d classes\n",
@@ -116,23 +123,45 @@ func runDemo(ctx context.Context, out io.Writer, o demoOptions) error {
 	return nil
 }
 
+// passChecker verifies that passes agree: every pass delivers the per-class
+// counts of pass 0, and expected samples when that is known (> 0).
+type passChecker struct {
+	expected int
+	first    map[int64]int
+}
+
+func (c *passChecker) check(pass, n int, perClass map[int64]int) error {
+	if c.expected > 0 && n != c.expected {
+		return fmt.Errorf("pass %d delivered %d samples, the data set holds %d", pass, n, c.expected)
+	}
+	if c.first == nil {
+		c.first = perClass
+	} else if !maps.Equal(c.first, perClass) {
+		return fmt.Errorf("pass %d delivered per-class counts %v, pass 0 delivered %v", pass, perClass, c.first)
+	}
+	return nil
+}
+
 // countLabels adds the labels of a batch, whatever their integer type.
 func countLabels(t tensor.Tensor, into map[int64]int) error {
 	switch t.DType() {
 	case tensor.Uint8:
-		v, err := tensor.View[uint8](t)
-		for _, x := range v {
-			into[int64(x)]++
-		}
-		return err
+		return addLabels[uint8](t, into)
 	case tensor.Int64:
-		v, err := tensor.View[int64](t)
-		for _, x := range v {
-			into[x]++
-		}
+		return addLabels[int64](t, into)
+	}
+	return fmt.Errorf("labels of type %v, want uint8 or int64", t.DType())
+}
+
+func addLabels[T uint8 | int64](t tensor.Tensor, into map[int64]int) error {
+	v, err := tensor.View[T](t)
+	if err != nil {
 		return err
 	}
-	return fmt.Errorf("labels of type %v", t.DType())
+	for _, x := range v {
+		into[int64(x)]++
+	}
+	return nil
 }
 
 // writeSynthetic writes n Fashion-MNIST-shaped samples: a [1,28,28] uint8

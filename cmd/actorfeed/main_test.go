@@ -26,6 +26,19 @@ func TestDemoOnSyntheticData(t *testing.T) {
 	assert.Contains(t, out.String(), "summary:  2000 samples, 32 batches")
 }
 
+func TestPassCheckerCatchesLossAndDuplication(t *testing.T) {
+	c := passChecker{expected: 4}
+	require.NoError(t, c.check(0, 4, map[int64]int{0: 2, 1: 2}))
+	require.NoError(t, c.check(1, 4, map[int64]int{0: 2, 1: 2}))
+	err := c.check(2, 4, map[int64]int{0: 3, 1: 1}) // one lost, one duplicated
+	assert.ErrorContains(t, err, "pass 2 delivered per-class counts")
+	assert.ErrorContains(t, c.check(3, 3, map[int64]int{0: 2, 1: 1}), "pass 3 delivered 3 samples, the data set holds 4")
+
+	unknown := passChecker{}
+	require.NoError(t, unknown.check(0, 7, map[int64]int{5: 7}))
+	assert.Error(t, unknown.check(1, 6, map[int64]int{5: 6}))
+}
+
 func TestDemoErrors(t *testing.T) {
 	for _, args := range [][]string{
 		{"demo", "--batch", "0"},

@@ -17,6 +17,10 @@ import (
 	"github.com/actorfeed/actorfeed/tensor"
 )
 
+// FashionMNISTDir is where Debian's dataset-fashion-mnist package installs
+// the Fashion-MNIST files.
+const FashionMNISTDir = "/usr/share/datasets/fashion-mnist"
+
 // maxDeflateRatio bounds how far deflate can expand its input (the format's
 // limit is about 1032:1), so a gzip file's declared size can be checked
 // against its compressed size before any allocation.

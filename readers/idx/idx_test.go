@@ -24,7 +24,7 @@ import (
 func fashionDir(t *testing.T) string {
 	dir := os.Getenv("ACTORFEED_FASHION_MNIST")
 	if dir == "" {
-		dir = "/usr/share/datasets/fashion-mnist"
+		dir = idx.FashionMNISTDir
 	}
 	if _, err := os.Stat(filepath.Join(dir, "train-images-idx3-ubyte.gz")); err != nil {
 		if os.Getenv("ACTORFEED_REQUIRE_DATASETS") != "" {
