@@ -115,7 +115,12 @@ type decoder struct {
 }
 
 func (d *decoder) fail(format string, args ...any) error {
-	return &DecodeError{Offset: d.off, Msg: fmt.Sprintf(format, args...)}
+	return d.failAs(nil, format, args...)
+}
+
+// failAs is fail with a more specific cause (ErrShape, ErrLoD) to wrap.
+func (d *decoder) failAs(kind error, format string, args ...any) error {
+	return &DecodeError{Offset: d.off, Msg: fmt.Sprintf(format, args...), Err: kind}
 }
 
 func (d *decoder) need(n int, what string) error {
@@ -243,9 +248,7 @@ func (d *decoder) slot(i int, s *slotDesc) error {
 	}
 	if levels > 0 {
 		if err := s.lod.Validate(s.shape[0]); err != nil {
-			e := d.fail("slot %d: %v", i, err)
-			e.(*DecodeError).Err = ErrLoD
-			return e
+			return d.failAs(ErrLoD, "slot %d: %v", i, err)
 		}
 	}
 	if err := d.need(8, "data length"); err != nil {
@@ -254,9 +257,7 @@ func (d *decoder) slot(i int, s *slotDesc) error {
 	size := d.u64()
 	want := uint64(mulCapped(elems, s.dtype.Size()))
 	if size != want {
-		e := d.fail("slot %d: %v%v needs %d data bytes, header says %d", i, s.dtype, s.shape, want, size)
-		e.(*DecodeError).Err = ErrShape
-		return e
+		return d.failAs(ErrShape, "slot %d: %v%v needs %d data bytes, header says %d", i, s.dtype, s.shape, want, size)
 	}
 	if err := d.need(int(size), "tensor data"); err != nil {
 		return err
