@@ -179,9 +179,6 @@ func (q *FeedQueue) Full() bool { return q.Size() == q.Cap() }
 // Empty reports whether no item is queued.
 func (q *FeedQueue) Empty() bool { return q.Size() == 0 }
 
-// Specs are the declared slots.
-func (q *FeedQueue) Specs() []SlotSpec { return q.specs }
-
 // FeedQueueHolder defers creating a queue until its parameters are known
 // and allows that only once (PyArrayFeedQueueHolder). The zero value is
 // ready to use and safe for concurrent use.

@@ -62,6 +62,3 @@ func Corrupt(format string, args ...any) error {
 func Truncated(format string, args ...any) error {
 	return fmt.Errorf("%w (%w): %s", io.ErrUnexpectedEOF, ErrCorrupt, fmt.Sprintf(format, args...))
 }
-
-// IsCorrupt reports whether err reports damaged data.
-func IsCorrupt(err error) bool { return errors.Is(err, ErrCorrupt) }

@@ -257,6 +257,8 @@ func TestHeaderLayout(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, w.Write([]byte("ab")))
 	require.NoError(t, w.Close())
+	assert.Equal(t, 1, w.Records())
+	assert.Equal(t, 1, w.Chunks())
 	b := buf.Bytes()
 	require.Len(t, b, recordio.HeaderSize+4+2)
 	assert.Equal(t, []byte{4, 3, 2, 1}, b[0:4])                            // magic
