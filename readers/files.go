@@ -26,6 +26,7 @@ type RecordFile struct {
 	size   int64
 	sc     *recordio.Scanner
 	closed bool
+	badRec bool // the last Next failed on an undecodable record
 }
 
 // OpenRecordFile opens a RecordIO file of encoded instances.
@@ -50,6 +51,7 @@ func (r *RecordFile) Next(ctx context.Context) (tensor.Slots, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	r.badRec = false
 	if !r.sc.Scan() {
 		if err := r.sc.Err(); err != nil {
 			return nil, err
@@ -58,11 +60,56 @@ func (r *RecordFile) Next(ctx context.Context) (tensor.Slots, error) {
 	}
 	item, err := tensor.Decode(r.sc.Record())
 	if err != nil {
+		r.badRec = true
 		pos := r.sc.Position()
 		return nil, &format.Error{Format: "recordio", File: r.path, Chunk: pos.Chunk, Record: pos.Record,
 			Offset: pos.ChunkOffset, Err: fmt.Errorf("%w: record is not a tensor encoding: %w", format.ErrCorrupt, err)}
 	}
 	return item, nil
+}
+
+// SkipCorrupt gets past the corruption the last Next reported: an
+// undecodable record (1 record) or a chunk that failed verification (the
+// records it declared). ok is false when the last error cannot be skipped
+// (a damaged header or a truncated file: where the data goes on is unknown).
+func (r *RecordFile) SkipCorrupt() (records int, ok bool) {
+	if r.badRec {
+		r.badRec = false
+		return 1, true
+	}
+	return r.sc.SkipChunk()
+}
+
+// Seek moves to the file-wide record index rec, reading the chunk headers
+// (not the payloads) to find it. Seeking to the record count is the end of
+// the file.
+func (r *RecordFile) Seek(rec int) error {
+	if r.closed {
+		return ErrClosed
+	}
+	x, err := recordio.LoadIndex(r.f, r.size, r.path)
+	if err != nil {
+		return err
+	}
+	r.badRec = false
+	if rec == x.NumRecords {
+		if n := len(x.Chunks); n > 0 {
+			last := x.Chunks[n-1]
+			r.sc.Reset(recordio.ChunkInfo{Index: n, Offset: last.End(), FirstRecord: x.NumRecords})
+		}
+		return nil
+	}
+	chunk, within, ok := x.Locate(rec)
+	if !ok {
+		return fmt.Errorf("readers: seek to record %d of %s: the file has %d records", rec, r.path, x.NumRecords)
+	}
+	r.sc.Reset(chunk)
+	for range within {
+		if !r.sc.Scan() {
+			return fmt.Errorf("readers: seek to record %d of %s: %w", rec, r.path, r.sc.Err())
+		}
+	}
+	return nil
 }
 
 // Position is the place of the last record returned.
@@ -74,6 +121,7 @@ func (r *RecordFile) Reset() error {
 		return ErrClosed
 	}
 	r.sc.Reset(recordio.ChunkInfo{})
+	r.badRec = false
 	return nil
 }
 

@@ -1,8 +1,11 @@
-// Package supervisor will hold restart policies, restart intensity limits
-// and escalation for a pipeline's stages, with error classes (corrupt
-// record, transient I/O error, panic) and their policies (issue 3). No code
-// has landed yet.
+// Package supervisor owns the policies that decide what happens when a
+// pipeline stage fails: error classes (Classify), what to do with a corrupt
+// record (CorruptPolicy), retries of transient I/O errors with backoff on
+// the caller's own timers (Backoff, Retry), and restart intensity (at most
+// MaxRestarts restarts within Within; Tracker) with a protoactor
+// SupervisorStrategy (Strategy) that restarts a failed stage or, past the
+// intensity, escalates.
 //
-// supervisor may import readers/format (for the corruption class) and
-// messages. It must not import actors, sim or cmd.
+// supervisor may import readers/format (for the corruption class), messages
+// and protoactor-go's actor package. It must not import actors, sim or cmd.
 package supervisor

@@ -216,6 +216,8 @@ type Scanner struct {
 	n      int // records in the loaded chunk
 	rec    []byte
 	err    error
+	bad    ChunkInfo // the chunk whose payload failed verification
+	badOK  bool      // bad is set: its header was sound
 }
 
 // NewScanner returns a Scanner over the size bytes of r.
@@ -249,6 +251,7 @@ func (s *Scanner) Scan() bool {
 		info.Header = h
 		if err := s.c.load(info); err != nil {
 			s.err = err
+			s.bad, s.badOK = info, true
 			return false
 		}
 		s.loaded = info
@@ -258,6 +261,22 @@ func (s *Scanner) Scan() bool {
 	s.rec = s.c.record(s.i)
 	s.i++
 	return true
+}
+
+// SkipChunk gets past a chunk whose payload failed verification (a checksum
+// mismatch, a bad compressed stream) when its header was sound: the scanner
+// goes on at the next chunk and returns how many records the bad chunk
+// declared. ok is false when the error is anything else (a bad header, a
+// truncated file), which cannot be skipped because the next chunk's place
+// is unknown.
+func (s *Scanner) SkipChunk() (records int, ok bool) {
+	if s.err == nil || !s.badOK {
+		return 0, false
+	}
+	bad := s.bad
+	*s = Scanner{c: s.c, next: ChunkInfo{Index: bad.Index + 1, Offset: bad.End(), FirstRecord: bad.FirstRecord + int(bad.NumRecords)},
+		loaded: ChunkInfo{Index: -1}}
+	return int(bad.NumRecords), true
 }
 
 // Record is the record found by the last Scan. Like bufio.Scanner, the bytes

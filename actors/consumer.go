@@ -1,0 +1,387 @@
+package actors
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/actorfeed/actorfeed/messages"
+)
+
+// consumerCell is what a consumer (the pipeline handle's sink, or a device)
+// persists: its link, the items received and not yet consumed, and the
+// count consumed. Items are consumed outside the actor (by Next, or by the
+// device's goroutine) under mu, and the count advances the moment an item
+// is consumed, so a restart neither loses nor repeats one.
+type consumerCell struct {
+	cell
+	lane uint32
+	in   inlet
+	self *actor.PID
+
+	mu       sync.Mutex
+	changed  chan struct{} // closed and replaced on every change
+	queue    []*messages.Batch
+	consumed uint64 // items consumed this pass
+	end      *messages.End
+	failed   error
+	pass     uint32
+	reading  bool // the link is subscribed for pass
+}
+
+func newConsumerCell(pipe *shared, name, kind string, lane uint32, window int) *consumerCell {
+	c := &consumerCell{cell: cell{name: name, kind: kind, pipe: pipe}, lane: lane, changed: make(chan struct{})}
+	c.in.window = int64(window)
+	return c
+}
+
+// signal wakes the waiters; mu must be held.
+func (c *consumerCell) signal() {
+	close(c.changed)
+	c.changed = make(chan struct{})
+}
+
+// take waits for the next item of the pass. It returns (nil, nil) at the end
+// of the pass.
+func (c *consumerCell) take(ctx context.Context) (*messages.Batch, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for {
+		if err := c.pipe.terminal(); err != nil {
+			return nil, err
+		}
+		if c.failed != nil {
+			return nil, c.failed
+		}
+		if len(c.queue) > 0 {
+			b := c.queue[0]
+			c.queue[0] = nil
+			c.queue = c.queue[1:]
+			c.consumed++
+			c.pipe.noteConsumed(b)
+			c.pipe.root.Send(c.self, consumedMsg{})
+			return b, nil
+		}
+		if c.end != nil {
+			return nil, nil
+		}
+		ch := c.changed
+		c.mu.Unlock()
+		select {
+		case <-ctx.Done():
+			c.mu.Lock()
+			return nil, context.Cause(ctx)
+		case <-ch:
+		case <-c.pipe.done:
+		}
+		c.mu.Lock()
+	}
+}
+
+// peek reports whether an item of the pass is ready or coming, waiting as
+// take does but consuming nothing.
+func (c *consumerCell) peek(ctx context.Context) (bool, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for {
+		if err := c.pipe.terminal(); err != nil {
+			return false, err
+		}
+		if c.failed != nil {
+			return false, c.failed
+		}
+		if len(c.queue) > 0 {
+			return true, nil
+		}
+		if c.end != nil {
+			return false, nil
+		}
+		ch := c.changed
+		c.mu.Unlock()
+		select {
+		case <-ctx.Done():
+			c.mu.Lock()
+			return false, context.Cause(ctx)
+		case <-ch:
+		case <-c.pipe.done:
+		}
+		c.mu.Lock()
+	}
+}
+
+// consumedMsg tells a consumer actor an item left its queue: time to ask
+// for more.
+type consumedMsg struct{}
+
+// restartPass tells a consumer to read pass from its start.
+type restartPass struct{ pass uint32 }
+
+type consumerActor struct {
+	c      *consumerCell
+	device *deviceRun // nil for the handle's sink
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+func (a *consumerActor) Receive(ctx actor.Context) {
+	c := a.c
+	msg := ctx.Message()
+	if !isSystem(msg) {
+		c.before(msg)
+	}
+	send := sender(ctx)
+	switch m := msg.(type) {
+	case *actor.Started:
+		if c.restarted() {
+			if c.reading && !c.in.ended {
+				c.mu.Lock()
+				from := c.consumed + uint64(len(c.queue))
+				c.mu.Unlock()
+				c.in.subscribe(a.subscriber(send), c.in.pass, from, a.room())
+			}
+		} else {
+			a.open(send, 0)
+		}
+		a.startDevice(ctx)
+		return
+	case *actor.Stopping, *actor.Restarting:
+		a.stopDevice()
+		return
+	case *crashed:
+		panic(m.reason)
+	case restartPass:
+		a.open(send, m.pass)
+	case consumedMsg:
+	case *messages.Resubscribe:
+		if c.reading && !c.in.ended {
+			c.in.subscribe(a.subscriber(send), c.in.pass, c.in.next, a.room())
+		}
+		return
+	case *messages.Batch:
+		switch c.in.accept(m.Epoch, m.Seq) {
+		case stale:
+			return
+		case gap:
+			c.in.subscribe(a.subscriber(send), c.in.pass, c.in.next, a.room())
+			return
+		}
+		c.mu.Lock()
+		c.queue = append(c.queue, m)
+		c.signal()
+		c.mu.Unlock()
+	case *messages.End:
+		if !c.in.current(m.Epoch) {
+			return
+		}
+		if m.Count != c.in.next {
+			c.in.subscribe(a.subscriber(send), c.in.pass, c.in.next, a.room())
+			return
+		}
+		c.in.ended = true
+		c.mu.Lock()
+		c.end = m
+		c.signal()
+		c.mu.Unlock()
+		c.pipe.passEnded(c.name, m)
+		return
+	case *messages.Failure:
+		if !c.in.current(m.Epoch) {
+			return
+		}
+		c.in.ended = true
+		err := c.pipe.stageError(m)
+		c.mu.Lock()
+		c.failed = err
+		c.signal()
+		c.mu.Unlock()
+		c.pipe.fail(err)
+		return
+	default:
+		return
+	}
+	c.mu.Lock()
+	ack := c.consumed
+	c.mu.Unlock()
+	c.in.replenish(send, a.room(), ack)
+}
+
+// subscriber adds the lane to subscriptions.
+func (a *consumerActor) subscriber(send func(*actor.PID, any)) func(*actor.PID, any) {
+	return func(pid *actor.PID, msg any) {
+		if s, ok := msg.(*messages.Subscribe); ok {
+			s.Lane = a.c.lane
+		}
+		send(pid, msg)
+	}
+}
+
+// open starts reading pass from its beginning, dropping what is queued.
+func (a *consumerActor) open(send func(*actor.PID, any), pass uint32) {
+	c := a.c
+	c.mu.Lock()
+	for _, b := range c.queue {
+		c.pipe.noteDropped(b)
+	}
+	c.queue, c.consumed, c.end, c.failed, c.pass, c.reading = nil, 0, nil, nil, pass, true
+	c.signal()
+	c.mu.Unlock()
+	c.in.subscribe(a.subscriber(send), pass, 0, a.room())
+}
+
+// room is the window less what waits in the queue.
+func (a *consumerActor) room() int {
+	c := a.c
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return int(c.in.window) - len(c.queue)
+}
+
+// StepFunc is a device's training step on one batch. It runs on the
+// device's own goroutine and must return soon after ctx is cancelled. A
+// step that returns an error ends the pipeline with it; one that panics
+// restarts the device, and the batch is stepped again.
+type StepFunc func(ctx context.Context, item Item) error
+
+type deviceKey struct{}
+
+// DeviceFrom returns the index of the device whose step ctx was passed to;
+// -1 outside a step.
+func DeviceFrom(ctx context.Context) int {
+	if d, ok := ctx.Value(deviceKey{}).(int); ok {
+		return d
+	}
+	return -1
+}
+
+// deviceRun is a device's step loop and its statistics.
+type deviceRun struct {
+	step     StepFunc
+	stepTime time.Duration
+	stats    *deviceCounter
+}
+
+func (a *consumerActor) startDevice(ctx actor.Context) {
+	if a.device == nil {
+		return
+	}
+	rctx, cancel := context.WithCancel(context.WithValue(context.Background(), deviceKey{}, int(a.c.lane)))
+	a.cancel = cancel
+	self, sys := ctx.Self(), ctx.ActorSystem()
+	a.wg.Go(func() {
+		defer func() {
+			if r := recover(); r != nil {
+				sys.Root.Send(self, &crashed{reason: r})
+			}
+		}()
+		a.runDevice(rctx)
+	})
+}
+
+func (a *consumerActor) stopDevice() {
+	if a.cancel != nil {
+		a.cancel()
+		a.wg.Wait()
+		a.cancel = nil
+	}
+}
+
+// runDevice steps batches as they come, timing the wait for data and the
+// step. A batch counts as consumed only once its step returned.
+func (a *consumerActor) runDevice(ctx context.Context) {
+	c, d := a.c, a.device
+	for {
+		waitFrom := time.Now()
+		b, pass, err := c.waitHead(ctx)
+		if err != nil || b == nil {
+			if err == nil {
+				// End of the pass: wait for the next one.
+				if !c.waitChange(ctx) {
+					return
+				}
+				continue
+			}
+			return
+		}
+		start := time.Now()
+		item, err := toItem(b)
+		if err == nil {
+			if d.step != nil {
+				err = d.step(ctx, item)
+			} else if d.stepTime > 0 {
+				t := time.NewTimer(d.stepTime)
+				select {
+				case <-ctx.Done():
+					t.Stop()
+					return
+				case <-t.C:
+				}
+			}
+		}
+		// A step that returned nil consumed the batch, even if the device is
+		// being stopped: it is committed, never stepped again.
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			c.pipe.fail(&StageError{Stage: c.name, Offset: -1, Record: -1, Class: classify(err), Err: err})
+			return
+		}
+		busy := time.Since(start)
+		if !c.commitHead(b, pass) {
+			continue // the pass was restarted under the step: not consumed
+		}
+		d.stats.add(start.Sub(waitFrom), busy, item.Instances)
+	}
+}
+
+// waitHead waits for the first queued item without removing it.
+func (c *consumerCell) waitHead(ctx context.Context) (*messages.Batch, uint32, error) {
+	ok, err := c.peek(ctx)
+	if err != nil || !ok {
+		return nil, 0, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.queue) == 0 {
+		return nil, 0, nil
+	}
+	return c.queue[0], c.pass, nil
+}
+
+// waitChange waits for the cell to change (a new pass); false when ctx ends.
+func (c *consumerCell) waitChange(ctx context.Context) bool {
+	c.mu.Lock()
+	ch := c.changed
+	ended := c.end != nil
+	c.mu.Unlock()
+	if !ended {
+		return true
+	}
+	select {
+	case <-ctx.Done():
+		return false
+	case <-ch:
+		return true
+	case <-c.pipe.done:
+		return false
+	}
+}
+
+// commitHead consumes b if it is still the head of the same pass.
+func (c *consumerCell) commitHead(b *messages.Batch, pass uint32) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.queue) == 0 || c.queue[0] != b || c.pass != pass {
+		return false
+	}
+	c.queue[0] = nil
+	c.queue = c.queue[1:]
+	c.consumed++
+	c.pipe.noteConsumed(b)
+	c.signal()
+	c.pipe.root.Send(c.self, consumedMsg{})
+	c.pipe.changed()
+	return true
+}

@@ -1,0 +1,85 @@
+package actors
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/actorfeed/actorfeed/messages"
+	"github.com/actorfeed/actorfeed/supervisor"
+)
+
+// Sentinel errors of package actors.
+var (
+	// ErrProtocol is wrapped when a message breaks docs/protocol.md: demand
+	// <= 0, a subscription from a place that cannot be served, an item the
+	// receiver never asked for.
+	ErrProtocol = errors.New("actors: protocol error")
+	// ErrShutdown is returned by a pipeline that was shut down or closed.
+	ErrShutdown = errors.New("actors: pipeline shut down")
+	// ErrReadsInFlight is returned by Reset while a Next or HasNext call is
+	// in flight.
+	ErrReadsInFlight = errors.New("actors: reset refused while reads are in flight")
+	// ErrStage is wrapped by every *StageError.
+	ErrStage = errors.New("actors: stage failed")
+	// ErrBadSpec is wrapped when a pipeline spec is invalid.
+	ErrBadSpec = errors.New("actors: invalid pipeline spec")
+)
+
+// StageError is the error that ended a pipeline: which stage failed, the
+// file and offset it was reading where known, its class and its cause. In
+// process, Err is the original error, so errors.Is sees format.ErrCorrupt,
+// supervisor.ErrRestartIntensity and the like.
+type StageError struct {
+	Stage  string
+	File   string
+	Offset int64 // byte offset of the chunk or record; -1 when unknown
+	Record int64 // record index in the file; -1 when unknown
+	Class  messages.ErrorClass
+	Err    error
+}
+
+func (e *StageError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "actors: stage %s", e.Stage)
+	if e.File != "" {
+		fmt.Fprintf(&b, " (file %s", e.File)
+		if e.Offset >= 0 {
+			fmt.Fprintf(&b, ", offset %d", e.Offset)
+		}
+		if e.Record >= 0 {
+			fmt.Fprintf(&b, ", record %d", e.Record)
+		}
+		b.WriteString(")")
+	}
+	fmt.Fprintf(&b, ": %s: %v", className(e.Class), e.Err)
+	return b.String()
+}
+
+// Unwrap gives the cause and ErrStage.
+func (e *StageError) Unwrap() []error { return []error{e.Err, ErrStage} }
+
+func errLane(lane uint32, lanes int) error {
+	return fmt.Errorf("%w: lane %d of %d", ErrProtocol, lane, lanes)
+}
+
+func className(c messages.ErrorClass) string {
+	switch c {
+	case messages.ErrorClass_ERROR_CLASS_CORRUPT:
+		return "corrupt data"
+	case messages.ErrorClass_ERROR_CLASS_TRANSIENT:
+		return "I/O error"
+	case messages.ErrorClass_ERROR_CLASS_PANIC:
+		return "panic"
+	case messages.ErrorClass_ERROR_CLASS_FATAL:
+		return "error"
+	}
+	return "failure"
+}
+
+func classify(err error) messages.ErrorClass {
+	if errors.Is(err, supervisor.ErrRestartIntensity) {
+		return messages.ErrorClass_ERROR_CLASS_PANIC
+	}
+	return supervisor.Classify(err)
+}

@@ -1,0 +1,97 @@
+package actors_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/actorfeed/actorfeed/actors"
+	"github.com/actorfeed/actorfeed/messages"
+	"github.com/actorfeed/actorfeed/tensor"
+)
+
+// trainChain is the chain the fault tests run: ordered open_files over 3
+// files -> shuffle -> batch(16) -> double buffer.
+func trainChain(paths []string, passes int) []actors.Stage {
+	st := []actors.Stage{actors.Files{Paths: paths, Threads: 3, Ordered: true}}
+	if passes > 1 {
+		st = append(st, actors.MultiPass{Passes: passes})
+	}
+	return append(st, actors.Shuffle{Window: 50, Seed: 7}, actors.Batch{Size: 16}, actors.DoubleBuffer{Window: 2})
+}
+
+// runDevices runs one (possibly multi-pass) pass on n devices and returns
+// what each device stepped, in order.
+func runDevices(t *testing.T, paths []string, passes, n int, faults actors.Injector) ([][]uint64, actors.Stats) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	sys := actors.NewSystem()
+	var devMu sync.Mutex
+	order := make([][]uint64, n)
+	p, err := actors.NewDevices(trainChain(paths, passes), actors.Devices{N: n, Step: deviceStep(&devMu, order)},
+		actors.Options{System: sys, Faults: faults, GroupSize: 8})
+	require.NoError(t, err)
+	if err := p.Run(ctx); err != nil {
+		actors.Dump(p)
+		require.NoError(t, err)
+	}
+	st := p.Stats()
+	closeAndCheck(t, p, sys)
+	return order, st
+}
+
+// deviceStep records the ids each device steps; the device index comes from
+// the context.
+func deviceStep(mu *sync.Mutex, order [][]uint64) actors.StepFunc {
+	return func(ctx context.Context, it actors.Item) error {
+		d := actors.DeviceFrom(ctx)
+		vals, err := tensor.View[int64](it.Slots[0].Tensor)
+		if err != nil {
+			return err
+		}
+		for i, id := range it.IDs {
+			if f, r := messages.SplitID(id); vals[i] != int64(f*1_000_000+r) {
+				return fmt.Errorf("instance %d: value %d does not match id %d#%d", i, vals[i], f, r)
+			}
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		order[d] = append(order[d], it.IDs...)
+		return nil
+	}
+}
+
+func TestExactlyOnceUnderPanics(t *testing.T) {
+	const files, records, passes, devices = 3, 120, 2, 2
+	paths := writeFiles(t, files, records, 200)
+	want, _ := runDevices(t, paths, passes, devices, nil)
+	var all []uint64
+	for _, ids := range want {
+		all = append(all, ids...)
+	}
+	var expect []uint64
+	for range passes {
+		expect = append(expect, allIDs(files, records)...)
+	}
+	requireExactlyOnce(t, expect, all)
+
+	kinds := []string{actors.KindFileReader, actors.KindFiles, actors.KindMultiPass, actors.KindShuffle,
+		actors.KindBatch, actors.KindDoubleBuffer, actors.KindDevice}
+	for _, kind := range kinds {
+		for _, n := range []int64{1, 2, 3, 5, 8, 13, 21, 34} {
+			t.Run(fmt.Sprintf("%s/%d", kind, n), func(t *testing.T) {
+				got, st := runDevices(t, paths, passes, devices, actors.PanicAt{Kind: kind, N: n})
+				require.Positive(t, st.Restarts, "the fault fired")
+				for d := range devices {
+					require.True(t, slices.Equal(want[d], got[d]), "device %d: order differs from the fault-free run", d)
+				}
+			})
+		}
+	}
+}

@@ -1,0 +1,258 @@
+package actors
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// Next returns the next item of the pass: io.EOF-like end is reported as
+// ok == false with a nil error. It is safe to call from several goroutines
+// at once; each item goes to exactly one caller. After a stage failed, Next
+// returns that stage's *StageError; after Shutdown or Close, ErrShutdown.
+func (p *Pipeline) Next(ctx context.Context) (item Item, ok bool, err error) {
+	if err := p.enter(); err != nil {
+		return Item{}, false, err
+	}
+	defer p.leave()
+	b, err := p.sinks[0].take(ctx)
+	if err != nil || b == nil {
+		return Item{}, false, p.shutdownErr(err)
+	}
+	item, err = toItem(b)
+	if err != nil {
+		return Item{}, false, err
+	}
+	return item, true, nil
+}
+
+// HasNext reports whether Next has another item in this pass, waiting until
+// that is known.
+func (p *Pipeline) HasNext(ctx context.Context) (bool, error) {
+	if err := p.enter(); err != nil {
+		return false, err
+	}
+	defer p.leave()
+	ok, err := p.sinks[0].peek(ctx)
+	return ok, p.shutdownErr(err)
+}
+
+func (p *Pipeline) enter() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return ErrShutdown
+	}
+	if p.devices != nil {
+		return fmt.Errorf("%w: this pipeline feeds devices; use Run", ErrProtocol)
+	}
+	p.inflight++
+	return nil
+}
+
+func (p *Pipeline) leave() {
+	p.mu.Lock()
+	p.inflight--
+	p.mu.Unlock()
+}
+
+// shutdownErr reports reads cut short by Shutdown or Close as ErrShutdown.
+func (p *Pipeline) shutdownErr(err error) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if err != nil && p.closed {
+		return ErrShutdown
+	}
+	return err
+}
+
+// Reset starts the next pass clean (the seeds' ReInit): every stage drops
+// what it holds of the current pass and the sources start over. It is a
+// mailbox protocol: the consumers subscribe for the new pass and each stage
+// passes the subscription upstream. Reset while Next or HasNext is in flight
+// returns ErrReadsInFlight.
+func (p *Pipeline) Reset() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return ErrShutdown
+	}
+	if err := p.pipe.terminal(); err != nil {
+		return err
+	}
+	if p.inflight > 0 {
+		return ErrReadsInFlight
+	}
+	p.pass++
+	p.pipe.live.Store(0)
+	for _, s := range p.sinks {
+		p.sys.Root.Send(s.self, restartPass{pass: p.pass})
+	}
+	return nil
+}
+
+// Pass is the number of the current pass, from 0, counted by Reset.
+func (p *Pipeline) Pass() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return int(p.pass)
+}
+
+// Run waits until every device has consumed the current pass, and returns
+// the first error of any stage or device. Call Reset to run another pass.
+func (p *Pipeline) Run(ctx context.Context) error {
+	if p.devices == nil {
+		return fmt.Errorf("%w: this pipeline has no devices; use Next", ErrProtocol)
+	}
+	for {
+		p.mu.Lock()
+		pass, closed := p.pass, p.closed
+		p.mu.Unlock()
+		if closed {
+			return ErrShutdown
+		}
+		if err := p.pipe.terminal(); err != nil {
+			return err
+		}
+		p.pipe.mu.Lock()
+		ch, done := p.pipe.ended, 0
+		for _, s := range p.sinks {
+			if e, ok := p.pipe.ends[s.name]; ok && e == pass {
+				done++
+			}
+		}
+		p.pipe.mu.Unlock()
+		if done == len(p.sinks) && p.devicesIdle() {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		case <-ch:
+		case <-p.pipe.done:
+		}
+	}
+}
+
+// devicesIdle reports whether every device consumed all it received.
+func (p *Pipeline) devicesIdle() bool {
+	for _, s := range p.sinks {
+		s.mu.Lock()
+		n := len(s.queue)
+		s.mu.Unlock()
+		if n > 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// Shutdown stops the pipeline, letting every stage handle what its mailbox
+// already holds, and waits for the stages and their goroutines to end. When
+// ctx ends first it aborts as Close does. Afterwards every call returns
+// ErrShutdown.
+func (p *Pipeline) Shutdown(ctx context.Context) error {
+	if !p.markClosed() {
+		return nil
+	}
+	fut := p.sys.Root.PoisonFuture(p.top)
+	done := make(chan struct{})
+	go func() { fut.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		p.sys.Root.Stop(p.top)
+		<-done
+	}
+	p.finish()
+	return nil
+}
+
+// Close aborts the pipeline at once: stages stop without handling what their
+// mailboxes hold. It waits for the stages and their goroutines to end.
+func (p *Pipeline) Close() error {
+	if !p.markClosed() {
+		return nil
+	}
+	if err := p.sys.Root.StopFuture(p.top).Wait(); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	p.finish()
+	return nil
+}
+
+func (p *Pipeline) markClosed() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return false
+	}
+	p.closed = true
+	p.pipe.fail(ErrShutdown)
+	return true
+}
+
+func (p *Pipeline) finish() {
+	if p.own {
+		p.sys.Shutdown()
+	}
+}
+
+// Stats are a pipeline's counters.
+type Stats struct {
+	// Restarts of stage actors so far.
+	Restarts int
+	// PeakLiveBatches is the most batches made by the batch stage and not
+	// yet consumed at any moment since the last Reset.
+	PeakLiveBatches int
+	// Skipped is the number of corrupt records skipped in the last pass that
+	// ended, as the consumers were told.
+	Skipped uint64
+	// Devices holds one entry per device.
+	Devices []DeviceStats
+}
+
+// Stats returns the pipeline's counters.
+func (p *Pipeline) Stats() Stats {
+	st := Stats{Restarts: int(p.pipe.restarts.Load()), PeakLiveBatches: int(p.pipe.peak.Load())}
+	pass := uint32(p.Pass())
+	p.pipe.mu.Lock()
+	st.Skipped = p.pipe.skipped[pass]
+	p.pipe.mu.Unlock()
+	for _, d := range p.devices {
+		st.Devices = append(st.Devices, d.snapshot())
+	}
+	return st
+}
+
+// DeviceStats are one device's counters.
+type DeviceStats struct {
+	Device    int
+	Batches   int
+	Instances int
+	Busy      time.Duration // time in steps
+	Wait      time.Duration // time waiting for data
+}
+
+// deviceCounter accumulates a device's DeviceStats.
+type deviceCounter struct {
+	mu sync.Mutex
+	st DeviceStats
+}
+
+func (d *deviceCounter) add(wait, busy time.Duration, instances int) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.st.Batches++
+	d.st.Instances += instances
+	d.st.Busy += busy
+	d.st.Wait += wait
+}
+
+func (d *deviceCounter) snapshot() DeviceStats {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.st
+}

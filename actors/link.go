@@ -1,0 +1,191 @@
+package actors
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/actorfeed/actorfeed/messages"
+)
+
+// outlet is the publisher's half of a link. It keeps every item it produced
+// from the oldest one its subscriber has not acknowledged, so a restarted
+// subscriber can ask for them again; it sends only what was demanded. An
+// outlet lives in a stage's cell, so it survives restarts of the stage.
+type outlet struct {
+	sub    *actor.PID
+	epoch  uint64
+	pass   uint32
+	demand int64
+	base   uint64            // sequence number of items[0]
+	items  []*messages.Batch // produced from base on; epoch and seq unset
+	sent   uint64            // next sequence number to send
+	end    *messages.End     // the pass is over once items are sent
+	fail   *messages.Failure // the link ends with this instead
+	done   bool              // End or Failure sent: nothing more on this epoch
+	closed bool              // cancelled by the subscriber
+}
+
+// reset starts pass on the outlet, forgetting everything of the last one.
+func (o *outlet) reset(pass uint32) {
+	clear(o.items)
+	o.items, o.base, o.sent, o.pass = o.items[:0], 0, 0, pass
+	o.end, o.fail, o.done, o.closed = nil, nil, false, false
+	o.demand = 0 // a new pass is demanded by a new subscription
+}
+
+// produced is the number of items produced in the pass.
+func (o *outlet) produced() uint64 { return o.base + uint64(len(o.items)) }
+
+// unsent is the number of produced items not yet sent.
+func (o *outlet) unsent() int { return int(o.produced() - o.sent) }
+
+// held is the number of items the outlet holds: unsent ones and sent ones
+// not yet acknowledged.
+func (o *outlet) held() int { return len(o.items) }
+
+// push appends a produced item.
+func (o *outlet) push(b *messages.Batch) { o.items = append(o.items, b) }
+
+// subscribe (re)opens the link for sub from sequence number from. It fails
+// when from lies before what the outlet still holds or beyond what it
+// produced: the subscriber asks for items that cannot be served.
+func (o *outlet) subscribe(sub *actor.PID, m *messages.Subscribe) error {
+	if m.Demand < 0 {
+		return fmt.Errorf("%w: subscribe with demand %d", ErrProtocol, m.Demand)
+	}
+	if m.From < o.base || m.From > o.produced() {
+		return fmt.Errorf("%w: subscribe from %d, but items %d..%d are held", ErrProtocol, m.From, o.base, o.produced())
+	}
+	o.sub, o.epoch, o.demand = sub, m.Epoch, m.Demand
+	o.ack(m.From)
+	o.sent = m.From
+	o.done, o.closed = false, false
+	return nil
+}
+
+// ack forgets the items below seq.
+func (o *outlet) ack(seq uint64) {
+	if seq <= o.base {
+		return
+	}
+	n := int(min(seq, o.produced()) - o.base)
+	clear(o.items[:n])
+	o.items = o.items[n:]
+	o.base += uint64(n)
+}
+
+// onDemand adds demand (additive, saturating) and takes the acknowledgement.
+// Demand for an old epoch is ignored; a demand <= 0 is a protocol error.
+func (o *outlet) onDemand(m *messages.Demand) error {
+	if m.Epoch != o.epoch {
+		return nil
+	}
+	if m.N <= 0 {
+		return fmt.Errorf("%w: demand %d on epoch %d", ErrProtocol, m.N, m.Epoch)
+	}
+	if o.demand > math.MaxInt64-m.N {
+		o.demand = math.MaxInt64
+	} else {
+		o.demand += m.N
+	}
+	o.ack(m.Ack)
+	return nil
+}
+
+// flush sends what the subscriber demanded, then End or Failure once
+// everything is sent. It returns the number of items sent.
+func (o *outlet) flush(send func(*actor.PID, any)) int {
+	if o.sub == nil || o.done || o.closed {
+		return 0
+	}
+	n := 0
+	for o.demand > 0 && o.sent < o.produced() {
+		b := o.items[o.sent-o.base]
+		send(o.sub, &messages.Batch{Epoch: o.epoch, Seq: o.sent, Pass: b.Pass, Slots: b.Slots, Ids: b.Ids,
+			Source: b.Source, First: b.First, Count: b.Count, Skipped: b.Skipped})
+		o.sent++
+		o.demand--
+		n++
+	}
+	if o.fail != nil {
+		f := o.fail // a template: every epoch gets its own message
+		send(o.sub, &messages.Failure{Epoch: o.epoch, Stage: f.Stage, File: f.File, Offset: f.Offset, Class: f.Class, Cause: f.Cause})
+		o.done = true
+	} else if o.end != nil && o.sent == o.produced() {
+		send(o.sub, &messages.End{Epoch: o.epoch, Pass: o.end.Pass, Count: o.end.Count, Skipped: o.end.Skipped})
+		o.done = true
+	}
+	return n
+}
+
+// inlet is the subscriber's half of a link. It takes items strictly in
+// sequence order from the current epoch and keeps the publisher's demand
+// topped up to its window, in steps of at least half the window so that
+// demand travels in few messages.
+type inlet struct {
+	pub         *actor.PID
+	epoch       uint64
+	pass        uint32
+	next        uint64 // next sequence number expected
+	outstanding int64  // demanded and not yet received
+	window      int64
+	ended       bool
+	open        bool // subscribed at least once
+}
+
+// subscribe opens the link again under a new epoch from sequence number
+// from, granting up to room items at once.
+func (in *inlet) subscribe(send func(*actor.PID, any), pass uint32, from uint64, room int) {
+	in.epoch++
+	in.pass, in.next, in.ended, in.open = pass, from, false, true
+	in.outstanding = min(in.window, int64(max(room, 0)))
+	send(in.pub, &messages.Subscribe{Epoch: in.epoch, Pass: pass, From: from, Demand: in.outstanding})
+}
+
+// verdict says what to do with an arriving item.
+type verdict int
+
+const (
+	take  verdict = iota // in order: use it
+	stale                // an old epoch or a duplicate: drop it
+	gap                  // an item is missing: drop it and subscribe again
+)
+
+// accept checks an arriving item's epoch and sequence number and counts it.
+func (in *inlet) accept(epoch, seq uint64) verdict {
+	switch {
+	case epoch != in.epoch || in.ended:
+		return stale
+	case seq < in.next:
+		return stale
+	case seq > in.next:
+		return gap
+	}
+	in.next++
+	in.outstanding--
+	return take
+}
+
+// current says whether a control message (End, Failure) belongs to the
+// current epoch.
+func (in *inlet) current(epoch uint64) bool { return epoch == in.epoch && !in.ended }
+
+// replenish tops the outstanding demand up to min(window, room), once the
+// top-up is worth a message. ack is the sequence number below which every
+// item has been taken in for good.
+func (in *inlet) replenish(send func(*actor.PID, any), room int, ack uint64) {
+	if !in.open || in.ended {
+		return
+	}
+	want := min(in.window, int64(max(room, 0))) - in.outstanding
+	if want <= 0 {
+		return
+	}
+	if want < max(1, in.window/2) && in.outstanding > 0 {
+		return
+	}
+	in.outstanding += want
+	send(in.pub, &messages.Demand{Epoch: in.epoch, N: want, Ack: ack})
+}

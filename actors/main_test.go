@@ -1,0 +1,129 @@
+package actors_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/actorfeed/actorfeed/actors"
+	"github.com/actorfeed/actorfeed/messages"
+	"github.com/actorfeed/actorfeed/readers/recordio"
+	"github.com/actorfeed/actorfeed/tensor"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// testDeadline bounds every wait of a test, so a hang fails instead of
+// stalling the run.
+const testDeadline = 30 * time.Second
+
+func testCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(t.Context(), testDeadline)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// writeFiles writes k RecordIO files of n records each; record r of file f
+// holds the slots (value [1] int64 = f*1e6+r, label [1] int32 = r%10).
+func writeFiles(t testing.TB, k, n, chunk int) []string {
+	t.Helper()
+	dir := t.TempDir()
+	var paths []string
+	for f := range k {
+		p := filepath.Join(dir, fmt.Sprintf("part-%d.rio", f))
+		fh, err := os.Create(p)
+		require.NoError(t, err)
+		w, err := recordio.NewWriter(fh, recordio.WriterOptions{MaxChunkBytes: chunk})
+		require.NoError(t, err)
+		for r := range n {
+			rec, err := tensor.Encode(sample(f, r))
+			require.NoError(t, err)
+			require.NoError(t, w.Write(rec))
+		}
+		require.NoError(t, w.Close())
+		require.NoError(t, fh.Close())
+		paths = append(paths, p)
+	}
+	return paths
+}
+
+func sample(f, r int) tensor.Slots {
+	return tensor.Slots{
+		{Tensor: tensor.MustFromSlice(tensor.Shape{1, 1}, []int64{int64(f*1_000_000 + r)})},
+		{Tensor: tensor.MustFromSlice(tensor.Shape{1, 1}, []int32{int32(r % 10)})},
+	}
+}
+
+// ledger collects what a pipeline delivered.
+type ledger struct {
+	ids   []uint64
+	items int
+}
+
+// checkAligned fails unless every instance's value slot matches its id: data
+// and ids travelled together.
+func checkAligned(t testing.TB, it actors.Item) {
+	t.Helper()
+	vals, err := tensor.View[int64](it.Slots[0].Tensor)
+	require.NoError(t, err)
+	require.Len(t, vals, len(it.IDs))
+	for i, id := range it.IDs {
+		f, r := messages.SplitID(id)
+		require.Equal(t, int64(f*1_000_000+r), vals[i], "instance %d", i)
+	}
+}
+
+// drain reads a pass to its end.
+func drain(t testing.TB, ctx context.Context, p *actors.Pipeline) ledger {
+	t.Helper()
+	var l ledger
+	for {
+		it, ok, err := p.Next(ctx)
+		require.NoError(t, err)
+		if !ok {
+			return l
+		}
+		checkAligned(t, it)
+		l.ids = append(l.ids, it.IDs...)
+		l.items++
+	}
+}
+
+// allIDs is every sample id of k files of n records.
+func allIDs(k, n int) []uint64 {
+	var ids []uint64
+	for f := range k {
+		for r := range n {
+			ids = append(ids, messages.SampleID(f, r))
+		}
+	}
+	return ids
+}
+
+// requireExactlyOnce fails unless got holds each id of want exactly once.
+func requireExactlyOnce(t testing.TB, want, got []uint64) {
+	t.Helper()
+	g := slices.Clone(got)
+	slices.Sort(g)
+	w := slices.Clone(want)
+	slices.Sort(w)
+	require.Equal(t, len(w), len(g), "samples delivered")
+	require.Equal(t, w, g)
+}
+
+// closeAndCheck closes p and fails if any actor of it is left.
+func closeAndCheck(t testing.TB, p *actors.Pipeline, sys *actor.ActorSystem) {
+	t.Helper()
+	require.NoError(t, p.Close())
+	if sys != nil {
+		require.Empty(t, actors.Registered(sys), "actors left in the registry")
+	}
+}

@@ -1,0 +1,296 @@
+package actors
+
+import (
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/actorfeed/actorfeed/messages"
+	"github.com/actorfeed/actorfeed/supervisor"
+)
+
+// Pipeline is the handle on a running chain of stage actors (the seeds'
+// ReaderHolder): it hides every stage's type. A pipeline built by New is
+// read with Next (safe from several goroutines at once) and HasNext; one
+// built by NewDevices feeds device actors and is driven with Run. Reset
+// starts the next pass clean; Shutdown and Close end it.
+type Pipeline struct {
+	sys     *actor.ActorSystem
+	own     bool
+	pipe    *shared
+	top     *actor.PID
+	sinks   []*consumerCell
+	devices []*deviceCounter
+	cells   []*cell
+	dbg     []func() string
+
+	mu       sync.Mutex
+	pass     uint32
+	inflight int
+	closed   bool
+}
+
+// New builds and starts a pipeline read with Next. stages[0] is a source;
+// the rest decorate it in order.
+func New(stages []Stage, opts Options) (*Pipeline, error) {
+	return build(stages, nil, opts)
+}
+
+// NewDevices builds and starts a pipeline that feeds dev.N device actors.
+// With more than one device and no DoubleBuffer stage, a DoubleBuffer with
+// the default window is added.
+func NewDevices(stages []Stage, dev Devices, opts Options) (*Pipeline, error) {
+	return build(stages, &dev, opts)
+}
+
+// NewSystem returns an actor system set up as pipelines need it: no log
+// output and dead letters reported at once (so no logging goroutine
+// outlives a test).
+func NewSystem() *actor.ActorSystem {
+	return actor.NewActorSystem(
+		actor.WithDeadLetterThrottleInterval(time.Millisecond),
+		actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
+}
+
+// built asks the pipeline's supervisor actor whether it spawned its stages.
+type built struct{}
+
+func build(stages []Stage, dev *Devices, opts Options) (*Pipeline, error) {
+	if err := validate(stages, dev); err != nil {
+		return nil, err
+	}
+	opts.defaults()
+	if dev != nil && dev.N > 1 {
+		if _, ok := stages[len(stages)-1].(DoubleBuffer); !ok {
+			stages = append(slices.Clone(stages), DoubleBuffer{})
+		}
+	}
+	p := &Pipeline{sys: opts.System, own: opts.System == nil}
+	if p.own {
+		p.sys = NewSystem()
+	}
+	p.pipe = newShared(opts, p.sys.Root)
+	plan, err := p.plan(stages, dev)
+	if err != nil {
+		return nil, err
+	}
+	sup := &supervisorActor{p: p, plan: plan, strategy: &supervisor.Strategy{Tracker: supervisor.NewTracker(opts.Intensity)}}
+	props := actor.PropsFromProducer(func() actor.Actor { return sup }, actor.WithSupervisor(sup.strategy))
+	p.top = p.sys.Root.Spawn(props)
+	if _, err := p.sys.Root.RequestFuture(p.top, built{}, 10*time.Second).Result(); err != nil {
+		p.Close()
+		return nil, fmt.Errorf("actors: starting the pipeline: %w", err)
+	}
+	return p, nil
+}
+
+// spawnable is one planned actor.
+type spawnable struct {
+	name     string
+	cell     *cell
+	producer func(upstream *actor.PID, workers []*actor.PID) actor.Actor
+	workers  bool // a file reader: the next source stage gets its PID
+	sink     *consumerCell
+}
+
+// plan creates the cells of every stage, in spawn order (sources first).
+func (p *Pipeline) plan(stages []Stage, dev *Devices) ([]spawnable, error) {
+	pipe, opts := p.pipe, p.pipe.opts
+	var plan []spawnable
+	consumers := 1
+	if dev != nil {
+		consumers = dev.N
+	}
+	for i, s := range stages {
+		name := fmt.Sprintf("%d-%s", i, s.kind())
+		switch s := s.(type) {
+		case Files, Queue:
+			var src Source
+			var threads, buffer int
+			var ordered bool
+			files := 1
+			if f, ok := s.(Files); ok {
+				fs, err := newFileSource(f.Paths, opts.Open)
+				if err != nil {
+					return nil, err
+				}
+				src, files, ordered = fs, len(f.Paths), f.Ordered
+				threads, buffer = f.Threads, f.Buffer
+				if threads == 0 {
+					threads = defaultThreads(files)
+				}
+			} else {
+				src, threads = queueSource{q: s.(Queue).Queue}, 1
+			}
+			if buffer == 0 {
+				buffer = 3 * threads
+			}
+			for w := range threads {
+				wc := newWorkerCell(pipe, fmt.Sprintf("%s/reader-%d", name, w), src, opts.ReaderWindow)
+				p.dbg = append(p.dbg, func() string {
+					return fmt.Sprintf("worker %s: file=%d cursor=%d tokens=%d out(base=%d n=%d sent=%d demand=%d end=%v epoch=%d) handoff=%d ended=%v failed=%v", wc.name, wc.file, wc.cursor, len(wc.tokens), wc.out.base, len(wc.out.items), wc.out.sent, wc.out.demand, wc.out.end, wc.out.epoch, len(wc.handoff), wc.ended, wc.failed)
+				})
+				p.cells = append(p.cells, &wc.cell)
+				plan = append(plan, spawnable{name: wc.name, cell: &wc.cell, workers: true,
+					producer: func(*actor.PID, []*actor.PID) actor.Actor { return &workerActor{c: wc} }})
+			}
+			fc := &filesCell{cell: cell{name: name, kind: KindFiles, pipe: pipe}, src: src, files: files,
+				ordered: ordered, buffer: buffer, window: opts.ReaderWindow}
+			p.dbg = append(p.dbg, func() string {
+				return fmt.Sprintf("files: pass=%d state=%+v work=%+v head=%d out(base=%d n=%d sent=%d demand=%d end=%v epoch=%d) pending=%d", fc.pass, fc.state, fc.work, fc.head, fc.out.base, len(fc.out.items), fc.out.sent, fc.out.demand, fc.out.end, fc.out.epoch, len(fc.pending))
+			})
+			p.cells = append(p.cells, &fc.cell)
+			plan = append(plan, spawnable{name: name, cell: &fc.cell, producer: func(_ *actor.PID, workers []*actor.PID) actor.Actor {
+				fc.workers = workers
+				return &filesActor{c: fc}
+			}})
+		case DoubleBuffer:
+			window := s.Window
+			if window == 0 {
+				window = 2
+			}
+			fc := &fanoutCell{cell: cell{name: name, kind: KindDoubleBuffer, pipe: pipe}, outs: make([]outlet, consumers),
+				window: window, dropPartial: s.DropPartial}
+			fc.in.window = int64(consumers * window)
+			p.cells = append(p.cells, &fc.cell)
+			plan = append(plan, spawnable{name: name, cell: &fc.cell, producer: func(up *actor.PID, _ []*actor.PID) actor.Actor {
+				fc.in.pub = up
+				return &fanoutActor{c: fc}
+			}})
+		default:
+			tc := &transformCell{cell: cell{name: name, kind: s.kind(), pipe: pipe}, capacity: opts.Capacity}
+			p.dbg = append(p.dbg, func() string {
+				return fmt.Sprintf("transform %s: in=%+v out(base=%d n=%d sent=%d demand=%d end=%v epoch=%d)", tc.name, tc.in, tc.out.base, len(tc.out.items), tc.out.sent, tc.out.demand, tc.out.end, tc.out.epoch)
+			})
+			tc.in.window = int64(opts.Window)
+			switch s := s.(type) {
+			case Shuffle:
+				tc.logic = &shuffleLogic{window: s.Window, seed: s.Seed, group: opts.GroupSize}
+			case Batch:
+				tc.logic = &batchLogic{size: s.Size, dropLast: s.DropLast}
+				pipe.counting = true
+			case Map:
+				tc.logic = &mapLogic{fn: s.Fn}
+			case MultiPass:
+				tc.logic = &multiPassLogic{passes: s.Passes}
+			}
+			p.cells = append(p.cells, &tc.cell)
+			plan = append(plan, spawnable{name: name, cell: &tc.cell, producer: func(up *actor.PID, _ []*actor.PID) actor.Actor {
+				tc.in.pub = up
+				return &transformActor{c: tc}
+			}})
+		}
+	}
+	window := opts.Window
+	if _, ok := stages[len(stages)-1].(DoubleBuffer); ok {
+		window = max(stages[len(stages)-1].(DoubleBuffer).Window, 2)
+	}
+	for d := range consumers {
+		kind, name := KindSink, "sink"
+		var run *deviceRun
+		if dev != nil {
+			kind, name = KindDevice, fmt.Sprintf("device-%d", d)
+			st := &deviceCounter{st: DeviceStats{Device: d}}
+			p.devices = append(p.devices, st)
+			run = &deviceRun{step: dev.Step, stepTime: dev.StepTime, stats: st}
+		}
+		cc := newConsumerCell(pipe, name, kind, uint32(d), window)
+		p.sinks = append(p.sinks, cc)
+		p.cells = append(p.cells, &cc.cell)
+		plan = append(plan, spawnable{name: name, cell: &cc.cell, sink: cc, producer: func(up *actor.PID, _ []*actor.PID) actor.Actor {
+			cc.in.pub = up
+			return &consumerActor{c: cc, device: run}
+		}})
+	}
+	return plan, nil
+}
+
+// supervisorActor owns a pipeline's stages: it spawns them and, through its
+// Strategy, restarts a failed one or stops them all past the intensity.
+type supervisorActor struct {
+	p        *Pipeline
+	plan     []spawnable
+	strategy *supervisor.Strategy
+	byID     map[string]*cell
+	spawned  bool
+}
+
+func (s *supervisorActor) Receive(ctx actor.Context) {
+	switch ctx.Message().(type) {
+	case *actor.Started:
+		if s.spawned {
+			return
+		}
+		s.spawned = true
+		s.byID = map[string]*cell{}
+		s.strategy.OnBreach = s.breach
+		// Every stage's address is known before any is spawned, so each can be
+		// told whom it feeds.
+		pids := make([]*actor.PID, len(s.plan))
+		var sinks []*actor.PID
+		for i, sp := range s.plan {
+			pids[i] = actor.NewPID(ctx.ActorSystem().Address(), ctx.Self().Id+"/"+sp.name)
+			if sp.sink != nil {
+				sinks = append(sinks, pids[i])
+			}
+		}
+		for i, sp := range s.plan {
+			j := i + 1
+			for j < len(s.plan) && s.plan[j].workers {
+				j++
+			}
+			switch {
+			case sp.sink != nil || j == len(s.plan):
+			case s.plan[j].sink != nil:
+				sp.cell.down = sinks
+			default:
+				sp.cell.down = []*actor.PID{pids[j]}
+			}
+		}
+		var prev *actor.PID
+		var workers []*actor.PID
+		for _, sp := range s.plan {
+			up, ws := prev, slices.Clone(workers)
+			props := actor.PropsFromProducer(func() actor.Actor { return sp.producer(up, ws) })
+			pid, err := ctx.SpawnNamed(props, sp.name)
+			if err != nil {
+				s.p.pipe.fail(fmt.Errorf("actors: spawning %s: %w", sp.name, err))
+				return
+			}
+			s.byID[pid.Id] = sp.cell
+			if sp.sink != nil {
+				sp.sink.mu.Lock()
+				sp.sink.self = pid
+				sp.sink.mu.Unlock()
+				continue
+			}
+			if sp.workers {
+				workers = append(workers, pid)
+				continue
+			}
+			prev, workers = pid, nil
+		}
+	case built:
+		ctx.Respond(built{})
+	}
+}
+
+// breach ends the pipeline when restarts exceed the intensity.
+func (s *supervisorActor) breach(child *actor.PID, reason any) {
+	c := s.byID[child.Id]
+	name := child.Id
+	if c != nil {
+		name = c.name
+	}
+	lim := s.p.pipe.opts.Intensity
+	err := &StageError{Stage: name, Offset: -1, Record: -1, Class: messages.ErrorClass_ERROR_CLASS_PANIC,
+		Err: fmt.Errorf("%w: more than %d restarts within %v; last: %v", supervisor.ErrRestartIntensity, lim.MaxRestarts, lim.Within, reason)}
+	if c != nil && c.where != nil {
+		err.File, err.Record = c.where()
+	}
+	s.p.pipe.fail(err)
+}

@@ -1,0 +1,23 @@
+package actors
+
+import (
+	"slices"
+
+	"github.com/asynkron/protoactor-go/actor"
+)
+
+// Registered lists the ids of the actors alive in sys, other than the
+// system's own (deadletter, eventstream). After a pipeline is shut down it
+// must hold none of the pipeline's.
+func Registered(sys *actor.ActorSystem) []string {
+	var ids []string
+	for _, bucket := range sys.ProcessRegistry.LocalPIDs.LocalPIDs {
+		for _, id := range bucket.Keys() {
+			if id != "deadletter" && id != "eventstream" {
+				ids = append(ids, id)
+			}
+		}
+	}
+	slices.Sort(ids)
+	return ids
+}

@@ -1,0 +1,236 @@
+package actors
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/actorfeed/actorfeed/messages"
+	"github.com/actorfeed/actorfeed/readers"
+	"github.com/actorfeed/actorfeed/tensor"
+)
+
+// shared is the state of one pipeline that its stages and its handle both
+// see: options, the terminal error, counters.
+type shared struct {
+	opts   Options
+	root   *actor.RootContext
+	faults Injector
+
+	restarts atomic.Int64
+	live     atomic.Int64 // batches made by the batch stage and not yet consumed
+	peak     atomic.Int64
+	counting bool // a batch stage exists: live counts its batches
+
+	mu       sync.Mutex
+	err      error
+	done     chan struct{}     // closed when the pipeline ends (error or shutdown)
+	causes   map[string]error  // in-process causes of stage failures, by stage
+	ends     map[string]uint32 // consumer -> pass it saw the end of
+	ended    chan struct{}     // closed and replaced when a consumer ends a pass
+	skipped  map[uint32]uint64 // pass -> corrupt records skipped
+	consumed []*consumerCell
+}
+
+func newShared(opts Options, root *actor.RootContext) *shared {
+	return &shared{opts: opts, root: root, faults: opts.Faults, done: make(chan struct{}),
+		causes: map[string]error{}, ends: map[string]uint32{}, ended: make(chan struct{}), skipped: map[uint32]uint64{}}
+}
+
+// terminal is the error that ended the pipeline, nil while it runs.
+func (s *shared) terminal() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.err
+}
+
+// fail ends the pipeline with err; the first error wins.
+func (s *shared) fail(err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.err == nil {
+		s.err = err
+		close(s.done)
+	}
+}
+
+// record keeps the in-process cause of a stage's failure for the error the
+// sink will build from the Failure message.
+func (s *shared) record(stage string, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.causes[stage]; !ok {
+		s.causes[stage] = err
+	}
+}
+
+// stageError turns a Failure into the error Next returns.
+func (s *shared) stageError(f *messages.Failure) error {
+	s.mu.Lock()
+	cause := s.causes[f.Stage]
+	s.mu.Unlock()
+	var se *StageError
+	if errors.As(cause, &se) {
+		return se
+	}
+	if cause == nil {
+		cause = errors.New(f.Cause)
+	}
+	return &StageError{Stage: f.Stage, File: f.File, Offset: f.Offset, Record: -1, Class: f.Class, Err: cause}
+}
+
+// passEnded notes that consumer saw the end of pass.
+func (s *shared) passEnded(consumer string, e *messages.End) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.ends[consumer] = e.Pass
+	s.skipped[e.Pass] = e.Skipped
+	close(s.ended)
+	s.ended = make(chan struct{})
+}
+
+// changed wakes Run: a device consumed an item.
+func (s *shared) changed() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	close(s.ended)
+	s.ended = make(chan struct{})
+}
+
+func (s *shared) noteProduced(kind string, _ *messages.Batch) {
+	if kind != KindBatch {
+		return
+	}
+	n := s.live.Add(1)
+	for {
+		p := s.peak.Load()
+		if n <= p || s.peak.CompareAndSwap(p, n) {
+			return
+		}
+	}
+}
+
+func (s *shared) noteConsumed(*messages.Batch) {
+	if s.counting {
+		s.live.Add(-1)
+	}
+}
+
+func (s *shared) noteDropped(b *messages.Batch) { s.noteConsumed(b) }
+
+// Injector sees every protocol message before its stage handles it, with
+// the stage's name and kind and the message's number (from 1) at that
+// stage; it may panic to simulate a crash. Counts survive restarts, so a
+// fault scheduled at message n fires once.
+type Injector interface {
+	BeforeMessage(stage, kind string, n int64, msg any)
+}
+
+// PanicAt panics the N-th message of every stage that matches Stage (by
+// name) or Kind, whichever is set.
+type PanicAt struct {
+	Stage, Kind string
+	N           int64
+}
+
+// BeforeMessage implements Injector.
+func (p PanicAt) BeforeMessage(stage, kind string, n int64, _ any) {
+	if n == p.N && (p.Stage == "" || p.Stage == stage) && (p.Kind == "" || p.Kind == kind) {
+		panic(fmt.Sprintf("injected panic at message %d of %s", n, stage))
+	}
+}
+
+// Faults combines injectors.
+type Faults []Injector
+
+// BeforeMessage implements Injector.
+func (f Faults) BeforeMessage(stage, kind string, n int64, msg any) {
+	for _, i := range f {
+		i.BeforeMessage(stage, kind, n, msg)
+	}
+}
+
+// ---- sources ----
+
+// fileSource opens the files of a Files stage; it seeks to a record by the
+// reader's Seek when it has one, by reading otherwise.
+type fileSource struct {
+	entries []string
+	names   []string
+	open    func(ctx context.Context, entry string) (readers.Reader, error)
+}
+
+func newFileSource(entries []string, open func(context.Context, string) (readers.Reader, error)) (*fileSource, error) {
+	s := &fileSource{entries: entries, names: make([]string, len(entries)), open: open}
+	if len(entries) > messages.MaxFiles {
+		return nil, fmt.Errorf("%w: %d files, at most %d", ErrBadSpec, len(entries), messages.MaxFiles)
+	}
+	for i, e := range entries {
+		_, path, err := readers.ParseEntry(e)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrBadSpec, err)
+		}
+		s.names[i] = path
+	}
+	return s, nil
+}
+
+func (s *fileSource) Rewindable() bool   { return true }
+func (s *fileSource) Name(file int) string { return s.names[file] }
+
+func (s *fileSource) Open(ctx context.Context, file int, _ uint32, from uint64) (readers.Reader, error) {
+	r, err := s.open(ctx, s.entries[file])
+	if err != nil {
+		return nil, err
+	}
+	if from == 0 {
+		return r, nil
+	}
+	if sk, ok := r.(interface{ Seek(int) error }); ok {
+		if err := sk.Seek(int(from)); err != nil {
+			r.Close()
+			return nil, err
+		}
+		return r, nil
+	}
+	for k := uint64(0); k < from; k++ {
+		if _, err := r.Next(ctx); err != nil {
+			r.Close()
+			return nil, fmt.Errorf("actors: skipping to record %d of %s: %w", from, s.names[file], err)
+		}
+	}
+	return r, nil
+}
+
+// queueSource reads a feed queue: one "file" that continues across opens.
+type queueSource struct{ q *readers.FeedQueue }
+
+func (s queueSource) Rewindable() bool { return false }
+func (s queueSource) Name(int) string  { return "feed queue" }
+func (s queueSource) Open(context.Context, int, uint32, uint64) (readers.Reader, error) {
+	return readers.NewQueueReader(s.q), nil
+}
+
+// Item is what a pipeline delivers: a batch (or a group of instances, for
+// a chain without a batch stage) with the id of every instance.
+type Item struct {
+	Slots tensor.Slots
+	// IDs holds one id per instance: messages.SplitID gives the file's index
+	// in the pipeline's list and the record's index in the file.
+	IDs       []uint64
+	Pass      int
+	Instances int
+}
+
+// toItem converts a delivered message.
+func toItem(b *messages.Batch) (Item, error) {
+	slots, err := b.ToSlots()
+	if err != nil {
+		return Item{}, err
+	}
+	return Item{Slots: slots, IDs: b.Ids, Pass: int(b.Pass), Instances: len(b.Ids)}, nil
+}

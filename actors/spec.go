@@ -1,0 +1,218 @@
+package actors
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/actorfeed/actorfeed/readers"
+	"github.com/actorfeed/actorfeed/supervisor"
+)
+
+// Stage kinds, as they appear in stage names, errors and fault injection.
+const (
+	KindFileReader   = "file_reader"
+	KindFiles        = "open_files"
+	KindShuffle      = "shuffle"
+	KindBatch        = "batch"
+	KindMap          = "map"
+	KindMultiPass    = "multi_pass"
+	KindDoubleBuffer = "double_buffer"
+	KindDevice       = "device"
+	KindSink         = "sink"
+)
+
+// Stage is the spec of one stage of a pipeline; the first stage of a chain
+// is a source (Files or Queue), the others decorate the stage before them.
+type Stage interface{ kind() string }
+
+// Files is open_files: Threads file-reader actors take the files of Paths
+// (each "format:path" or a path whose suffix names its format) from a
+// shared queue and feed one buffer. One path and one thread is
+// create_recordio_file_reader.
+type Files struct {
+	Paths []string
+	// Threads is thread_num; default min(len(Paths), NumCPU).
+	Threads int
+	// Buffer is buffer_size, in groups of Options.GroupSize samples;
+	// default 3 * Threads, as upstream.
+	Buffer int
+	// Ordered reads the files strictly in list order.
+	Ordered bool
+}
+
+// Queue is create_py_array_reader: the items outside producers push into a
+// feed queue. A queue cannot be read twice, so its items are kept until the
+// next stage took them in.
+type Queue struct{ Queue *readers.FeedQueue }
+
+// Shuffle is create_shuffle_reader (see readers.Shuffle).
+type Shuffle struct {
+	Window int
+	Seed   uint64
+}
+
+// Batch is create_batch_reader.
+type Batch struct {
+	Size     int
+	DropLast bool
+}
+
+// Map applies Fn to every item (see MapFunc).
+type Map struct{ Fn MapFunc }
+
+// MultiPass is create_multi_pass_reader.
+type MultiPass struct{ Passes int }
+
+// DoubleBuffer is create_double_buffer_reader: a prefetch window of Window
+// batches per consumer (default 2). Item k of a pass goes to consumer
+// k mod n. With DropPartial, a last step with fewer items than consumers is
+// dropped.
+type DoubleBuffer struct {
+	Window      int
+	DropPartial bool
+}
+
+func (Files) kind() string        { return KindFiles }
+func (Queue) kind() string        { return KindFiles }
+func (Shuffle) kind() string      { return KindShuffle }
+func (Batch) kind() string        { return KindBatch }
+func (Map) kind() string          { return KindMap }
+func (MultiPass) kind() string    { return KindMultiPass }
+func (DoubleBuffer) kind() string { return KindDoubleBuffer }
+
+// Devices are the consumers of a pipeline that trains: N device actors, each
+// running Step (or sleeping StepTime when Step is nil) on the batches of
+// its lane.
+type Devices struct {
+	N        int
+	Step     StepFunc
+	StepTime time.Duration
+}
+
+// Options tune a pipeline. The zero value is usable.
+type Options struct {
+	// System is the actor system to spawn in; nil makes one (NewSystem) that
+	// the pipeline owns.
+	System *actor.ActorSystem
+	// GroupSize is how many samples file readers put in one message; the
+	// stages before batching move groups, never single samples. Default 32.
+	GroupSize int
+	// ReaderWindow is how many groups a file reader may have in flight.
+	// Default 2.
+	ReaderWindow int
+	// Capacity is how many produced items a decorator stage holds unsent
+	// before it stops asking for input. Default 2.
+	Capacity int
+	// Window is the demand window on links into decorators and into the
+	// pipeline's own sink. Default 2.
+	Window int
+	// OnCorrupt says what file readers do with corrupt records.
+	OnCorrupt supervisor.CorruptPolicy
+	// Retry is the schedule for transient I/O errors; default
+	// supervisor.DefaultBackoff.
+	Retry supervisor.Backoff
+	// Intensity bounds restarts; default supervisor.DefaultIntensity.
+	Intensity supervisor.Intensity
+	// Faults, when set, sees every message before its stage does; fault
+	// injection uses it to panic stages (package sim).
+	Faults Injector
+	// Open opens files for the file readers; default OpenFile. Fault
+	// injection wraps it.
+	Open func(ctx context.Context, entry string) (readers.Reader, error)
+}
+
+func (o *Options) defaults() {
+	if o.GroupSize <= 0 {
+		o.GroupSize = 32
+	}
+	if o.ReaderWindow <= 0 {
+		o.ReaderWindow = 2
+	}
+	if o.Capacity <= 0 {
+		o.Capacity = 2
+	}
+	if o.Window <= 0 {
+		o.Window = 2
+	}
+	if o.Retry.Attempts == 0 {
+		o.Retry = supervisor.DefaultBackoff
+	}
+	if o.Intensity.MaxRestarts == 0 && o.Intensity.Within == 0 {
+		o.Intensity = supervisor.DefaultIntensity
+	}
+	if o.Open == nil {
+		o.Open = OpenFile
+	}
+}
+
+// OpenFile opens a file entry through the readers registry.
+func OpenFile(_ context.Context, entry string) (readers.Reader, error) {
+	return readers.Open(entry, readers.OpenOptions{})
+}
+
+// validate checks a chain before anything is spawned.
+func validate(stages []Stage, dev *Devices) error {
+	if len(stages) == 0 {
+		return fmt.Errorf("%w: no stages", ErrBadSpec)
+	}
+	for i, s := range stages {
+		where := fmt.Sprintf("stage %d (%s)", i, s.kind())
+		switch s := s.(type) {
+		case Files:
+			if i != 0 {
+				return fmt.Errorf("%w: %s: a source must come first", ErrBadSpec, where)
+			}
+			if len(s.Paths) == 0 {
+				return fmt.Errorf("%w: %s: no files", ErrBadSpec, where)
+			}
+			if s.Threads < 0 || s.Buffer < 0 {
+				return fmt.Errorf("%w: %s: threads %d and buffer %d must not be negative", ErrBadSpec, where, s.Threads, s.Buffer)
+			}
+		case Queue:
+			if i != 0 {
+				return fmt.Errorf("%w: %s: a source must come first", ErrBadSpec, where)
+			}
+			if s.Queue == nil {
+				return fmt.Errorf("%w: %s: no queue", ErrBadSpec, where)
+			}
+		case Shuffle:
+			if s.Window < 0 {
+				return fmt.Errorf("%w: %s: window %d is negative", ErrBadSpec, where, s.Window)
+			}
+		case Batch:
+			if s.Size < 1 {
+				return fmt.Errorf("%w: %s: size %d must be at least 1", ErrBadSpec, where, s.Size)
+			}
+		case Map:
+			if s.Fn == nil {
+				return fmt.Errorf("%w: %s: no function", ErrBadSpec, where)
+			}
+		case MultiPass:
+			if s.Passes < 1 {
+				return fmt.Errorf("%w: %s: passes %d must be at least 1", ErrBadSpec, where, s.Passes)
+			}
+		case DoubleBuffer:
+			if i != len(stages)-1 {
+				return fmt.Errorf("%w: %s: the double buffer must be the last stage", ErrBadSpec, where)
+			}
+			if s.Window < 0 {
+				return fmt.Errorf("%w: %s: window %d is negative", ErrBadSpec, where, s.Window)
+			}
+		default:
+			return fmt.Errorf("%w: %s: unknown stage type %T", ErrBadSpec, where, s)
+		}
+		if i == 0 && s.kind() != KindFiles {
+			return fmt.Errorf("%w: %s: the first stage must be a source (Files or Queue)", ErrBadSpec, where)
+		}
+	}
+	if dev != nil && dev.N < 1 {
+		return fmt.Errorf("%w: devices: %d devices", ErrBadSpec, dev.N)
+	}
+	return nil
+}
+
+func defaultThreads(files int) int { return max(1, min(files, runtime.NumCPU())) }

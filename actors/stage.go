@@ -1,0 +1,76 @@
+package actors
+
+import (
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/actorfeed/actorfeed/messages"
+)
+
+// cell is the part of a stage that outlives the stage's actor instances: a
+// restart creates a new instance over the same cell, so the stage resumes
+// from the position it persisted there.
+type cell struct {
+	name, kind string
+	pipe       *shared
+	received   int64 // user messages received, counted before handling
+	restarts   int
+	started    bool
+	down       []*actor.PID // the stages this one feeds, fixed at build
+	// where, when set, names the file and record the stage is at, for the
+	// error of a pipeline stopped by this stage's restarts.
+	where func() (file string, record int64)
+}
+
+// before is called for every user message before it is handled: it counts
+// the message and gives the fault injector its chance to panic. The count
+// is persisted, so a fault scheduled at message N fires once.
+func (c *cell) before(msg any) {
+	c.received++
+	if c.pipe.faults != nil {
+		c.pipe.faults.BeforeMessage(c.name, c.kind, c.received, msg)
+	}
+}
+
+// restarted records a start of a new instance; it reports whether this start
+// is a restart.
+func (c *cell) restarted() bool {
+	if !c.started {
+		c.started = true
+		return false
+	}
+	c.restarts++
+	c.pipe.restarts.Add(1)
+	return true
+}
+
+// announce asks every stage this one feeds to open its link again: after a
+// restart the dropped message may have been a subscription or demand.
+func (c *cell) announce(send func(*actor.PID, any)) {
+	for _, pid := range c.down {
+		send(pid, &messages.Resubscribe{Stage: c.name})
+	}
+}
+
+// isSystem tells protoactor's lifecycle messages from the protocol's.
+func isSystem(msg any) bool {
+	switch msg.(type) {
+	case *actor.Started, *actor.Stopping, *actor.Stopped, *actor.Restarting, *actor.ReceiveTimeout:
+		return true
+	}
+	return false
+}
+
+// sender returns the function a stage sends protocol messages with. Messages
+// that travel upstream go as requests so that the receiver learns who sent
+// them (a stage with several subscribers tells them apart so); items go as
+// plain sends, which allocate nothing.
+func sender(ctx actor.Context) func(*actor.PID, any) {
+	return func(pid *actor.PID, msg any) {
+		switch msg.(type) {
+		case *messages.Subscribe, *messages.Assign, *messages.Demand, *messages.Resubscribe:
+			ctx.Request(pid, msg)
+		default:
+			ctx.Send(pid, msg)
+		}
+	}
+}

@@ -1,0 +1,398 @@
+package actors
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/actorfeed/actorfeed/messages"
+	"github.com/actorfeed/actorfeed/readers"
+	"github.com/actorfeed/actorfeed/readers/format"
+	"github.com/actorfeed/actorfeed/supervisor"
+	"github.com/actorfeed/actorfeed/tensor"
+)
+
+// Source opens the readers a file-reader actor reads: one per file of the
+// pipeline's list and pass. Open returns a reader positioned at record from
+// (Rewindable sources) or continuing where the last one stopped (others,
+// such as a feed queue, which cannot be read twice).
+type Source interface {
+	Open(ctx context.Context, file int, pass uint32, from uint64) (readers.Reader, error)
+	Rewindable() bool
+	// Name names file in errors and sample ids.
+	Name(file int) string
+}
+
+// workerCell is what a file-reader actor persists: its assignment, the
+// cursor of its reading goroutine, and the groups read ahead (handoff, then
+// outlet) until the coordinator acknowledges them.
+type workerCell struct {
+	cell
+	src    Source
+	group  int
+	policy supervisor.CorruptPolicy
+	retry  supervisor.Backoff
+
+	coord  *actor.PID
+	file   int    // assigned file, -1 when idle
+	pass   uint32 // of the assignment
+	cursor uint64 // records read so far into handoff or outlet
+	out    outlet
+	tokens chan struct{} // free read-ahead slots: window minus groups held
+	freed  uint64        // out.base up to which slots were given back
+
+	mu      sync.Mutex
+	handoff []*messages.Batch // read by the goroutine, not yet in out
+	ended   *messages.End     // the goroutine reached the end of the file
+	failed  *readFailure      // the goroutine failed
+}
+
+type readFailure struct {
+	offset, record int64
+	err            error
+}
+
+// poke tells a worker its goroutine put something in the handoff.
+type poke struct{}
+
+// crashed carries a panic of a worker goroutine into the actor, which
+// panics with it so that supervision sees it.
+type crashed struct{ reason any }
+
+type workerActor struct {
+	c      *workerCell
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+func newWorkerCell(pipe *shared, name string, src Source, window int) *workerCell {
+	c := &workerCell{cell: cell{name: name, kind: KindFileReader, pipe: pipe}, src: src, group: pipe.opts.GroupSize,
+		policy: pipe.opts.OnCorrupt, retry: pipe.opts.Retry, file: -1, tokens: make(chan struct{}, window)}
+	for range window {
+		c.tokens <- struct{}{}
+	}
+	c.where = func() (string, int64) {
+		if c.file < 0 {
+			return "", -1
+		}
+		return src.Name(c.file), int64(c.cursor)
+	}
+	return c
+}
+
+func (a *workerActor) Receive(ctx actor.Context) {
+	c := a.c
+	msg := ctx.Message()
+	if !isSystem(msg) {
+		c.before(msg)
+	}
+	send := sender(ctx)
+	switch m := msg.(type) {
+	case *actor.Started:
+		if c.restarted() {
+			c.announce(send)
+		}
+		return
+	case *actor.Stopping, *actor.Restarting:
+		a.stop()
+		return
+	case *crashed:
+		panic(m.reason)
+	case *messages.Assign:
+		c.coord = ctx.Sender()
+		a.assign(ctx, m)
+	case *messages.Demand:
+		if err := c.out.onDemand(m); err != nil {
+			a.failWith(-1, err)
+		}
+	case *messages.Cancel:
+		if m.Epoch == c.out.epoch {
+			a.stop()
+			a.reset(-1, 0)
+			return
+		}
+	case *poke:
+	default:
+		return
+	}
+	a.drain()
+	c.out.flush(send)
+	a.release()
+}
+
+// assign takes a (re)assignment: the same file and pass resumes, replaying
+// what the coordinator has not taken in; anything else starts over at from.
+func (a *workerActor) assign(ctx actor.Context, m *messages.Assign) {
+	c := a.c
+	a.stop()
+	a.drain()
+	from, resume := uint64(0), false
+	if int(m.File) == c.file && m.Pass == c.pass {
+		from, resume = c.seqOfRecord(m.From)
+	}
+	if !resume {
+		if !c.src.Rewindable() && int(m.File) == c.file && m.Pass == c.pass {
+			a.failWith(-1, fmt.Errorf("%w: assignment from record %d, which was not kept for replay", ErrProtocol, m.From))
+			return
+		}
+		a.reset(int(m.File), m.Pass)
+		c.cursor = m.From
+	}
+	if err := c.out.subscribe(ctx.Sender(), &messages.Subscribe{Epoch: m.Epoch, Pass: m.Pass, From: from}); err != nil {
+		a.failWith(-1, err)
+		return
+	}
+	if c.ended == nil && c.failed == nil {
+		a.start(ctx)
+	}
+}
+
+// seqOfRecord finds the kept group that starts at record rec: its sequence
+// number, or the next one when rec is where reading stopped.
+func (c *workerCell) seqOfRecord(rec uint64) (uint64, bool) {
+	for i, b := range c.out.items {
+		if b.First == rec {
+			return c.out.base + uint64(i), true
+		}
+	}
+	if rec == c.cursor {
+		return c.out.produced(), true
+	}
+	return 0, false
+}
+
+// reset forgets the current file, returning the read-ahead slots of every
+// group dropped.
+func (a *workerActor) reset(file int, pass uint32) {
+	c := a.c
+	c.mu.Lock()
+	n := len(c.handoff)
+	c.handoff, c.ended, c.failed = nil, nil, nil
+	c.mu.Unlock()
+	n += c.out.held()
+	c.out.reset(pass)
+	c.freed = 0
+	a.giveBack(n)
+	c.file, c.pass, c.cursor = file, pass, 0
+}
+
+func (a *workerActor) giveBack(n int) {
+	for range n {
+		select {
+		case a.c.tokens <- struct{}{}:
+		default:
+			panic("actors: file reader returned more read-ahead slots than it has")
+		}
+	}
+}
+
+// drain moves what the goroutine read into the outlet.
+func (a *workerActor) drain() {
+	c := a.c
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, b := range c.handoff {
+		c.out.push(b)
+	}
+	c.handoff = c.handoff[:0]
+	if c.failed != nil && c.out.fail == nil {
+		c.out.fail = failure(c.name, c.src.Name(c.file), c.failed.offset, c.failed.err)
+		c.pipe.record(c.name, &StageError{Stage: c.name, File: c.src.Name(c.file), Offset: c.failed.offset,
+			Record: c.failed.record, Class: classify(c.failed.err), Err: c.failed.err})
+	}
+	if c.ended != nil && c.out.end == nil {
+		c.out.end = &messages.End{Pass: c.pass, Count: c.ended.Count, Skipped: c.ended.Skipped}
+	}
+}
+
+// release gives back the slots of groups the coordinator acknowledged
+// (the outlet forgot them).
+func (a *workerActor) release() {
+	c := a.c
+	if c.out.base > c.freed {
+		a.giveBack(int(c.out.base - c.freed))
+	}
+	c.freed = c.out.base
+}
+
+func (a *workerActor) failWith(offset int64, err error) {
+	c := a.c
+	c.mu.Lock()
+	c.failed = &readFailure{offset: offset, record: -1, err: err}
+	c.mu.Unlock()
+}
+
+func (a *workerActor) start(ctx actor.Context) {
+	c := a.c
+	rctx, cancel := context.WithCancel(context.Background())
+	a.cancel = cancel
+	self, sys := ctx.Self(), ctx.ActorSystem()
+	file, pass, from := c.file, c.pass, c.cursor
+	a.wg.Go(func() {
+		defer func() {
+			if r := recover(); r != nil {
+				sys.Root.Send(self, &crashed{reason: r})
+			}
+		}()
+		a.read(rctx, file, pass, from, func() { sys.Root.Send(self, &poke{}) })
+	})
+}
+
+// stop cancels the goroutine and waits for it.
+func (a *workerActor) stop() {
+	if a.cancel != nil {
+		a.cancel()
+		a.wg.Wait()
+		a.cancel = nil
+	}
+}
+
+// read is the goroutine: it reads the file in groups, one read-ahead slot
+// per group, into the handoff.
+func (a *workerActor) read(ctx context.Context, file int, pass uint32, from uint64, poke func()) {
+	c := a.c
+	var r readers.Reader
+	defer func() {
+		if r != nil {
+			r.Close()
+		}
+	}()
+	open := func() error {
+		var err error
+		r, err = c.src.Open(ctx, file, pass, from)
+		return err
+	}
+	if err := supervisor.Retry(ctx, c.retry, func(int) error { return open() }); err != nil {
+		if ctx.Err() == nil {
+			a.put(nil, nil, &readFailure{offset: -1, record: int64(from), err: err}, poke)
+		}
+		return
+	}
+	rec := from
+	var skippedTotal uint64
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-c.tokens:
+		}
+		first, skipped := rec, uint64(0)
+		var parts []tensor.Slots
+		var ids []uint64
+		var end bool
+		var fail *readFailure
+		for len(parts) < c.group {
+			item, err := r.Next(ctx)
+			if err == nil {
+				parts = append(parts, item)
+				ids = append(ids, messages.SampleID(file, int(rec)))
+				rec++
+				continue
+			}
+			if errors.Is(err, io.EOF) {
+				end = true
+				break
+			}
+			if ctx.Err() != nil {
+				c.tokens <- struct{}{}
+				return
+			}
+			if n, ok := skippable(err, r, c.policy); ok {
+				skipped += uint64(n)
+				rec += uint64(n)
+				continue
+			}
+			if supervisor.Classify(err) == messagesTransient {
+				// Reopen at the record that failed and go on, on our own
+				// backoff timers.
+				r.Close()
+				r = nil
+				from = rec
+				if rerr := supervisor.Retry(ctx, c.retry, func(int) error { return open() }); rerr == nil {
+					continue
+				} else {
+					err = rerr
+				}
+			}
+			fail = &readFailure{offset: offsetOf(err), record: int64(rec), err: err}
+			break
+		}
+		skippedTotal += skipped
+		var b *messages.Batch
+		if len(parts) > 0 {
+			slots, err := tensor.Concat(parts)
+			if err == nil {
+				b, err = messages.FromSlots(slots, ids)
+			}
+			if err != nil {
+				fail = &readFailure{offset: -1, record: int64(first), err: fmt.Errorf("actors: records %d..%d of %s: %w", first, rec, c.src.Name(file), err)}
+				b = nil
+			} else {
+				b.Pass, b.Source, b.First, b.Count, b.Skipped = pass, uint32(file), first, rec-first, skipped
+			}
+		} else if skipped > 0 && !end && fail == nil {
+			b = &messages.Batch{Pass: pass, Source: uint32(file), First: first, Count: rec - first, Skipped: skipped}
+		}
+		var e *messages.End
+		if end {
+			e = &messages.End{Pass: pass, Count: rec, Skipped: skippedTotal}
+		}
+		if b == nil {
+			c.tokens <- struct{}{}
+			if end && skipped > 0 {
+				// Records skipped at the very end still count.
+				e.Skipped = skippedTotal
+			}
+		}
+		a.put(b, e, fail, poke)
+		if end || fail != nil {
+			return
+		}
+	}
+}
+
+// put hands a group (and the end or a failure) to the actor.
+func (a *workerActor) put(b *messages.Batch, e *messages.End, f *readFailure, poke func()) {
+	c := a.c
+	c.mu.Lock()
+	if b != nil {
+		c.handoff = append(c.handoff, b)
+		c.cursor = b.First + b.Count
+	}
+	if e != nil {
+		c.ended = e
+		c.cursor = e.Count
+	}
+	if f != nil {
+		c.failed = f
+	}
+	c.mu.Unlock()
+	poke()
+}
+
+const messagesTransient = messages.ErrorClass_ERROR_CLASS_TRANSIENT
+
+// skippable reports whether err is corruption the policy skips, and how many
+// records it spans: one undecodable record, or a whole chunk whose checksum
+// failed.
+func skippable(err error, r readers.Reader, policy supervisor.CorruptPolicy) (int, bool) {
+	if policy != supervisor.SkipCorrupt || !errors.Is(err, format.ErrCorrupt) {
+		return 0, false
+	}
+	if s, ok := r.(interface{ SkipCorrupt() (int, bool) }); ok {
+		return s.SkipCorrupt()
+	}
+	return 0, false
+}
+
+func offsetOf(err error) int64 {
+	var fe *format.Error
+	if errors.As(err, &fe) {
+		return fe.Offset
+	}
+	return -1
+}

@@ -1,0 +1,3 @@
+package messages
+
+//go:generate bash gen.sh
