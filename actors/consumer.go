@@ -168,8 +168,10 @@ func (a *consumerActor) Receive(ctx actor.Context) {
 			return
 		}
 		c.mu.Lock()
-		c.queue = append(c.queue, m)
-		c.signal()
+		if m.Pass == c.pass {
+			c.queue = append(c.queue, m)
+			c.signal()
+		}
 		c.mu.Unlock()
 	case *messages.End:
 		if !c.in.current(m.Epoch) {
@@ -181,10 +183,15 @@ func (a *consumerActor) Receive(ctx actor.Context) {
 		}
 		c.in.ended = true
 		c.mu.Lock()
-		c.end = m
-		c.signal()
+		current := m.Pass == c.pass
+		if current {
+			c.end = m
+			c.signal()
+		}
 		c.mu.Unlock()
-		c.pipe.passEnded(c.name, m)
+		if current {
+			c.pipe.passEnded(c.name, m)
+		}
 		return
 	case *messages.Failure:
 		if !c.in.current(m.Epoch) {
@@ -217,17 +224,23 @@ func (a *consumerActor) subscriber(send func(*actor.PID, any)) func(*actor.PID, 
 	}
 }
 
-// open starts reading pass from its beginning, dropping what is queued.
-func (a *consumerActor) open(send func(*actor.PID, any), pass uint32) {
-	c := a.c
+// beginPass forgets the current pass: what is queued is dropped and items
+// of any other pass are refused from now on.
+func (c *consumerCell) beginPass(pass uint32) {
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	for _, b := range c.queue {
 		c.pipe.noteDropped(b)
 	}
-	c.queue, c.consumed, c.end, c.failed, c.pass, c.reading = nil, 0, nil, nil, pass, true
+	c.queue, c.consumed, c.end, c.failed, c.pass = nil, 0, nil, nil, pass
 	c.signal()
-	c.mu.Unlock()
-	c.in.subscribe(a.subscriber(send), pass, 0, a.room())
+}
+
+// open subscribes for pass from its beginning.
+func (a *consumerActor) open(send func(*actor.PID, any), pass uint32) {
+	a.c.beginPass(pass)
+	a.c.reading = true
+	a.c.in.subscribe(a.subscriber(send), pass, 0, a.room())
 }
 
 // room is the window less what waits in the queue.

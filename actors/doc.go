@@ -1,8 +1,16 @@
-// Package actors will hold the stage actors built on protoactor-go: a
-// supervised actor per file reader, decorator and device consumer,
-// exchanging batch messages under credit-based backpressure, and the
-// pipeline handle that trainers call (issue 3). No code has landed yet.
+// Package actors is the actor runtime: every file reader, decorator and
+// device consumer of a pipeline is a protoactor-go actor, supervised by the
+// pipeline's own supervisor actor, exchanging batch messages under explicit
+// credit (docs/protocol.md). Restarts, re-init (Reset) and multi-pass
+// control are mailbox protocols, and a restarted stage loses and duplicates
+// nothing: its state lives in a cell that outlives the actor instance.
 //
-// actors may import tensor, readers, messages and supervisor. It must not
-// import sim or cmd.
+// New builds a pipeline read with Next (the seeds' read op and
+// ReaderHolder); NewDevices builds one that feeds device actors. Files is
+// open_files (and create_recordio_file_reader), Queue is
+// create_py_array_reader, and Shuffle, Batch, Map, MultiPass and
+// DoubleBuffer are the decorated readers.
+//
+// actors may import tensor, readers, messages, supervisor and
+// protoactor-go. It must not import sim or cmd.
 package actors

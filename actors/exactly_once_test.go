@@ -6,7 +6,6 @@ import (
 	"slices"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -29,18 +28,14 @@ func trainChain(paths []string, passes int) []actors.Stage {
 // what each device stepped, in order.
 func runDevices(t *testing.T, paths []string, passes, n int, faults actors.Injector) ([][]uint64, actors.Stats) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
-	defer cancel()
+	ctx := testCtx(t)
 	sys := actors.NewSystem()
 	var devMu sync.Mutex
 	order := make([][]uint64, n)
 	p, err := actors.NewDevices(trainChain(paths, passes), actors.Devices{N: n, Step: deviceStep(&devMu, order)},
 		actors.Options{System: sys, Faults: faults, GroupSize: 8})
 	require.NoError(t, err)
-	if err := p.Run(ctx); err != nil {
-		actors.Dump(p)
-		require.NoError(t, err)
-	}
+	require.NoError(t, p.Run(ctx))
 	st := p.Stats()
 	closeAndCheck(t, p, sys)
 	return order, st

@@ -17,7 +17,7 @@ type fanoutCell struct {
 	dropPartial bool // drop the last step when it has fewer than n items
 	pass        uint32
 	running     bool
-	routed      uint64             // items routed this pass
+	routed      uint64            // items routed this pass
 	step        []*messages.Batch // dropPartial: the step being assembled
 	skipped     uint64
 }
@@ -143,15 +143,18 @@ func (a *fanoutActor) room() int {
 	n := uint64(len(c.outs))
 	planned := make([]int, n)
 	out := int(max(c.in.outstanding, 0))
-	k := c.routed + uint64(len(c.step)) + uint64(out)
-	for j := range n * uint64(c.window) {
-		lane := (k + j) % n
-		if c.outs[lane].unsent()+len(c.step)/int(n)+planned[lane] >= c.window {
-			return out + int(j)
+	k := c.routed + uint64(len(c.step))
+	limit := out + int(n)*c.window
+	for j := 0; j < limit; j++ {
+		lane := (k + uint64(j)) % n
+		// Items already demanded land first; past them, an item fits
+		// only where its lane has room.
+		if j >= out && c.outs[lane].unsent()+planned[lane]+len(c.step)/int(n) >= c.window {
+			return j
 		}
 		planned[lane]++
 	}
-	return out + int(n)*c.window
+	return limit
 }
 
 func (a *fanoutActor) fail(send func(*actor.PID, any), err error) {

@@ -25,9 +25,9 @@ type filesCell struct {
 	nextFile int
 	state    []fileState
 	work     []workerState
-	byEpoch  map[uint64]int      // assignment epoch -> file, this pass
+	byEpoch  map[uint64]int            // assignment epoch -> file, this pass
 	pending  map[int][]*messages.Batch // ordered: groups of files after head
-	head     int                        // ordered: the file released next
+	head     int                       // ordered: the file released next
 	skipped  uint64
 }
 

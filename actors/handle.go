@@ -88,6 +88,9 @@ func (p *Pipeline) Reset() error {
 	p.pass++
 	p.pipe.live.Store(0)
 	for _, s := range p.sinks {
+		// The consumer forgets the old pass before Reset returns; its actor
+		// then subscribes for the new one.
+		s.beginPass(p.pass)
 		p.sys.Root.Send(s.self, restartPass{pass: p.pass})
 	}
 	return nil
@@ -195,6 +198,9 @@ func (p *Pipeline) markClosed() bool {
 }
 
 func (p *Pipeline) finish() {
+	for _, q := range p.queues {
+		q.Close()
+	}
 	if p.own {
 		p.sys.Shutdown()
 	}

@@ -135,7 +135,7 @@ type batchLogic struct {
 	pending  []instance
 }
 
-func (l *batchLogic) start(pass uint32)                { l.pass, l.pending = pass, nil }
+func (l *batchLogic) start(pass uint32)               { l.pass, l.pending = pass, nil }
 func (l *batchLogic) upstreamPass(pass uint32) uint32 { return pass }
 
 func (l *batchLogic) take(b *messages.Batch) ([]*messages.Batch, error) {
@@ -182,7 +182,7 @@ type mapLogic struct {
 	pass uint32
 }
 
-func (l *mapLogic) start(pass uint32)                { l.pass = pass }
+func (l *mapLogic) start(pass uint32)               { l.pass = pass }
 func (l *mapLogic) upstreamPass(pass uint32) uint32 { return pass }
 
 func (l *mapLogic) take(b *messages.Batch) ([]*messages.Batch, error) {

@@ -10,6 +10,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/actorfeed/actorfeed/messages"
+	"github.com/actorfeed/actorfeed/readers"
 	"github.com/actorfeed/actorfeed/supervisor"
 )
 
@@ -26,7 +27,7 @@ type Pipeline struct {
 	sinks   []*consumerCell
 	devices []*deviceCounter
 	cells   []*cell
-	dbg     []func() string
+	queues  []*readers.FeedQueue // closed at shutdown, releasing producers
 
 	mu       sync.Mutex
 	pass     uint32
@@ -125,24 +126,19 @@ func (p *Pipeline) plan(stages []Stage, dev *Devices) ([]spawnable, error) {
 				}
 			} else {
 				src, threads = queueSource{q: s.(Queue).Queue}, 1
+				p.queues = append(p.queues, s.(Queue).Queue)
 			}
 			if buffer == 0 {
 				buffer = 3 * threads
 			}
 			for w := range threads {
 				wc := newWorkerCell(pipe, fmt.Sprintf("%s/reader-%d", name, w), src, opts.ReaderWindow)
-				p.dbg = append(p.dbg, func() string {
-					return fmt.Sprintf("worker %s: file=%d cursor=%d tokens=%d out(base=%d n=%d sent=%d demand=%d end=%v epoch=%d) handoff=%d ended=%v failed=%v", wc.name, wc.file, wc.cursor, len(wc.tokens), wc.out.base, len(wc.out.items), wc.out.sent, wc.out.demand, wc.out.end, wc.out.epoch, len(wc.handoff), wc.ended, wc.failed)
-				})
 				p.cells = append(p.cells, &wc.cell)
 				plan = append(plan, spawnable{name: wc.name, cell: &wc.cell, workers: true,
 					producer: func(*actor.PID, []*actor.PID) actor.Actor { return &workerActor{c: wc} }})
 			}
 			fc := &filesCell{cell: cell{name: name, kind: KindFiles, pipe: pipe}, src: src, files: files,
 				ordered: ordered, buffer: buffer, window: opts.ReaderWindow}
-			p.dbg = append(p.dbg, func() string {
-				return fmt.Sprintf("files: pass=%d state=%+v work=%+v head=%d out(base=%d n=%d sent=%d demand=%d end=%v epoch=%d) pending=%d", fc.pass, fc.state, fc.work, fc.head, fc.out.base, len(fc.out.items), fc.out.sent, fc.out.demand, fc.out.end, fc.out.epoch, len(fc.pending))
-			})
 			p.cells = append(p.cells, &fc.cell)
 			plan = append(plan, spawnable{name: name, cell: &fc.cell, producer: func(_ *actor.PID, workers []*actor.PID) actor.Actor {
 				fc.workers = workers
@@ -163,9 +159,6 @@ func (p *Pipeline) plan(stages []Stage, dev *Devices) ([]spawnable, error) {
 			}})
 		default:
 			tc := &transformCell{cell: cell{name: name, kind: s.kind(), pipe: pipe}, capacity: opts.Capacity}
-			p.dbg = append(p.dbg, func() string {
-				return fmt.Sprintf("transform %s: in=%+v out(base=%d n=%d sent=%d demand=%d end=%v epoch=%d)", tc.name, tc.in, tc.out.base, len(tc.out.items), tc.out.sent, tc.out.demand, tc.out.end, tc.out.epoch)
-			})
 			tc.in.window = int64(opts.Window)
 			switch s := s.(type) {
 			case Shuffle:

@@ -179,7 +179,7 @@ func newFileSource(entries []string, open func(context.Context, string) (readers
 	return s, nil
 }
 
-func (s *fileSource) Rewindable() bool   { return true }
+func (s *fileSource) Rewindable() bool     { return true }
 func (s *fileSource) Name(file int) string { return s.names[file] }
 
 func (s *fileSource) Open(ctx context.Context, file int, _ uint32, from uint64) (readers.Reader, error) {
@@ -207,13 +207,21 @@ func (s *fileSource) Open(ctx context.Context, file int, _ uint32, from uint64) 
 }
 
 // queueSource reads a feed queue: one "file" that continues across opens.
+// Its readers pop and nothing more: a restarted file reader must not close
+// the queue. The pipeline closes it when it shuts down.
 type queueSource struct{ q *readers.FeedQueue }
 
 func (s queueSource) Rewindable() bool { return false }
 func (s queueSource) Name(int) string  { return "feed queue" }
 func (s queueSource) Open(context.Context, int, uint32, uint64) (readers.Reader, error) {
-	return readers.NewQueueReader(s.q), nil
+	return queuePopper{s.q}, nil
 }
+
+type queuePopper struct{ q *readers.FeedQueue }
+
+func (r queuePopper) Next(ctx context.Context) (tensor.Slots, error) { return r.q.Pop(ctx) }
+func (r queuePopper) Reset() error                                   { return readers.ErrResetUnsupported }
+func (r queuePopper) Close() error                                   { return nil }
 
 // Item is what a pipeline delivers: a batch (or a group of instances, for
 // a chain without a batch stage) with the id of every instance.

@@ -1,0 +1,415 @@
+package actors_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/actorfeed/actorfeed/actors"
+	"github.com/actorfeed/actorfeed/messages"
+	"github.com/actorfeed/actorfeed/readers"
+	"github.com/actorfeed/actorfeed/readers/format"
+	"github.com/actorfeed/actorfeed/readers/recordio"
+	"github.com/actorfeed/actorfeed/supervisor"
+	"github.com/actorfeed/actorfeed/tensor"
+)
+
+func TestBackpressureBoundsLiveBatches(t *testing.T) {
+	ctx := testCtx(t)
+	paths := writeFiles(t, 3, 200, 512)
+	const devices, prefetch, batch, group = 2, 2, 16, 32
+	opts := actors.Options{GroupSize: group}
+	sys := actors.NewSystem()
+	opts.System = sys
+	// Readers produce a batch in microseconds; a device step takes 2 ms,
+	// far more than 100 times longer.
+	p, err := actors.NewDevices([]actors.Stage{actors.Files{Paths: paths}, actors.Batch{Size: batch},
+		actors.DoubleBuffer{Window: prefetch}}, actors.Devices{N: devices, StepTime: 2 * time.Millisecond}, opts)
+	require.NoError(t, err)
+	require.NoError(t, p.Run(ctx))
+	st := p.Stats()
+	closeAndCheck(t, p, sys)
+	// Where a batch can be (docs/protocol.md): the batch stage's unsent
+	// buffer (capacity, overshot by what the input groups it demanded can
+	// complete: window * group/batch), in flight to or queued in the double
+	// buffer (prefetch per lane), queued at a device (prefetch).
+	const capacity, window = 2, 2
+	bound := capacity + window*group/batch + devices*prefetch + devices*prefetch
+	require.Positive(t, st.PeakLiveBatches)
+	require.LessOrEqual(t, st.PeakLiveBatches, bound)
+	total := 0
+	for _, d := range st.Devices {
+		total += d.Instances
+	}
+	require.Equal(t, 600, total)
+	t.Logf("peak live batches %d, bound %d", st.PeakLiveBatches, bound)
+}
+
+func TestResetCyclesDoNotLeak(t *testing.T) {
+	ctx := testCtx(t)
+	paths := writeFiles(t, 2, 400, 1024)
+	sys := actors.NewSystem()
+	p, err := actors.New([]actors.Stage{actors.Files{Paths: paths, Threads: 2, Ordered: true}, actors.Batch{Size: 8}},
+		actors.Options{System: sys})
+	require.NoError(t, err)
+	want := allIDs(2, 400)[:20*8]
+	for cycle := range 100 {
+		var got []uint64
+		for range 20 {
+			it, ok, err := p.Next(ctx)
+			require.NoError(t, err)
+			require.True(t, ok)
+			require.Equal(t, cycle, it.Pass, "cycle %d", cycle)
+			checkAligned(t, it)
+			got = append(got, it.IDs...)
+		}
+		require.Equal(t, want, got, "cycle %d", cycle)
+		require.NoError(t, p.Reset())
+	}
+	closeAndCheck(t, p, sys)
+}
+
+func TestMultiPassCompleteEveryPass(t *testing.T) {
+	ctx := testCtx(t)
+	paths := writeFiles(t, 2, 90, 300)
+	sys := actors.NewSystem()
+	p, err := actors.New([]actors.Stage{actors.Files{Paths: paths}, actors.MultiPass{Passes: 3},
+		actors.Shuffle{Window: 40, Seed: 3}, actors.Batch{Size: 7}}, actors.Options{System: sys})
+	require.NoError(t, err)
+	l := drain(t, ctx, p)
+	var want []uint64
+	for range 3 {
+		want = append(want, allIDs(2, 90)...)
+	}
+	requireExactlyOnce(t, want, l.ids)
+	closeAndCheck(t, p, sys)
+}
+
+func TestThreadsGiveSameBatches(t *testing.T) {
+	ctx := testCtx(t)
+	paths := writeFiles(t, 3, 160, 700)
+	count := func(paths []string, threads int) int {
+		sys := actors.NewSystem()
+		p, err := actors.New([]actors.Stage{actors.Files{Paths: paths, Threads: threads}, actors.Batch{Size: 16}},
+			actors.Options{System: sys})
+		require.NoError(t, err)
+		l := drain(t, ctx, p)
+		closeAndCheck(t, p, sys)
+		return l.items
+	}
+	one := count(paths[:1], 1)
+	require.Equal(t, 10, one)
+	for _, threads := range []int{3, 10, 2} {
+		require.Equal(t, 3*one, count(paths, threads), "thread_num %d", threads)
+	}
+}
+
+func TestConcurrentNextDeliversEachOnce(t *testing.T) {
+	ctx := testCtx(t)
+	paths := writeFiles(t, 3, 300, 1000)
+	sys := actors.NewSystem()
+	p, err := actors.New([]actors.Stage{actors.Files{Paths: paths}, actors.Shuffle{Window: 64, Seed: 1}, actors.Batch{Size: 5}},
+		actors.Options{System: sys})
+	require.NoError(t, err)
+	var mu sync.Mutex
+	var ids []uint64
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			for {
+				it, ok, err := p.Next(ctx)
+				if err != nil || !ok {
+					return
+				}
+				mu.Lock()
+				ids = append(ids, it.IDs...)
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	requireExactlyOnce(t, allIDs(3, 300), ids)
+	closeAndCheck(t, p, sys)
+}
+
+// failingReader yields n items and then err.
+type failingReader struct {
+	n   int
+	err error
+}
+
+func (r *failingReader) Next(context.Context) (tensor.Slots, error) {
+	if r.n == 0 {
+		return nil, r.err
+	}
+	r.n--
+	return sample(0, r.n), nil
+}
+func (r *failingReader) Reset() error { return nil }
+func (r *failingReader) Close() error { return nil }
+
+func TestSourceErrorEndsPipeline(t *testing.T) {
+	ctx := testCtx(t)
+	cause := errors.New("disk on fire")
+	sys := actors.NewSystem()
+	p, err := actors.New([]actors.Stage{actors.Files{Paths: []string{"recordio:/data/a.rio"}}, actors.Batch{Size: 4}},
+		actors.Options{System: sys, Open: func(context.Context, string) (readers.Reader, error) {
+			return &failingReader{n: 10, err: cause}, nil
+		}})
+	require.NoError(t, err)
+	var got error
+	for got == nil {
+		_, ok, err := p.Next(ctx)
+		require.True(t, ok || err != nil, "the pass must not end cleanly")
+		got = err
+	}
+	require.ErrorIs(t, got, cause)
+	var se *actors.StageError
+	require.ErrorAs(t, got, &se)
+	require.Equal(t, "/data/a.rio", se.File)
+	require.Contains(t, se.Stage, "reader")
+	closeAndCheck(t, p, sys)
+}
+
+func TestMissingFileIsAnError(t *testing.T) {
+	ctx := testCtx(t)
+	sys := actors.NewSystem()
+	p, err := actors.New([]actors.Stage{actors.Files{Paths: []string{"/nonexistent/x.rio"}}}, actors.Options{System: sys})
+	require.NoError(t, err)
+	_, _, err = p.Next(ctx)
+	require.ErrorIs(t, err, os.ErrNotExist)
+	require.ErrorContains(t, err, "/nonexistent/x.rio")
+	closeAndCheck(t, p, sys)
+}
+
+func TestRestartIntensityBreach(t *testing.T) {
+	ctx := testCtx(t)
+	paths := writeFiles(t, 1, 200, 400)
+	sys := actors.NewSystem()
+	always := alwaysPanic{kind: actors.KindBatch}
+	p, err := actors.New([]actors.Stage{actors.Files{Paths: paths}, actors.Batch{Size: 4}},
+		actors.Options{System: sys, Faults: always, Intensity: supervisor.Intensity{MaxRestarts: 3, Within: time.Hour}})
+	require.NoError(t, err)
+	_, _, err = p.Next(ctx)
+	require.ErrorIs(t, err, supervisor.ErrRestartIntensity)
+	require.ErrorContains(t, err, "batch")
+	require.ErrorContains(t, err, "injected")
+	require.Equal(t, 3, p.Stats().Restarts)
+	closeAndCheck(t, p, sys)
+}
+
+type alwaysPanic struct{ kind string }
+
+func (a alwaysPanic) BeforeMessage(stage, kind string, n int64, _ any) {
+	if kind == a.kind {
+		panic(fmt.Sprintf("injected: %s message %d", stage, n))
+	}
+}
+
+// writeCorrupt writes a file of n records where the records in bad are not
+// tensor encodings.
+func writeCorrupt(t *testing.T, n int, bad map[int]bool) string {
+	t.Helper()
+	p := t.TempDir() + "/corrupt.rio"
+	fh, err := os.Create(p)
+	require.NoError(t, err)
+	w, err := recordio.NewWriter(fh, recordio.WriterOptions{MaxChunkBytes: 512})
+	require.NoError(t, err)
+	for r := range n {
+		rec, err := tensor.Encode(sample(0, r))
+		require.NoError(t, err)
+		if bad[r] {
+			rec = []byte("not a tensor")
+		}
+		require.NoError(t, w.Write(rec))
+	}
+	require.NoError(t, w.Close())
+	require.NoError(t, fh.Close())
+	return p
+}
+
+func TestCorruptRecordFailPolicy(t *testing.T) {
+	ctx := testCtx(t)
+	path := writeCorrupt(t, 100, map[int]bool{37: true})
+	sys := actors.NewSystem()
+	p, err := actors.New([]actors.Stage{actors.Files{Paths: []string{path}}, actors.Batch{Size: 8}}, actors.Options{System: sys})
+	require.NoError(t, err)
+	var got error
+	for got == nil {
+		_, ok, err := p.Next(ctx)
+		require.True(t, ok || err != nil)
+		got = err
+	}
+	require.ErrorIs(t, got, format.ErrCorrupt)
+	var se *actors.StageError
+	require.ErrorAs(t, got, &se)
+	require.Equal(t, path, se.File)
+	require.Positive(t, se.Offset)
+	require.EqualValues(t, 37, se.Record)
+	closeAndCheck(t, p, sys)
+}
+
+func TestCorruptSkipPolicyCountsExactly(t *testing.T) {
+	ctx := testCtx(t)
+	bad := map[int]bool{0: true, 5: true, 6: true, 50: true, 99: true}
+	path := writeCorrupt(t, 100, bad)
+	// A second file with one chunk whose checksum fails: the whole chunk
+	// is skipped and its records counted.
+	chunked := writeFiles(t, 1, 100, 256)[0]
+	data, err := os.ReadFile(chunked)
+	require.NoError(t, err)
+	fh, err := os.Open(chunked)
+	require.NoError(t, err)
+	x, err := recordio.LoadIndex(fh, int64(len(data)), chunked)
+	require.NoError(t, err)
+	require.NoError(t, fh.Close())
+	require.Greater(t, len(x.Chunks), 3)
+	victim := x.Chunks[2]
+	data[victim.Offset+recordio.HeaderSize+3] ^= 0xff
+	require.NoError(t, os.WriteFile(chunked, data, 0o644))
+
+	sys := actors.NewSystem()
+	p, err := actors.New([]actors.Stage{actors.Files{Paths: []string{path, chunked}, Threads: 2}, actors.Batch{Size: 8}},
+		actors.Options{System: sys, OnCorrupt: supervisor.SkipCorrupt})
+	require.NoError(t, err)
+	var ids []uint64
+	for {
+		it, ok, err := p.Next(ctx)
+		require.NoError(t, err)
+		if !ok {
+			break
+		}
+		ids = append(ids, it.IDs...)
+	}
+	var want []uint64
+	for r := range 100 {
+		if !bad[r] {
+			want = append(want, messages.SampleID(0, r))
+		}
+	}
+	for r := range 100 {
+		if r < victim.FirstRecord || r >= victim.FirstRecord+int(victim.NumRecords) {
+			want = append(want, messages.SampleID(1, r))
+		}
+	}
+	requireExactlyOnce(t, want, ids)
+	require.EqualValues(t, len(bad)+int(victim.NumRecords), p.Stats().Skipped)
+	closeAndCheck(t, p, sys)
+}
+
+func TestQueueSourceUnderPanics(t *testing.T) {
+	for _, kind := range []string{"", actors.KindFileReader, actors.KindFiles, actors.KindBatch} {
+		t.Run(kind, func(t *testing.T) {
+			ctx := testCtx(t)
+			q, err := readers.NewFeedQueue(4, nil)
+			require.NoError(t, err)
+			sys := actors.NewSystem()
+			var faults actors.Injector
+			if kind != "" {
+				faults = actors.PanicAt{Kind: kind, N: 7}
+			}
+			p, err := actors.New([]actors.Stage{actors.Queue{Queue: q}, actors.Batch{Size: 3}}, actors.Options{System: sys, Faults: faults, GroupSize: 2})
+			require.NoError(t, err)
+			var wg sync.WaitGroup
+			wg.Go(func() {
+				for r := range 200 {
+					if err := q.Push(ctx, sample(0, r)); err != nil {
+						return
+					}
+				}
+				q.Close()
+			})
+			var vals []int64
+			for {
+				it, ok, err := p.Next(ctx)
+				require.NoError(t, err)
+				if !ok {
+					break
+				}
+				v, err := tensor.View[int64](it.Slots[0].Tensor)
+				require.NoError(t, err)
+				vals = append(vals, v...)
+			}
+			wg.Wait()
+			require.Len(t, vals, 200)
+			for i, v := range vals {
+				require.EqualValues(t, i, v, "queue order")
+			}
+			closeAndCheck(t, p, sys)
+		})
+	}
+}
+
+func TestResetRefusedWhileReading(t *testing.T) {
+	ctx := testCtx(t)
+	q, err := readers.NewFeedQueue(4, nil)
+	require.NoError(t, err)
+	sys := actors.NewSystem()
+	p, err := actors.New([]actors.Stage{actors.Queue{Queue: q}}, actors.Options{System: sys})
+	require.NoError(t, err)
+	done := make(chan error, 1)
+	go func() { _, _, err := p.Next(ctx); done <- err }()
+	actors.WaitReading(ctx, p)
+	require.ErrorIs(t, p.Reset(), actors.ErrReadsInFlight)
+	require.NoError(t, p.Close())
+	require.ErrorIs(t, <-done, actors.ErrShutdown)
+	_, _, err = p.Next(ctx)
+	require.ErrorIs(t, err, actors.ErrShutdown)
+	require.Empty(t, actors.Registered(sys))
+}
+
+// flakyOpen wraps OpenFile: the first reader of each file fails with EIO
+// at record failAt; readers opened after that work.
+func flakyOpen(failAt int) (func(context.Context, string) (readers.Reader, error), *int) {
+	var mu sync.Mutex
+	opened := map[string]int{}
+	fails := 0
+	return func(ctx context.Context, entry string) (readers.Reader, error) {
+		r, err := actors.OpenFile(ctx, entry)
+		if err != nil {
+			return nil, err
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		opened[entry]++
+		if opened[entry] > 1 {
+			return r, nil
+		}
+		fails++
+		return &eioAt{Reader: r, left: failAt}, nil
+	}, &fails
+}
+
+type eioAt struct {
+	readers.Reader
+	left int
+}
+
+func (r *eioAt) Next(ctx context.Context) (tensor.Slots, error) {
+	if r.left == 0 {
+		return nil, &os.PathError{Op: "read", Path: "x", Err: syscall.EIO}
+	}
+	r.left--
+	return r.Reader.Next(ctx)
+}
+
+func TestTransientErrorsAreRetried(t *testing.T) {
+	ctx := testCtx(t)
+	paths := writeFiles(t, 2, 150, 500)
+	open, fails := flakyOpen(70)
+	sys := actors.NewSystem()
+	p, err := actors.New([]actors.Stage{actors.Files{Paths: paths, Threads: 2}, actors.Batch{Size: 8}},
+		actors.Options{System: sys, Open: open, Retry: supervisor.Backoff{Initial: time.Millisecond, Max: time.Millisecond, Attempts: 3}})
+	require.NoError(t, err)
+	l := drain(t, ctx, p)
+	requireExactlyOnce(t, allIDs(2, 150), l.ids)
+	require.Equal(t, 2, *fails)
+	closeAndCheck(t, p, sys)
+}

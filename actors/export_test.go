@@ -1,0 +1,19 @@
+package actors
+
+import (
+	"context"
+	"runtime"
+)
+
+// WaitReading returns once a Next or HasNext call is in flight on p.
+func WaitReading(ctx context.Context, p *Pipeline) {
+	for ctx.Err() == nil {
+		p.mu.Lock()
+		n := p.inflight
+		p.mu.Unlock()
+		if n > 0 {
+			return
+		}
+		runtime.Gosched()
+	}
+}
