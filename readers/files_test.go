@@ -3,6 +3,7 @@ package readers_test
 import (
 	"context"
 	"errors"
+	"io"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -223,4 +224,68 @@ func ExampleOpen() {
 	// [4,2] [4]
 	// [4,2] [4]
 	// [2,2] [2]
+}
+
+func labelOf(t *testing.T, s tensor.Slots) int64 {
+	t.Helper()
+	v, err := tensor.View[int64](s[1].Tensor)
+	require.NoError(t, err)
+	return v[0]
+}
+
+func TestRecordFileSeek(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "seek.recordio")
+	writeInstances(t, path, 100, recordio.NoCompression)
+	r, err := readers.OpenRecordFile(path)
+	require.NoError(t, err)
+	defer r.Close()
+	ctx := context.Background()
+	for _, rec := range []int{0, 1, 37, 99, 5} {
+		require.NoError(t, r.Seek(rec))
+		s, err := r.Next(ctx)
+		require.NoError(t, err)
+		require.EqualValues(t, rec, labelOf(t, s), "seek to %d", rec)
+	}
+	require.NoError(t, r.Seek(100))
+	_, err = r.Next(ctx)
+	require.ErrorIs(t, err, io.EOF)
+	require.Error(t, r.Seek(101))
+}
+
+func TestRecordFileSkipCorruptChunk(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "skip.recordio")
+	writeInstances(t, path, 100, recordio.NoCompression)
+	data, err := os.ReadFile(path)
+	require.NoError(t, err)
+	fh, err := os.Open(path)
+	require.NoError(t, err)
+	x, err := recordio.LoadIndex(fh, int64(len(data)), path)
+	require.NoError(t, err)
+	require.NoError(t, fh.Close())
+	bad := x.Chunks[1]
+	data[bad.Offset+recordio.HeaderSize] ^= 0x55
+	require.NoError(t, os.WriteFile(path, data, 0o644))
+
+	r, err := readers.OpenRecordFile(path)
+	require.NoError(t, err)
+	defer r.Close()
+	var labels []int64
+	skipped := 0
+	for {
+		s, err := r.Next(context.Background())
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			require.ErrorIs(t, err, format.ErrCorrupt)
+			n, ok := r.SkipCorrupt()
+			require.True(t, ok)
+			skipped += n
+			continue
+		}
+		labels = append(labels, labelOf(t, s))
+	}
+	require.Equal(t, int(bad.NumRecords), skipped)
+	require.Len(t, labels, 100-skipped)
+	require.EqualValues(t, bad.FirstRecord+int(bad.NumRecords), labels[bad.FirstRecord], "reading goes on after the bad chunk")
 }
