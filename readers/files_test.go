@@ -3,8 +3,8 @@ package readers_test
 import (
 	"context"
 	"errors"
-	"io"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"testing"
