@@ -413,3 +413,82 @@ func TestTransientErrorsAreRetried(t *testing.T) {
 	require.Equal(t, 2, *fails)
 	closeAndCheck(t, p, sys)
 }
+
+func TestMapStageRetriesAfterItsFunctionPanics(t *testing.T) {
+	ctx := testCtx(t)
+	paths := writeFiles(t, 2, 100, 400)
+	var mu sync.Mutex
+	calls := 0
+	double := func(s tensor.Slots) (tensor.Slots, error) {
+		mu.Lock()
+		calls++
+		n := calls
+		mu.Unlock()
+		if n == 4 {
+			panic("map function failed once")
+		}
+		v, err := tensor.View[int64](s[0].Tensor)
+		if err != nil {
+			return nil, err
+		}
+		out := make([]int64, len(v))
+		for i, x := range v {
+			out[i] = 2 * x
+		}
+		return tensor.Slots{{Tensor: tensor.MustFromSlice(s[0].Shape(), out)}, s[1]}, nil
+	}
+	sys := actors.NewSystem()
+	p, err := actors.New([]actors.Stage{actors.Files{Paths: paths, Ordered: true}, actors.Batch{Size: 10}, actors.Map{Fn: double}},
+		actors.Options{System: sys})
+	require.NoError(t, err)
+	var ids []uint64
+	for {
+		it, ok, err := p.Next(ctx)
+		require.NoError(t, err)
+		if !ok {
+			break
+		}
+		v, err := tensor.View[int64](it.Slots[0].Tensor)
+		require.NoError(t, err)
+		for i, id := range it.IDs {
+			f, r := messages.SplitID(id)
+			require.Equal(t, 2*int64(f*1_000_000+r), v[i])
+		}
+		ids = append(ids, it.IDs...)
+	}
+	require.Equal(t, allIDs(2, 100), ids, "ordered, each once")
+	require.Equal(t, 1, p.Stats().Restarts)
+	closeAndCheck(t, p, sys)
+}
+
+func TestDeviceStepPanicIsSteppedAgain(t *testing.T) {
+	ctx := testCtx(t)
+	paths := writeFiles(t, 2, 100, 400)
+	var mu sync.Mutex
+	calls := 0
+	var ids []uint64
+	step := func(_ context.Context, it actors.Item) error {
+		mu.Lock()
+		defer mu.Unlock()
+		calls++
+		if calls == 3 {
+			panic("step failed once")
+		}
+		ids = append(ids, it.IDs...)
+		return nil
+	}
+	sys := actors.NewSystem()
+	p, err := actors.NewDevices([]actors.Stage{actors.Files{Paths: paths}, actors.Batch{Size: 10}},
+		actors.Devices{N: 2, Step: step}, actors.Options{System: sys})
+	require.NoError(t, err)
+	require.NoError(t, p.Run(ctx))
+	st := p.Stats()
+	closeAndCheck(t, p, sys)
+	requireExactlyOnce(t, allIDs(2, 100), ids)
+	require.Equal(t, 1, st.Restarts)
+	batches := 0
+	for _, d := range st.Devices {
+		batches += d.Batches
+	}
+	require.Equal(t, 20, batches)
+}

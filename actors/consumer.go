@@ -43,41 +43,22 @@ func (c *consumerCell) signal() {
 	c.changed = make(chan struct{})
 }
 
-// take waits for the next item of the pass. It returns (nil, nil) at the end
-// of the pass.
+// take waits for the next item of the pass and consumes it. It returns
+// (nil, nil) at the end of the pass.
 func (c *consumerCell) take(ctx context.Context) (*messages.Batch, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for {
-		if err := c.pipe.terminal(); err != nil {
-			return nil, err
-		}
-		if c.failed != nil {
-			return nil, c.failed
-		}
-		if len(c.queue) > 0 {
-			b := c.queue[0]
-			c.queue[0] = nil
-			c.queue = c.queue[1:]
-			c.consumed++
-			c.pipe.noteConsumed(b)
-			c.pipe.root.Send(c.self, consumedMsg{})
-			return b, nil
-		}
-		if c.end != nil {
-			return nil, nil
-		}
-		ch := c.changed
-		c.mu.Unlock()
-		select {
-		case <-ctx.Done():
-			c.mu.Lock()
-			return nil, context.Cause(ctx)
-		case <-ch:
-		case <-c.pipe.done:
-		}
-		c.mu.Lock()
+	ok, err := c.waitLocked(ctx)
+	if err != nil || !ok {
+		return nil, err
 	}
+	b := c.queue[0]
+	c.queue[0] = nil
+	c.queue = c.queue[1:]
+	c.consumed++
+	c.pipe.noteConsumed(b)
+	c.pipe.root.Send(c.self, consumedMsg{})
+	return b, nil
 }
 
 // peek reports whether an item of the pass is ready or coming, waiting as
@@ -85,6 +66,12 @@ func (c *consumerCell) take(ctx context.Context) (*messages.Batch, error) {
 func (c *consumerCell) peek(ctx context.Context) (bool, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	return c.waitLocked(ctx)
+}
+
+// waitLocked waits, with mu held (released while waiting), until an item is
+// queued (true), the pass ended (false) or the pipeline or ctx failed.
+func (c *consumerCell) waitLocked(ctx context.Context) (bool, error) {
 	for {
 		if err := c.pipe.terminal(); err != nil {
 			return false, err
@@ -160,13 +147,10 @@ func (a *consumerActor) Receive(ctx actor.Context) {
 		}
 		return
 	case *messages.Batch:
-		switch c.in.accept(m.Epoch, m.Seq) {
-		case stale:
-			return
-		case gap:
-			c.in.subscribe(a.subscriber(send), c.in.pass, c.in.next, a.room())
+		if !c.in.admit(a.subscriber(send), m.Epoch, m.Seq, a.room()) {
 			return
 		}
+		c.in.commit()
 		c.mu.Lock()
 		if m.Pass == c.pass {
 			c.queue = append(c.queue, m)
@@ -174,11 +158,7 @@ func (a *consumerActor) Receive(ctx actor.Context) {
 		}
 		c.mu.Unlock()
 	case *messages.End:
-		if !c.in.current(m.Epoch) {
-			return
-		}
-		if m.Count != c.in.next {
-			c.in.subscribe(a.subscriber(send), c.in.pass, c.in.next, a.room())
+		if !c.in.admitEnd(a.subscriber(send), m, a.room()) {
 			return
 		}
 		c.in.ended = true

@@ -77,13 +77,10 @@ func (a *fanoutActor) Receive(ctx actor.Context) {
 		}
 		return
 	case *messages.Batch:
-		switch c.in.accept(m.Epoch, m.Seq) {
-		case stale:
-			return
-		case gap:
-			c.in.subscribe(send, c.in.pass, c.in.next, a.room())
+		if !c.in.admit(send, m.Epoch, m.Seq, a.room()) {
 			return
 		}
+		c.in.commit()
 		item := &messages.Batch{Pass: c.pass, Slots: m.Slots, Ids: m.Ids}
 		if c.dropPartial {
 			c.step = append(c.step, item)
@@ -97,11 +94,7 @@ func (a *fanoutActor) Receive(ctx actor.Context) {
 			a.route(item)
 		}
 	case *messages.End:
-		if !c.in.current(m.Epoch) {
-			return
-		}
-		if m.Count != c.in.next {
-			c.in.subscribe(send, c.in.pass, c.in.next, a.room())
+		if !c.in.admitEnd(send, m, a.room()) {
 			return
 		}
 		c.in.ended = true

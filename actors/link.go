@@ -153,8 +153,10 @@ const (
 	gap                  // an item is missing: drop it and subscribe again
 )
 
-// accept checks an arriving item's epoch and sequence number and counts it.
-func (in *inlet) accept(epoch, seq uint64) verdict {
+// check sorts an arriving item by its epoch and sequence number, changing
+// nothing: the item is counted by commit once it has been used, so an item
+// whose handling panics is asked for again after the restart.
+func (in *inlet) check(epoch, seq uint64) verdict {
 	switch {
 	case epoch != in.epoch || in.ended:
 		return stale
@@ -163,9 +165,40 @@ func (in *inlet) accept(epoch, seq uint64) verdict {
 	case seq > in.next:
 		return gap
 	}
+	return take
+}
+
+// commit counts the item admit let in, once it has been used.
+func (in *inlet) commit() {
 	in.next++
 	in.outstanding--
-	return take
+}
+
+// admit decides on an arriving item: true to use it (then commit it);
+// false when it is stale (dropped) or follows a gap (dropped, and the link
+// is opened again from the first missing item).
+func (in *inlet) admit(send func(*actor.PID, any), epoch, seq uint64, room int) bool {
+	switch in.check(epoch, seq) {
+	case take:
+		return true
+	case gap:
+		in.subscribe(send, in.pass, in.next, room)
+	}
+	return false
+}
+
+// admitEnd decides on an arriving End: true when it closes the current
+// epoch after exactly the items taken in. An End that says more items were
+// sent than arrived opens the link again.
+func (in *inlet) admitEnd(send func(*actor.PID, any), m *messages.End, room int) bool {
+	if !in.current(m.Epoch) {
+		return false
+	}
+	if m.Count != in.next {
+		in.subscribe(send, in.pass, in.next, room)
+		return false
+	}
+	return true
 }
 
 // current says whether a control message (End, Failure) belongs to the

@@ -33,7 +33,6 @@ type shared struct {
 	ends     map[string]uint32 // consumer -> pass it saw the end of
 	ended    chan struct{}     // closed and replaced when a consumer ends a pass
 	skipped  map[uint32]uint64 // pass -> corrupt records skipped
-	consumed []*consumerCell
 }
 
 func newShared(opts Options, root *actor.RootContext) *shared {

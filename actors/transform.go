@@ -95,25 +95,18 @@ func (a *transformActor) Receive(ctx actor.Context) {
 		}
 		return
 	case *messages.Batch:
-		switch c.in.accept(m.Epoch, m.Seq) {
-		case stale:
-			return
-		case gap:
-			c.in.subscribe(send, c.in.pass, c.in.next, a.room())
+		if !c.in.admit(send, m.Epoch, m.Seq, a.room()) {
 			return
 		}
 		out, err := c.logic.take(m)
+		c.in.commit()
 		if err != nil {
 			a.fail(ctx, err)
 			return
 		}
 		a.push(out)
 	case *messages.End:
-		if !c.in.current(m.Epoch) {
-			return
-		}
-		if m.Count != c.in.next {
-			c.in.subscribe(send, c.in.pass, c.in.next, a.room())
+		if !c.in.admitEnd(send, m, a.room()) {
 			return
 		}
 		c.skipped += m.Skipped
