@@ -26,13 +26,13 @@ type shared struct {
 	peak     atomic.Int64
 	counting bool // a batch stage exists: live counts its batches
 
-	mu       sync.Mutex
-	err      error
-	done     chan struct{}     // closed when the pipeline ends (error or shutdown)
-	causes   map[string]error  // in-process causes of stage failures, by stage
-	ends     map[string]uint32 // consumer -> pass it saw the end of
-	ended    chan struct{}     // closed and replaced when a consumer ends a pass
-	skipped  map[uint32]uint64 // pass -> corrupt records skipped
+	mu      sync.Mutex
+	err     error
+	done    chan struct{}     // closed when the pipeline ends (error or shutdown)
+	causes  map[string]error  // in-process causes of stage failures, by stage
+	ends    map[string]uint32 // consumer -> pass it saw the end of
+	ended   chan struct{}     // closed and replaced when a consumer ends a pass
+	skipped map[uint32]uint64 // pass -> corrupt records skipped
 }
 
 func newShared(opts Options, root *actor.RootContext) *shared {
