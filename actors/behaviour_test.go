@@ -492,3 +492,17 @@ func TestDeviceStepPanicIsSteppedAgain(t *testing.T) {
 	}
 	require.Equal(t, 20, batches)
 }
+
+func TestCorruptRecordsAtTheEndOfAFileAreCounted(t *testing.T) {
+	ctx := testCtx(t)
+	// With groups of 2, the last group holds only corrupt records.
+	path := writeCorrupt(t, 10, map[int]bool{8: true, 9: true})
+	sys := actors.NewSystem()
+	p, err := actors.New([]actors.Stage{actors.Files{Paths: []string{path}}, actors.Batch{Size: 3}},
+		actors.Options{System: sys, OnCorrupt: supervisor.SkipCorrupt, GroupSize: 2})
+	require.NoError(t, err)
+	l := drain(t, ctx, p)
+	requireExactlyOnce(t, allIDs(1, 8), l.ids)
+	require.EqualValues(t, 2, p.Stats().Skipped)
+	closeAndCheck(t, p, sys)
+}

@@ -28,7 +28,6 @@ type consumerCell struct {
 	end      *messages.End
 	failed   error
 	pass     uint32
-	reading  bool // the link is subscribed for pass
 }
 
 func newConsumerCell(pipe *shared, name, kind string, lane uint32, window int) *consumerCell {
@@ -108,26 +107,16 @@ type restartPass struct{ pass uint32 }
 type consumerActor struct {
 	c      *consumerCell
 	device *deviceRun // nil for the handle's sink
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	steps  task
 }
 
 func (a *consumerActor) Receive(ctx actor.Context) {
 	c := a.c
-	msg := ctx.Message()
-	if !isSystem(msg) {
-		c.before(msg)
-	}
-	send := sender(ctx)
+	msg, send := c.receive(ctx)
 	switch m := msg.(type) {
 	case *actor.Started:
 		if c.restarted() {
-			if c.reading && !c.in.ended {
-				c.mu.Lock()
-				from := c.consumed + uint64(len(c.queue))
-				c.mu.Unlock()
-				c.in.subscribe(a.subscriber(send), c.in.pass, from, a.room())
-			}
+			c.in.reopen(a.subscriber(send), a.room())
 		} else {
 			a.open(send, 0)
 		}
@@ -142,9 +131,7 @@ func (a *consumerActor) Receive(ctx actor.Context) {
 		a.open(send, m.pass)
 	case consumedMsg:
 	case *messages.Resubscribe:
-		if c.reading && !c.in.ended {
-			c.in.subscribe(a.subscriber(send), c.in.pass, c.in.next, a.room())
-		}
+		c.in.reopen(a.subscriber(send), a.room())
 		return
 	case *messages.Batch:
 		if !c.in.admit(a.subscriber(send), m.Epoch, m.Seq, a.room()) {
@@ -219,7 +206,6 @@ func (c *consumerCell) beginPass(pass uint32) {
 // open subscribes for pass from its beginning.
 func (a *consumerActor) open(send func(*actor.PID, any), pass uint32) {
 	a.c.beginPass(pass)
-	a.c.reading = true
 	a.c.in.subscribe(a.subscriber(send), pass, 0, a.room())
 }
 
@@ -256,29 +242,12 @@ type deviceRun struct {
 }
 
 func (a *consumerActor) startDevice(ctx actor.Context) {
-	if a.device == nil {
-		return
+	if a.device != nil {
+		a.steps.start(ctx, context.WithValue(context.Background(), deviceKey{}, int(a.c.lane)), a.runDevice)
 	}
-	rctx, cancel := context.WithCancel(context.WithValue(context.Background(), deviceKey{}, int(a.c.lane)))
-	a.cancel = cancel
-	self, sys := ctx.Self(), ctx.ActorSystem()
-	a.wg.Go(func() {
-		defer func() {
-			if r := recover(); r != nil {
-				sys.Root.Send(self, &crashed{reason: r})
-			}
-		}()
-		a.runDevice(rctx)
-	})
 }
 
-func (a *consumerActor) stopDevice() {
-	if a.cancel != nil {
-		a.cancel()
-		a.wg.Wait()
-		a.cancel = nil
-	}
-}
+func (a *consumerActor) stopDevice() { a.steps.stop() }
 
 // runDevice steps batches as they come, timing the wait for data and the
 // step. A batch counts as consumed only once its step returned.

@@ -26,17 +26,11 @@ type fanoutActor struct{ c *fanoutCell }
 
 func (a *fanoutActor) Receive(ctx actor.Context) {
 	c := a.c
-	msg := ctx.Message()
-	if !isSystem(msg) {
-		c.before(msg)
-	}
-	send := sender(ctx)
+	msg, send := c.receive(ctx)
 	switch m := msg.(type) {
 	case *actor.Started:
 		if c.restarted() {
-			if c.in.open && !c.in.ended {
-				c.in.subscribe(send, c.in.pass, c.in.next, a.room())
-			}
+			c.in.reopen(send, a.room())
 			c.announce(send)
 		}
 		return
@@ -72,9 +66,7 @@ func (a *fanoutActor) Receive(ctx actor.Context) {
 	case *messages.Cancel:
 		return // a lane's consumer left; the others go on
 	case *messages.Resubscribe:
-		if c.in.open && !c.in.ended {
-			c.in.subscribe(send, c.in.pass, c.in.next, a.room())
-		}
+		c.in.reopen(send, a.room())
 		return
 	case *messages.Batch:
 		if !c.in.admit(send, m.Epoch, m.Seq, a.room()) {

@@ -48,11 +48,7 @@ type filesActor struct{ c *filesCell }
 
 func (a *filesActor) Receive(ctx actor.Context) {
 	c := a.c
-	msg := ctx.Message()
-	if !isSystem(msg) {
-		c.before(msg)
-	}
-	send := sender(ctx)
+	msg, send := c.receive(ctx)
 	switch m := msg.(type) {
 	case *actor.Started:
 		if c.restarted() {
@@ -127,7 +123,6 @@ func (a *filesActor) startPass(send func(*actor.PID, any), pass uint32) {
 	for w := range c.workers {
 		a.next(send, w)
 	}
-	a.maybeEnd()
 }
 
 // stopReaders cancels every assignment.

@@ -213,8 +213,8 @@ type Stats struct {
 	// PeakLiveBatches is the most batches made by the batch stage and not
 	// yet consumed at any moment since the last Reset.
 	PeakLiveBatches int
-	// Skipped is the number of corrupt records skipped in the last pass that
-	// ended, as the consumers were told.
+	// Skipped is the number of corrupt records skipped in the current pass,
+	// known once the pass has ended (0 before).
 	Skipped uint64
 	// Devices holds one entry per device.
 	Devices []DeviceStats

@@ -95,19 +95,17 @@ func (o *outlet) onDemand(m *messages.Demand) error {
 }
 
 // flush sends what the subscriber demanded, then End or Failure once
-// everything is sent. It returns the number of items sent.
-func (o *outlet) flush(send func(*actor.PID, any)) int {
+// everything is sent.
+func (o *outlet) flush(send func(*actor.PID, any)) {
 	if o.sub == nil || o.done || o.closed {
-		return 0
+		return
 	}
-	n := 0
 	for o.demand > 0 && o.sent < o.produced() {
 		b := o.items[o.sent-o.base]
 		send(o.sub, &messages.Batch{Epoch: o.epoch, Seq: o.sent, Pass: b.Pass, Slots: b.Slots, Ids: b.Ids,
 			Source: b.Source, First: b.First, Count: b.Count, Skipped: b.Skipped})
 		o.sent++
 		o.demand--
-		n++
 	}
 	if o.fail != nil {
 		f := o.fail // a template: every epoch gets its own message
@@ -117,7 +115,6 @@ func (o *outlet) flush(send func(*actor.PID, any)) int {
 		send(o.sub, &messages.End{Epoch: o.epoch, Pass: o.end.Pass, Count: o.end.Count, Skipped: o.end.Skipped})
 		o.done = true
 	}
-	return n
 }
 
 // inlet is the subscriber's half of a link. It takes items strictly in
@@ -152,6 +149,15 @@ const (
 	stale                // an old epoch or a duplicate: drop it
 	gap                  // an item is missing: drop it and subscribe again
 )
+
+// reopen subscribes again under a new epoch from the first item not taken
+// in, if the link is open and its pass not over: after a restart (the
+// dropped message may have been an item), or when the publisher restarted.
+func (in *inlet) reopen(send func(*actor.PID, any), room int) {
+	if in.open && !in.ended {
+		in.subscribe(send, in.pass, in.next, room)
+	}
+}
 
 // check sorts an arriving item by its epoch and sequence number, changing
 // nothing: the item is counted by commit once it has been used, so an item

@@ -1,6 +1,9 @@
 package actors
 
 import (
+	"context"
+	"sync"
+
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/actorfeed/actorfeed/messages"
@@ -20,6 +23,53 @@ type cell struct {
 	// error of a pipeline stopped by this stage's restarts.
 	where func() (file string, record int64)
 }
+
+// receive starts the handling of a message: a protocol message is counted
+// and shown to the fault injector (which may panic) before anything else.
+// It returns the message and the function to send protocol messages with.
+func (c *cell) receive(ctx actor.Context) (any, func(*actor.PID, any)) {
+	msg := ctx.Message()
+	if !isSystem(msg) {
+		c.before(msg)
+	}
+	return msg, sender(ctx)
+}
+
+// task is a goroutine an actor instance owns: started with the actor's
+// context, cancelled and joined when the instance stops or restarts. A
+// panic in it is carried into the actor (crashed), which panics with it so
+// that supervision sees it.
+type task struct {
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+func (t *task) start(ctx actor.Context, base context.Context, run func(context.Context)) {
+	rctx, cancel := context.WithCancel(base)
+	t.cancel = cancel
+	self, sys := ctx.Self(), ctx.ActorSystem()
+	t.wg.Go(func() {
+		defer func() {
+			if r := recover(); r != nil {
+				sys.Root.Send(self, &crashed{reason: r})
+			}
+		}()
+		run(rctx)
+	})
+}
+
+// stop cancels the goroutine and waits for it; stopping a task that never
+// started, or twice, does nothing.
+func (t *task) stop() {
+	if t.cancel != nil {
+		t.cancel()
+		t.wg.Wait()
+		t.cancel = nil
+	}
+}
+
+// crashed carries a panic of an owned goroutine into its actor.
+type crashed struct{ reason any }
 
 // before is called for every user message before it is handled: it counts
 // the message and gives the fault injector its chance to panic. The count

@@ -41,20 +41,14 @@ type transformActor struct{ c *transformCell }
 
 func (a *transformActor) Receive(ctx actor.Context) {
 	c := a.c
-	msg := ctx.Message()
-	if !isSystem(msg) {
-		c.before(msg)
-	}
-	send := sender(ctx)
+	msg, send := c.receive(ctx)
 	switch m := msg.(type) {
 	case *actor.Started:
 		if c.restarted() {
 			// The message that failed was dropped: it may have been an item
 			// (ask again from the first one not taken in) or demand (ask the
 			// subscriber to open the link again).
-			if c.in.open && !c.in.ended {
-				c.in.subscribe(send, c.in.pass, c.in.next, a.room())
-			}
+			c.in.reopen(send, a.room())
 			c.announce(send)
 		}
 		return
@@ -90,9 +84,7 @@ func (a *transformActor) Receive(ctx actor.Context) {
 		}
 		return
 	case *messages.Resubscribe:
-		if c.in.open && !c.in.ended {
-			c.in.subscribe(send, c.in.pass, c.in.next, a.room())
-		}
+		c.in.reopen(send, a.room())
 		return
 	case *messages.Batch:
 		if !c.in.admit(send, m.Epoch, m.Seq, a.room()) {

@@ -59,14 +59,9 @@ type readFailure struct {
 // poke tells a worker its goroutine put something in the handoff.
 type poke struct{}
 
-// crashed carries a panic of a worker goroutine into the actor, which
-// panics with it so that supervision sees it.
-type crashed struct{ reason any }
-
 type workerActor struct {
-	c      *workerCell
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	c    *workerCell
+	read task
 }
 
 func newWorkerCell(pipe *shared, name string, src Source, window int) *workerCell {
@@ -86,11 +81,7 @@ func newWorkerCell(pipe *shared, name string, src Source, window int) *workerCel
 
 func (a *workerActor) Receive(ctx actor.Context) {
 	c := a.c
-	msg := ctx.Message()
-	if !isSystem(msg) {
-		c.before(msg)
-	}
-	send := sender(ctx)
+	msg, send := c.receive(ctx)
 	switch m := msg.(type) {
 	case *actor.Started:
 		if c.restarted() {
@@ -228,32 +219,19 @@ func (a *workerActor) failWith(offset int64, err error) {
 
 func (a *workerActor) start(ctx actor.Context) {
 	c := a.c
-	rctx, cancel := context.WithCancel(context.Background())
-	a.cancel = cancel
-	self, sys := ctx.Self(), ctx.ActorSystem()
 	file, pass, from := c.file, c.pass, c.cursor
-	a.wg.Go(func() {
-		defer func() {
-			if r := recover(); r != nil {
-				sys.Root.Send(self, &crashed{reason: r})
-			}
-		}()
-		a.read(rctx, file, pass, from, func() { sys.Root.Send(self, &poke{}) })
+	self, root := ctx.Self(), ctx.ActorSystem().Root
+	a.read.start(ctx, context.Background(), func(rctx context.Context) {
+		a.readFile(rctx, file, pass, from, func() { root.Send(self, &poke{}) })
 	})
 }
 
-// stop cancels the goroutine and waits for it.
-func (a *workerActor) stop() {
-	if a.cancel != nil {
-		a.cancel()
-		a.wg.Wait()
-		a.cancel = nil
-	}
-}
+// stop cancels the reading goroutine and waits for it.
+func (a *workerActor) stop() { a.read.stop() }
 
-// read is the goroutine: it reads the file in groups, one read-ahead slot
-// per group, into the handoff.
-func (a *workerActor) read(ctx context.Context, file int, pass uint32, from uint64, poke func()) {
+// readFile is the goroutine: it reads the file in groups, one read-ahead
+// slot per group, into the handoff.
+func (a *workerActor) readFile(ctx context.Context, file int, pass uint32, from uint64, poke func()) {
 	c := a.c
 	var r readers.Reader
 	defer func() {
@@ -273,7 +251,6 @@ func (a *workerActor) read(ctx context.Context, file int, pass uint32, from uint
 		return
 	}
 	rec := from
-	var skippedTotal uint64
 	for {
 		select {
 		case <-ctx.Done():
@@ -321,7 +298,9 @@ func (a *workerActor) read(ctx context.Context, file int, pass uint32, from uint
 			fail = &readFailure{offset: offsetOf(err), record: int64(rec), err: err}
 			break
 		}
-		skippedTotal += skipped
+		// A group reports every record it used up, skipped ones included, even
+		// when none is left to deliver: the coordinator counts a file done only
+		// once its records are all accounted for.
 		var b *messages.Batch
 		if len(parts) > 0 {
 			slots, err := tensor.Concat(parts)
@@ -331,22 +310,19 @@ func (a *workerActor) read(ctx context.Context, file int, pass uint32, from uint
 			if err != nil {
 				fail = &readFailure{offset: -1, record: int64(first), err: fmt.Errorf("actors: records %d..%d of %s: %w", first, rec, c.src.Name(file), err)}
 				b = nil
-			} else {
-				b.Pass, b.Source, b.First, b.Count, b.Skipped = pass, uint32(file), first, rec-first, skipped
 			}
-		} else if skipped > 0 && !end && fail == nil {
-			b = &messages.Batch{Pass: pass, Source: uint32(file), First: first, Count: rec - first, Skipped: skipped}
+		}
+		if b == nil && skipped > 0 {
+			b = &messages.Batch{}
+		}
+		if b != nil {
+			b.Pass, b.Source, b.First, b.Count, b.Skipped = pass, uint32(file), first, rec-first, skipped
+		} else {
+			c.tokens <- struct{}{}
 		}
 		var e *messages.End
 		if end {
-			e = &messages.End{Pass: pass, Count: rec, Skipped: skippedTotal}
-		}
-		if b == nil {
-			c.tokens <- struct{}{}
-			if end && skipped > 0 {
-				// Records skipped at the very end still count.
-				e.Skipped = skippedTotal
-			}
+			e = &messages.End{Pass: pass, Count: rec}
 		}
 		a.put(b, e, fail, poke)
 		if end || fail != nil {

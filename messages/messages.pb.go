@@ -533,7 +533,8 @@ type End struct {
 	Epoch uint64                 `protobuf:"varint,1,opt,name=epoch,proto3" json:"epoch,omitempty"`
 	Pass  uint32                 `protobuf:"varint,2,opt,name=pass,proto3" json:"pass,omitempty"`
 	Count uint64                 `protobuf:"varint,3,opt,name=count,proto3" json:"count,omitempty"`
-	// Records skipped as corrupt in this pass, on this link and above it.
+	// Records skipped as corrupt in this pass above this link. (A file
+	// reader reports its skipped records in its Batch items instead.)
 	Skipped       uint64 `protobuf:"varint,4,opt,name=skipped,proto3" json:"skipped,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

@@ -1,0 +1,79 @@
+package actors
+
+import (
+	"math"
+	"testing"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/stretchr/testify/require"
+
+	"github.com/actorfeed/actorfeed/messages"
+)
+
+// sent records what an outlet sends.
+type sent []any
+
+func (s *sent) send(_ *actor.PID, m any) { *s = append(*s, m) }
+
+func (s sent) batches() int {
+	n := 0
+	for _, m := range s {
+		if _, ok := m.(*messages.Batch); ok {
+			n++
+		}
+	}
+	return n
+}
+
+func TestOutletFollowsTheProtocol(t *testing.T) {
+	var o outlet
+	o.reset(0)
+	for range 5 {
+		o.push(&messages.Batch{})
+	}
+	sub := actor.NewPID("local", "sub")
+	require.NoError(t, o.subscribe(sub, &messages.Subscribe{Epoch: 1, Demand: 2}))
+	var out sent
+	o.flush(out.send)
+	require.Equal(t, 2, out.batches(), "never more than demanded")
+
+	require.ErrorIs(t, o.onDemand(&messages.Demand{Epoch: 1, N: 0}), ErrProtocol)
+	require.ErrorIs(t, o.onDemand(&messages.Demand{Epoch: 1, N: -3}), ErrProtocol)
+	require.NoError(t, o.onDemand(&messages.Demand{Epoch: 0, N: 100}), "old epochs are ignored")
+	o.flush(out.send)
+	require.Equal(t, 2, out.batches())
+
+	require.NoError(t, o.onDemand(&messages.Demand{Epoch: 1, N: math.MaxInt64, Ack: 2}))
+	require.NoError(t, o.onDemand(&messages.Demand{Epoch: 1, N: math.MaxInt64}))
+	require.EqualValues(t, math.MaxInt64, o.demand, "demand saturates")
+	require.EqualValues(t, 2, o.base, "acknowledged items are forgotten")
+
+	o.end = &messages.End{Count: 5}
+	o.flush(out.send)
+	require.Equal(t, 5, out.batches())
+	require.IsType(t, &messages.End{}, out[len(out)-1])
+	o.push(&messages.Batch{})
+	n := len(out)
+	o.flush(out.send)
+	require.Len(t, out, n, "nothing after End on the epoch")
+
+	require.ErrorIs(t, o.subscribe(sub, &messages.Subscribe{Epoch: 2, From: 1}), ErrProtocol, "item 1 was forgotten")
+	require.NoError(t, o.subscribe(sub, &messages.Subscribe{Epoch: 2, From: 3, Demand: 10}))
+	o.flush(out.send)
+	require.Equal(t, 5+3, out.batches(), "a new epoch replays from its from")
+}
+
+func TestInletTakesItemsInOrder(t *testing.T) {
+	in := inlet{window: 4, pub: actor.NewPID("local", "pub")}
+	var out sent
+	in.subscribe(out.send, 0, 0, 4)
+	require.Equal(t, stale, in.check(0, 0), "old epoch")
+	require.Equal(t, gap, in.check(1, 1))
+	require.True(t, in.admit(out.send, 1, 0, 4))
+	in.commit()
+	require.Equal(t, stale, in.check(1, 0), "duplicate")
+	require.False(t, in.admit(out.send, 1, 2, 4), "a gap re-subscribes")
+	last := out[len(out)-1].(*messages.Subscribe)
+	require.EqualValues(t, 2, last.Epoch)
+	require.EqualValues(t, 1, last.From)
+}
