@@ -8,6 +8,9 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/stretchr/testify/require"
 
@@ -20,7 +23,9 @@ import (
 // Benchmarks of the pipeline file -> shuffle -> batch(64) -> double buffer
 // -> device on Fashion-MNIST-sized samples (a [1,28,28] uint8 image and an
 // int64 label), against a hand-written goroutine-and-channel pipeline doing
-// the same stages in the same run. Both report samples/s; compare with
+// the same stages in the same run. Both report samples/s and allocations;
+// BenchmarkPipelineRatio alternates them pass by pass and reports the
+// ratio of their throughputs, which drifting machine load does not skew:
 //
 //	go test -run '^$' -bench 'Pipeline' -benchmem -count 5 ./actors
 
@@ -62,26 +67,82 @@ func consume(s tensor.Slots) int {
 	return sum
 }
 
-func BenchmarkPipelineActors(b *testing.B) {
-	path := benchFile(b)
-	ctx := context.Background()
-	sys := actors.NewSystem()
-	b.ReportAllocs()
-	b.ResetTimer()
-	samples := 0
-	for range b.N {
-		p, err := actors.NewDevices([]actors.Stage{actors.Files{Paths: []string{path}}, actors.Shuffle{Window: benchWindow, Seed: 1},
-			actors.Batch{Size: benchBatch}, actors.DoubleBuffer{Window: 2}},
-			actors.Devices{N: 1, Step: func(_ context.Context, it actors.Item) error { consume(it.Slots); return nil }},
-			actors.Options{System: sys})
-		require.NoError(b, err)
-		require.NoError(b, p.Run(ctx))
-		for _, d := range p.Stats().Devices {
-			samples += d.Instances
-		}
-		require.NoError(b, p.Close())
+// actorPipeline runs one pass of the actor pipeline and returns the samples
+// its device consumed.
+func actorPipeline(b *testing.B, sys *actor.ActorSystem, path string, recycle bool) int {
+	p, err := actors.NewDevices([]actors.Stage{actors.Files{Paths: []string{path}}, actors.Shuffle{Window: benchWindow, Seed: 1},
+		actors.Batch{Size: benchBatch}, actors.DoubleBuffer{Window: 2}},
+		actors.Devices{N: 1, Step: func(_ context.Context, it actors.Item) error { consume(it.Slots); return nil }, Recycle: recycle},
+		actors.Options{System: sys})
+	require.NoError(b, err)
+	require.NoError(b, p.Run(context.Background()))
+	n := 0
+	for _, d := range p.Stats().Devices {
+		n += d.Instances
 	}
-	b.ReportMetric(float64(samples)/b.Elapsed().Seconds(), "samples/s")
+	require.NoError(b, p.Close())
+	require.Equal(b, benchSamples, n)
+	return n
+}
+
+func BenchmarkPipelineActors(b *testing.B) {
+	for _, recycle := range []bool{false, true} {
+		name := "fresh"
+		if recycle {
+			name = "recycled"
+		}
+		b.Run(name, func(b *testing.B) {
+			path := benchFile(b)
+			sys := actors.NewSystem()
+			b.ReportAllocs()
+			b.ResetTimer()
+			samples := 0
+			for range b.N {
+				samples += actorPipeline(b, sys, path, recycle)
+			}
+			b.ReportMetric(float64(samples)/b.Elapsed().Seconds(), "samples/s")
+		})
+	}
+}
+
+// BenchmarkPipelineRatio runs a pass of each pipeline per iteration, taking
+// turns at going first, and reports the actor pipeline's throughput as a
+// fraction of the channel pipeline's: with fresh storage for every batch,
+// as the channel pipeline, and with Devices.Recycle.
+func BenchmarkPipelineRatio(b *testing.B) {
+	b.Run("fresh", func(b *testing.B) { pipelineRatio(b, false) })
+	b.Run("recycled", func(b *testing.B) { pipelineRatio(b, true) })
+}
+
+func pipelineRatio(b *testing.B, recycle bool) {
+	path := benchFile(b)
+	sys := actors.NewSystem()
+	var inActors, inChannels time.Duration
+	timed := func(d *time.Duration, run func()) {
+		start := time.Now()
+		run()
+		*d += time.Since(start)
+	}
+	runActors := func() { actorPipeline(b, sys, path, recycle) }
+	runChannels := func() {
+		n, err := channelPipeline(context.Background(), path)
+		require.NoError(b, err)
+		require.Equal(b, benchSamples, n)
+	}
+	b.ResetTimer()
+	for i := range b.N {
+		if i%2 == 0 {
+			timed(&inActors, runActors)
+			timed(&inChannels, runChannels)
+		} else {
+			timed(&inChannels, runChannels)
+			timed(&inActors, runActors)
+		}
+	}
+	samples := float64(b.N * benchSamples)
+	b.ReportMetric(inChannels.Seconds()/inActors.Seconds(), "ratio")
+	b.ReportMetric(samples/inActors.Seconds(), "actors-samples/s")
+	b.ReportMetric(samples/inChannels.Seconds(), "channels-samples/s")
 }
 
 // channelPipeline is the baseline: one goroutine per stage, channels

@@ -295,6 +295,9 @@ func (a *consumerActor) runDevice(ctx context.Context) {
 			continue // the pass was restarted under the step: not consumed
 		}
 		d.stats.add(start.Sub(waitFrom), busy, item.Instances)
+		// Committed, the batch is never stepped or sent again: its storage
+		// is free once the step let go of it.
+		c.pipe.recycle(item.Slots)
 	}
 }
 

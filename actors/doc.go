@@ -8,8 +8,9 @@
 // New builds a pipeline read with Next (the seeds' read op and
 // ReaderHolder); NewDevices builds one that feeds device actors. Files is
 // open_files (and create_recordio_file_reader), Queue is
-// create_py_array_reader, and Shuffle, Batch, Map, MultiPass and
-// DoubleBuffer are the decorated readers.
+// create_py_array_reader, and Shuffle, Batch, Map, XMap (xmap_readers, on
+// a pool of worker goroutines the stage owns), MultiPass and DoubleBuffer
+// are the decorated readers.
 //
 // actors may import tensor, readers, messages, supervisor and
 // protoactor-go. It must not import sim or cmd.

@@ -15,24 +15,41 @@ import (
 )
 
 // trainChain is the chain the fault tests run: ordered open_files over 3
-// files -> shuffle -> batch(16) -> double buffer.
+// files -> shuffle -> ordered xmap on 3 workers -> batch(16) -> double
+// buffer.
 func trainChain(paths []string, passes int) []actors.Stage {
 	st := []actors.Stage{actors.Files{Paths: paths, Threads: 3, Ordered: true}}
 	if passes > 1 {
 		st = append(st, actors.MultiPass{Passes: passes})
 	}
-	return append(st, actors.Shuffle{Window: 50, Seed: 7}, actors.Batch{Size: 16}, actors.DoubleBuffer{Window: 2})
+	return append(st, actors.Shuffle{Window: 50, Seed: 7}, actors.XMap{Fn: negate, Workers: 3, Ordered: true},
+		actors.Batch{Size: 16}, actors.DoubleBuffer{Window: 2})
+}
+
+// negate flips the sign of the value slot (deviceStep checks it), into new
+// storage.
+func negate(s tensor.Slots) (tensor.Slots, error) {
+	v, err := tensor.View[int64](s[0].Tensor)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]int64, len(v))
+	for i, x := range v {
+		out[i] = -x
+	}
+	return tensor.Slots{{Tensor: tensor.MustFromSlice(s[0].Shape(), out)}, s[1]}, nil
 }
 
 // runDevices runs one (possibly multi-pass) pass on n devices and returns
-// what each device stepped, in order.
+// what each device stepped, in order. Batch storage is recycled, so a batch
+// reused while a device still read it would fail deviceStep's check.
 func runDevices(t *testing.T, paths []string, passes, n int, faults actors.Injector) ([][]uint64, actors.Stats) {
 	t.Helper()
 	ctx := testCtx(t)
 	sys := actors.NewSystem()
 	var devMu sync.Mutex
 	order := make([][]uint64, n)
-	p, err := actors.NewDevices(trainChain(paths, passes), actors.Devices{N: n, Step: deviceStep(&devMu, order)},
+	p, err := actors.NewDevices(trainChain(paths, passes), actors.Devices{N: n, Step: deviceStep(&devMu, order), Recycle: true},
 		actors.Options{System: sys, Faults: faults, GroupSize: 8})
 	require.NoError(t, err)
 	require.NoError(t, p.Run(ctx))
@@ -51,7 +68,7 @@ func deviceStep(mu *sync.Mutex, order [][]uint64) actors.StepFunc {
 			return err
 		}
 		for i, id := range it.IDs {
-			if f, r := messages.SplitID(id); vals[i] != int64(f*1_000_000+r) {
+			if f, r := messages.SplitID(id); vals[i] != -int64(f*1_000_000+r) {
 				return fmt.Errorf("instance %d: value %d does not match id %d#%d", i, vals[i], f, r)
 			}
 		}
@@ -65,7 +82,9 @@ func deviceStep(mu *sync.Mutex, order [][]uint64) actors.StepFunc {
 func TestExactlyOnceUnderPanics(t *testing.T) {
 	const files, records, passes, devices = 3, 120, 2, 2
 	paths := writeFiles(t, files, records, 200)
-	want, _ := runDevices(t, paths, passes, devices, nil)
+	want, st := runDevices(t, paths, passes, devices, nil)
+	require.Positive(t, st.Recycled, "batches were made in recycled storage")
+	t.Logf("%d of %d batches made in recycled storage", st.Recycled, passes*files*records/16)
 	var all []uint64
 	for _, ids := range want {
 		all = append(all, ids...)
@@ -77,7 +96,7 @@ func TestExactlyOnceUnderPanics(t *testing.T) {
 	requireExactlyOnce(t, expect, all)
 
 	kinds := []string{actors.KindFileReader, actors.KindFiles, actors.KindMultiPass, actors.KindShuffle,
-		actors.KindBatch, actors.KindDoubleBuffer, actors.KindDevice}
+		actors.KindXMap, actors.KindBatch, actors.KindDoubleBuffer, actors.KindDevice}
 	for _, kind := range kinds {
 		for _, n := range []int64{1, 2, 3, 5, 8, 13, 21, 34} {
 			t.Run(fmt.Sprintf("%s/%d", kind, n), func(t *testing.T) {

@@ -73,7 +73,7 @@ func (a *fanoutActor) Receive(ctx actor.Context) {
 			return
 		}
 		c.in.commit()
-		item := &messages.Batch{Pass: c.pass, Slots: m.Slots, Ids: m.Ids}
+		item := &messages.Batch{Pass: c.pass, Slots: m.Slots, Parts: m.Parts, Ids: m.Ids}
 		if c.dropPartial {
 			c.step = append(c.step, item)
 			if len(c.step) == len(c.outs) {

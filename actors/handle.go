@@ -198,6 +198,7 @@ func (p *Pipeline) markClosed() bool {
 }
 
 func (p *Pipeline) finish() {
+	p.pool.close()
 	for _, q := range p.queues {
 		q.Close()
 	}
@@ -213,6 +214,9 @@ type Stats struct {
 	// PeakLiveBatches is the most batches made by the batch stage and not
 	// yet consumed at any moment since the last Reset.
 	PeakLiveBatches int
+	// Recycled is the number of batches made in the storage of batches the
+	// devices had stepped (Devices.Recycle).
+	Recycled int
 	// Skipped is the number of corrupt records skipped in the current pass,
 	// known once the pass has ended (0 before).
 	Skipped uint64
@@ -222,7 +226,8 @@ type Stats struct {
 
 // Stats returns the pipeline's counters.
 func (p *Pipeline) Stats() Stats {
-	st := Stats{Restarts: int(p.pipe.restarts.Load()), PeakLiveBatches: int(p.pipe.peak.Load())}
+	st := Stats{Restarts: int(p.pipe.restarts.Load()), PeakLiveBatches: int(p.pipe.peak.Load()),
+		Recycled: int(p.pipe.reused.Load())}
 	pass := uint32(p.Pass())
 	p.pipe.mu.Lock()
 	st.Skipped = p.pipe.skipped[pass]

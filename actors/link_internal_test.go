@@ -77,3 +77,36 @@ func TestInletTakesItemsInOrder(t *testing.T) {
 	require.EqualValues(t, 2, last.Epoch)
 	require.EqualValues(t, 1, last.From)
 }
+
+// Cancel closes the downstream link and cancels the upstream one, once: a
+// second Cancel, or one of an old epoch, changes nothing.
+func TestCancelIsIdempotent(t *testing.T) {
+	var r relay
+	r.in.pub = actor.NewPID("local", "up")
+	r.in.window = 4
+	var out sent
+	r.in.subscribe(out.send, 0, 0, 4)
+	r.out.reset(0)
+	require.NoError(t, r.out.subscribe(actor.NewPID("local", "down"), &messages.Subscribe{Epoch: 3, Demand: 1}))
+	out = nil
+
+	res, err := r.onLink(nil, out.send, &messages.Cancel{Epoch: 2}, 4, nil)
+	require.NoError(t, err)
+	require.Equal(t, handled, res)
+	require.Empty(t, out, "an old epoch's Cancel")
+	require.False(t, r.out.closed)
+
+	for range 2 {
+		res, err = r.onLink(nil, out.send, &messages.Cancel{Epoch: 3}, 4, nil)
+		require.NoError(t, err)
+		require.Equal(t, handled, res)
+	}
+	require.True(t, r.out.closed)
+	require.True(t, r.in.ended)
+	require.Equal(t, sent{&messages.Cancel{Epoch: r.in.epoch}}, out, "upstream cancelled once")
+
+	r.out.push(&messages.Batch{})
+	out = nil
+	r.out.flush(out.send)
+	require.Empty(t, out, "nothing sent on a cancelled link")
+}

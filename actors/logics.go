@@ -10,44 +10,31 @@ import (
 
 // instance is one sample and its id, cut from an item without copying.
 type instance struct {
-	slots tensor.Slots
-	id    uint64
+	part *messages.Part
+	id   uint64
 }
 
 // split cuts an item into its instances (views of its storage).
 func split(b *messages.Batch) ([]instance, error) {
-	slots, err := b.ToSlots()
+	parts, err := b.SplitParts()
 	if err != nil {
 		return nil, err
 	}
-	out := make([]instance, len(b.Ids))
-	for i, id := range b.Ids {
-		s, err := slots.Slice(i, i+1)
-		if err != nil {
-			return nil, fmt.Errorf("actors: instance %d: %w", i, err)
-		}
-		out[i] = instance{slots: s, id: id}
+	out := make([]instance, len(parts))
+	for i, p := range parts {
+		out[i] = instance{part: p, id: b.Ids[i]}
 	}
 	return out, nil
 }
 
-// join concatenates instances into one item of the given pass.
-func join(pass uint32, insts []instance) (*messages.Batch, error) {
-	parts := make([]tensor.Slots, len(insts))
-	ids := make([]uint64, len(insts))
+// regroup makes one item of the given pass from instances, still in their
+// own storage.
+func regroup(pass uint32, insts []instance) *messages.Batch {
+	b := &messages.Batch{Pass: pass, Parts: make([]*messages.Part, len(insts)), Ids: make([]uint64, len(insts))}
 	for i, in := range insts {
-		parts[i], ids[i] = in.slots, in.id
+		b.Parts[i], b.Ids[i] = in.part, in.id
 	}
-	slots, err := tensor.Concat(parts)
-	if err != nil {
-		return nil, err
-	}
-	b, err := messages.FromSlots(slots, ids)
-	if err != nil {
-		return nil, err
-	}
-	b.Pass = pass
-	return b, nil
+	return b
 }
 
 // ---- shuffle ----
@@ -77,7 +64,7 @@ func (s *shuffleLogic) take(b *messages.Batch) ([]*messages.Batch, error) {
 		return nil, err
 	}
 	if s.window <= 1 {
-		return s.emit(insts)
+		return s.emit(insts), nil
 	}
 	var out []*messages.Batch
 	for len(insts) > 0 {
@@ -85,43 +72,37 @@ func (s *shuffleLogic) take(b *messages.Batch) ([]*messages.Batch, error) {
 		s.buf = append(s.buf, insts[:n]...)
 		insts = insts[n:]
 		if len(s.buf) == s.window {
-			o, err := s.drain()
-			if err != nil {
-				return nil, err
-			}
-			out = append(out, o...)
+			out = append(out, s.drain()...)
 		}
 	}
 	return out, nil
 }
 
-func (s *shuffleLogic) drain() ([]*messages.Batch, error) {
+// drain shuffles the window and hands it on; the window's buffer is reused
+// (the items emitted copy what they hold).
+func (s *shuffleLogic) drain() []*messages.Batch {
 	s.rng.Shuffle(len(s.buf), func(i, j int) { s.buf[i], s.buf[j] = s.buf[j], s.buf[i] })
-	out, err := s.emit(s.buf)
-	s.buf = nil
-	return out, err
+	out := s.emit(s.buf)
+	s.buf = s.buf[:0]
+	return out
 }
 
-func (s *shuffleLogic) emit(insts []instance) ([]*messages.Batch, error) {
+// emit hands instances on in groups, without copying their data.
+func (s *shuffleLogic) emit(insts []instance) []*messages.Batch {
 	var out []*messages.Batch
 	for len(insts) > 0 {
 		n := min(len(insts), s.group)
-		b, err := join(s.pass, insts[:n])
-		if err != nil {
-			return nil, fmt.Errorf("actors: shuffle: %w", err)
-		}
-		out = append(out, b)
+		out = append(out, regroup(s.pass, insts[:n]))
 		insts = insts[n:]
 	}
-	return out, nil
+	return out
 }
 
 func (s *shuffleLogic) finish() ([]*messages.Batch, uint32, bool, error) {
 	if len(s.buf) == 0 {
 		return nil, 0, false, nil
 	}
-	out, err := s.drain()
-	return out, 0, false, err
+	return s.drain(), 0, false, nil
 }
 
 // ---- batch ----
@@ -133,6 +114,22 @@ type batchLogic struct {
 	dropLast bool
 	pass     uint32
 	pending  []instance
+	pipe     *shared // where stepped batches' storage comes back, if it does
+}
+
+// join makes a batch, in recycled storage when there is some.
+func (l *batchLogic) join(insts []instance) (*messages.Batch, error) {
+	g := regroup(l.pass, insts)
+	slots, err := g.ToSlotsInto(l.pipe.reusable())
+	if err != nil {
+		return nil, fmt.Errorf("actors: batch: %w", err)
+	}
+	b, err := messages.FromSlots(slots, g.Ids)
+	if err != nil {
+		return nil, fmt.Errorf("actors: batch: %w", err)
+	}
+	b.Pass = l.pass
+	return b, nil
 }
 
 func (l *batchLogic) start(pass uint32)               { l.pass, l.pending = pass, nil }
@@ -146,9 +143,9 @@ func (l *batchLogic) take(b *messages.Batch) ([]*messages.Batch, error) {
 	var out []*messages.Batch
 	pending := append(l.pending[:len(l.pending):len(l.pending)], insts...)
 	for len(pending) >= l.size {
-		o, err := join(l.pass, pending[:l.size])
+		o, err := l.join(pending[:l.size])
 		if err != nil {
-			return nil, fmt.Errorf("actors: batch: %w", err)
+			return nil, err
 		}
 		out = append(out, o)
 		pending = pending[l.size:]
@@ -163,9 +160,9 @@ func (l *batchLogic) finish() ([]*messages.Batch, uint32, bool, error) {
 	if len(pending) == 0 || l.dropLast {
 		return nil, 0, false, nil
 	}
-	o, err := join(l.pass, pending)
+	o, err := l.join(pending)
 	if err != nil {
-		return nil, 0, false, fmt.Errorf("actors: batch: %w", err)
+		return nil, 0, false, err
 	}
 	return []*messages.Batch{o}, 0, false, nil
 }
@@ -186,11 +183,20 @@ func (l *mapLogic) start(pass uint32)               { l.pass = pass }
 func (l *mapLogic) upstreamPass(pass uint32) uint32 { return pass }
 
 func (l *mapLogic) take(b *messages.Batch) ([]*messages.Batch, error) {
+	o, err := apply(l.fn, l.pass, b)
+	if err != nil {
+		return nil, err
+	}
+	return []*messages.Batch{o}, nil
+}
+
+// apply runs fn on one item, giving the result the item's ids and pass.
+func apply(fn MapFunc, pass uint32, b *messages.Batch) (*messages.Batch, error) {
 	slots, err := b.ToSlots()
 	if err != nil {
 		return nil, err
 	}
-	slots, err = l.fn(slots)
+	slots, err = fn(slots)
 	if err != nil {
 		return nil, fmt.Errorf("actors: map: %w", err)
 	}
@@ -198,8 +204,8 @@ func (l *mapLogic) take(b *messages.Batch) ([]*messages.Batch, error) {
 	if err != nil {
 		return nil, fmt.Errorf("actors: map must keep the number of instances: %w", err)
 	}
-	o.Pass = l.pass
-	return []*messages.Batch{o}, nil
+	o.Pass = pass
+	return o, nil
 }
 
 func (l *mapLogic) finish() ([]*messages.Batch, uint32, bool, error) { return nil, 0, false, nil }
@@ -222,7 +228,7 @@ func (l *multiPassLogic) start(pass uint32) {
 func (l *multiPassLogic) upstreamPass(pass uint32) uint32 { return pass * uint32(l.passes) }
 
 func (l *multiPassLogic) take(b *messages.Batch) ([]*messages.Batch, error) {
-	return []*messages.Batch{{Pass: l.pass, Slots: b.Slots, Ids: b.Ids}}, nil
+	return []*messages.Batch{{Pass: l.pass, Slots: b.Slots, Parts: b.Parts, Ids: b.Ids}}, nil
 }
 
 func (l *multiPassLogic) finish() ([]*messages.Batch, uint32, bool, error) {

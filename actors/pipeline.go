@@ -3,6 +3,7 @@ package actors
 import (
 	"fmt"
 	"log/slog"
+	"runtime"
 	"slices"
 	"sync"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/actorfeed/actorfeed/messages"
 	"github.com/actorfeed/actorfeed/readers"
 	"github.com/actorfeed/actorfeed/supervisor"
+	"github.com/actorfeed/actorfeed/tensor"
 )
 
 // Pipeline is the handle on a running chain of stage actors (the seeds'
@@ -24,6 +26,7 @@ type Pipeline struct {
 	own     bool
 	pipe    *shared
 	top     *actor.PID
+	pool    *pool // the dispatcher of the pipeline's actors
 	sinks   []*consumerCell
 	devices []*deviceCounter
 	cells   []*cell
@@ -60,6 +63,16 @@ func NewSystem() *actor.ActorSystem {
 // built asks the pipeline's supervisor actor whether it spawned its stages.
 type built struct{}
 
+// lastBeforeBuffer says whether stage i is the last one, or the last before
+// the double buffer.
+func lastBeforeBuffer(stages []Stage, i int) bool {
+	if i == len(stages)-1 {
+		return true
+	}
+	_, buffer := stages[i+1].(DoubleBuffer)
+	return buffer && i+1 == len(stages)-1
+}
+
 func build(stages []Stage, dev *Devices, opts Options) (*Pipeline, error) {
 	if err := validate(stages, dev); err != nil {
 		return nil, err
@@ -70,17 +83,19 @@ func build(stages []Stage, dev *Devices, opts Options) (*Pipeline, error) {
 			stages = append(slices.Clone(stages), DoubleBuffer{})
 		}
 	}
-	p := &Pipeline{sys: opts.System, own: opts.System == nil}
+	p := &Pipeline{sys: opts.System, own: opts.System == nil, pool: newPool()}
 	if p.own {
 		p.sys = NewSystem()
 	}
 	p.pipe = newShared(opts, p.sys.Root)
 	plan, err := p.plan(stages, dev)
 	if err != nil {
+		p.finish() // nothing was spawned; an own system is shut down
 		return nil, err
 	}
 	sup := &supervisorActor{p: p, plan: plan, strategy: &supervisor.Strategy{Tracker: supervisor.NewTracker(opts.Intensity)}}
-	props := actor.PropsFromProducer(func() actor.Actor { return sup }, actor.WithSupervisor(sup.strategy))
+	props := actor.PropsFromProducer(func() actor.Actor { return sup }, actor.WithSupervisor(sup.strategy),
+		actor.WithDispatcher(p.pool))
 	p.top = p.sys.Root.Spawn(props)
 	if _, err := p.sys.Root.RequestFuture(p.top, built{}, 10*time.Second).Result(); err != nil {
 		p.Close()
@@ -157,15 +172,31 @@ func (p *Pipeline) plan(stages []Stage, dev *Devices) ([]spawnable, error) {
 				fc.in.pub = up
 				return &fanoutActor{c: fc}
 			}})
+		case XMap:
+			if s.Workers == 0 {
+				s.Workers = runtime.NumCPU()
+			}
+			if s.Buffer == 0 {
+				s.Buffer = s.Workers
+			}
+			xc := newXMapCell(pipe, name, s, opts.Capacity, opts.Window)
+			p.cells = append(p.cells, &xc.cell)
+			plan = append(plan, spawnable{name: name, cell: &xc.cell, producer: func(up *actor.PID, _ []*actor.PID) actor.Actor {
+				xc.in.pub = up
+				return &xmapActor{c: xc}
+			}})
 		default:
-			tc := &transformCell{cell: cell{name: name, kind: s.kind(), pipe: pipe}, capacity: opts.Capacity}
+			tc := &transformCell{cell: cell{name: name, kind: s.kind(), pipe: pipe}, relay: relay{capacity: opts.Capacity}}
 			tc.in.window = int64(opts.Window)
 			switch s := s.(type) {
 			case Shuffle:
 				tc.logic = &shuffleLogic{window: s.Window, seed: s.Seed, group: opts.GroupSize}
 			case Batch:
-				tc.logic = &batchLogic{size: s.Size, dropLast: s.DropLast}
+				tc.logic = &batchLogic{size: s.Size, dropLast: s.DropLast, pipe: pipe}
 				pipe.counting = true
+				if dev != nil && dev.Recycle && lastBeforeBuffer(stages, i) {
+					pipe.recycled = make(chan tensor.Slots, 2*dev.N)
+				}
 			case Map:
 				tc.logic = &mapLogic{fn: s.Fn}
 			case MultiPass:
@@ -248,7 +279,7 @@ func (s *supervisorActor) Receive(ctx actor.Context) {
 		var workers []*actor.PID
 		for _, sp := range s.plan {
 			up, ws := prev, slices.Clone(workers)
-			props := actor.PropsFromProducer(func() actor.Actor { return sp.producer(up, ws) })
+			props := actor.PropsFromProducer(func() actor.Actor { return sp.producer(up, ws) }, actor.WithDispatcher(s.p.pool))
 			pid, err := ctx.SpawnNamed(props, sp.name)
 			if err != nil {
 				s.p.pipe.fail(fmt.Errorf("actors: spawning %s: %w", sp.name, err))

@@ -26,6 +26,11 @@ type shared struct {
 	peak     atomic.Int64
 	counting bool // a batch stage exists: live counts its batches
 
+	// recycled holds the storage of stepped batches for the batch stage to
+	// reuse (Devices.Recycle); nil when storage is not recycled.
+	recycled chan tensor.Slots
+	reused   atomic.Int64 // batches made in recycled storage
+
 	mu      sync.Mutex
 	err     error
 	done    chan struct{}     // closed when the pipeline ends (error or shutdown)
@@ -38,6 +43,29 @@ type shared struct {
 func newShared(opts Options, root *actor.RootContext) *shared {
 	return &shared{opts: opts, root: root, faults: opts.Faults, done: make(chan struct{}),
 		causes: map[string]error{}, ends: map[string]uint32{}, ended: make(chan struct{}), skipped: map[uint32]uint64{}}
+}
+
+// recycle offers the storage of a stepped batch for reuse; it is dropped
+// when enough is waiting already.
+func (s *shared) recycle(slots tensor.Slots) {
+	if s.recycled == nil {
+		return
+	}
+	select {
+	case s.recycled <- slots:
+	default:
+	}
+}
+
+// reusable takes recycled storage, if any is waiting.
+func (s *shared) reusable() tensor.Slots {
+	select {
+	case slots := <-s.recycled: // a nil channel never yields
+		s.reused.Add(1)
+		return slots
+	default:
+		return nil
+	}
 }
 
 // terminal is the error that ended the pipeline, nil while it runs.

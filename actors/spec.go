@@ -19,6 +19,7 @@ const (
 	KindShuffle      = "shuffle"
 	KindBatch        = "batch"
 	KindMap          = "map"
+	KindXMap         = "xmap"
 	KindMultiPass    = "multi_pass"
 	KindDoubleBuffer = "double_buffer"
 	KindDevice       = "device"
@@ -64,6 +65,20 @@ type Batch struct {
 // Map applies Fn to every item (see MapFunc).
 type Map struct{ Fn MapFunc }
 
+// XMap is xmap_readers: Fn runs on Workers goroutines the stage owns
+// (default NumCPU), with at most Workers+Buffer items (Buffer defaults to
+// Workers) between intake and hand-off. With Ordered, items leave in the
+// order they came; otherwise as they finish, so the order can differ from
+// run to run (the items never do). Fn runs on several goroutines at once
+// and must be safe for that; stopping the stage waits for the item each
+// worker is on, so Fn should not block.
+type XMap struct {
+	Fn      MapFunc
+	Workers int
+	Buffer  int
+	Ordered bool
+}
+
 // MultiPass is create_multi_pass_reader.
 type MultiPass struct{ Passes int }
 
@@ -81,6 +96,7 @@ func (Queue) kind() string        { return KindFiles }
 func (Shuffle) kind() string      { return KindShuffle }
 func (Batch) kind() string        { return KindBatch }
 func (Map) kind() string          { return KindMap }
+func (XMap) kind() string         { return KindXMap }
 func (MultiPass) kind() string    { return KindMultiPass }
 func (DoubleBuffer) kind() string { return KindDoubleBuffer }
 
@@ -91,6 +107,14 @@ type Devices struct {
 	N        int
 	Step     StepFunc
 	StepTime time.Duration
+	// Recycle lets the batch stage make new batches in the storage of
+	// batches the devices have stepped, saving an allocation (and its
+	// garbage) per batch. Step must then not keep the item's tensors, or
+	// views of them, after it returns: copy what it keeps (Slots.Clone).
+	// Storage is recycled only when the batch stage is the last one before
+	// the double buffer, so that a device's batch is wholly the batch
+	// stage's own; Stats.Recycled counts the batches made so.
+	Recycle bool
 }
 
 // Options tune a pipeline. The zero value is usable.
@@ -190,6 +214,13 @@ func validate(stages []Stage, dev *Devices) error {
 		case Map:
 			if s.Fn == nil {
 				return fmt.Errorf("%w: %s: no function", ErrBadSpec, where)
+			}
+		case XMap:
+			if s.Fn == nil {
+				return fmt.Errorf("%w: %s: no function", ErrBadSpec, where)
+			}
+			if s.Workers < 0 || s.Buffer < 0 {
+				return fmt.Errorf("%w: %s: workers %d and buffer %d must not be negative", ErrBadSpec, where, s.Workers, s.Buffer)
 			}
 		case MultiPass:
 			if s.Passes < 1 {

@@ -26,14 +26,83 @@ type logic interface {
 	finish() (out []*messages.Batch, next uint32, more bool, err error)
 }
 
+// relay is what every stage between one upstream and one downstream stage
+// keeps of its two links.
+type relay struct {
+	in       inlet
+	out      outlet
+	capacity int    // produced items held unsent before intake pauses
+	skipped  uint64 // corrupt records skipped upstream in this pass
+}
+
+// linkResult says what onLink did with a message.
+type linkResult int
+
+const (
+	notLink linkResult = iota // not a link message: the stage handles it
+	handled                   // handled, nothing more to do
+	flushed                   // handled: flush the outlet and top up demand
+)
+
+// onLink handles the link messages every relaying stage treats alike:
+// Subscribe (begin starts a new pass and returns the upstream pass to ask
+// for), Demand, Cancel, Resubscribe and Failure. An error breaks the
+// protocol; the stage fails with it.
+func (r *relay) onLink(ctx actor.Context, send func(*actor.PID, any), msg any, room int, begin func(pass uint32) uint32) (linkResult, error) {
+	switch m := msg.(type) {
+	case *messages.Subscribe:
+		if r.out.sub != nil && m.Epoch <= r.out.epoch {
+			return handled, nil // an old request
+		}
+		if r.out.sub != nil && m.Pass == r.out.pass {
+			return flushed, r.out.subscribe(ctx.Sender(), m)
+		}
+		r.out.reset(m.Pass)
+		r.skipped = 0
+		up := begin(m.Pass)
+		if err := r.out.subscribe(ctx.Sender(), m); err != nil {
+			return handled, err
+		}
+		r.in.subscribe(send, up, 0, room)
+		return flushed, nil
+	case *messages.Demand:
+		return flushed, r.out.onDemand(m)
+	case *messages.Cancel:
+		if m.Epoch == r.out.epoch && !r.out.closed {
+			r.out.closed = true
+			if r.in.open && !r.in.ended {
+				send(r.in.pub, &messages.Cancel{Epoch: r.in.epoch})
+				r.in.ended = true
+			}
+		}
+		return handled, nil
+	case *messages.Resubscribe:
+		r.in.reopen(send, room)
+		return handled, nil
+	case *messages.Failure:
+		if !r.in.current(m.Epoch) {
+			return handled, nil
+		}
+		r.in.ended = true
+		r.out.fail = m
+		return flushed, nil
+	}
+	return notLink, nil
+}
+
+// fail ends the downstream link with err; the pipeline sees it at its sink.
+func (r *relay) fail(c *cell, send func(*actor.PID, any), err error) {
+	c.pipe.record(c.name, err)
+	r.out.fail = failure(c.name, "", -1, err)
+	r.in.ended = true
+	r.out.flush(send)
+}
+
 // transformCell is what a decorator stage persists.
 type transformCell struct {
 	cell
-	in       inlet
-	out      outlet
-	logic    logic
-	capacity int    // produced items held unsent before intake pauses
-	skipped  uint64 // corrupt records skipped upstream in this pass
+	relay
+	logic logic
 }
 
 // transformActor runs a logic between one upstream and one downstream link.
@@ -42,8 +111,7 @@ type transformActor struct{ c *transformCell }
 func (a *transformActor) Receive(ctx actor.Context) {
 	c := a.c
 	msg, send := c.receive(ctx)
-	switch m := msg.(type) {
-	case *actor.Started:
+	if _, ok := msg.(*actor.Started); ok {
 		if c.restarted() {
 			// The message that failed was dropped: it may have been an item
 			// (ask again from the first one not taken in) or demand (ask the
@@ -52,60 +120,51 @@ func (a *transformActor) Receive(ctx actor.Context) {
 			c.announce(send)
 		}
 		return
-	case *messages.Subscribe:
-		if c.out.sub != nil && m.Epoch <= c.out.epoch {
-			return // an old request
-		}
-		if c.out.sub == nil || m.Pass != c.out.pass {
-			c.out.reset(m.Pass)
-			c.logic.start(m.Pass)
-			c.skipped = 0
-			if err := c.out.subscribe(ctx.Sender(), m); err != nil {
-				a.fail(ctx, err)
-				return
-			}
-			c.in.subscribe(send, c.logic.upstreamPass(m.Pass), 0, a.room())
-		} else if err := c.out.subscribe(ctx.Sender(), m); err != nil {
-			a.fail(ctx, err)
+	}
+	begin := func(pass uint32) uint32 {
+		c.logic.start(pass)
+		return c.logic.upstreamPass(pass)
+	}
+	switch r, err := c.onLink(ctx, send, msg, a.room(), begin); {
+	case err != nil:
+		c.fail(&c.cell, send, err)
+		return
+	case r == handled:
+		return
+	case r == notLink:
+		if !a.onItem(send, msg) {
 			return
 		}
-	case *messages.Demand:
-		if err := c.out.onDemand(m); err != nil {
-			a.fail(ctx, err)
-			return
-		}
-	case *messages.Cancel:
-		if m.Epoch == c.out.epoch && !c.out.closed {
-			c.out.closed = true
-			if c.in.open && !c.in.ended {
-				send(c.in.pub, &messages.Cancel{Epoch: c.in.epoch})
-				c.in.ended = true
-			}
-		}
-		return
-	case *messages.Resubscribe:
-		c.in.reopen(send, a.room())
-		return
+	}
+	c.out.flush(send)
+	c.in.replenish(send, a.room(), c.in.next)
+}
+
+// onItem handles an item or the upstream's End; false when there is nothing
+// to flush.
+func (a *transformActor) onItem(send func(*actor.PID, any), msg any) bool {
+	c := a.c
+	switch m := msg.(type) {
 	case *messages.Batch:
 		if !c.in.admit(send, m.Epoch, m.Seq, a.room()) {
-			return
+			return false
 		}
 		out, err := c.logic.take(m)
 		c.in.commit()
 		if err != nil {
-			a.fail(ctx, err)
-			return
+			c.fail(&c.cell, send, err)
+			return false
 		}
 		a.push(out)
 	case *messages.End:
 		if !c.in.admitEnd(send, m, a.room()) {
-			return
+			return false
 		}
 		c.skipped += m.Skipped
 		out, next, more, err := c.logic.finish()
 		if err != nil {
-			a.fail(ctx, err)
-			return
+			c.fail(&c.cell, send, err)
+			return false
 		}
 		a.push(out)
 		if more {
@@ -114,17 +173,10 @@ func (a *transformActor) Receive(ctx actor.Context) {
 			c.in.ended = true
 			c.out.end = &messages.End{Pass: c.out.pass, Count: c.out.produced(), Skipped: c.skipped}
 		}
-	case *messages.Failure:
-		if !c.in.current(m.Epoch) {
-			return
-		}
-		c.in.ended = true
-		c.out.fail = m
 	default:
-		return
+		return false
 	}
-	c.out.flush(send)
-	c.in.replenish(send, a.room(), c.in.next)
+	return true
 }
 
 func (a *transformActor) push(out []*messages.Batch) {
@@ -136,15 +188,6 @@ func (a *transformActor) push(out []*messages.Batch) {
 
 // room is how many more input items the stage should ask for.
 func (a *transformActor) room() int { return a.c.capacity - a.c.out.unsent() }
-
-// fail ends the downstream link with err; the pipeline sees it at its sink.
-func (a *transformActor) fail(ctx actor.Context, err error) {
-	c := a.c
-	c.pipe.record(c.name, err)
-	c.out.fail = failure(c.name, "", -1, err)
-	c.in.ended = true
-	c.out.flush(sender(ctx))
-}
 
 // failure builds the wire form of a stage error.
 func failure(stage, file string, offset int64, err error) *messages.Failure {

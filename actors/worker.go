@@ -258,8 +258,8 @@ func (a *workerActor) readFile(ctx context.Context, file int, pass uint32, from 
 		case <-c.tokens:
 		}
 		first, skipped := rec, uint64(0)
-		var parts []tensor.Slots
-		var ids []uint64
+		parts := make([]tensor.Slots, 0, c.group)
+		ids := make([]uint64, 0, c.group)
 		var end bool
 		var fail *readFailure
 		for len(parts) < c.group {
@@ -303,11 +303,8 @@ func (a *workerActor) readFile(ctx context.Context, file int, pass uint32, from 
 		// once its records are all accounted for.
 		var b *messages.Batch
 		if len(parts) > 0 {
-			slots, err := tensor.Concat(parts)
-			if err == nil {
-				b, err = messages.FromSlots(slots, ids)
-			}
-			if err != nil {
+			var err error
+			if b, err = messages.FromParts(parts, ids); err != nil {
 				fail = &readFailure{offset: -1, record: int64(first), err: fmt.Errorf("actors: records %d..%d of %s: %w", first, rec, c.src.Name(file), err)}
 				b = nil
 			}

@@ -45,9 +45,56 @@ func FromSlots(slots tensor.Slots, ids []uint64) (*Batch, error) {
 	if len(ids) != n {
 		return nil, fmt.Errorf("%w: %d ids for %d instances", ErrInvalid, len(ids), n)
 	}
-	b := &Batch{Slots: make([]*Tensor, len(slots)), Ids: ids}
+	return &Batch{Slots: newBlock(len(slots), rankSum(slots)).tensors(slots), Ids: ids}, nil
+}
+
+// FromParts builds an item whose instances stay in the storage they came
+// in: each of parts is a run of instances (one decoded record, typically)
+// and ids holds one id per instance across them, in order. Nothing is
+// copied; the stage that batches the item joins the parts (see ToSlots).
+func FromParts(parts []tensor.Slots, ids []uint64) (*Batch, error) {
+	n, slots, dims := 0, 0, 0
+	for k, p := range parts {
+		m, err := p.Instances()
+		if err != nil {
+			return nil, fmt.Errorf("%w: part %d: %w", ErrInvalid, k, err)
+		}
+		n, slots, dims = n+m, slots+len(p), dims+rankSum(p)
+	}
+	if len(ids) != n {
+		return nil, fmt.Errorf("%w: %d ids for %d instances", ErrInvalid, len(ids), n)
+	}
+	return &Batch{Parts: newBlock(slots, dims).parts(parts), Ids: ids}, nil
+}
+
+func rankSum(s tensor.Slots) int {
+	n := 0
+	for _, t := range s {
+		n += t.Rank()
+	}
+	return n
+}
+
+// block holds the wire structs of many tensors in a few allocations: a
+// stage that regroups instances builds one message per instance.
+type block struct {
+	ptrs []*Tensor
+	ts   []Tensor
+	dims []int64
+}
+
+func newBlock(tensors, dims int) *block {
+	return &block{ptrs: make([]*Tensor, tensors), ts: make([]Tensor, tensors), dims: make([]int64, dims)}
+}
+
+// tensors converts slots, taking the next len(slots) tensors of the block.
+func (b *block) tensors(slots tensor.Slots) []*Tensor {
+	out := b.ptrs[:len(slots):len(slots)]
+	b.ptrs = b.ptrs[len(slots):]
 	for i, s := range slots {
-		t := &Tensor{Dtype: DType(s.DType()), Shape: make([]int64, s.Rank()), Data: s.Bytes()}
+		t := &b.ts[i]
+		t.Dtype, t.Data = DType(s.DType()), s.Bytes()
+		t.Shape, b.dims = b.dims[:s.Rank():s.Rank()], b.dims[s.Rank():]
 		for k, d := range s.Shape() {
 			t.Shape[k] = int64(d)
 		}
@@ -61,9 +108,20 @@ func FromSlots(slots tensor.Slots, ids []uint64) (*Batch, error) {
 				t.Lod[k] = l
 			}
 		}
-		b.Slots[i] = t
+		out[i] = t
 	}
-	return b, nil
+	b.ts = b.ts[len(slots):]
+	return out
+}
+
+func (b *block) parts(parts []tensor.Slots) []*Part {
+	ps := make([]Part, len(parts))
+	out := make([]*Part, len(parts))
+	for k, p := range parts {
+		ps[k].Slots = b.tensors(p)
+		out[k] = &ps[k]
+	}
+	return out
 }
 
 // Instances is the number of instances the batch carries (its ids).
@@ -72,24 +130,155 @@ func (b *Batch) Instances() int { return len(b.GetIds()) }
 // ToSlots returns the batch's tensors, checked against the shape rules. Data
 // that is suitably aligned (always so in-process) is used in place; data
 // that is not, as can come off the wire, is copied once into aligned
-// storage.
-func (b *Batch) ToSlots() (tensor.Slots, error) {
-	slots := make(tensor.Slots, len(b.GetSlots()))
-	for i, t := range b.GetSlots() {
-		lt, err := t.toLoDTensor()
+// storage. A batch of several parts is joined into fresh storage (the one
+// copy of a pipeline's batching); a batch of one part is used in place.
+func (b *Batch) ToSlots() (tensor.Slots, error) { return b.ToSlotsInto(nil) }
+
+// ToSlotsInto is ToSlots that joins several parts into the storage of
+// recycled where it is large enough (see tensor.ConcatInto): recycled must
+// not be used afterwards and must not share storage with the parts.
+func (b *Batch) ToSlotsInto(recycled tensor.Slots) (tensor.Slots, error) {
+	if len(b.GetParts()) == 0 {
+		slots, err := newUnpacker(b.GetSlots()).slots(b.GetSlots())
 		if err != nil {
-			return nil, fmt.Errorf("%w: slot %d: %w", ErrInvalid, i, err)
+			return nil, err
 		}
-		slots[i] = lt
+		return slots, b.checkIDs(slots)
 	}
-	n, err := slots.Instances()
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
+	if len(b.GetSlots()) > 0 {
+		return nil, fmt.Errorf("%w: a batch with both slots and parts", ErrInvalid)
+	}
+	if slots, ok := joinDense(b.GetParts(), len(b.GetIds()), recycled); ok {
+		return slots, nil
+	}
+	parts := make([]tensor.Slots, len(b.GetParts()))
+	n := 0
+	lists := make([][]*Tensor, len(b.GetParts()))
+	for k, p := range b.GetParts() {
+		lists[k] = p.GetSlots()
+	}
+	u := newUnpacker(lists...)
+	for k, p := range b.GetParts() {
+		s, err := u.slots(p.GetSlots())
+		if err != nil {
+			return nil, fmt.Errorf("part %d: %w", k, err)
+		}
+		m, err := s.Instances()
+		if err != nil {
+			return nil, fmt.Errorf("%w: part %d: %w", ErrInvalid, k, err)
+		}
+		n += m
+		parts[k] = s
 	}
 	if len(b.GetIds()) != n {
 		return nil, fmt.Errorf("%w: %d ids for %d instances", ErrInvalid, len(b.GetIds()), n)
 	}
+	if len(parts) == 1 {
+		return parts[0], nil
+	}
+	slots, err := tensor.ConcatInto(recycled, parts)
+	if err != nil {
+		return nil, fmt.Errorf("%w: joining parts: %w", ErrInvalid, err)
+	}
 	return slots, nil
+}
+
+func (b *Batch) checkIDs(slots tensor.Slots) error {
+	n, err := slots.Instances()
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	if len(b.GetIds()) != n {
+		return fmt.Errorf("%w: %d ids for %d instances", ErrInvalid, len(b.GetIds()), n)
+	}
+	return nil
+}
+
+// unpacker converts wire tensors into a few allocations shared by all of
+// them: one for the slots, one for the shapes.
+type unpacker struct {
+	buf  tensor.Slots
+	dims []int
+}
+
+// newUnpacker sizes an unpacker for the given lists of tensors.
+func newUnpacker(lists ...[]*Tensor) *unpacker {
+	n, dims := 0, 0
+	for _, ts := range lists {
+		for _, t := range ts {
+			n, dims = n+1, dims+len(t.GetShape())
+		}
+	}
+	return &unpacker{buf: make(tensor.Slots, n), dims: make([]int, dims)}
+}
+
+func (u *unpacker) slots(ts []*Tensor) (tensor.Slots, error) {
+	out := u.buf[:len(ts):len(ts)]
+	u.buf = u.buf[len(ts):]
+	for i, t := range ts {
+		rank := len(t.GetShape())
+		lt, err := t.toLoDTensor(u.dims[:rank:rank])
+		if err != nil {
+			return nil, fmt.Errorf("%w: slot %d: %w", ErrInvalid, i, err)
+		}
+		u.dims = u.dims[rank:]
+		out[i] = lt
+	}
+	return out, nil
+}
+
+// SplitParts returns the batch's instances, one part each, in id order and
+// sharing the batch's storage, for a stage that regroups them (shuffle,
+// batch). A part that already holds one instance is passed on as it is,
+// unchecked: the stage that joins it checks it (ToSlots).
+func (b *Batch) SplitParts() ([]*Part, error) {
+	src := b.GetParts()
+	if len(src) == 0 {
+		src = []*Part{{Slots: b.GetSlots()}}
+	} else if len(b.GetSlots()) > 0 {
+		return nil, fmt.Errorf("%w: a batch with both slots and parts", ErrInvalid)
+	}
+	out := make([]*Part, 0, len(b.GetIds()))
+	for k, p := range src {
+		if p.single() {
+			out = append(out, p)
+			continue
+		}
+		s, err := newUnpacker(p.GetSlots()).slots(p.GetSlots())
+		if err != nil {
+			return nil, fmt.Errorf("part %d: %w", k, err)
+		}
+		insts, err := tensor.Split(s)
+		if err != nil {
+			return nil, fmt.Errorf("%w: part %d: %w", ErrInvalid, k, err)
+		}
+		slots, dims := 0, 0
+		for _, in := range insts {
+			slots, dims = slots+len(in), dims+rankSum(in)
+		}
+		out = append(out, newBlock(slots, dims).parts(insts)...)
+	}
+	if len(out) != len(b.GetIds()) {
+		return nil, fmt.Errorf("%w: %d ids for %d instances", ErrInvalid, len(b.GetIds()), len(out))
+	}
+	return out, nil
+}
+
+// single reports whether every slot of the part says it holds one instance.
+func (p *Part) single() bool {
+	if len(p.GetSlots()) == 0 {
+		return false
+	}
+	for _, t := range p.GetSlots() {
+		if lod := t.GetLod(); len(lod) > 0 {
+			if len(lod[0].GetOffsets()) != 2 {
+				return false
+			}
+		} else if sh := t.GetShape(); len(sh) == 0 || sh[0] != 1 {
+			return false
+		}
+	}
+	return true
 }
 
 // maxDim bounds one wire dimension, as tensor bounds storage.
@@ -97,9 +286,10 @@ const maxDim = 1 << 48
 
 // shapeFor converts a wire shape, refusing negative dimensions and any whose
 // element count is not exactly elems (checked without overflow), so a
-// hostile shape cannot cause a large allocation.
-func shapeFor(dims []int64, elems int) (tensor.Shape, error) {
-	shape := make(tensor.Shape, len(dims))
+// hostile shape cannot cause a large allocation. The shape is written to
+// dst, which has the length of dims.
+func shapeFor(dims []int64, elems int, dst []int) (tensor.Shape, error) {
+	shape := tensor.Shape(dst)
 	zero := false
 	for k, d := range dims {
 		if d < 0 || d > maxDim {
@@ -125,13 +315,14 @@ func shapeFor(dims []int64, elems int) (tensor.Shape, error) {
 	return shape, nil
 }
 
-func (t *Tensor) toLoDTensor() (tensor.LoDTensor, error) {
+// toLoDTensor converts the tensor, writing its shape to dims.
+func (t *Tensor) toLoDTensor(dims []int) (tensor.LoDTensor, error) {
 	dt := tensor.DType(t.GetDtype())
 	if !dt.Valid() || int32(t.GetDtype()) != int32(dt) {
 		return tensor.LoDTensor{}, fmt.Errorf("%w: dtype %d", tensor.ErrDType, t.GetDtype())
 	}
 	data := t.GetData()
-	shape, err := shapeFor(t.GetShape(), len(data)/dt.Size())
+	shape, err := shapeFor(t.GetShape(), len(data)/dt.Size(), dims)
 	if err != nil {
 		return tensor.LoDTensor{}, err
 	}
@@ -149,7 +340,7 @@ func (t *Tensor) toLoDTensor() (tensor.LoDTensor, error) {
 	if data == nil {
 		data = []byte{}
 	}
-	tt, err := tensor.FromBytes(dt, shape, data)
+	tt, err := tensor.WrapBytes(dt, shape, data)
 	if err != nil {
 		return tensor.LoDTensor{}, err
 	}

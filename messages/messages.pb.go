@@ -411,14 +411,64 @@ func (x *Demand) GetAck() uint64 {
 	return 0
 }
 
+// Part is a run of instances whose tensors have storage of their own: one
+// decoded record, say. It lets a stage regroup instances without copying
+// their data.
+type Part struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Slots         []*Tensor              `protobuf:"bytes,1,rep,name=slots,proto3" json:"slots,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Part) Reset() {
+	*x = Part{}
+	mi := &file_messages_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Part) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Part) ProtoMessage() {}
+
+func (x *Part) ProtoReflect() protoreflect.Message {
+	mi := &file_messages_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Part.ProtoReflect.Descriptor instead.
+func (*Part) Descriptor() ([]byte, []int) {
+	return file_messages_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *Part) GetSlots() []*Tensor {
+	if x != nil {
+		return x.Slots
+	}
+	return nil
+}
+
 // Batch is one item on a link: a group of instances (before batching) or a
-// batch (after), with the id of every instance.
+// batch (after), with the id of every instance. Its tensors come either as
+// slots, each holding every instance contiguously, or as parts, runs of
+// instances in id order that a stage regrouped without copying; never both.
 type Batch struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Epoch uint64                 `protobuf:"varint,1,opt,name=epoch,proto3" json:"epoch,omitempty"`
 	Seq   uint64                 `protobuf:"varint,2,opt,name=seq,proto3" json:"seq,omitempty"`
 	Pass  uint32                 `protobuf:"varint,3,opt,name=pass,proto3" json:"pass,omitempty"`
 	Slots []*Tensor              `protobuf:"bytes,4,rep,name=slots,proto3" json:"slots,omitempty"`
+	Parts []*Part                `protobuf:"bytes,10,rep,name=parts,proto3" json:"parts,omitempty"`
 	// One id per instance: the source file's index in the pipeline's file list
 	// in the top 24 bits, the record index in the low 40.
 	Ids []uint64 `protobuf:"varint,5,rep,packed,name=ids,proto3" json:"ids,omitempty"`
@@ -435,7 +485,7 @@ type Batch struct {
 
 func (x *Batch) Reset() {
 	*x = Batch{}
-	mi := &file_messages_proto_msgTypes[4]
+	mi := &file_messages_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -447,7 +497,7 @@ func (x *Batch) String() string {
 func (*Batch) ProtoMessage() {}
 
 func (x *Batch) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_proto_msgTypes[4]
+	mi := &file_messages_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -460,7 +510,7 @@ func (x *Batch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Batch.ProtoReflect.Descriptor instead.
 func (*Batch) Descriptor() ([]byte, []int) {
-	return file_messages_proto_rawDescGZIP(), []int{4}
+	return file_messages_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *Batch) GetEpoch() uint64 {
@@ -487,6 +537,13 @@ func (x *Batch) GetPass() uint32 {
 func (x *Batch) GetSlots() []*Tensor {
 	if x != nil {
 		return x.Slots
+	}
+	return nil
+}
+
+func (x *Batch) GetParts() []*Part {
+	if x != nil {
+		return x.Parts
 	}
 	return nil
 }
@@ -542,7 +599,7 @@ type End struct {
 
 func (x *End) Reset() {
 	*x = End{}
-	mi := &file_messages_proto_msgTypes[5]
+	mi := &file_messages_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -554,7 +611,7 @@ func (x *End) String() string {
 func (*End) ProtoMessage() {}
 
 func (x *End) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_proto_msgTypes[5]
+	mi := &file_messages_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -567,7 +624,7 @@ func (x *End) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use End.ProtoReflect.Descriptor instead.
 func (*End) Descriptor() ([]byte, []int) {
-	return file_messages_proto_rawDescGZIP(), []int{5}
+	return file_messages_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *End) GetEpoch() uint64 {
@@ -613,7 +670,7 @@ type Failure struct {
 
 func (x *Failure) Reset() {
 	*x = Failure{}
-	mi := &file_messages_proto_msgTypes[6]
+	mi := &file_messages_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -625,7 +682,7 @@ func (x *Failure) String() string {
 func (*Failure) ProtoMessage() {}
 
 func (x *Failure) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_proto_msgTypes[6]
+	mi := &file_messages_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -638,7 +695,7 @@ func (x *Failure) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Failure.ProtoReflect.Descriptor instead.
 func (*Failure) Descriptor() ([]byte, []int) {
-	return file_messages_proto_rawDescGZIP(), []int{6}
+	return file_messages_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Failure) GetEpoch() uint64 {
@@ -694,7 +751,7 @@ type Cancel struct {
 
 func (x *Cancel) Reset() {
 	*x = Cancel{}
-	mi := &file_messages_proto_msgTypes[7]
+	mi := &file_messages_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -706,7 +763,7 @@ func (x *Cancel) String() string {
 func (*Cancel) ProtoMessage() {}
 
 func (x *Cancel) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_proto_msgTypes[7]
+	mi := &file_messages_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -719,7 +776,7 @@ func (x *Cancel) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Cancel.ProtoReflect.Descriptor instead.
 func (*Cancel) Descriptor() ([]byte, []int) {
-	return file_messages_proto_rawDescGZIP(), []int{7}
+	return file_messages_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Cancel) GetEpoch() uint64 {
@@ -740,7 +797,7 @@ type Resubscribe struct {
 
 func (x *Resubscribe) Reset() {
 	*x = Resubscribe{}
-	mi := &file_messages_proto_msgTypes[8]
+	mi := &file_messages_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -752,7 +809,7 @@ func (x *Resubscribe) String() string {
 func (*Resubscribe) ProtoMessage() {}
 
 func (x *Resubscribe) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_proto_msgTypes[8]
+	mi := &file_messages_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -765,7 +822,7 @@ func (x *Resubscribe) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Resubscribe.ProtoReflect.Descriptor instead.
 func (*Resubscribe) Descriptor() ([]byte, []int) {
-	return file_messages_proto_rawDescGZIP(), []int{8}
+	return file_messages_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Resubscribe) GetStage() string {
@@ -790,7 +847,7 @@ type Assign struct {
 
 func (x *Assign) Reset() {
 	*x = Assign{}
-	mi := &file_messages_proto_msgTypes[9]
+	mi := &file_messages_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -802,7 +859,7 @@ func (x *Assign) String() string {
 func (*Assign) ProtoMessage() {}
 
 func (x *Assign) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_proto_msgTypes[9]
+	mi := &file_messages_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -815,7 +872,7 @@ func (x *Assign) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Assign.ProtoReflect.Descriptor instead.
 func (*Assign) Descriptor() ([]byte, []int) {
-	return file_messages_proto_rawDescGZIP(), []int{9}
+	return file_messages_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Assign) GetEpoch() uint64 {
@@ -874,12 +931,16 @@ const file_messages_proto_rawDesc = "" +
 	"\x06Demand\x12\x14\n" +
 	"\x05epoch\x18\x01 \x01(\x04R\x05epoch\x12\f\n" +
 	"\x01n\x18\x02 \x01(\x03R\x01n\x12\x10\n" +
-	"\x03ack\x18\x03 \x01(\x04R\x03ack\"\xdf\x01\n" +
+	"\x03ack\x18\x03 \x01(\x04R\x03ack\"2\n" +
+	"\x04Part\x12*\n" +
+	"\x05slots\x18\x01 \x03(\v2\x14.actorfeed.v1.TensorR\x05slots\"\x89\x02\n" +
 	"\x05Batch\x12\x14\n" +
 	"\x05epoch\x18\x01 \x01(\x04R\x05epoch\x12\x10\n" +
 	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12\x12\n" +
 	"\x04pass\x18\x03 \x01(\rR\x04pass\x12*\n" +
-	"\x05slots\x18\x04 \x03(\v2\x14.actorfeed.v1.TensorR\x05slots\x12\x10\n" +
+	"\x05slots\x18\x04 \x03(\v2\x14.actorfeed.v1.TensorR\x05slots\x12(\n" +
+	"\x05parts\x18\n" +
+	" \x03(\v2\x12.actorfeed.v1.PartR\x05parts\x12\x10\n" +
 	"\x03ids\x18\x05 \x03(\x04R\x03ids\x12\x16\n" +
 	"\x06source\x18\x06 \x01(\rR\x06source\x12\x14\n" +
 	"\x05first\x18\a \x01(\x04R\x05first\x12\x14\n" +
@@ -941,7 +1002,7 @@ func file_messages_proto_rawDescGZIP() []byte {
 }
 
 var file_messages_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_messages_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
+var file_messages_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
 var file_messages_proto_goTypes = []any{
 	(DType)(0),          // 0: actorfeed.v1.DType
 	(ErrorClass)(0),     // 1: actorfeed.v1.ErrorClass
@@ -949,23 +1010,26 @@ var file_messages_proto_goTypes = []any{
 	(*Tensor)(nil),      // 3: actorfeed.v1.Tensor
 	(*Subscribe)(nil),   // 4: actorfeed.v1.Subscribe
 	(*Demand)(nil),      // 5: actorfeed.v1.Demand
-	(*Batch)(nil),       // 6: actorfeed.v1.Batch
-	(*End)(nil),         // 7: actorfeed.v1.End
-	(*Failure)(nil),     // 8: actorfeed.v1.Failure
-	(*Cancel)(nil),      // 9: actorfeed.v1.Cancel
-	(*Resubscribe)(nil), // 10: actorfeed.v1.Resubscribe
-	(*Assign)(nil),      // 11: actorfeed.v1.Assign
+	(*Part)(nil),        // 6: actorfeed.v1.Part
+	(*Batch)(nil),       // 7: actorfeed.v1.Batch
+	(*End)(nil),         // 8: actorfeed.v1.End
+	(*Failure)(nil),     // 9: actorfeed.v1.Failure
+	(*Cancel)(nil),      // 10: actorfeed.v1.Cancel
+	(*Resubscribe)(nil), // 11: actorfeed.v1.Resubscribe
+	(*Assign)(nil),      // 12: actorfeed.v1.Assign
 }
 var file_messages_proto_depIdxs = []int32{
 	0, // 0: actorfeed.v1.Tensor.dtype:type_name -> actorfeed.v1.DType
 	2, // 1: actorfeed.v1.Tensor.lod:type_name -> actorfeed.v1.Level
-	3, // 2: actorfeed.v1.Batch.slots:type_name -> actorfeed.v1.Tensor
-	1, // 3: actorfeed.v1.Failure.class:type_name -> actorfeed.v1.ErrorClass
-	4, // [4:4] is the sub-list for method output_type
-	4, // [4:4] is the sub-list for method input_type
-	4, // [4:4] is the sub-list for extension type_name
-	4, // [4:4] is the sub-list for extension extendee
-	0, // [0:4] is the sub-list for field type_name
+	3, // 2: actorfeed.v1.Part.slots:type_name -> actorfeed.v1.Tensor
+	3, // 3: actorfeed.v1.Batch.slots:type_name -> actorfeed.v1.Tensor
+	6, // 4: actorfeed.v1.Batch.parts:type_name -> actorfeed.v1.Part
+	1, // 5: actorfeed.v1.Failure.class:type_name -> actorfeed.v1.ErrorClass
+	6, // [6:6] is the sub-list for method output_type
+	6, // [6:6] is the sub-list for method input_type
+	6, // [6:6] is the sub-list for extension type_name
+	6, // [6:6] is the sub-list for extension extendee
+	0, // [0:6] is the sub-list for field type_name
 }
 
 func init() { file_messages_proto_init() }
@@ -979,7 +1043,7 @@ func file_messages_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_messages_proto_rawDesc), len(file_messages_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   10,
+			NumMessages:   11,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

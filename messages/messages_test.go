@@ -89,11 +89,20 @@ func FuzzBatch(f *testing.F) {
 	b, _ := messages.FromSlots(tensor.Slots{{Tensor: tensor.MustFromSlice(tensor.Shape{2, 2}, []int32{1, 2, 3, 4})}}, []uint64{1, 2})
 	wire, _ := proto.Marshal(b)
 	f.Add(wire)
+	parted, _ := messages.FromParts([]tensor.Slots{
+		{{Tensor: tensor.MustFromSlice(tensor.Shape{1, 2}, []int32{1, 2})}},
+		{{Tensor: tensor.MustFromSlice(tensor.Shape{1, 2}, []int32{3, 4})}},
+	}, []uint64{1, 2})
+	wire, _ = proto.Marshal(parted)
+	f.Add(wire)
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		var m messages.Batch
 		if proto.Unmarshal(data, &m) != nil {
 			return
+		}
+		if parts, err := m.SplitParts(); err == nil && len(parts) != len(m.Ids) {
+			t.Fatalf("%d parts for %d ids", len(parts), len(m.Ids))
 		}
 		s, err := m.ToSlots()
 		if err != nil {

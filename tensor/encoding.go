@@ -130,6 +130,15 @@ func (d *decoder) need(n int, what string) error {
 	return nil
 }
 
+// needFor is need for count items of what, formatting the message only on
+// failure (Decode runs once per record).
+func (d *decoder) needFor(n, count int, what string) error {
+	if n < 0 || len(d.b)-d.off < n {
+		return d.fail("%d %s need %d bytes, %d remain", count, what, n, len(d.b)-d.off)
+	}
+	return nil
+}
+
 func (d *decoder) u64() uint64 {
 	v := binary.LittleEndian.Uint64(d.b[d.off:])
 	d.off += 8
@@ -162,7 +171,7 @@ func Decode(b []byte) (Slots, error) {
 	d.off = headerSize
 	// Every slot takes at least its header and data length: bound n by the
 	// input before allocating for it.
-	if err := d.need(n*(slotHeaderSize+8), fmt.Sprintf("%d slots", n)); err != nil {
+	if err := d.needFor(n*(slotHeaderSize+8), n, "slots"); err != nil {
 		return nil, err
 	}
 	descs := make([]slotDesc, n)
@@ -233,7 +242,7 @@ func (d *decoder) slot(i int, s *slotDesc) error {
 		}
 		c := int(binary.LittleEndian.Uint32(d.b[d.off:]))
 		d.off += 4
-		if err := d.need(8*c, fmt.Sprintf("%d LoD offsets", c)); err != nil {
+		if err := d.needFor(8*c, c, "LoD offsets"); err != nil {
 			return err
 		}
 		level := make([]int, c)

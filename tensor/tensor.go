@@ -69,6 +69,14 @@ func Zeros(dt DType, shape Shape) (Tensor, error) {
 // shape. len(data) must be exactly the shape's element count times the
 // element size.
 func FromBytes(dt DType, shape Shape, data []byte) (Tensor, error) {
+	return WrapBytes(dt, shape.Clone(), data)
+}
+
+// WrapBytes is FromBytes that keeps shape instead of copying it: the caller
+// hands the slice over and must not change it afterwards. It saves an
+// allocation per tensor where tensors are made by the thousand (from wire
+// messages, say).
+func WrapBytes(dt DType, shape Shape, data []byte) (Tensor, error) {
 	n, err := checkShape(dt, shape)
 	if err != nil {
 		return Tensor{}, err
@@ -76,7 +84,7 @@ func FromBytes(dt DType, shape Shape, data []byte) (Tensor, error) {
 	if want := n * dt.Size(); len(data) != want {
 		return Tensor{}, fmt.Errorf("%w: %v %v needs %d bytes, got %d", ErrShape, dt, shape, want, len(data))
 	}
-	return Tensor{dtype: dt, shape: shape.Clone(), data: data}, nil
+	return Tensor{dtype: dt, shape: shape, data: data}, nil
 }
 
 // FromSlice wraps values, without copying, as a tensor of shape. The tensor

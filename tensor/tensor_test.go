@@ -350,3 +350,19 @@ func TestConcatIntoReusesStorage(t *testing.T) {
 	_, err = tensor.View[uint8](third[0].Tensor)
 	require.NoError(t, err)
 }
+
+func TestFromBytesCopiesShapeWrapBytesKeepsIt(t *testing.T) {
+	data := make([]byte, 24)
+	shape := tensor.Shape{2, 3}
+	copied, err := tensor.FromBytes(tensor.Int32, shape, data)
+	require.NoError(t, err)
+	kept, err := tensor.WrapBytes(tensor.Int32, shape, data)
+	require.NoError(t, err)
+	shape[0] = 7
+	require.Equal(t, tensor.Shape{2, 3}, copied.Shape())
+	require.Equal(t, tensor.Shape{7, 3}, kept.Shape(), "WrapBytes keeps the caller's slice")
+	_, err = tensor.WrapBytes(tensor.Int32, tensor.Shape{2, 2}, data)
+	require.ErrorIs(t, err, tensor.ErrShape)
+	_, err = tensor.WrapBytes(tensor.Int32, tensor.Shape{-1, 6}, data)
+	require.ErrorIs(t, err, tensor.ErrShape)
+}

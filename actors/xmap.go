@@ -1,0 +1,249 @@
+package actors
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/actorfeed/actorfeed/messages"
+)
+
+// xmapCell is what an xmap stage persists. Items are taken in from the
+// upstream link in order and handed to the stage's workers; base is the
+// first item whose result has not yet been pushed downstream. The upstream
+// is acknowledged only up to base, so after a restart (which loses the
+// work in flight) the stage asks again from base, and the results it had
+// already pushed (unordered) or kept for their turn (ordered) are not
+// computed twice.
+type xmapCell struct {
+	cell
+	relay
+	fn      MapFunc
+	workers int
+	limit   int // items between intake and push: workers + buffer
+	ordered bool
+
+	run     uint64 // incarnation of the worker pool: results of others are dropped
+	base    uint64
+	waiting map[uint64]*mapped // ordered: results kept until their turn
+	pushed  map[uint64]bool    // unordered: results at or above base already pushed
+	drained bool               // the upstream's End was taken in
+}
+
+// job is one item for a worker.
+type job struct {
+	run, seq uint64
+	item     *messages.Batch
+}
+
+// mapped is a worker's result, sent to the stage's actor.
+type mapped struct {
+	run, seq uint64
+	item     *messages.Batch
+	err      error
+	panic    any // the function panicked: the stage restarts
+}
+
+// xmapActor is one incarnation of an xmap stage: it owns the worker
+// goroutines, which it starts when it starts (or a pass begins) and cancels
+// and joins when it stops or restarts.
+type xmapActor struct {
+	c      *xmapCell
+	jobs   chan job
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+func newXMapCell(pipe *shared, name string, s XMap, capacity, window int) *xmapCell {
+	c := &xmapCell{cell: cell{name: name, kind: KindXMap, pipe: pipe}, relay: relay{capacity: capacity},
+		fn: s.Fn, workers: s.Workers, limit: s.Workers + s.Buffer, ordered: s.Ordered}
+	c.in.window = int64(max(window, c.limit))
+	return c
+}
+
+func (a *xmapActor) Receive(ctx actor.Context) {
+	c := a.c
+	msg, send := c.receive(ctx)
+	switch m := msg.(type) {
+	case *actor.Started:
+		a.start(ctx)
+		if c.restarted() {
+			// The work in flight is lost: take in again from the first item
+			// whose result was not pushed, and the upstream's End after them.
+			c.in.next = c.base
+			if !c.in.ended {
+				c.drained = false
+			}
+			c.in.reopen(send, a.room())
+			c.announce(send)
+		}
+		return
+	case *actor.Stopping, *actor.Restarting:
+		a.stop()
+		return
+	case *mapped:
+		if m.run != c.run {
+			return // from an earlier incarnation or pass
+		}
+		if m.panic != nil {
+			panic(m.panic)
+		}
+		if !a.onResult(send, m) {
+			return
+		}
+	default:
+		begin := func(pass uint32) uint32 {
+			a.stop()
+			c.base, c.drained = 0, false
+			c.waiting, c.pushed = map[uint64]*mapped{}, map[uint64]bool{}
+			a.start(ctx)
+			return pass
+		}
+		switch r, err := c.onLink(ctx, send, msg, a.room(), begin); {
+		case err != nil:
+			c.fail(&c.cell, send, err)
+			return
+		case r == handled:
+			return
+		case r == notLink:
+			if !a.onItem(send, msg) {
+				return
+			}
+		}
+	}
+	a.maybeEnd()
+	c.out.flush(send)
+	c.in.replenish(send, a.room(), c.base)
+}
+
+// onItem takes in an item (handing it to a worker unless its result is
+// already known) or the upstream's End.
+func (a *xmapActor) onItem(send func(*actor.PID, any), msg any) bool {
+	c := a.c
+	switch m := msg.(type) {
+	case *messages.Batch:
+		if !c.in.admit(send, m.Epoch, m.Seq, a.room()) {
+			return false
+		}
+		if c.waiting[m.Seq] == nil && !c.pushed[m.Seq] {
+			a.jobs <- job{run: c.run, seq: m.Seq, item: m} // never blocks: see room
+		}
+		c.in.commit()
+	case *messages.End:
+		if !c.in.admitEnd(send, m, a.room()) {
+			return false
+		}
+		c.skipped += m.Skipped
+		c.drained = true
+	default:
+		return false
+	}
+	return true
+}
+
+// onResult pushes a result: in order (ordered) or at once.
+func (a *xmapActor) onResult(send func(*actor.PID, any), m *mapped) bool {
+	c := a.c
+	if m.seq < c.base || c.waiting[m.seq] != nil || c.pushed[m.seq] {
+		return false // a result computed twice across a restart
+	}
+	if !c.ordered {
+		if m.err != nil {
+			c.fail(&c.cell, send, m.err)
+			return false
+		}
+		a.push(m.item)
+		c.pushed[m.seq] = true
+		for c.pushed[c.base] {
+			delete(c.pushed, c.base)
+			c.base++
+		}
+		return true
+	}
+	c.waiting[m.seq] = m
+	for r := c.waiting[c.base]; r != nil; r = c.waiting[c.base] {
+		if r.err != nil {
+			c.fail(&c.cell, send, r.err)
+			return false
+		}
+		a.push(r.item)
+		delete(c.waiting, c.base)
+		c.base++
+	}
+	return true
+}
+
+func (a *xmapActor) push(b *messages.Batch) {
+	a.c.out.push(b)
+	a.c.pipe.noteProduced(a.c.kind, b)
+}
+
+// maybeEnd ends the pass downstream once the upstream ended and every
+// result is pushed.
+func (a *xmapActor) maybeEnd() {
+	c := a.c
+	if c.drained && !c.in.ended && c.base == c.in.next {
+		c.in.ended = true
+		c.out.end = &messages.End{Pass: c.out.pass, Count: c.out.produced(), Skipped: c.skipped}
+	}
+}
+
+// room is how many more items the stage should ask for: no more than the
+// workers and their buffer can hold, so handing an item to them never
+// blocks, and none while the produced items pile up unsent.
+func (a *xmapActor) room() int {
+	c := a.c
+	if c.drained {
+		return 0
+	}
+	return min(c.limit-int(c.in.next-c.base), c.capacity-c.out.unsent())
+}
+
+// start begins a new incarnation of the worker pool.
+func (a *xmapActor) start(ctx actor.Context) {
+	c := a.c
+	c.run++
+	if c.waiting == nil {
+		c.waiting, c.pushed = map[uint64]*mapped{}, map[uint64]bool{}
+	}
+	a.jobs = make(chan job, c.limit)
+	rctx, cancel := context.WithCancel(context.Background())
+	a.cancel = cancel
+	self, root, pass := ctx.Self(), ctx.ActorSystem().Root, c.out.pass
+	for range c.workers {
+		a.wg.Go(func() {
+			for {
+				select {
+				case j := <-a.jobs:
+					root.Send(self, a.work(j, pass))
+				case <-rctx.Done():
+					return
+				}
+			}
+		})
+	}
+}
+
+// work runs the function on one item, catching a panic.
+func (a *xmapActor) work(j job, pass uint32) (m *mapped) {
+	m = &mapped{run: j.run, seq: j.seq}
+	defer func() {
+		if r := recover(); r != nil {
+			m.item, m.err, m.panic = nil, nil, fmt.Sprintf("xmap function: %v", r)
+		}
+	}()
+	m.item, m.err = apply(a.c.fn, pass, j.item)
+	return m
+}
+
+// stop cancels the workers and waits for them: a worker finishes the item
+// it is on first.
+func (a *xmapActor) stop() {
+	if a.cancel != nil {
+		a.cancel()
+		a.wg.Wait()
+		a.cancel = nil
+	}
+}

@@ -1,0 +1,183 @@
+package actors_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/actorfeed/actorfeed/actors"
+	"github.com/actorfeed/actorfeed/messages"
+	"github.com/actorfeed/actorfeed/tensor"
+)
+
+// panicOnce returns negate that panics on its call number n.
+func panicOnce(n int) actors.MapFunc {
+	var mu sync.Mutex
+	calls := 0
+	return func(s tensor.Slots) (tensor.Slots, error) {
+		mu.Lock()
+		calls++
+		c := calls
+		mu.Unlock()
+		if c == n {
+			panic(fmt.Sprintf("xmap function failed at call %d", n))
+		}
+		return negate(s)
+	}
+}
+
+// readNegated reads a pass, checking every value is its id negated.
+func readNegated(t *testing.T, ctx context.Context, p *actors.Pipeline) []uint64 {
+	t.Helper()
+	var ids []uint64
+	for {
+		it, ok, err := p.Next(ctx)
+		require.NoError(t, err)
+		if !ok {
+			return ids
+		}
+		v, err := tensor.View[int64](it.Slots[0].Tensor)
+		require.NoError(t, err)
+		for i, id := range it.IDs {
+			f, r := messages.SplitID(id)
+			require.Equal(t, -int64(f*1_000_000+r), v[i], "instance %d", i)
+		}
+		ids = append(ids, it.IDs...)
+	}
+}
+
+func TestXMapOrderedSurvivesAPanickingFunction(t *testing.T) {
+	ctx := testCtx(t)
+	paths := writeFiles(t, 2, 150, 400)
+	for _, at := range []int{1, 4, 9} {
+		t.Run(fmt.Sprint(at), func(t *testing.T) {
+			sys := actors.NewSystem()
+			p, err := actors.New([]actors.Stage{actors.Files{Paths: paths, Ordered: true},
+				actors.XMap{Fn: panicOnce(at), Workers: 4, Buffer: 2, Ordered: true}, actors.Batch{Size: 10}},
+				actors.Options{System: sys, GroupSize: 5})
+			require.NoError(t, err)
+			require.Equal(t, allIDs(2, 150), readNegated(t, ctx, p), "in order, each once")
+			require.Equal(t, 1, p.Stats().Restarts)
+			closeAndCheck(t, p, sys)
+		})
+	}
+}
+
+func TestXMapUnorderedDeliversEachOnce(t *testing.T) {
+	ctx := testCtx(t)
+	paths := writeFiles(t, 3, 100, 300)
+	for _, at := range []int{0, 2, 7} { // 0: no panic
+		t.Run(fmt.Sprint(at), func(t *testing.T) {
+			sys := actors.NewSystem()
+			p, err := actors.New([]actors.Stage{actors.Files{Paths: paths, Threads: 2},
+				actors.XMap{Fn: panicOnce(at), Workers: 3}, actors.MultiPass{Passes: 2}},
+				actors.Options{System: sys, GroupSize: 4})
+			require.NoError(t, err)
+			got := readNegated(t, ctx, p)
+			requireExactlyOnce(t, append(allIDs(3, 100), allIDs(3, 100)...), got)
+			if at > 0 {
+				require.Equal(t, 1, p.Stats().Restarts)
+			}
+			closeAndCheck(t, p, sys)
+		})
+	}
+}
+
+// The workers run at once: the first two calls wait for each other, which
+// only a pool of at least two workers lets happen.
+func TestXMapWorkersRunConcurrently(t *testing.T) {
+	ctx := testCtx(t)
+	paths := writeFiles(t, 1, 40, 400)
+	var arrived sync.WaitGroup
+	arrived.Add(2)
+	met := make(chan struct{})
+	go func() { arrived.Wait(); close(met) }()
+	var mu sync.Mutex
+	calls := 0
+	fn := func(s tensor.Slots) (tensor.Slots, error) {
+		mu.Lock()
+		calls++
+		c := calls
+		mu.Unlock()
+		if c <= 2 {
+			arrived.Done()
+			select {
+			case <-met:
+			case <-ctx.Done():
+				return nil, errors.New("the second worker never came")
+			}
+		}
+		return negate(s)
+	}
+	sys := actors.NewSystem()
+	p, err := actors.New([]actors.Stage{actors.Files{Paths: paths}, actors.XMap{Fn: fn, Workers: 2, Ordered: true}},
+		actors.Options{System: sys, GroupSize: 4})
+	require.NoError(t, err)
+	require.Equal(t, allIDs(1, 40), readNegated(t, ctx, p))
+	closeAndCheck(t, p, sys)
+}
+
+// A function error reaches Next after every item before it (ordered).
+func TestXMapErrorComesInOrder(t *testing.T) {
+	ctx := testCtx(t)
+	paths := writeFiles(t, 1, 100, 400)
+	bad := errors.New("bad item")
+	var mu sync.Mutex
+	calls := 0
+	fn := func(s tensor.Slots) (tensor.Slots, error) {
+		mu.Lock()
+		calls++
+		c := calls
+		mu.Unlock()
+		if c == 6 {
+			return nil, bad
+		}
+		return negate(s)
+	}
+	sys := actors.NewSystem()
+	p, err := actors.New([]actors.Stage{actors.Files{Paths: paths}, actors.XMap{Fn: fn, Workers: 3, Ordered: true}},
+		actors.Options{System: sys, GroupSize: 10})
+	require.NoError(t, err)
+	var ids []uint64
+	var got error
+	for got == nil {
+		it, ok, err := p.Next(ctx)
+		if err != nil {
+			got = err
+			break
+		}
+		require.True(t, ok, "the pass cannot end without the failed item")
+		ids = append(ids, it.IDs...)
+	}
+	require.ErrorIs(t, got, bad)
+	var se *actors.StageError
+	require.ErrorAs(t, got, &se)
+	require.Equal(t, "1-xmap", se.Stage)
+	// Calls are numbered as workers take items, so the failed item is one of
+	// the first 6; every item before it arrived, in order.
+	require.Equal(t, allIDs(1, 100)[:len(ids)], ids)
+	require.Less(t, len(ids), 60)
+	closeAndCheck(t, p, sys)
+}
+
+func TestXMapShutdownWithWorkersBusy(t *testing.T) {
+	ctx := testCtx(t)
+	paths := writeFiles(t, 1, 400, 400)
+	sys := actors.NewSystem()
+	p, err := actors.New([]actors.Stage{actors.Files{Paths: paths}, actors.XMap{Fn: negate, Workers: 4}},
+		actors.Options{System: sys})
+	require.NoError(t, err)
+	_, ok, err := p.Next(ctx)
+	require.NoError(t, err)
+	require.True(t, ok)
+	sctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	require.NoError(t, p.Shutdown(sctx))
+	require.NoError(t, sctx.Err(), "shut down within 1 s")
+	require.Empty(t, actors.Registered(sys))
+}

@@ -1,0 +1,195 @@
+package messages_test
+
+import (
+	"testing"
+	"unsafe"
+
+	"github.com/stretchr/testify/require"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/actorfeed/actorfeed/messages"
+	"github.com/actorfeed/actorfeed/tensor"
+)
+
+// records are Fashion-MNIST-like instances: a [1,2,2] uint8 image and a
+// [1,1] int64 label, each in its own storage as a decoded record is.
+func records(n int) []tensor.Slots {
+	out := make([]tensor.Slots, n)
+	for i := range out {
+		b := uint8(4 * i)
+		out[i] = tensor.Slots{
+			{Tensor: tensor.MustFromSlice(tensor.Shape{1, 2, 2}, []uint8{b, b + 1, b + 2, b + 3})},
+			{Tensor: tensor.MustFromSlice(tensor.Shape{1, 1}, []int64{int64(i)})},
+		}
+	}
+	return out
+}
+
+func ids(n int) []uint64 {
+	out := make([]uint64, n)
+	for i := range out {
+		out[i] = messages.SampleID(0, i)
+	}
+	return out
+}
+
+func TestFromPartsSharesStorageAndJoinsOnce(t *testing.T) {
+	recs := records(5)
+	b, err := messages.FromParts(recs, ids(5))
+	require.NoError(t, err)
+	require.Len(t, b.Parts, 5)
+	require.Empty(t, b.Slots)
+	for i, p := range b.Parts {
+		require.Same(t, unsafe.SliceData(recs[i][0].Bytes()), unsafe.SliceData(p.Slots[0].Data), "no copy into the message")
+	}
+	got, err := b.ToSlots()
+	require.NoError(t, err)
+	want, err := tensor.Concat(recs)
+	require.NoError(t, err)
+	require.True(t, want.Equal(got), "joined %v, want %v", got, want)
+	require.NotSame(t, unsafe.SliceData(recs[0][0].Bytes()), unsafe.SliceData(got[0].Bytes()), "the join owns its storage")
+}
+
+func TestOnePartIsUsedInPlace(t *testing.T) {
+	recs := records(1)
+	b, err := messages.FromParts(recs, ids(1))
+	require.NoError(t, err)
+	got, err := b.ToSlots()
+	require.NoError(t, err)
+	require.True(t, recs[0].Equal(got))
+	require.Same(t, unsafe.SliceData(recs[0][0].Bytes()), unsafe.SliceData(got[0].Bytes()))
+}
+
+func TestSplitParts(t *testing.T) {
+	recs := records(4)
+	whole, err := tensor.Concat(recs)
+	require.NoError(t, err)
+	contiguous, err := messages.FromSlots(whole, ids(4))
+	require.NoError(t, err)
+	parted, err := messages.FromParts(recs, ids(4))
+	require.NoError(t, err)
+	for name, b := range map[string]*messages.Batch{"contiguous": contiguous, "parts": parted} {
+		t.Run(name, func(t *testing.T) {
+			parts, err := b.SplitParts()
+			require.NoError(t, err)
+			require.Len(t, parts, 4)
+			// Reversed and regrouped, the instances come back in the new order.
+			rev := &messages.Batch{Ids: []uint64{3, 2, 1, 0}}
+			for i := range parts {
+				rev.Parts = append(rev.Parts, parts[len(parts)-1-i])
+			}
+			got, err := rev.ToSlots()
+			require.NoError(t, err)
+			want, err := tensor.Concat([]tensor.Slots{recs[3], recs[2], recs[1], recs[0]})
+			require.NoError(t, err)
+			require.True(t, want.Equal(got))
+		})
+	}
+	// Single-instance parts are passed on as they are.
+	parts, err := parted.SplitParts()
+	require.NoError(t, err)
+	require.Same(t, parted.Parts[2], parts[2])
+}
+
+// LoD parts take the general path; the result equals tensor.Concat's.
+func TestPartsWithLoD(t *testing.T) {
+	seq := func(vals ...int64) tensor.Slots {
+		lt, err := tensor.NewLoDTensor(tensor.MustFromSlice(tensor.Shape{len(vals), 1}, vals), tensor.LoD{{0, len(vals)}})
+		require.NoError(t, err)
+		return tensor.Slots{lt}
+	}
+	recs := []tensor.Slots{seq(1, 2, 3), seq(4), seq(5, 6)}
+	b, err := messages.FromParts(recs, ids(3))
+	require.NoError(t, err)
+	got, err := b.ToSlots()
+	require.NoError(t, err)
+	want, err := tensor.Concat(recs)
+	require.NoError(t, err)
+	require.True(t, want.Equal(got), "joined %v, want %v", got, want)
+	require.Equal(t, tensor.LoD{{0, 3, 4, 6}}, got[0].LoD)
+	parts, err := b.SplitParts()
+	require.NoError(t, err)
+	require.Len(t, parts, 3)
+}
+
+func TestPartsOverTheWire(t *testing.T) {
+	recs := records(3)
+	b, err := messages.FromParts(recs, ids(3))
+	require.NoError(t, err)
+	wire, err := proto.Marshal(b)
+	require.NoError(t, err)
+	var got messages.Batch
+	require.NoError(t, proto.Unmarshal(wire, &got))
+	s, err := got.ToSlots()
+	require.NoError(t, err)
+	want, err := tensor.Concat(recs)
+	require.NoError(t, err)
+	require.True(t, want.Equal(s))
+}
+
+func TestBadParts(t *testing.T) {
+	recs := records(3)
+	_, err := messages.FromParts(recs, ids(2))
+	require.ErrorIs(t, err, messages.ErrInvalid, "ids must match")
+
+	mismatch := records(2)
+	mismatch[1][0] = tensor.LoDTensor{Tensor: tensor.MustFromSlice(tensor.Shape{1, 4}, []uint8{1, 2, 3, 4})}
+	b, err := messages.FromParts(mismatch, ids(2))
+	require.NoError(t, err, "each part is sound on its own")
+	_, err = b.ToSlots()
+	require.ErrorIs(t, err, messages.ErrInvalid)
+	require.ErrorIs(t, err, tensor.ErrShape)
+	require.ErrorContains(t, err, "joining parts")
+
+	both, err := messages.FromParts(records(2), ids(2))
+	require.NoError(t, err)
+	both.Slots = both.Parts[0].Slots
+	_, err = both.ToSlots()
+	require.ErrorIs(t, err, messages.ErrInvalid)
+	_, err = both.SplitParts()
+	require.ErrorIs(t, err, messages.ErrInvalid)
+
+	short, err := messages.FromParts(records(2), ids(2))
+	require.NoError(t, err)
+	short.Parts[1].Slots[0].Data = short.Parts[1].Slots[0].Data[:3]
+	_, err = short.ToSlots()
+	require.ErrorIs(t, err, messages.ErrInvalid, "data shorter than its shape")
+
+	hostile := &messages.Batch{Ids: ids(2), Parts: []*messages.Part{
+		{Slots: []*messages.Tensor{{Dtype: messages.DType_DTYPE_UINT8, Shape: []int64{1, 0}}}},
+		{Slots: []*messages.Tensor{{Dtype: messages.DType_DTYPE_UINT8, Shape: []int64{1 << 40, 1 << 40, 0}}}},
+	}}
+	_, err = hostile.ToSlots()
+	require.ErrorIs(t, err, messages.ErrInvalid)
+}
+
+// Found by FuzzBatch: parts without tensors carry no instances, whatever
+// the ids say.
+func TestPartsWithoutTensors(t *testing.T) {
+	b := &messages.Batch{Ids: ids(2), Parts: []*messages.Part{{}, {}}}
+	_, err := b.ToSlots()
+	require.ErrorIs(t, err, messages.ErrInvalid)
+	_, err = b.SplitParts()
+	require.ErrorIs(t, err, messages.ErrInvalid)
+}
+
+func TestToSlotsIntoReusesStorage(t *testing.T) {
+	big, err := tensor.Concat(records(8))
+	require.NoError(t, err)
+	old := unsafe.SliceData(big[0].Bytes())
+	b, err := messages.FromParts(records(3), ids(3))
+	require.NoError(t, err)
+	got, err := b.ToSlotsInto(big)
+	require.NoError(t, err)
+	require.Same(t, old, unsafe.SliceData(got[0].Bytes()), "large enough: reused")
+	want, err := tensor.Concat(records(3))
+	require.NoError(t, err)
+	require.True(t, want.Equal(got))
+
+	small, err := tensor.Concat(records(1))
+	require.NoError(t, err)
+	got, err = b.ToSlotsInto(small)
+	require.NoError(t, err)
+	require.NotSame(t, unsafe.SliceData(small[0].Bytes()), unsafe.SliceData(got[0].Bytes()), "too small: fresh")
+	require.True(t, want.Equal(got))
+}
