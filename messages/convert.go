@@ -248,6 +248,15 @@ func (b *Batch) SplitParts() ([]*Part, error) {
 		if err != nil {
 			return nil, fmt.Errorf("part %d: %w", k, err)
 		}
+		// A part's instance count need not be backed by bytes (rows of size
+		// 0): bound it by the ids, which are, before splitting.
+		n, err := s.Instances()
+		if err != nil {
+			return nil, fmt.Errorf("%w: part %d: %w", ErrInvalid, k, err)
+		}
+		if n > len(b.GetIds())-len(out) {
+			return nil, fmt.Errorf("%w: %d ids for more than %d instances", ErrInvalid, len(b.GetIds()), len(out)+n)
+		}
 		insts, err := tensor.Split(s)
 		if err != nil {
 			return nil, fmt.Errorf("%w: part %d: %w", ErrInvalid, k, err)

@@ -193,3 +193,15 @@ func TestToSlotsIntoReusesStorage(t *testing.T) {
 	require.NotSame(t, unsafe.SliceData(small[0].Bytes()), unsafe.SliceData(got[0].Bytes()), "too small: fresh")
 	require.True(t, want.Equal(got))
 }
+
+// Found by FuzzBatch: rows of size 0 cost no bytes, so a part can claim
+// any number of instances; splitting it must not allocate for them.
+func TestSplitPartsBoundsInstancesByIDs(t *testing.T) {
+	b := &messages.Batch{Ids: ids(1), Parts: []*messages.Part{{Slots: []*messages.Tensor{
+		{Dtype: messages.DType_DTYPE_UINT8, Shape: []int64{1 << 40, 0}},
+	}}}}
+	_, err := b.SplitParts()
+	require.ErrorIs(t, err, messages.ErrInvalid)
+	_, err = b.ToSlots()
+	require.ErrorIs(t, err, messages.ErrInvalid)
+}

@@ -90,6 +90,11 @@ func ConcatInto(recycled Slots, instances []Slots) (Slots, error) {
 		return nil, fmt.Errorf("%w: concat of no instances", ErrShape)
 	}
 	first := instances[0]
+	for k := range instances {
+		if len(instances[k]) != len(first) {
+			return nil, fmt.Errorf("%w: instance %d has %d slots, instance 0 has %d", ErrShape, k, len(instances[k]), len(first))
+		}
+	}
 	out := make(Slots, len(first))
 	for slot := range first {
 		var reuse []byte
@@ -113,9 +118,6 @@ func concatSlot(instances []Slots, slot int, reuse []byte) (LoDTensor, error) {
 	tail := ref.shape[1:]
 	rows, size := 0, 0
 	for k := range instances {
-		if len(instances[k]) != len(instances[0]) {
-			return LoDTensor{}, fmt.Errorf("%w: instance %d has %d slots, instance 0 has %d", ErrShape, k, len(instances[k]), len(instances[0]))
-		}
 		t := &instances[k][slot]
 		if t.dtype != ref.dtype {
 			return LoDTensor{}, fmt.Errorf("%w: slot %d: instance %d is %v, instance 0 is %v", ErrDType, slot, k, t.dtype, ref.dtype)

@@ -366,3 +366,13 @@ func TestFromBytesCopiesShapeWrapBytesKeepsIt(t *testing.T) {
 	_, err = tensor.WrapBytes(tensor.Int32, tensor.Shape{-1, 6}, data)
 	require.ErrorIs(t, err, tensor.ErrShape)
 }
+
+// Found by messages.FuzzBatch: an instance without slots first used to make
+// an empty batch of the others.
+func TestConcatRefusesDifferentSlotCounts(t *testing.T) {
+	one := tensor.Slots{{Tensor: tensor.MustFromSlice(tensor.Shape{1}, []int32{1})}}
+	for _, instances := range [][]tensor.Slots{{{}, one}, {one, {}}} {
+		_, err := tensor.Concat(instances)
+		require.ErrorIs(t, err, tensor.ErrShape)
+	}
+}
