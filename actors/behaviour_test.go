@@ -506,3 +506,64 @@ func TestCorruptRecordsAtTheEndOfAFileAreCounted(t *testing.T) {
 	require.EqualValues(t, 2, p.Stats().Skipped)
 	closeAndCheck(t, p, sys)
 }
+
+// A generator source (create_random_data_generator) never ends; every pass
+// and every restart reads the same stream from its start.
+func TestGeneratorSource(t *testing.T) {
+	ctx := testCtx(t)
+	gen := actors.Generator{Name: "random", New: func() (readers.Reader, error) {
+		return readers.RandomData(readers.RandomOptions{Shapes: []tensor.Shape{{1, 3}}, Min: -1, Max: 1, Seed: 9})
+	}}
+	read := func(faults actors.Injector) []tensor.Slots {
+		sys := actors.NewSystem()
+		p, err := actors.New([]actors.Stage{gen, actors.Batch{Size: 4}}, actors.Options{System: sys, Faults: faults, GroupSize: 3})
+		require.NoError(t, err)
+		var passes []tensor.Slots
+		for pass := range 2 {
+			if pass > 0 {
+				require.NoError(t, p.Reset())
+			}
+			for range 10 {
+				it, ok, err := p.Next(ctx)
+				require.NoError(t, err)
+				require.True(t, ok, "random data never ends")
+				require.Equal(t, 4, it.Instances)
+				passes = append(passes, it.Slots)
+			}
+		}
+		closeAndCheck(t, p, sys)
+		return passes
+	}
+	clean := read(nil)
+	for i := range 10 {
+		require.True(t, clean[i].Equal(clean[10+i]), "batch %d: every pass reads the stream from its start", i)
+	}
+	faulty := read(actors.PanicAt{Kind: actors.KindFileReader, N: 3})
+	for i := range clean {
+		require.True(t, clean[i].Equal(faulty[i]), "batch %d: a restarted reader resumes where it was", i)
+	}
+}
+
+// Declared slots are checked on every record (the seeds' FileReader).
+func TestFilesDeclaredSlotsAreChecked(t *testing.T) {
+	ctx := testCtx(t)
+	paths := writeFiles(t, 1, 20, 400)
+	ok := []readers.SlotSpec{{Shape: tensor.Shape{-1, 1}, DType: tensor.Int64}, {Shape: tensor.Shape{-1, 1}, DType: tensor.Int32}}
+	bad := []readers.SlotSpec{{Shape: tensor.Shape{-1, 2}, DType: tensor.Int64}, {Shape: tensor.Shape{-1, 1}, DType: tensor.Int32}}
+
+	sys := actors.NewSystem()
+	p, err := actors.New([]actors.Stage{actors.Files{Paths: paths, Slots: ok}, actors.Batch{Size: 5}}, actors.Options{System: sys})
+	require.NoError(t, err)
+	require.Equal(t, allIDs(1, 20), drain(t, ctx, p).ids)
+	closeAndCheck(t, p, sys)
+
+	p, err = actors.New([]actors.Stage{actors.Files{Paths: paths, Slots: bad}, actors.Batch{Size: 5}}, actors.Options{System: sys})
+	require.NoError(t, err)
+	_, _, err = p.Next(ctx)
+	require.ErrorIs(t, err, tensor.ErrShape)
+	var se *actors.StageError
+	require.ErrorAs(t, err, &se)
+	require.Equal(t, paths[0], se.File)
+	require.EqualValues(t, 0, se.Record)
+	closeAndCheck(t, p, sys)
+}

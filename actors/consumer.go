@@ -17,9 +17,10 @@ import (
 // is consumed, so a restart neither loses nor repeats one.
 type consumerCell struct {
 	cell
-	lane uint32
-	in   inlet
-	self *actor.PID
+	lane  uint32
+	lanes uint32 // consumers of the pipeline: item k of a pass goes to lane k mod lanes
+	in    inlet
+	self  *actor.PID
 
 	mu       sync.Mutex
 	changed  chan struct{} // closed and replaced on every change
@@ -30,8 +31,8 @@ type consumerCell struct {
 	pass     uint32
 }
 
-func newConsumerCell(pipe *shared, name, kind string, lane uint32, window int) *consumerCell {
-	c := &consumerCell{cell: cell{name: name, kind: kind, pipe: pipe}, lane: lane, changed: make(chan struct{})}
+func newConsumerCell(pipe *shared, name, kind string, lane, lanes uint32, window int) *consumerCell {
+	c := &consumerCell{cell: cell{name: name, kind: kind, pipe: pipe}, lane: lane, lanes: lanes, changed: make(chan struct{})}
 	c.in.window = int64(window)
 	return c
 }
@@ -267,7 +268,7 @@ func (a *consumerActor) runDevice(ctx context.Context) {
 			return
 		}
 		start := time.Now()
-		item, err := toItem(b)
+		item, err := c.toItem(b)
 		if err == nil {
 			if d.step != nil {
 				err = d.step(ctx, item)

@@ -63,6 +63,9 @@ func runDevices(t *testing.T, paths []string, passes, n int, faults actors.Injec
 func deviceStep(mu *sync.Mutex, order [][]uint64) actors.StepFunc {
 	return func(ctx context.Context, it actors.Item) error {
 		d := actors.DeviceFrom(ctx)
+		if it.Seq%len(order) != d {
+			return fmt.Errorf("device %d stepped item %d of the pass", d, it.Seq)
+		}
 		vals, err := tensor.View[int64](it.Slots[0].Tensor)
 		if err != nil {
 			return err

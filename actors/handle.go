@@ -21,7 +21,7 @@ func (p *Pipeline) Next(ctx context.Context) (item Item, ok bool, err error) {
 	if err != nil || b == nil {
 		return Item{}, false, p.shutdownErr(err)
 	}
-	item, err = toItem(b)
+	item, err = p.sinks[0].toItem(b)
 	if err != nil {
 		return Item{}, false, err
 	}

@@ -92,6 +92,7 @@ func drain(t testing.TB, ctx context.Context, p *actors.Pipeline) ledger {
 			return l
 		}
 		checkAligned(t, it)
+		require.Equal(t, l.items, it.Seq, "items come in pass order")
 		l.ids = append(l.ids, it.IDs...)
 		l.items++
 	}

@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"runtime"
@@ -124,30 +125,36 @@ func (p *Pipeline) plan(stages []Stage, dev *Devices) ([]spawnable, error) {
 	for i, s := range stages {
 		name := fmt.Sprintf("%d-%s", i, s.kind())
 		switch s := s.(type) {
-		case Files, Queue:
+		case Files, Generator, Queue:
 			var src Source
 			var threads, buffer int
 			var ordered bool
+			var slots []readers.SlotSpec
 			files := 1
-			if f, ok := s.(Files); ok {
-				fs, err := newFileSource(f.Paths, opts.Open)
+			switch s := s.(type) {
+			case Files:
+				fs, err := newFileSource(s.Paths, opts.Open)
 				if err != nil {
 					return nil, err
 				}
-				src, files, ordered = fs, len(f.Paths), f.Ordered
-				threads, buffer = f.Threads, f.Buffer
+				src, files, ordered, slots = fs, len(s.Paths), s.Ordered, s.Slots
+				threads, buffer = s.Threads, s.Buffer
 				if threads == 0 {
 					threads = defaultThreads(files)
 				}
-			} else {
-				src, threads = queueSource{q: s.(Queue).Queue}, 1
-				p.queues = append(p.queues, s.(Queue).Queue)
+			case Generator:
+				src, threads = &fileSource{entries: []string{s.Name}, names: []string{s.Name},
+					open: func(context.Context, string) (readers.Reader, error) { return s.New() }}, 1
+			case Queue:
+				src, threads = queueSource{q: s.Queue}, 1
+				p.queues = append(p.queues, s.Queue)
 			}
 			if buffer == 0 {
 				buffer = 3 * threads
 			}
 			for w := range threads {
 				wc := newWorkerCell(pipe, fmt.Sprintf("%s/reader-%d", name, w), src, opts.ReaderWindow)
+				wc.slots = slots
 				p.cells = append(p.cells, &wc.cell)
 				plan = append(plan, spawnable{name: wc.name, cell: &wc.cell, workers: true,
 					producer: func(*actor.PID, []*actor.PID) actor.Actor { return &workerActor{c: wc} }})
@@ -222,7 +229,7 @@ func (p *Pipeline) plan(stages []Stage, dev *Devices) ([]spawnable, error) {
 			p.devices = append(p.devices, st)
 			run = &deviceRun{step: dev.Step, stepTime: dev.StepTime, stats: st}
 		}
-		cc := newConsumerCell(pipe, name, kind, uint32(d), window)
+		cc := newConsumerCell(pipe, name, kind, uint32(d), uint32(consumers), window)
 		p.sinks = append(p.sinks, cc)
 		p.cells = append(p.cells, &cc.cell)
 		plan = append(plan, spawnable{name: name, cell: &cc.cell, sink: cc, producer: func(up *actor.PID, _ []*actor.PID) actor.Actor {

@@ -256,16 +256,21 @@ type Item struct {
 	Slots tensor.Slots
 	// IDs holds one id per instance: messages.SplitID gives the file's index
 	// in the pipeline's list and the record's index in the file.
-	IDs       []uint64
-	Pass      int
+	IDs  []uint64
+	Pass int
+	// Seq is the item's position in its pass, from 0. With N devices, item
+	// Seq is stepped by device Seq mod N.
+	Seq       int
 	Instances int
 }
 
-// toItem converts a delivered message.
-func toItem(b *messages.Batch) (Item, error) {
+// toItem converts a message delivered to this consumer: its lane of the
+// double buffer carries items lane, lane+lanes, lane+2*lanes, ...
+func (c *consumerCell) toItem(b *messages.Batch) (Item, error) {
 	slots, err := b.ToSlots()
 	if err != nil {
 		return Item{}, err
 	}
-	return Item{Slots: slots, IDs: b.Ids, Pass: int(b.Pass), Instances: len(b.Ids)}, nil
+	seq := int(b.Seq)*int(c.lanes) + int(c.lane)
+	return Item{Slots: slots, IDs: b.Ids, Pass: int(b.Pass), Seq: seq, Instances: len(b.Ids)}, nil
 }

@@ -43,6 +43,19 @@ type Files struct {
 	Buffer int
 	// Ordered reads the files strictly in list order.
 	Ordered bool
+	// Slots, when set, declares every record's slots (shapes with -1
+	// wildcards, dtypes, LoD levels); a record that differs fails the
+	// pipeline with an error naming the file and record.
+	Slots []readers.SlotSpec
+}
+
+// Generator is a source of one endless or finite stream that New opens
+// afresh for every pass (create_random_data_generator): a new reader must
+// yield the same items in the same order, since a restarted reader skips
+// what was already taken in. Name names it in errors and sample ids.
+type Generator struct {
+	Name string
+	New  func() (readers.Reader, error)
 }
 
 // Queue is create_py_array_reader: the items outside producers push into a
@@ -93,6 +106,7 @@ type DoubleBuffer struct {
 
 func (Files) kind() string        { return KindFiles }
 func (Queue) kind() string        { return KindFiles }
+func (Generator) kind() string    { return KindFiles }
 func (Shuffle) kind() string      { return KindShuffle }
 func (Batch) kind() string        { return KindBatch }
 func (Map) kind() string          { return KindMap }
@@ -196,6 +210,13 @@ func validate(stages []Stage, dev *Devices) error {
 			if s.Threads < 0 || s.Buffer < 0 {
 				return fmt.Errorf("%w: %s: threads %d and buffer %d must not be negative", ErrBadSpec, where, s.Threads, s.Buffer)
 			}
+		case Generator:
+			if i != 0 {
+				return fmt.Errorf("%w: %s: a source must come first", ErrBadSpec, where)
+			}
+			if s.New == nil {
+				return fmt.Errorf("%w: %s: no New function", ErrBadSpec, where)
+			}
 		case Queue:
 			if i != 0 {
 				return fmt.Errorf("%w: %s: a source must come first", ErrBadSpec, where)
@@ -237,7 +258,7 @@ func validate(stages []Stage, dev *Devices) error {
 			return fmt.Errorf("%w: %s: unknown stage type %T", ErrBadSpec, where, s)
 		}
 		if i == 0 && s.kind() != KindFiles {
-			return fmt.Errorf("%w: %s: the first stage must be a source (Files or Queue)", ErrBadSpec, where)
+			return fmt.Errorf("%w: %s: the first stage must be a source (Files, Generator or Queue)", ErrBadSpec, where)
 		}
 	}
 	if dev != nil && dev.N < 1 {

@@ -33,6 +33,7 @@ type Source interface {
 type workerCell struct {
 	cell
 	src    Source
+	slots  []readers.SlotSpec // declared record slots, checked when set
 	group  int
 	policy supervisor.CorruptPolicy
 	retry  supervisor.Backoff
@@ -264,6 +265,11 @@ func (a *workerActor) readFile(ctx context.Context, file int, pass uint32, from 
 		var fail *readFailure
 		for len(parts) < c.group {
 			item, err := r.Next(ctx)
+			if err == nil && c.slots != nil {
+				if cerr := readers.CheckSlots(c.slots, item); cerr != nil {
+					err = fmt.Errorf("actors: record %d of %s: %w", rec, c.src.Name(file), cerr)
+				}
+			}
 			if err == nil {
 				parts = append(parts, item)
 				ids = append(ids, messages.SampleID(file, int(rec)))

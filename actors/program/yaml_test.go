@@ -1,0 +1,97 @@
+package program_test
+
+import (
+	"os"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/actorfeed/actorfeed/actors"
+	"github.com/actorfeed/actorfeed/actors/program"
+)
+
+func yamlProgram(paths []string) string {
+	return `# the seeds' startup program, and a main program looped for 2 passes
+startup:
+  - op: open_files
+    out: multiple_reader
+    attrs:
+      file_names: [` + strings.Join(paths, ", ") + `]
+      thread_num: 2
+      shapes: [[-1, 1], [-1, 1]]
+      dtypes: [int64, int32]
+  - {op: create_shuffle_reader, in: multiple_reader, out: shuffle_reader, attrs: {buffer_size: 64, seed: 7}}
+  - {op: create_batch_reader, in: shuffle_reader, out: batch_reader, attrs: {batch_size: 16}}
+  - {op: create_double_buffer_reader, in: batch_reader, out: double_buffer_reader}
+main:
+  passes: 2
+  ops:
+    - {op: read, in: double_buffer_reader, out: [value, label]}
+devices:
+  n: 2
+  step: 1ms
+`
+}
+
+func TestYAMLProgram(t *testing.T) {
+	ctx := testCtx(t)
+	paths := writeFiles(t, 2, 40)
+	spec, err := program.Parse([]byte(yamlProgram(paths)))
+	require.NoError(t, err)
+	require.Equal(t, 2, spec.Passes)
+	require.Equal(t, &program.DeviceSpec{Reader: "double_buffer_reader", N: 2, Step: time.Millisecond, Passes: 1}, spec.Devices,
+		"devices feed the last reader by default")
+
+	s := program.NewScope(actors.Options{})
+	defer s.Close()
+	require.NoError(t, s.Run(ctx, &spec.Startup))
+	var got []int64
+	require.NoError(t, s.Loop(ctx, spec.Main, spec.Passes, func(int) error { collect(t, s, &got); return nil }))
+	want := append(every(2, 40), every(2, 40)...)
+	require.Equal(t, sorted(want), sorted(got))
+}
+
+func TestYAMLErrorsNameTheProblem(t *testing.T) {
+	ok := yamlProgram([]string{"a.recordio"})
+	for name, tc := range map[string]struct {
+		yaml string
+		want []string
+	}{
+		"misspelt top-level key": {strings.Replace(ok, "startup:", "startp:", 1), []string{"line 2", "startp"}},
+		"misspelt op key":        {strings.Replace(ok, "attrs: {batch_size: 16}", "atrs: {batch_size: 16}", 1), []string{"line 11", "atrs"}},
+		"unknown attribute":      {strings.Replace(ok, "thread_num: 2", "threads: 2", 1), []string{"line 3", "op 0 (open_files)", "attribute threads", "want one of"}},
+		"wrong attribute type":   {strings.Replace(ok, "batch_size: 16", "batch_size: sixteen", 1), []string{"line 11", "op 2 (create_batch_reader)", "batch_size", "want an integer >= 1", "sixteen"}},
+		"unknown op":             {strings.Replace(ok, "create_shuffle_reader", "create_shufle_reader", 1), []string{"line 10", "op 1 (create_shufle_reader)", "want one of"}},
+		"unknown input":          {strings.Replace(ok, "in: shuffle_reader", "in: shuffled", 1), []string{"line 11", "op 2 (create_batch_reader)", "in", "shuffled"}},
+		"main reads nothing":     {strings.Replace(ok, "in: double_buffer_reader, out: [value", "in: reader, out: [value", 1), []string{"line 16", "op 0 (read)", "in", "reader"}},
+		"bad step":               {strings.Replace(ok, "step: 1ms", "step: soon", 1), []string{"devices.step", "soon"}},
+		"bad passes":             {strings.Replace(ok, "passes: 2", "passes: 0", 1), []string{"main.passes", "0"}},
+		"not yaml":               {"startup: [", []string{"program: spec"}},
+		"no startup":             {"main: {ops: []}", []string{"startup"}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := program.Parse([]byte(tc.yaml))
+			require.Error(t, err)
+			require.ErrorIs(t, err, program.ErrBadProgram)
+			require.NotContains(t, err.Error(), "\n", "one line")
+			for _, w := range tc.want {
+				require.Contains(t, err.Error(), w)
+			}
+		})
+	}
+}
+
+// Every YAML example in docs/programs.md parses.
+func TestDocumentedExamplesParse(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/programs.md")
+	require.NoError(t, err)
+	blocks := regexp.MustCompile("(?s)```yaml\n(.*?)```").FindAllStringSubmatch(string(doc), -1)
+	require.NotEmpty(t, blocks)
+	for i, b := range blocks {
+		_, err := program.Parse([]byte(b[1]))
+		require.NoError(t, err, "example %d:\n%s", i, b[1])
+	}
+}

@@ -1,0 +1,82 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/actorfeed/actorfeed/readers"
+	"github.com/actorfeed/actorfeed/readers/recordio"
+	"github.com/actorfeed/actorfeed/tensor"
+)
+
+func newConvert() *cobra.Command {
+	var out, comp string
+	cmd := &cobra.Command{
+		Use:   "convert IMAGES --out FILE",
+		Short: "Convert an IDX data set (Fashion-MNIST) to RecordIO",
+		Long: `Reads an IDX file, raw or gzipped, and writes one RecordIO record per sample.
+For an images file (…images-idx3-ubyte[.gz]) the labels file next to it is
+paired by the MNIST naming convention, and each record holds (image, label).
+Record i of the output is sample i of the input.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := recordio.ParseCompressor(comp)
+			if err != nil {
+				return usageError{fmt.Errorf("--compressor: %w", err)}
+			}
+			if out == "" {
+				return usageError{fmt.Errorf("--out is required")}
+			}
+			n, err := convertIDX(cmd.Context(), args[0], out, c)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "wrote %d records to %s (%v)\n", n, out, c)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&out, "out", "", "RecordIO file to write")
+	cmd.Flags().StringVar(&comp, "compressor", "snappy", "chunk compression: none, snappy or gzip")
+	return cmd
+}
+
+// convertIDX writes every sample of the IDX file at path to a RecordIO file.
+// A failed conversion removes the partial output.
+func convertIDX(ctx context.Context, path, out string, c recordio.Compressor) (n int, err error) {
+	r, err := readers.Open("idx:"+path, readers.OpenOptions{})
+	if err != nil {
+		return 0, err
+	}
+	defer r.Close()
+	fh, err := os.Create(out)
+	if err != nil {
+		return 0, err
+	}
+	defer func() {
+		if err = errors.Join(err, fh.Close()); err != nil {
+			os.Remove(out)
+		}
+	}()
+	w, err := recordio.NewWriter(fh, recordio.WriterOptions{Compressor: c})
+	if err != nil {
+		return 0, err
+	}
+	var rec []byte
+	for s, err := range readers.All(ctx, r) {
+		if err != nil {
+			return n, err
+		}
+		if rec, err = tensor.AppendEncode(rec[:0], s); err != nil {
+			return n, err
+		}
+		if err := w.Write(rec); err != nil {
+			return n, err
+		}
+		n++
+	}
+	return n, w.Close()
+}

@@ -1,0 +1,134 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/actorfeed/actorfeed/readers"
+	"github.com/actorfeed/actorfeed/readers/idx"
+)
+
+// cli runs the command line args and returns its output and error.
+func cli(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	root := newRoot()
+	root.SetArgs(args)
+	var out bytes.Buffer
+	root.SetOut(&out)
+	root.SetErr(&out)
+	err := root.ExecuteContext(t.Context())
+	if err != nil {
+		require.NotContains(t, err.Error(), "\n", "an error is one line: %v", args)
+	}
+	return out.String(), err
+}
+
+func fashionDir(t *testing.T) string {
+	if _, err := os.Stat(filepath.Join(idx.FashionMNISTDir, "t10k-images-idx3-ubyte.gz")); err != nil {
+		if os.Getenv("ACTORFEED_REQUIRE_DATASETS") != "" {
+			t.Fatalf("Fashion-MNIST required but missing: %v", err)
+		}
+		t.Skipf("Fashion-MNIST not installed (apt-get install dataset-fashion-mnist): %v", err)
+	}
+	return idx.FashionMNISTDir
+}
+
+func TestGenIsStableAndInspectable(t *testing.T) {
+	a, b := t.TempDir(), t.TempDir()
+	out, err := cli(t, "gen", "--out", a, "--files", "3", "--samples", "1000", "--seed", "5")
+	require.NoError(t, err)
+	require.Contains(t, out, "wrote 1000 samples in 3 files")
+	_, err = cli(t, "gen", "--out", b, "--files", "3", "--samples", "1000", "--seed", "5", "--compressor", "snappy")
+	require.NoError(t, err)
+	total := 0
+	for f := range 3 {
+		x, err := os.ReadFile(filepath.Join(a, fileName(f)))
+		require.NoError(t, err)
+		y, err := os.ReadFile(filepath.Join(b, fileName(f)))
+		require.NoError(t, err)
+		require.Equal(t, x, y, "the same flags give the same bytes")
+
+		out, err := cli(t, "inspect", filepath.Join(a, fileName(f)))
+		require.NoError(t, err)
+		require.Contains(t, out, "slots:   0: uint8[1,28,28], 1: int64[1]")
+		require.Contains(t, out, "verdict: every checksum matches")
+		r, err := readers.Open(filepath.Join(a, fileName(f)), readers.OpenOptions{})
+		require.NoError(t, err)
+		items, err := readers.ReadAll(context.Background(), r)
+		require.NoError(t, err)
+		total += len(items)
+		r.Close()
+	}
+	require.Equal(t, 1000, total)
+}
+
+func TestConvertInspectRoundTripsFashionMNIST(t *testing.T) {
+	dir := fashionDir(t)
+	images := filepath.Join(dir, "t10k-images-idx3-ubyte.gz")
+	out := filepath.Join(t.TempDir(), "t10k.recordio")
+	msg, err := cli(t, "convert", images, "--out", out, "--compressor", "gzip")
+	require.NoError(t, err)
+	require.Contains(t, msg, "wrote 10000 records")
+	msg, err = cli(t, "inspect", out)
+	require.NoError(t, err)
+	require.Contains(t, msg, "10000 records")
+	require.Contains(t, msg, "slots:   0: uint8[1,28,28], 1: uint8[1]")
+	require.Contains(t, msg, "verdict: every checksum matches")
+
+	// Record i is sample i.
+	want, err := readers.Open(images, readers.OpenOptions{})
+	require.NoError(t, err)
+	defer want.Close()
+	got, err := readers.Open(out, readers.OpenOptions{})
+	require.NoError(t, err)
+	defer got.Close()
+	for i := range 10000 {
+		w, err := want.Next(t.Context())
+		require.NoError(t, err)
+		g, err := got.Next(t.Context())
+		require.NoError(t, err)
+		require.True(t, w.Equal(g), "sample %d", i)
+	}
+}
+
+func TestBadInputExitsWithOneLine(t *testing.T) {
+	dir := t.TempDir()
+	_, err := cli(t, "gen", "--out", dir, "--files", "1", "--samples", "300")
+	require.NoError(t, err)
+	good := filepath.Join(dir, fileName(0))
+	data, err := os.ReadFile(good)
+	require.NoError(t, err)
+	data[len(data)/2] ^= 0xff
+	corrupt := filepath.Join(dir, "corrupt.recordio")
+	require.NoError(t, os.WriteFile(corrupt, data, 0o644))
+	notIDX := filepath.Join(dir, "x-images-idx3-ubyte")
+	require.NoError(t, os.WriteFile(notIDX, []byte("not an idx file"), 0o644))
+
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"inspect", filepath.Join(dir, "missing.recordio")}, "no such file"},
+		{[]string{"inspect", corrupt}, "chunk 0"},
+		{[]string{"inspect"}, "accepts 1 arg"},
+		{[]string{"inspect", "parquet:" + good}, "parquet"},
+		{[]string{"gen", "--files", "2"}, "--out"},
+		{[]string{"gen", "--out", dir, "--compressor", "zip"}, "zip"},
+		{[]string{"gen", "--out", dir, "--samples", "nine"}, "nine"},
+		{[]string{"convert", filepath.Join(dir, "missing-images-idx3-ubyte.gz"), "--out", filepath.Join(dir, "o.rio")}, "no such file"},
+		{[]string{"convert", notIDX, "--out", filepath.Join(dir, "o.rio")}, notIDX},
+		{[]string{"convert", good}, "--out"},
+		{[]string{"nosuchcommand"}, "unknown command"},
+	} {
+		_, err := cli(t, tc.args...)
+		require.Error(t, err, "%v", tc.args)
+		require.Contains(t, err.Error(), tc.want, "%v", tc.args)
+	}
+	_, err = os.Stat(filepath.Join(dir, "o.rio"))
+	require.ErrorIs(t, err, os.ErrNotExist, "a failed conversion leaves no output")
+}

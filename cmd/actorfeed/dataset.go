@@ -1,0 +1,104 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+
+	"github.com/actorfeed/actorfeed/readers/recordio"
+	"github.com/actorfeed/actorfeed/tensor"
+)
+
+// synthetic describes a generated data set of Fashion-MNIST-shaped samples:
+// a [1,28,28] uint8 image and a [1] int64 label in 0..9. Each class has a
+// prototype image; a sample is its class's prototype plus noise, so a
+// linear classifier can learn the set. Everything derives from the seed and
+// the sample's position, so a data set is the same bytes on every machine,
+// and sample ids (<file base name>#<record index>) are stable.
+type synthetic struct {
+	files, samples int
+	seed           uint64
+	compressor     recordio.Compressor
+}
+
+const (
+	imageSide = 28
+	classes   = 10
+)
+
+// fileName is the base name of file f of a data set.
+func fileName(f int) string { return fmt.Sprintf("part-%05d.recordio", f) }
+
+// write writes the data set to dir (created if missing) and returns the
+// paths of its files. File f holds samples/files records, the first
+// samples%files files one more.
+func (s synthetic) write(dir string) ([]string, error) {
+	if s.files < 1 || s.samples < s.files {
+		return nil, fmt.Errorf("need at least 1 file and at least one sample per file, got %d files for %d samples", s.files, s.samples)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	protos := s.prototypes()
+	paths := make([]string, s.files)
+	first := 0
+	for f := range s.files {
+		n := s.samples / s.files
+		if f < s.samples%s.files {
+			n++
+		}
+		paths[f] = filepath.Join(dir, fileName(f))
+		if err := s.writeFile(paths[f], protos, first, n); err != nil {
+			return nil, err
+		}
+		first += n
+	}
+	return paths, nil
+}
+
+func (s synthetic) prototypes() [classes][]uint8 {
+	var protos [classes][]uint8
+	rng := rand.New(rand.NewPCG(s.seed, 1<<63))
+	for c := range protos {
+		protos[c] = make([]uint8, imageSide*imageSide)
+		for k := range protos[c] {
+			protos[c][k] = uint8(rng.IntN(256))
+		}
+	}
+	return protos
+}
+
+// writeFile writes samples first..first+n-1 of the set.
+func (s synthetic) writeFile(path string, protos [classes][]uint8, first, n int) (err error) {
+	fh, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, fh.Close()) }()
+	w, err := recordio.NewWriter(fh, recordio.WriterOptions{Compressor: s.compressor})
+	if err != nil {
+		return err
+	}
+	img := make([]uint8, imageSide*imageSide)
+	var rec []byte
+	for g := first; g < first+n; g++ {
+		rng := rand.New(rand.NewPCG(s.seed, uint64(g)))
+		label := rng.IntN(classes)
+		for k, p := range protos[label] {
+			img[k] = uint8((int(p)*3 + rng.IntN(256)) / 4)
+		}
+		rec, err = tensor.AppendEncode(rec[:0], tensor.Slots{
+			{Tensor: tensor.MustFromSlice(tensor.Shape{1, imageSide, imageSide}, img)},
+			{Tensor: tensor.MustFromSlice(tensor.Shape{1}, []int64{int64(label)})},
+		})
+		if err != nil {
+			return err
+		}
+		if err := w.Write(rec); err != nil {
+			return err
+		}
+	}
+	return w.Close()
+}
