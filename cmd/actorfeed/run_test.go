@@ -1,0 +1,140 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// readIDs checks an --emit-ids file on its own: every line well formed,
+// every pass holding each of the want ids exactly once, each device's seqs
+// its own lane (seq mod devices), in order.
+func readIDs(t *testing.T, path string, passes, devices int, want []string) {
+	t.Helper()
+	fh, err := os.Open(path)
+	require.NoError(t, err)
+	defer fh.Close()
+	perPass := make([][]string, passes)
+	lastSeq := map[[2]int]int{}
+	sc := bufio.NewScanner(fh)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		var line idLine
+		require.NoError(t, json.Unmarshal(sc.Bytes(), &line), sc.Text())
+		require.Less(t, line.Pass, passes)
+		require.Equal(t, line.Seq%devices, line.Device, "item k goes to device k mod n")
+		key := [2]int{line.Pass, line.Device}
+		if last, ok := lastSeq[key]; ok {
+			require.Greater(t, line.Seq, last, "a device steps its items in order")
+		}
+		lastSeq[key] = line.Seq
+		perPass[line.Pass] = append(perPass[line.Pass], line.IDs...)
+	}
+	require.NoError(t, sc.Err())
+	sort.Strings(want)
+	for pass, got := range perPass {
+		sort.Strings(got)
+		require.Equal(t, want, got, "pass %d: each sample exactly once", pass)
+	}
+}
+
+func genIDs(files, samples int) []string {
+	var ids []string
+	for f := range files {
+		n := samples / files
+		if f < samples%files {
+			n++
+		}
+		for r := range n {
+			ids = append(ids, fmt.Sprintf("%s#%d", fileName(f), r))
+		}
+	}
+	return ids
+}
+
+func TestGenRunEmitIDsExactlyOnce(t *testing.T) {
+	dir := t.TempDir()
+	_, err := cli(t, "gen", "--out", dir, "--files", "3", "--samples", "2000")
+	require.NoError(t, err)
+	ids := filepath.Join(dir, "ids.jsonl")
+	out, err := cli(t, "run", "--data", filepath.Join(dir, "*.recordio"), "--batch", "50", "--shuffle", "300",
+		"--devices", "3", "--passes", "2", "--threads", "2", "--emit-ids", ids)
+	require.NoError(t, err)
+	require.Contains(t, out, "4000 samples in 80 batches, 2 pass(es)")
+	require.Contains(t, out, "data wait p95")
+	readIDs(t, ids, 2, 3, genIDs(3, 2000))
+}
+
+func TestRunSpec(t *testing.T) {
+	dir := t.TempDir()
+	_, err := cli(t, "gen", "--out", dir, "--files", "2", "--samples", "600")
+	require.NoError(t, err)
+	spec := filepath.Join(dir, "p.yaml")
+	require.NoError(t, os.WriteFile(spec, []byte(fmt.Sprintf(`startup:
+  - op: open_files
+    out: files
+    attrs:
+      file_names: [%s, %s]
+      shapes: [[1, 28, 28], [1]]
+      dtypes: [uint8, int64]
+  - {op: create_shuffle_reader, in: files, out: shuffled, attrs: {buffer_size: 128, seed: 3}}
+  - {op: create_batch_reader, in: shuffled, out: batches, attrs: {batch_size: 32}}
+  - {op: create_multi_pass_reader, in: batches, out: passes, attrs: {pass_num: 2}}
+  - {op: create_double_buffer_reader, in: passes, out: reader}
+devices: {n: 2, step: 1ms}
+`, filepath.Join(dir, fileName(0)), filepath.Join(dir, fileName(1)))), 0o644))
+	ids := filepath.Join(dir, "ids.jsonl")
+	out, err := cli(t, "run", "--spec", spec, "--emit-ids", ids)
+	require.NoError(t, err)
+	require.Contains(t, out, "multi_pass(2)")
+	require.Contains(t, out, "1200 samples")
+	// The multi-pass reader serves its 2 passes as one pass of the run.
+	readIDs(t, ids, 1, 2, append(genIDs(2, 600), genIDs(2, 600)...))
+}
+
+func TestRunBadInput(t *testing.T) {
+	dir := t.TempDir()
+	_, err := cli(t, "gen", "--out", dir, "--files", "1", "--samples", "500", "--compressor", "none")
+	require.NoError(t, err)
+	data, err := os.ReadFile(filepath.Join(dir, fileName(0)))
+	require.NoError(t, err)
+	data[len(data)/2] ^= 0xff
+	corrupt := filepath.Join(dir, "corrupt.recordio")
+	require.NoError(t, os.WriteFile(corrupt, data, 0o644))
+	badYAML := filepath.Join(dir, "bad.yaml")
+	require.NoError(t, os.WriteFile(badYAML, []byte("startup:\n  - {op: open_files, out: f, attrs: {file_names: [x.rio], thread: 2}}\n"), 0o644))
+	notYAML := filepath.Join(dir, "not.yaml")
+	require.NoError(t, os.WriteFile(notYAML, []byte("startup: [\n"), 0o644))
+
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"run"}, "--data"},
+		{[]string{"run", "--data", filepath.Join(dir, "missing.recordio")}, "no such file"},
+		{[]string{"run", "--data", filepath.Join(dir, "nothing-*.rio")}, "matches no file"},
+		{[]string{"run", "--data", corrupt}, "corrupt"},
+		{[]string{"run", "--data", corrupt, "--on-corrupt", "ignore"}, "--on-corrupt"},
+		{[]string{"run", "--data", corrupt, "--batch", "0"}, "--batch"},
+		{[]string{"run", "--data", corrupt, "--bogus"}, "bogus"},
+		{[]string{"run", "--spec", badYAML}, "attribute thread"},
+		{[]string{"run", "--spec", notYAML}, "program: spec"},
+		{[]string{"run", "--spec", filepath.Join(dir, "missing.yaml")}, "no such file"},
+	} {
+		_, err := cli(t, tc.args...)
+		require.Error(t, err, "%v", tc.args)
+		require.Contains(t, err.Error(), tc.want, "%v", tc.args)
+	}
+	// Under the skip policy the run succeeds and counts what it skipped: the
+	// file's one chunk fails its checksum, so all its 500 records.
+	out, err := cli(t, "run", "--data", corrupt, "--on-corrupt", "skip")
+	require.NoError(t, err)
+	require.Contains(t, out, "0 samples in 0 batches")
+	require.Contains(t, out, "skipped records 500 ")
+}

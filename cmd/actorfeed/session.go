@@ -1,0 +1,221 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"text/tabwriter"
+	"time"
+
+	"github.com/actorfeed/actorfeed/actors"
+	"github.com/actorfeed/actorfeed/messages"
+)
+
+// session runs a pipeline's passes on its devices and keeps what a person
+// wants to see afterwards: per-device data waits, throughput, restarts.
+type session struct {
+	p        *actors.Pipeline
+	devices  int
+	passes   int
+	names    []string // sample ids name files by their base name
+	step     actors.StepFunc
+	stepTime time.Duration
+	emit     *idEmitter
+	progress *progress
+
+	mu      sync.Mutex
+	waits   [][]time.Duration // per device: the time it waited for each batch
+	idle    []time.Time       // per device: when its last step ended
+	start   time.Time
+	elapsed time.Duration
+}
+
+// deviceStep wraps the session's step: it measures the device's wait for
+// data, steps (or sleeps the simulated step time), and writes the batch's
+// ids when asked to.
+func (s *session) deviceStep(ctx context.Context, it actors.Item) error {
+	d := actors.DeviceFrom(ctx)
+	now := time.Now()
+	s.mu.Lock()
+	s.waits[d] = append(s.waits[d], now.Sub(s.idle[d]))
+	s.mu.Unlock()
+	if s.step != nil {
+		if err := s.step(ctx, it); err != nil {
+			return err
+		}
+	} else if s.stepTime > 0 {
+		t := time.NewTimer(s.stepTime)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+	if s.emit != nil {
+		if err := s.emit.write(it, d, s.names); err != nil {
+			return err
+		}
+	}
+	s.mu.Lock()
+	s.idle[d] = time.Now()
+	s.mu.Unlock()
+	return nil
+}
+
+// run runs every pass, resetting the pipeline between them.
+func (s *session) run(ctx context.Context, afterPass func(pass int) error) error {
+	s.waits = make([][]time.Duration, s.devices)
+	s.idle = make([]time.Time, s.devices)
+	s.start = time.Now()
+	if s.progress != nil {
+		s.progress.start(s)
+		defer s.progress.stop()
+	}
+	for pass := range s.passes {
+		if pass > 0 {
+			if err := s.p.Reset(); err != nil {
+				return err
+			}
+		}
+		s.mu.Lock()
+		for d := range s.idle {
+			s.idle[d] = time.Now()
+		}
+		s.mu.Unlock()
+		if err := s.p.Run(ctx); err != nil {
+			return err
+		}
+		if afterPass != nil {
+			if err := afterPass(pass); err != nil {
+				return err
+			}
+		}
+	}
+	s.elapsed = time.Since(s.start)
+	return s.emit.flush()
+}
+
+// summary is the table a run ends with.
+func (s *session) summary(w io.Writer) {
+	st := s.p.Stats()
+	samples, batches := 0, 0
+	for _, d := range st.Devices {
+		samples += d.Instances
+		batches += d.Batches
+	}
+	secs := s.elapsed.Seconds()
+	fmt.Fprintf(w, "\n%d samples in %d batches, %d pass(es), %v: %.0f samples/s\n", samples, batches, s.passes,
+		s.elapsed.Round(time.Millisecond), float64(samples)/secs)
+	fmt.Fprintf(w, "restarts %d, skipped records %d (last pass), peak batches alive %d\n", st.Restarts, st.Skipped, st.PeakLiveBatches)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "device\tbatches\tsamples\tbusy\tdata wait p50\tdata wait p95\t")
+	for _, d := range st.Devices {
+		p50, p95 := percentile(s.waits[d.Device], 0.50), percentile(s.waits[d.Device], 0.95)
+		fmt.Fprintf(tw, "%d\t%d\t%d\t%.0f%%\t%v\t%v\t\n", d.Device, d.Batches, d.Instances,
+			100*d.Busy.Seconds()/secs, round(p50), round(p95))
+	}
+	tw.Flush()
+}
+
+func percentile(xs []time.Duration, q float64) time.Duration {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	return s[min(len(s)-1, int(q*float64(len(s))))]
+}
+
+// round keeps durations readable: microseconds below a millisecond.
+func round(d time.Duration) time.Duration {
+	if d < time.Millisecond {
+		return d.Round(time.Microsecond)
+	}
+	return d.Round(10 * time.Microsecond)
+}
+
+// idEmitter writes one JSON line per consumed batch:
+// {"pass":P,"device":D,"seq":S,"ids":["<file base name>#<record>",...]}.
+type idEmitter struct {
+	mu sync.Mutex
+	f  *os.File
+	w  *bufio.Writer
+}
+
+func newIDEmitter(path string) (*idEmitter, error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	return &idEmitter{f: f, w: bufio.NewWriter(f)}, nil
+}
+
+type idLine struct {
+	Pass   int      `json:"pass"`
+	Device int      `json:"device"`
+	Seq    int      `json:"seq"`
+	IDs    []string `json:"ids"`
+}
+
+func (e *idEmitter) write(it actors.Item, device int, names []string) error {
+	line := idLine{Pass: it.Pass, Device: device, Seq: it.Seq, IDs: make([]string, len(it.IDs))}
+	for i, id := range it.IDs {
+		f, r := messages.SplitID(id)
+		name := fmt.Sprintf("file%d", f)
+		if f < len(names) {
+			name = names[f]
+		}
+		line.IDs[i] = fmt.Sprintf("%s#%d", name, r)
+	}
+	b, err := json.Marshal(line)
+	if err != nil {
+		return err
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.w.Write(b)
+	return e.w.WriteByte('\n')
+}
+
+// flush writes what is buffered; a nil emitter does nothing.
+func (e *idEmitter) flush() error {
+	if e == nil {
+		return nil
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.w.Flush()
+}
+
+func (e *idEmitter) close() error {
+	if e == nil {
+		return nil
+	}
+	err := e.flush()
+	if cerr := e.f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// baseNames are the names sample ids use for the files of a Files stage.
+func baseNames(stages []actors.Stage) []string {
+	switch s := stages[0].(type) {
+	case actors.Files:
+		names := make([]string, len(s.Paths))
+		for i, p := range s.Paths {
+			names[i] = filepath.Base(p)
+		}
+		return names
+	case actors.Generator:
+		return []string{s.Name}
+	}
+	return []string{"queue"}
+}
