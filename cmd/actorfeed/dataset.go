@@ -21,6 +21,7 @@ type synthetic struct {
 	files, samples int
 	seed           uint64
 	compressor     recordio.Compressor
+	first          int // index of the first sample: a held-out set starts past the training set
 }
 
 const (
@@ -43,7 +44,7 @@ func (s synthetic) write(dir string) ([]string, error) {
 	}
 	protos := s.prototypes()
 	paths := make([]string, s.files)
-	first := 0
+	first := s.first
 	for f := range s.files {
 		n := s.samples / s.files
 		if f < s.samples%s.files {

@@ -2,16 +2,17 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
-	"maps"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/actorfeed/actorfeed/actors"
+	"github.com/actorfeed/actorfeed/actors/program"
 	"github.com/actorfeed/actorfeed/readers"
 	"github.com/actorfeed/actorfeed/readers/idx"
 	"github.com/actorfeed/actorfeed/readers/recordio"
@@ -19,187 +20,230 @@ import (
 )
 
 type demoOptions struct {
-	data    string
-	batch   int
-	window  int
-	passes  int
-	seed    uint64
-	samples int
+	data, test  []string
+	batch       int
+	shuffle     int
+	passes      int
+	devices     int
+	seed        uint64
+	samples     int
+	lr          float64
+	minAccuracy float64
+	every       time.Duration
 }
 
 func newDemo() *cobra.Command {
 	o := demoOptions{}
 	cmd := &cobra.Command{
 		Use:   "demo",
-		Short: "Run the built-in default pipeline and print a summary",
-		Long: `Reads Fashion-MNIST (or a synthetic data set of the same shape when it is not
-installed) through shuffle -> batch -> prefetch for several passes and prints a
-summary. It fails if a batch's images and labels differ in count, if a pass
-delivers other per-class counts than pass 0, or if a synthetic pass delivers
-other than --samples samples.`,
+		Short: "Train a classifier on 2 devices fed by the actor pipeline (the built-in default)",
+		Long: `Trains a softmax-regression classifier of 28x28 images, data-parallel on
+--devices device actors, fed by open_files -> shuffle -> batch -> double buffer.
+It reads Fashion-MNIST when it is installed (apt-get install
+dataset-fashion-mnist), split into 4 RecordIO files in a temporary directory;
+otherwise it writes a synthetic data set of the same shape there. After every
+pass it reports the loss and the accuracy on the test set; at the end, a
+summary of the run. It fails when the final test accuracy is below
+--min-accuracy: images and labels that came apart on the way would show there.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if o.batch < 1 || o.passes < 1 || o.window < 0 || o.samples < 1 {
-				return usageError{fmt.Errorf("--batch, --passes and --samples must be at least 1, --shuffle at least 0")}
+			if o.batch < 1 || o.passes < 1 || o.devices < 1 || o.shuffle < 0 || o.samples < 100 || o.lr <= 0 || o.every <= 0 {
+				return usageError{fmt.Errorf("--batch, --passes and --devices must be at least 1, --samples at least 100, --shuffle at least 0, --lr and --progress-every positive")}
 			}
-			return runDemo(cmd.Context(), cmd.OutOrStdout(), o)
+			if len(o.data) > 0 && len(o.test) == 0 {
+				return usageError{fmt.Errorf("--data needs --test, the data set to measure the accuracy on")}
+			}
+			return runDemo(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), o)
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&o.data, "data", "", "file list entry to read (format:path); default Fashion-MNIST or synthetic")
-	f.IntVar(&o.batch, "batch", 128, "batch size")
-	f.IntVar(&o.window, "shuffle", 4096, "shuffle window (0 keeps order)")
-	f.IntVar(&o.passes, "passes", 3, "passes over the data")
-	f.Uint64Var(&o.seed, "seed", 1, "shuffle seed")
-	f.IntVar(&o.samples, "samples", 20000, "samples in the synthetic data set")
+	f.StringSliceVar(&o.data, "data", nil, "training files or globs (format:path; records of a [1,28,28] uint8 image and a label); default Fashion-MNIST or synthetic")
+	f.StringSliceVar(&o.test, "test", nil, "test files or globs, with --data")
+	f.IntVar(&o.batch, "batch", 64, "batch size per device")
+	f.IntVar(&o.shuffle, "shuffle", 4096, "shuffle window")
+	f.IntVar(&o.passes, "passes", 5, "passes over the training data")
+	f.IntVar(&o.devices, "devices", 2, "devices training data-parallel")
+	f.Uint64Var(&o.seed, "seed", 1, "shuffle seed (and the synthetic data's)")
+	f.IntVar(&o.samples, "samples", 20000, "training samples of the synthetic data set")
+	f.Float64Var(&o.lr, "lr", 0.1, "learning rate")
+	f.Float64Var(&o.minAccuracy, "min-accuracy", 0.8, "fail when the final test accuracy is lower")
+	f.DurationVar(&o.every, "progress-every", 5*time.Second, "interval of the progress lines when not on a terminal")
 	return cmd
 }
 
-func runDemo(ctx context.Context, out io.Writer, o demoOptions) error {
-	entry, source := o.data, o.data
-	expected := 0 // samples per pass, when the demo wrote the data itself
-	if entry == "" {
-		entry = filepath.Join(idx.FashionMNISTDir, "train-images-idx3-ubyte.gz")
-		source = "Fashion-MNIST (" + idx.FashionMNISTDir + ")"
-		if _, err := os.Stat(entry); err != nil {
-			dir, err := os.MkdirTemp("", "actorfeed-demo-")
-			if err != nil {
-				return err
-			}
-			defer os.RemoveAll(dir)
-			entry = filepath.Join(dir, "synthetic.recordio")
-			if err := writeSynthetic(entry, o.samples, o.seed); err != nil {
-				return err
-			}
-			source = fmt.Sprintf("synthetic RecordIO, %d samples (install dataset-fashion-mnist for real data)", o.samples)
-			expected = o.samples
-		}
-	}
-	fmt.Fprintf(out, "source:   %s\npipeline: %s -> shuffle(%d, seed %d) -> batch(%d) -> buffered(2), %d passes\n",
-		source, entry, o.window, o.seed, o.batch, o.passes)
+// fashionMNIST is where the demo looks for Fashion-MNIST (tests move it).
+var fashionMNIST = idx.FashionMNISTDir
 
-	file, err := readers.Open(entry, readers.OpenOptions{})
-	if err != nil {
-		return err
+// demoData finds or makes the demo's data: training files and test files.
+func demoData(o demoOptions, dir string) (train, test []string, source string, err error) {
+	if len(o.data) > 0 {
+		if train, err = expand(o.data); err != nil {
+			return nil, nil, "", err
+		}
+		if test, err = expand(o.test); err != nil {
+			return nil, nil, "", err
+		}
+		return train, test, "your files", nil
 	}
-	r := readers.Buffered(readers.Batch(readers.Shuffle(file, o.window, o.seed), o.batch, false), 2)
+	images := filepath.Join(fashionMNIST, "train-images-idx3-ubyte.gz")
+	if _, err := os.Stat(images); err == nil {
+		train, err = shard(images, dir, 4)
+		test = []string{"idx:" + filepath.Join(fashionMNIST, "t10k-images-idx3-ubyte.gz")}
+		return train, test, "Fashion-MNIST (" + fashionMNIST + "), split into 4 RecordIO files", err
+	}
+	s := synthetic{files: 4, samples: o.samples, seed: o.seed, compressor: recordio.Snappy}
+	if train, err = s.write(dir); err != nil {
+		return nil, nil, "", err
+	}
+	held := synthetic{files: 1, samples: 2000, seed: o.seed, compressor: recordio.Snappy, first: o.samples}
+	test, err = held.write(filepath.Join(dir, "test"))
+	return train, test, fmt.Sprintf("synthetic, %d samples (install dataset-fashion-mnist for real data)", o.samples), err
+}
+
+// shard copies an IDX data set into k RecordIO files, record i to file i mod k.
+func shard(images, dir string, k int) (paths []string, err error) {
+	r, err := readers.Open("idx:"+images, readers.OpenOptions{})
+	if err != nil {
+		return nil, err
+	}
 	defer r.Close()
-
-	start := time.Now()
-	total, batches := 0, 0
-	passes := passChecker{expected: expected}
-	for pass := range o.passes {
-		if pass > 0 {
-			if err := r.Reset(); err != nil {
-				return err
+	ws := make([]*recordio.Writer, k)
+	fs := make([]*os.File, k)
+	defer func() {
+		for i := range fs {
+			if fs[i] != nil {
+				err = errors.Join(err, fs[i].Close())
 			}
 		}
-		passStart := time.Now()
-		n, perLabel := 0, map[int64]int{}
-		for batch, err := range readers.All(ctx, r) {
-			if err != nil {
-				return err
-			}
-			if len(batch) != 2 || batch[0].Rows() != batch[1].Rows() {
-				return fmt.Errorf("pass %d batch %d: images and labels not aligned: %v", pass, batches, batch)
-			}
-			if err := countLabels(batch[1].Tensor, perLabel); err != nil {
-				return err
-			}
-			n += batch[0].Rows()
-			batches++
+	}()
+	for i := range k {
+		paths = append(paths, filepath.Join(dir, fileName(i)))
+		if fs[i], err = os.Create(paths[i]); err != nil {
+			return nil, err
 		}
-		if err := passes.check(pass, n, perLabel); err != nil {
-			return err
+		if ws[i], err = recordio.NewWriter(fs[i], recordio.WriterOptions{}); err != nil {
+			return nil, err
 		}
-		total += n
-		el := time.Since(passStart)
-		fmt.Fprintf(out, "pass %d:   %d samples in %v (%.0f samples/s), %d classes\n",
-			pass, n, el.Round(time.Millisecond), float64(n)/el.Seconds(), len(perLabel))
 	}
-	el := time.Since(start)
-	fmt.Fprintf(out, "summary:  %d samples, %d batches, %v, %.0f samples/s\n",
-		total, batches, el.Round(time.Millisecond), float64(total)/el.Seconds())
-	return nil
-}
-
-// passChecker verifies that passes agree: every pass delivers the per-class
-// counts of pass 0, and expected samples when that is known (> 0).
-type passChecker struct {
-	expected int
-	first    map[int64]int
-}
-
-func (c *passChecker) check(pass, n int, perClass map[int64]int) error {
-	if c.expected > 0 && n != c.expected {
-		return fmt.Errorf("pass %d delivered %d samples, the data set holds %d", pass, n, c.expected)
-	}
-	if c.first == nil {
-		c.first = perClass
-	} else if !maps.Equal(c.first, perClass) {
-		return fmt.Errorf("pass %d delivered per-class counts %v, pass 0 delivered %v", pass, perClass, c.first)
-	}
-	return nil
-}
-
-// countLabels adds the labels of a batch, whatever their integer type.
-func countLabels(t tensor.Tensor, into map[int64]int) error {
-	switch t.DType() {
-	case tensor.Uint8:
-		return addLabels[uint8](t, into)
-	case tensor.Int64:
-		return addLabels[int64](t, into)
-	}
-	return fmt.Errorf("labels of type %v, want uint8 or int64", t.DType())
-}
-
-func addLabels[T uint8 | int64](t tensor.Tensor, into map[int64]int) error {
-	v, err := tensor.View[T](t)
-	if err != nil {
-		return err
-	}
-	for _, x := range v {
-		into[int64(x)]++
-	}
-	return nil
-}
-
-// writeSynthetic writes n Fashion-MNIST-shaped samples: a [1,28,28] uint8
-// image whose pixels encode the label, and a [1] int64 label in 0..9.
-func writeSynthetic(path string, n int, seed uint64) error {
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	w, err := recordio.NewWriter(f, recordio.WriterOptions{Compressor: recordio.Snappy})
-	if err != nil {
-		f.Close()
-		return err
-	}
-	rng := rand.New(rand.NewPCG(seed, 0))
-	img := make([]uint8, 28*28)
 	var rec []byte
-	for i := range n {
-		label := int64(i % 10)
-		for k := range img {
-			img[k] = uint8(rng.IntN(64)) + uint8(label*16)
-		}
-		s := tensor.Slots{
-			{Tensor: tensor.MustFromSlice(tensor.Shape{1, 28, 28}, img)},
-			{Tensor: tensor.MustFromSlice(tensor.Shape{1}, []int64{label})},
+	n := 0
+	for s, err := range readers.All(context.Background(), r) {
+		if err != nil {
+			return nil, err
 		}
 		if rec, err = tensor.AppendEncode(rec[:0], s); err != nil {
-			break
+			return nil, err
 		}
-		if err = w.Write(rec); err != nil {
-			break
+		if err := ws[n%k].Write(rec); err != nil {
+			return nil, err
+		}
+		n++
+	}
+	for _, w := range ws {
+		if err := w.Close(); err != nil {
+			return nil, err
 		}
 	}
-	if cerr := w.Close(); err == nil {
-		err = cerr
+	return paths, nil
+}
+
+// testSet reads the test files into batches of images and labels.
+func testSet(ctx context.Context, entries []string) ([]tensor.Slots, error) {
+	var out []tensor.Slots
+	for _, e := range entries {
+		r, err := readers.Open(e, readers.OpenOptions{})
+		if err != nil {
+			return nil, err
+		}
+		batches, err := readers.ReadAll(ctx, readers.Batch(r, 1000, false))
+		r.Close()
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, batches...)
 	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
+	if len(out) == 0 {
+		return nil, fmt.Errorf("the test set is empty")
 	}
-	return err
+	return out, nil
+}
+
+func accuracyOn(m *softmax, test []tensor.Slots) (float64, int, error) {
+	right, n := 0, 0
+	for _, b := range test {
+		if len(b) < 2 {
+			return 0, 0, fmt.Errorf("test records hold %d slots, want an image and a label", len(b))
+		}
+		r, k, err := m.accuracy(b[0].Tensor, b[1].Tensor)
+		if err != nil {
+			return 0, 0, err
+		}
+		right, n = right+r, n+k
+	}
+	return float64(right) / float64(n), n, nil
+}
+
+func runDemo(ctx context.Context, out, errOut io.Writer, o demoOptions) error {
+	dir, err := os.MkdirTemp("", "actorfeed-demo-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	train, testFiles, source, err := demoData(o, dir)
+	if err != nil {
+		return err
+	}
+	test, err := testSet(ctx, testFiles)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "data:     %s\n", source)
+
+	scope := program.NewScope(actors.Options{})
+	defer scope.Close()
+	startup := flagProgram(runOptions{shuffle: o.shuffle, seed: o.seed, batch: o.batch}, train)
+	// Devices step in lockstep: a last step that would leave a device
+	// without a batch is dropped.
+	startup.Ops[len(startup.Ops)-1].Attrs = map[string]any{"drop_partial": true}
+	if err := scope.Run(ctx, startup); err != nil {
+		return err
+	}
+	model := newSoftmax(o.devices, float32(o.lr))
+	s := &session{devices: o.devices, passes: o.passes, names: baseNames(scope.Reader("reader").Stages()),
+		step: func(ctx context.Context, it actors.Item) error {
+			if len(it.Slots) < 2 {
+				return fmt.Errorf("records hold %d slots, want an image and a label", len(it.Slots))
+			}
+			return model.step(ctx, it.Slots[0].Tensor, it.Slots[1].Tensor)
+		}}
+	p, err := scope.RunDevices("reader", actors.Devices{N: o.devices, Step: s.deviceStep})
+	if err != nil {
+		return err
+	}
+	s.p = p
+	fmt.Fprintf(out, "pipeline: %s -> %d devices training softmax regression (lr %g), %d passes\n",
+		describe(scope.Reader("reader").Stages()), o.devices, o.lr, o.passes)
+	s.progress = newProgress(errOut, o.every, countSamples(scope.Reader("reader").Stages(), o.passes))
+	var acc float64
+	var n int
+	passStart := time.Now()
+	err = s.run(ctx, func(pass int) error {
+		loss := model.lastLoss()
+		var err error
+		if acc, n, err = accuracyOn(model, test); err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "pass %d/%d: loss %.3f, test accuracy %.4f (%v)\n", pass+1, o.passes, loss, acc, time.Since(passStart).Round(time.Millisecond))
+		passStart = time.Now()
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	s.summary(out)
+	fmt.Fprintf(out, "test accuracy: %.4f on %d samples\n", acc, n)
+	if acc < o.minAccuracy {
+		return fmt.Errorf("test accuracy %.4f is below %.2f: are images and labels aligned?", acc, o.minAccuracy)
+	}
+	return nil
 }

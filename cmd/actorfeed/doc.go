@@ -1,11 +1,19 @@
 // Command actorfeed runs, inspects and measures actorfeed input pipelines.
 //
-//	actorfeed demo   the built-in default: read a data set through
-//	                 shuffle -> batch -> prefetch for a few passes and report
+//	actorfeed demo      the built-in default: train a softmax-regression
+//	                    classifier data-parallel on 2 device actors fed by
+//	                    open_files -> shuffle -> batch -> double buffer, and
+//	                    report the test accuracy
+//	actorfeed run       run a pipeline from flags or a YAML program on
+//	                    simulated devices; progress, summary, --emit-ids
+//	actorfeed gen       write a synthetic RecordIO data set
+//	actorfeed convert   convert IDX (Fashion-MNIST) to RecordIO
+//	actorfeed inspect   show a data file's chunks, records, shapes, checksums
 //
 // With Fashion-MNIST installed (Debian: apt-get install dataset-fashion-mnist)
-// the demo reads it; otherwise it writes a synthetic RecordIO data set of the
-// same shape to a temporary directory and reads that.
+// the demo trains on it; otherwise on a synthetic data set of the same shape.
+// Errors are one line on stderr and a non-zero exit status (2 for a bad
+// command line).
 //
 // cmd/actorfeed may import every actorfeed package; nothing imports it.
 package main

@@ -6,56 +6,73 @@ import (
 	"errors"
 	"path/filepath"
 	"testing"
+	"time"
 
-	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-func TestDemoOnSyntheticData(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "syn.recordio")
-	require.NoError(t, writeSynthetic(path, 1000, 3))
-	var out bytes.Buffer
-	err := runDemo(context.Background(), &out, demoOptions{data: path, batch: 64, window: 100, passes: 2, seed: 1, samples: 1000})
-	require.NoError(t, err)
-	assert.Contains(t, out.String(), "pass 0:   1000 samples")
-	assert.Contains(t, out.String(), "pass 1:   1000 samples")
-	assert.Contains(t, out.String(), "10 classes")
-	assert.Contains(t, out.String(), "summary:  2000 samples, 32 batches")
+func demoDefaults() demoOptions {
+	return demoOptions{batch: 64, shuffle: 1024, passes: 2, devices: 2, seed: 1, samples: 4000, lr: 0.1, minAccuracy: 0.8, every: time.Hour}
 }
 
-func TestPassCheckerCatchesLossAndDuplication(t *testing.T) {
-	c := passChecker{expected: 4}
-	require.NoError(t, c.check(0, 4, map[int64]int{0: 2, 1: 2}))
-	require.NoError(t, c.check(1, 4, map[int64]int{0: 2, 1: 2}))
-	err := c.check(2, 4, map[int64]int{0: 3, 1: 1}) // one lost, one duplicated
-	assert.ErrorContains(t, err, "pass 2 delivered per-class counts")
-	assert.ErrorContains(t, c.check(3, 3, map[int64]int{0: 2, 1: 1}), "pass 3 delivered 3 samples, the data set holds 4")
+// Without Fashion-MNIST the demo trains on synthetic data, which a linear
+// classifier learns almost perfectly when images and labels stay together.
+func TestDemoOnSyntheticData(t *testing.T) {
+	old := fashionMNIST
+	fashionMNIST = t.TempDir() // nothing installed here
+	defer func() { fashionMNIST = old }()
+	var out bytes.Buffer
+	require.NoError(t, runDemo(context.Background(), &out, &bytes.Buffer{}, demoDefaults()))
+	require.Contains(t, out.String(), "synthetic, 4000 samples")
+	require.Contains(t, out.String(), "pass 2/2: loss")
+	require.Contains(t, out.String(), "data wait p95")
+	require.Regexp(t, `test accuracy: (0\.9\d+|1\.0000) on 2000 samples`, out.String())
+}
 
-	unknown := passChecker{}
-	require.NoError(t, unknown.check(0, 7, map[int64]int{5: 7}))
-	assert.Error(t, unknown.check(1, 6, map[int64]int{5: 6}))
+// On Fashion-MNIST the demo reaches at least 0.80 within 5 passes (the
+// issue's acceptance); CI has the data set installed.
+func TestDemoOnFashionMNIST(t *testing.T) {
+	fashionDir(t)
+	o := demoDefaults()
+	o.passes, o.shuffle = 5, 4096
+	var out bytes.Buffer
+	require.NoError(t, runDemo(context.Background(), &out, &bytes.Buffer{}, o))
+	require.Contains(t, out.String(), "Fashion-MNIST")
+	require.Contains(t, out.String(), "300000 samples")
+	t.Log(out.String())
+}
+
+// Labels shuffled apart from their images cannot be learned: the demo's
+// check fails, as it would if a stage misaligned the slots.
+func TestDemoFailsOnMisalignedData(t *testing.T) {
+	dir := t.TempDir()
+	s := synthetic{files: 2, samples: 2000, seed: 3}
+	train, err := s.write(filepath.Join(dir, "train"))
+	require.NoError(t, err)
+	scrambled := synthetic{files: 1, samples: 1000, seed: 99} // other prototypes: labels mean nothing
+	test, err := scrambled.write(filepath.Join(dir, "test"))
+	require.NoError(t, err)
+	o := demoDefaults()
+	o.data, o.test = train, test
+	err = runDemo(context.Background(), &bytes.Buffer{}, &bytes.Buffer{}, o)
+	require.ErrorContains(t, err, "test accuracy")
+	require.ErrorContains(t, err, "aligned")
 }
 
 func TestDemoErrors(t *testing.T) {
 	for _, args := range [][]string{
 		{"demo", "--batch", "0"},
 		{"demo", "--nope"},
-		{"demo", "--data", filepath.Join(t.TempDir(), "missing.recordio")},
-		{"demo", "--data", "parquet:/x"},
+		{"demo", "--data", filepath.Join(t.TempDir(), "missing.recordio"), "--test", "x.rio"},
+		{"demo", "--data", "a.rio"},
 	} {
-		root := newRoot()
-		root.SetArgs(args)
-		root.SetOut(&bytes.Buffer{})
-		err := root.ExecuteContext(context.Background())
+		_, err := cli(t, args...)
 		require.Error(t, err, "%v", args)
-		assert.NotContains(t, err.Error(), "\n", "one line: %v", args)
 	}
-	root := newRoot()
-	root.SetArgs([]string{"demo", "--batch", "0"})
-	err := root.ExecuteContext(context.Background())
+	_, err := cli(t, "demo", "--batch", "0")
 	var ue usageError
-	assert.True(t, errors.As(err, &ue))
+	require.True(t, errors.As(err, &ue))
 }
