@@ -567,3 +567,37 @@ func TestFilesDeclaredSlotsAreChecked(t *testing.T) {
 	require.EqualValues(t, 0, se.Record)
 	closeAndCheck(t, p, sys)
 }
+
+func TestStageStats(t *testing.T) {
+	ctx := testCtx(t)
+	paths := writeFiles(t, 2, 100, 400)
+	sys := actors.NewSystem()
+	p, err := actors.NewDevices([]actors.Stage{actors.Files{Paths: paths}, actors.Shuffle{Window: 30, Seed: 1}, actors.Batch{Size: 10}},
+		actors.Devices{N: 2}, actors.Options{System: sys, GroupSize: 8, Faults: actors.PanicAt{Kind: actors.KindBatch, N: 4}})
+	require.NoError(t, err)
+	require.NoError(t, p.Run(ctx))
+	byKind := map[string][]actors.StageStats{}
+	for _, s := range p.StageStats() {
+		byKind[s.Kind] = append(byKind[s.Kind], s)
+		require.GreaterOrEqual(t, s.Held, 0)
+		require.GreaterOrEqual(t, s.Demand, int64(0))
+	}
+	require.Len(t, byKind[actors.KindBatch], 1)
+	batch := byKind[actors.KindBatch][0]
+	require.EqualValues(t, 20, batch.Items, "200 samples in batches of 10")
+	require.Equal(t, 1, batch.Restarts, "the injected panic")
+	require.Equal(t, "2-batch", batch.Stage)
+	require.EqualValues(t, 20, byKind[actors.KindDoubleBuffer][0].Items)
+	consumed := int64(0)
+	for _, d := range byKind[actors.KindDevice] {
+		consumed += d.Items
+		require.Zero(t, d.Held, "a finished pass leaves nothing queued")
+	}
+	require.EqualValues(t, 20, consumed)
+	groups := int64(0)
+	for _, r := range byKind[actors.KindFileReader] {
+		groups += r.Items
+	}
+	require.EqualValues(t, 2*13, groups, "100 records in groups of 8: 13 groups a file")
+	closeAndCheck(t, p, sys)
+}

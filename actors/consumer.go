@@ -56,6 +56,8 @@ func (c *consumerCell) take(ctx context.Context) (*messages.Batch, error) {
 	c.queue[0] = nil
 	c.queue = c.queue[1:]
 	c.consumed++
+	c.meter.items.Add(1)
+	c.meter.held.Store(int64(len(c.queue)))
 	c.pipe.noteConsumed(b)
 	c.pipe.root.Send(c.self, consumedMsg{})
 	return b, nil
@@ -113,6 +115,12 @@ type consumerActor struct {
 
 func (a *consumerActor) Receive(ctx actor.Context) {
 	c := a.c
+	defer func() {
+		c.mu.Lock()
+		held := len(c.queue)
+		c.mu.Unlock()
+		c.meter.gauge(held, c.in.outstanding)
+	}()
 	msg, send := c.receive(ctx)
 	switch m := msg.(type) {
 	case *actor.Started:
@@ -292,10 +300,12 @@ func (a *consumerActor) runDevice(ctx context.Context) {
 			return
 		}
 		busy := time.Since(start)
-		if !c.commitHead(b, pass) {
+		// The statistics count the batch before the commit can be seen, so
+		// Run, which returns once every batch is committed, never returns
+		// with the last one uncounted.
+		if !c.commitHead(b, pass, func() { d.stats.add(start.Sub(waitFrom), busy, item.Instances) }) {
 			continue // the pass was restarted under the step: not consumed
 		}
-		d.stats.add(start.Sub(waitFrom), busy, item.Instances)
 		// Committed, the batch is never stepped or sent again: its storage
 		// is free once the step let go of it.
 		c.pipe.recycle(item.Slots)
@@ -335,16 +345,20 @@ func (c *consumerCell) waitChange(ctx context.Context) bool {
 	}
 }
 
-// commitHead consumes b if it is still the head of the same pass.
-func (c *consumerCell) commitHead(b *messages.Batch, pass uint32) bool {
+// commitHead consumes b if it is still the head of the same pass, calling
+// counted first.
+func (c *consumerCell) commitHead(b *messages.Batch, pass uint32, counted func()) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if len(c.queue) == 0 || c.queue[0] != b || c.pass != pass {
 		return false
 	}
+	counted()
 	c.queue[0] = nil
 	c.queue = c.queue[1:]
 	c.consumed++
+	c.meter.items.Add(1)
+	c.meter.held.Store(int64(len(c.queue)))
 	c.pipe.noteConsumed(b)
 	c.signal()
 	c.pipe.root.Send(c.self, consumedMsg{})

@@ -26,6 +26,13 @@ type fanoutActor struct{ c *fanoutCell }
 
 func (a *fanoutActor) Receive(ctx actor.Context) {
 	c := a.c
+	defer func() {
+		held := len(c.step)
+		for i := range c.outs {
+			held += c.outs[i].held()
+		}
+		c.meter.gauge(held, c.in.outstanding)
+	}()
 	msg, send := c.receive(ctx)
 	switch m := msg.(type) {
 	case *actor.Started:
@@ -118,6 +125,7 @@ func (a *fanoutActor) Receive(ctx actor.Context) {
 func (a *fanoutActor) route(b *messages.Batch) {
 	c := a.c
 	c.outs[c.routed%uint64(len(c.outs))].push(b)
+	c.meter.items.Add(1)
 	c.routed++
 }
 

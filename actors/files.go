@@ -48,6 +48,13 @@ type filesActor struct{ c *filesCell }
 
 func (a *filesActor) Receive(ctx actor.Context) {
 	c := a.c
+	defer func() {
+		demand := 0
+		for _, w := range c.work {
+			demand += w.outstanding
+		}
+		c.meter.gauge(c.out.held(), int64(demand))
+	}()
 	msg, send := c.receive(ctx)
 	switch m := msg.(type) {
 	case *actor.Started:
@@ -189,6 +196,7 @@ func (a *filesActor) onGroup(b *messages.Batch) {
 		return
 	}
 	c.out.push(item)
+	c.meter.items.Add(1)
 	c.pipe.noteProduced(c.kind, item)
 }
 
@@ -209,6 +217,7 @@ func (a *filesActor) onEnd(send func(*actor.PID, any), e *messages.End) {
 			if c.head < c.files {
 				for _, item := range c.pending[c.head] {
 					c.out.push(item)
+					c.meter.items.Add(1)
 					c.pipe.noteProduced(c.kind, item)
 				}
 				delete(c.pending, c.head)

@@ -238,6 +238,31 @@ func (p *Pipeline) Stats() Stats {
 	return st
 }
 
+// StageStats are one stage's counters, as of the last message it handled.
+type StageStats struct {
+	Stage string // its name: position-kind, and /reader-k for file readers
+	Kind  string
+	// Items produced (by a consumer: consumed), in all passes.
+	Items int64
+	// Held is the stage's buffer depth: items produced and not yet
+	// acknowledged downstream (queued, for a consumer).
+	Held int
+	// Demand is the demand outstanding on its upstream link.
+	Demand   int64
+	Restarts int
+}
+
+// StageStats returns every stage's counters, sources first. It is safe to
+// call at any time from any goroutine.
+func (p *Pipeline) StageStats() []StageStats {
+	out := make([]StageStats, len(p.cells))
+	for i, c := range p.cells {
+		out[i] = StageStats{Stage: c.name, Kind: c.kind, Items: c.meter.items.Load(), Held: int(c.meter.held.Load()),
+			Demand: c.meter.demand.Load(), Restarts: int(c.meter.restarts.Load())}
+	}
+	return out
+}
+
 // DeviceStats are one device's counters.
 type DeviceStats struct {
 	Device    int

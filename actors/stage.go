@@ -3,6 +3,7 @@ package actors
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 
 	"github.com/asynkron/protoactor-go/actor"
 
@@ -16,8 +17,8 @@ type cell struct {
 	name, kind string
 	pipe       *shared
 	received   int64 // user messages received, counted before handling
-	restarts   int
 	started    bool
+	meter      meter
 	down       []*actor.PID // the stages this one feeds, fixed at build
 	// where, when set, names the file and record the stage is at, for the
 	// error of a pipeline stopped by this stage's restarts.
@@ -33,6 +34,21 @@ func (c *cell) receive(ctx actor.Context) (any, func(*actor.PID, any)) {
 		c.before(msg)
 	}
 	return msg, sender(ctx)
+}
+
+// meter is what a stage shows while it runs: counters and gauges its actor
+// updates and Pipeline.StageStats reads from any goroutine.
+type meter struct {
+	items    atomic.Int64 // produced (consumed, for a consumer), all passes
+	held     atomic.Int64 // items held: produced and not acknowledged, or queued
+	demand   atomic.Int64 // demand outstanding on its upstream link
+	restarts atomic.Int64
+}
+
+// gauge records the stage's buffer depth and outstanding demand.
+func (m *meter) gauge(held int, demand int64) {
+	m.held.Store(int64(held))
+	m.demand.Store(demand)
 }
 
 // task is a goroutine an actor instance owns: started with the actor's
@@ -88,7 +104,7 @@ func (c *cell) restarted() bool {
 		c.started = true
 		return false
 	}
-	c.restarts++
+	c.meter.restarts.Add(1)
 	c.pipe.restarts.Add(1)
 	return true
 }

@@ -110,6 +110,7 @@ type transformActor struct{ c *transformCell }
 
 func (a *transformActor) Receive(ctx actor.Context) {
 	c := a.c
+	defer func() { c.meter.gauge(c.out.held(), c.in.outstanding) }()
 	msg, send := c.receive(ctx)
 	if _, ok := msg.(*actor.Started); ok {
 		if c.restarted() {
@@ -182,6 +183,7 @@ func (a *transformActor) onItem(send func(*actor.PID, any), msg any) bool {
 func (a *transformActor) push(out []*messages.Batch) {
 	for _, b := range out {
 		a.c.out.push(b)
+		a.c.meter.items.Add(1)
 		a.c.pipe.noteProduced(a.c.kind, b)
 	}
 }

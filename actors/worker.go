@@ -82,6 +82,7 @@ func newWorkerCell(pipe *shared, name string, src Source, window int) *workerCel
 
 func (a *workerActor) Receive(ctx actor.Context) {
 	c := a.c
+	defer func() { c.meter.gauge(c.out.held(), 0) }()
 	msg, send := c.receive(ctx)
 	switch m := msg.(type) {
 	case *actor.Started:
@@ -190,6 +191,7 @@ func (a *workerActor) drain() {
 	for _, b := range c.handoff {
 		c.out.push(b)
 	}
+	c.meter.items.Add(int64(len(c.handoff)))
 	c.handoff = c.handoff[:0]
 	if c.failed != nil && c.out.fail == nil {
 		c.out.fail = failure(c.name, c.src.Name(c.file), c.failed.offset, c.failed.err)

@@ -3,6 +3,8 @@ package actors
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"sync"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -11,12 +13,11 @@ import (
 )
 
 // xmapCell is what an xmap stage persists. Items are taken in from the
-// upstream link in order and handed to the stage's workers; base is the
-// first item whose result has not yet been pushed downstream. The upstream
-// is acknowledged only up to base, so after a restart (which loses the
-// work in flight) the stage asks again from base, and the results it had
-// already pushed (unordered) or kept for their turn (ordered) are not
-// computed twice.
+// upstream link in order and handed to the stage's workers; an item stays
+// in the cell (inflight) until its result arrives, so a restart, which
+// loses the work in flight with the old workers, hands those items to the
+// new workers again. base is the first item whose result has not been
+// pushed downstream.
 type xmapCell struct {
 	cell
 	relay
@@ -25,11 +26,12 @@ type xmapCell struct {
 	limit   int // items between intake and push: workers + buffer
 	ordered bool
 
-	run     uint64 // incarnation of the worker pool: results of others are dropped
-	base    uint64
-	waiting map[uint64]*mapped // ordered: results kept until their turn
-	pushed  map[uint64]bool    // unordered: results at or above base already pushed
-	drained bool               // the upstream's End was taken in
+	run      uint64 // incarnation of the worker pool: results of others are dropped
+	base     uint64
+	inflight map[uint64]*messages.Batch // items handed to workers, without a result yet
+	waiting  map[uint64]*mapped         // ordered: results kept until their turn
+	pushed   map[uint64]bool            // unordered: results above base already pushed
+	drained  bool                       // the upstream's End was taken in
 }
 
 // job is one item for a worker.
@@ -65,16 +67,17 @@ func newXMapCell(pipe *shared, name string, s XMap, capacity, window int) *xmapC
 
 func (a *xmapActor) Receive(ctx actor.Context) {
 	c := a.c
+	defer func() { c.meter.gauge(c.out.held(), c.in.outstanding) }()
 	msg, send := c.receive(ctx)
 	switch m := msg.(type) {
 	case *actor.Started:
 		a.start(ctx)
 		if c.restarted() {
-			// The work in flight is lost: take in again from the first item
-			// whose result was not pushed, and the upstream's End after them.
-			c.in.next = c.base
-			if !c.in.ended {
-				c.drained = false
+			// The work in flight died with the old workers: hand its items
+			// to the new ones. The dropped message may have been an item or
+			// demand: open the links again.
+			for _, seq := range slices.Sorted(maps.Keys(c.inflight)) {
+				a.jobs <- job{run: c.run, seq: seq, item: c.inflight[seq]}
 			}
 			c.in.reopen(send, a.room())
 			c.announce(send)
@@ -97,7 +100,7 @@ func (a *xmapActor) Receive(ctx actor.Context) {
 		begin := func(pass uint32) uint32 {
 			a.stop()
 			c.base, c.drained = 0, false
-			c.waiting, c.pushed = map[uint64]*mapped{}, map[uint64]bool{}
+			c.inflight, c.waiting, c.pushed = map[uint64]*messages.Batch{}, map[uint64]*mapped{}, map[uint64]bool{}
 			a.start(ctx)
 			return pass
 		}
@@ -115,11 +118,10 @@ func (a *xmapActor) Receive(ctx actor.Context) {
 	}
 	a.maybeEnd()
 	c.out.flush(send)
-	c.in.replenish(send, a.room(), c.base)
+	c.in.replenish(send, a.room(), c.in.next)
 }
 
-// onItem takes in an item (handing it to a worker unless its result is
-// already known) or the upstream's End.
+// onItem takes in an item, handing it to a worker, or the upstream's End.
 func (a *xmapActor) onItem(send func(*actor.PID, any), msg any) bool {
 	c := a.c
 	switch m := msg.(type) {
@@ -127,9 +129,8 @@ func (a *xmapActor) onItem(send func(*actor.PID, any), msg any) bool {
 		if !c.in.admit(send, m.Epoch, m.Seq, a.room()) {
 			return false
 		}
-		if c.waiting[m.Seq] == nil && !c.pushed[m.Seq] {
-			a.jobs <- job{run: c.run, seq: m.Seq, item: m} // never blocks: see room
-		}
+		a.jobs <- job{run: c.run, seq: m.Seq, item: m} // never blocks: see room
+		c.inflight[m.Seq] = m
 		c.in.commit()
 	case *messages.End:
 		if !c.in.admitEnd(send, m, a.room()) {
@@ -146,9 +147,10 @@ func (a *xmapActor) onItem(send func(*actor.PID, any), msg any) bool {
 // onResult pushes a result: in order (ordered) or at once.
 func (a *xmapActor) onResult(send func(*actor.PID, any), m *mapped) bool {
 	c := a.c
-	if m.seq < c.base || c.waiting[m.seq] != nil || c.pushed[m.seq] {
-		return false // a result computed twice across a restart
+	if c.inflight[m.seq] == nil {
+		return false // not asked for (cannot happen: results of old runs are dropped)
 	}
+	delete(c.inflight, m.seq)
 	if !c.ordered {
 		if m.err != nil {
 			c.fail(&c.cell, send, m.err)
@@ -177,6 +179,7 @@ func (a *xmapActor) onResult(send func(*actor.PID, any), m *mapped) bool {
 
 func (a *xmapActor) push(b *messages.Batch) {
 	a.c.out.push(b)
+	a.c.meter.items.Add(1)
 	a.c.pipe.noteProduced(a.c.kind, b)
 }
 
@@ -206,7 +209,7 @@ func (a *xmapActor) start(ctx actor.Context) {
 	c := a.c
 	c.run++
 	if c.waiting == nil {
-		c.waiting, c.pushed = map[uint64]*mapped{}, map[uint64]bool{}
+		c.inflight, c.waiting, c.pushed = map[uint64]*messages.Batch{}, map[uint64]*mapped{}, map[uint64]bool{}
 	}
 	a.jobs = make(chan job, c.limit)
 	rctx, cancel := context.WithCancel(context.Background())

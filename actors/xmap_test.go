@@ -143,7 +143,7 @@ func TestXMapErrorComesInOrder(t *testing.T) {
 	p, err := actors.New([]actors.Stage{actors.Files{Paths: paths}, actors.XMap{Fn: fn, Workers: 3, Ordered: true}},
 		actors.Options{System: sys, GroupSize: 10})
 	require.NoError(t, err)
-	var ids []uint64
+	ids := []uint64{} // the failed item may be the first
 	var got error
 	for got == nil {
 		it, ok, err := p.Next(ctx)
@@ -180,4 +180,46 @@ func TestXMapShutdownWithWorkersBusy(t *testing.T) {
 	require.NoError(t, p.Shutdown(sctx))
 	require.NoError(t, sctx.Err(), "shut down within 1 s")
 	require.Empty(t, actors.Registered(sys))
+}
+
+// Unordered results overtake each other; a restart, by a fault before any
+// message or by the function panicking at any call, must still deliver
+// each item once. Items of even records take longer, so later results are
+// often pushed before earlier ones when the stage restarts.
+func TestXMapUnorderedRestartsAnywhere(t *testing.T) {
+	ctx := testCtx(t)
+	paths := writeFiles(t, 2, 60, 300)
+	uneven := func(fn actors.MapFunc) actors.MapFunc {
+		return func(s tensor.Slots) (tensor.Slots, error) {
+			v, err := tensor.View[int64](s[0].Tensor)
+			if err != nil {
+				return nil, err
+			}
+			if v[0]%2 == 0 {
+				x := 0
+				for i := range 200_000 {
+					x += i
+				}
+				_ = x
+			}
+			return fn(s)
+		}
+	}
+	for n := 1; n <= 30; n++ {
+		for _, fault := range []struct {
+			fn     actors.MapFunc
+			faults actors.Injector
+		}{
+			{uneven(negate), actors.PanicAt{Kind: actors.KindXMap, N: int64(n)}},
+			{uneven(panicOnce(n)), nil},
+		} {
+			sys := actors.NewSystem()
+			p, err := actors.New([]actors.Stage{actors.Files{Paths: paths, Threads: 2}, actors.XMap{Fn: fault.fn, Workers: 4, Buffer: 4}},
+				actors.Options{System: sys, GroupSize: 1, Faults: fault.faults})
+			require.NoError(t, err)
+			requireExactlyOnce(t, allIDs(2, 60), readNegated(t, ctx, p))
+			require.Equal(t, 1, p.Stats().Restarts)
+			closeAndCheck(t, p, sys)
+		}
+	}
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -26,6 +27,16 @@ func cli(t *testing.T, args ...string) (string, error) {
 		require.NotContains(t, err.Error(), "\n", "an error is one line: %v", args)
 	}
 	return out.String(), err
+}
+
+// genSet writes a synthetic data set of files files and samples samples
+// with the gen command and returns its directory.
+func genSet(t *testing.T, files, samples int, more ...string) string {
+	t.Helper()
+	dir := t.TempDir()
+	_, err := cli(t, append([]string{"gen", "--out", dir, "--files", fmt.Sprint(files), "--samples", fmt.Sprint(samples)}, more...)...)
+	require.NoError(t, err)
+	return dir
 }
 
 func fashionDir(t *testing.T) string {
@@ -97,9 +108,7 @@ func TestConvertInspectRoundTripsFashionMNIST(t *testing.T) {
 }
 
 func TestBadInputExitsWithOneLine(t *testing.T) {
-	dir := t.TempDir()
-	_, err := cli(t, "gen", "--out", dir, "--files", "1", "--samples", "300")
-	require.NoError(t, err)
+	dir := genSet(t, 1, 300)
 	good := filepath.Join(dir, fileName(0))
 	data, err := os.ReadFile(good)
 	require.NoError(t, err)

@@ -30,6 +30,7 @@ type demoOptions struct {
 	lr          float64
 	minAccuracy float64
 	every       time.Duration
+	watch       watchOptions
 }
 
 func newDemo() *cobra.Command {
@@ -47,8 +48,8 @@ summary of the run. It fails when the final test accuracy is below
 --min-accuracy: images and labels that came apart on the way would show there.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if o.batch < 1 || o.passes < 1 || o.devices < 1 || o.shuffle < 0 || o.samples < 100 || o.lr <= 0 || o.every <= 0 {
-				return usageError{fmt.Errorf("--batch, --passes and --devices must be at least 1, --samples at least 100, --shuffle at least 0, --lr and --progress-every positive")}
+			if o.batch < 1 || o.passes < 1 || o.devices < 1 || o.shuffle < 0 || o.samples < 100 || o.lr <= 0 || o.every <= 0 || o.watch.sampleEvery <= 0 {
+				return usageError{fmt.Errorf("--batch, --passes and --devices must be at least 1, --samples at least 100, --shuffle at least 0, --lr, --progress-every and --sample-every positive")}
 			}
 			if len(o.data) > 0 && len(o.test) == 0 {
 				return usageError{fmt.Errorf("--data needs --test, the data set to measure the accuracy on")}
@@ -68,6 +69,7 @@ summary of the run. It fails when the final test accuracy is below
 	f.Float64Var(&o.lr, "lr", 0.1, "learning rate")
 	f.Float64Var(&o.minAccuracy, "min-accuracy", 0.8, "fail when the final test accuracy is lower")
 	f.DurationVar(&o.every, "progress-every", 5*time.Second, "interval of the progress lines when not on a terminal")
+	o.watch.flags(f)
 	return cmd
 }
 
@@ -209,7 +211,7 @@ func runDemo(ctx context.Context, out, errOut io.Writer, o demoOptions) error {
 		return err
 	}
 	model := newSoftmax(o.devices, float32(o.lr))
-	s := &session{devices: o.devices, passes: o.passes, names: baseNames(scope.Reader("reader").Stages()),
+	s := &session{devices: o.devices, passes: o.passes, names: baseNames(scope.Reader("reader").Stages()), watch: o.watch,
 		step: func(ctx context.Context, it actors.Item) error {
 			if len(it.Slots) < 2 {
 				return fmt.Errorf("records hold %d slots, want an image and a label", len(it.Slots))

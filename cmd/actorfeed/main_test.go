@@ -15,7 +15,8 @@ import (
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func demoDefaults() demoOptions {
-	return demoOptions{batch: 64, shuffle: 1024, passes: 2, devices: 2, seed: 1, samples: 4000, lr: 0.1, minAccuracy: 0.8, every: time.Hour}
+	return demoOptions{batch: 64, shuffle: 1024, passes: 2, devices: 2, seed: 1, samples: 4000, lr: 0.1, minAccuracy: 0.8, every: time.Hour,
+		watch: watchOptions{sampleEvery: 100 * time.Millisecond}}
 }
 
 // Without Fashion-MNIST the demo trains on synthetic data, which a linear

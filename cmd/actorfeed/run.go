@@ -34,6 +34,7 @@ type runOptions struct {
 	onCorrupt string
 	emitIDs   string
 	every     time.Duration
+	watch     watchOptions
 }
 
 func newRun() *cobra.Command {
@@ -75,6 +76,7 @@ from which exactly-once delivery can be checked.`,
 	f.StringVar(&o.onCorrupt, "on-corrupt", "fail", "what a corrupt record does: fail or skip")
 	f.StringVar(&o.emitIDs, "emit-ids", "", "write the ids of every consumed batch to this file, as JSON lines")
 	f.DurationVar(&o.every, "progress-every", 5*time.Second, "interval of the progress lines when not on a terminal")
+	o.watch.flags(f)
 	return cmd
 }
 
@@ -88,8 +90,8 @@ func (o *runOptions) check(cmd *cobra.Command) error {
 		return fmt.Errorf("--batch, --passes and --devices must be at least 1")
 	case o.shuffle < 0, o.threads < 0, o.step < 0:
 		return fmt.Errorf("--shuffle, --threads and --step must not be negative")
-	case o.every <= 0:
-		return fmt.Errorf("--progress-every must be positive")
+	case o.every <= 0, o.watch.sampleEvery <= 0:
+		return fmt.Errorf("--progress-every and --sample-every must be positive")
 	}
 	if _, err := supervisor.ParseCorruptPolicy(o.onCorrupt); err != nil {
 		return fmt.Errorf("--on-corrupt: %w", err)
@@ -184,7 +186,7 @@ func runPipeline(ctx context.Context, out, errOut io.Writer, o runOptions, chang
 	if err := scope.Run(ctx, startup); err != nil {
 		return err
 	}
-	s := &session{devices: o.devices, passes: o.passes, stepTime: o.step, names: baseNames(scope.Reader(reader).Stages())}
+	s := &session{devices: o.devices, passes: o.passes, stepTime: o.step, names: baseNames(scope.Reader(reader).Stages()), watch: o.watch}
 	p, err := scope.RunDevices(reader, actors.Devices{N: o.devices, Step: s.deviceStep})
 	if err != nil {
 		return err

@@ -59,22 +59,19 @@ func genIDs(files, samples int) []string {
 }
 
 func TestGenRunEmitIDsExactlyOnce(t *testing.T) {
-	dir := t.TempDir()
-	_, err := cli(t, "gen", "--out", dir, "--files", "3", "--samples", "2000")
-	require.NoError(t, err)
+	dir := genSet(t, 3, 2000)
 	ids := filepath.Join(dir, "ids.jsonl")
 	out, err := cli(t, "run", "--data", filepath.Join(dir, "*.recordio"), "--batch", "50", "--shuffle", "300",
-		"--devices", "3", "--passes", "2", "--threads", "2", "--emit-ids", ids)
+		"--devices", "3", "--passes", "2", "--threads", "2", "--emit-ids", ids, "--step", "1ms", "--progress-every", "1ms")
 	require.NoError(t, err)
+	require.Contains(t, out, "progress: pass ", "plain progress lines when not on a terminal")
 	require.Contains(t, out, "4000 samples in 80 batches, 2 pass(es)")
 	require.Contains(t, out, "data wait p95")
 	readIDs(t, ids, 2, 3, genIDs(3, 2000))
 }
 
 func TestRunSpec(t *testing.T) {
-	dir := t.TempDir()
-	_, err := cli(t, "gen", "--out", dir, "--files", "2", "--samples", "600")
-	require.NoError(t, err)
+	dir := genSet(t, 2, 600)
 	spec := filepath.Join(dir, "p.yaml")
 	require.NoError(t, os.WriteFile(spec, []byte(fmt.Sprintf(`startup:
   - op: open_files
@@ -99,9 +96,7 @@ devices: {n: 2, step: 1ms}
 }
 
 func TestRunBadInput(t *testing.T) {
-	dir := t.TempDir()
-	_, err := cli(t, "gen", "--out", dir, "--files", "1", "--samples", "500", "--compressor", "none")
-	require.NoError(t, err)
+	dir := genSet(t, 1, 500, "--compressor", "none")
 	data, err := os.ReadFile(filepath.Join(dir, fileName(0)))
 	require.NoError(t, err)
 	data[len(data)/2] ^= 0xff

@@ -4,11 +4,13 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"text/tabwriter"
 	"time"
@@ -28,6 +30,11 @@ type session struct {
 	stepTime time.Duration
 	emit     *idEmitter
 	progress *progress
+	watch    watchOptions
+
+	metricsURL string
+	recorder   *recorder
+	reported   []string // files the report wrote
 
 	mu      sync.Mutex
 	waits   [][]time.Duration // per device: the time it waited for each batch
@@ -69,11 +76,45 @@ func (s *session) deviceStep(ctx context.Context, it actors.Item) error {
 	return nil
 }
 
+// watchOptions say how a run is observed besides the summary.
+type watchOptions struct {
+	metricsAddr string // serve Prometheus metrics here while running
+	report      string // write the report's pictures to this directory
+	sampleEvery time.Duration
+}
+
+func (w *watchOptions) flags(f interface {
+	StringVar(*string, string, string, string)
+	DurationVar(*time.Duration, string, time.Duration, string)
+}) {
+	f.StringVar(&w.metricsAddr, "metrics-addr", "", "serve Prometheus metrics at host:port while running (a bare :port listens on 127.0.0.1)")
+	f.StringVar(&w.report, "report", "", "write pictures of the run to this directory: throughput, device utilisation, buffer depth per stage, the actor tree")
+	f.DurationVar(&w.sampleEvery, "sample-every", 100*time.Millisecond, "sampling interval of the report's time series")
+}
+
 // run runs every pass, resetting the pipeline between them.
-func (s *session) run(ctx context.Context, afterPass func(pass int) error) error {
+func (s *session) run(ctx context.Context, afterPass func(pass int) error) (err error) {
 	s.waits = make([][]time.Duration, s.devices)
 	s.idle = make([]time.Time, s.devices)
 	s.start = time.Now()
+	if s.watch.metricsAddr != "" {
+		m, err := serveMetrics(s.watch.metricsAddr, func() *actors.Pipeline { return s.p })
+		if err != nil {
+			return err
+		}
+		s.metricsURL = "http://" + m.addr + "/metrics"
+		defer func() { err = errors.Join(err, m.stop()) }()
+	}
+	if s.watch.report != "" {
+		s.recorder = newRecorder(s.watch.sampleEvery)
+		s.recorder.start(s.p, s.start)
+		defer func() {
+			series := s.recorder.stop()
+			if err == nil {
+				s.reported, err = writeReport(s.watch.report, series, s.p.StageStats(), s.devices)
+			}
+		}()
+	}
 	if s.progress != nil {
 		s.progress.start(s)
 		defer s.progress.stop()
@@ -122,6 +163,12 @@ func (s *session) summary(w io.Writer) {
 			100*d.Busy.Seconds()/secs, round(p50), round(p95))
 	}
 	tw.Flush()
+	if s.metricsURL != "" {
+		fmt.Fprintf(w, "metrics were served at %s\n", s.metricsURL)
+	}
+	if len(s.reported) > 0 {
+		fmt.Fprintf(w, "report: %s\n", strings.Join(s.reported, ", "))
+	}
 }
 
 func percentile(xs []time.Duration, q float64) time.Duration {

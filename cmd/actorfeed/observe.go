@@ -1,0 +1,193 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/actorfeed/actorfeed/actors"
+)
+
+// ---- Prometheus ----
+
+// collector exports a pipeline's counters from a private registry, read on
+// every scrape.
+type collector struct {
+	p                               func() *actors.Pipeline
+	items, held, demand, restarts   *prometheus.Desc
+	batches, instances, busy, waits *prometheus.Desc
+}
+
+func newCollector(p func() *actors.Pipeline) *collector {
+	stage := []string{"stage", "kind"}
+	dev := []string{"device"}
+	return &collector{p: p,
+		items:     prometheus.NewDesc("actorfeed_stage_items_total", "Items a stage produced (a consumer: consumed).", stage, nil),
+		held:      prometheus.NewDesc("actorfeed_stage_buffered_items", "Items a stage holds: produced and not acknowledged, or queued.", stage, nil),
+		demand:    prometheus.NewDesc("actorfeed_stage_outstanding_demand", "Demand outstanding on a stage's upstream link.", stage, nil),
+		restarts:  prometheus.NewDesc("actorfeed_stage_restarts_total", "Restarts of a stage's actor.", stage, nil),
+		batches:   prometheus.NewDesc("actorfeed_device_batches_total", "Batches a device stepped.", dev, nil),
+		instances: prometheus.NewDesc("actorfeed_device_samples_total", "Samples a device stepped.", dev, nil),
+		busy:      prometheus.NewDesc("actorfeed_device_busy_seconds_total", "Time a device spent in steps.", dev, nil),
+		waits:     prometheus.NewDesc("actorfeed_device_wait_seconds_total", "Time a device waited for data.", dev, nil),
+	}
+}
+
+func (c *collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.items, c.held, c.demand, c.restarts, c.batches, c.instances, c.busy, c.waits} {
+		ch <- d
+	}
+}
+
+func (c *collector) Collect(ch chan<- prometheus.Metric) {
+	p := c.p()
+	if p == nil {
+		return
+	}
+	for _, s := range p.StageStats() {
+		ch <- prometheus.MustNewConstMetric(c.items, prometheus.CounterValue, float64(s.Items), s.Stage, s.Kind)
+		ch <- prometheus.MustNewConstMetric(c.held, prometheus.GaugeValue, float64(s.Held), s.Stage, s.Kind)
+		ch <- prometheus.MustNewConstMetric(c.demand, prometheus.GaugeValue, float64(s.Demand), s.Stage, s.Kind)
+		ch <- prometheus.MustNewConstMetric(c.restarts, prometheus.CounterValue, float64(s.Restarts), s.Stage, s.Kind)
+	}
+	for _, d := range p.Stats().Devices {
+		id := strconv.Itoa(d.Device)
+		ch <- prometheus.MustNewConstMetric(c.batches, prometheus.CounterValue, float64(d.Batches), id)
+		ch <- prometheus.MustNewConstMetric(c.instances, prometheus.CounterValue, float64(d.Instances), id)
+		ch <- prometheus.MustNewConstMetric(c.busy, prometheus.CounterValue, d.Busy.Seconds(), id)
+		ch <- prometheus.MustNewConstMetric(c.waits, prometheus.CounterValue, d.Wait.Seconds(), id)
+	}
+}
+
+// metricsServer serves /metrics for a pipeline until stopped.
+type metricsServer struct {
+	srv  *http.Server
+	addr string
+	done chan error
+}
+
+// loopback makes an address without a host listen on 127.0.0.1 only;
+// an explicit host (0.0.0.0 included) is the user's choice.
+func loopback(addr string) (string, error) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", fmt.Errorf("--metrics-addr %q: want host:port, such as 127.0.0.1:9100", addr)
+	}
+	if host == "" {
+		host = "127.0.0.1"
+	}
+	return net.JoinHostPort(host, port), nil
+}
+
+func serveMetrics(addr string, p func() *actors.Pipeline) (*metricsServer, error) {
+	addr, err := loopback(addr)
+	if err != nil {
+		return nil, err
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(newCollector(p))
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("--metrics-addr: %w", err)
+	}
+	m := &metricsServer{srv: &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}, addr: ln.Addr().String(), done: make(chan error, 1)}
+	go func() { m.done <- m.srv.Serve(ln) }()
+	return m, nil
+}
+
+// stop shuts the server down within a second.
+func (m *metricsServer) stop() error {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	err := m.srv.Shutdown(ctx)
+	if serr := <-m.done; !errors.Is(serr, http.ErrServerClosed) {
+		err = errors.Join(err, serr)
+	}
+	return err
+}
+
+// ---- time series for the report ----
+
+// sample is the pipeline at one moment.
+type sample struct {
+	at      time.Duration // since the run started
+	samples int           // consumed by all devices so far
+	busy    []time.Duration
+	held    map[string]int // per stage
+}
+
+// recorder samples a running pipeline at an interval, keeping at most
+// maxSamples samples: when full it drops every other one and doubles the
+// interval, so memory stays bounded on long runs.
+type recorder struct {
+	every time.Duration
+	max   int
+
+	mu      sync.Mutex
+	samples []sample
+	stopc   chan struct{}
+	wg      sync.WaitGroup
+}
+
+const maxSamples = 512
+
+func newRecorder(every time.Duration) *recorder { return &recorder{every: every, max: maxSamples} }
+
+func (r *recorder) start(p *actors.Pipeline, start time.Time) {
+	r.stopc = make(chan struct{})
+	r.take(p, start)
+	r.wg.Go(func() {
+		t := time.NewTimer(r.every)
+		defer t.Stop()
+		for {
+			select {
+			case <-r.stopc:
+				r.take(p, start)
+				return
+			case <-t.C:
+				r.take(p, start)
+				t.Reset(r.every)
+			}
+		}
+	})
+}
+
+func (r *recorder) take(p *actors.Pipeline, start time.Time) {
+	s := sample{at: time.Since(start), held: map[string]int{}}
+	for _, d := range p.Stats().Devices {
+		s.samples += d.Instances
+		s.busy = append(s.busy, d.Busy)
+	}
+	for _, st := range p.StageStats() {
+		s.held[st.Stage] = st.Held
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.samples = append(r.samples, s)
+	if len(r.samples) >= r.max {
+		kept := r.samples[:0]
+		for i := 0; i < len(r.samples); i += 2 {
+			kept = append(kept, r.samples[i])
+		}
+		r.samples = kept
+		r.every *= 2
+	}
+}
+
+func (r *recorder) stop() []sample {
+	close(r.stopc)
+	r.wg.Wait()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.samples
+}
