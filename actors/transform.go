@@ -90,6 +90,22 @@ func (r *relay) onLink(ctx actor.Context, send func(*actor.PID, any), msg any, r
 	return notLink, nil
 }
 
+// handle runs msg through onLink, and an item or the upstream's End through
+// onItem (which reports whether it produced anything). It reports whether
+// the stage should flush its outlet and top up its demand.
+func (r *relay) handle(c *cell, ctx actor.Context, send func(*actor.PID, any), msg any, room int,
+	begin func(pass uint32) uint32, onItem func(msg any) bool) bool {
+	res, err := r.onLink(ctx, send, msg, room, begin)
+	switch {
+	case err != nil:
+		r.fail(c, send, err)
+		return false
+	case res == notLink:
+		return onItem(msg)
+	}
+	return res == flushed
+}
+
 // fail ends the downstream link with err; the pipeline sees it at its sink.
 func (r *relay) fail(c *cell, send func(*actor.PID, any), err error) {
 	c.pipe.record(c.name, err)
@@ -126,19 +142,10 @@ func (a *transformActor) Receive(ctx actor.Context) {
 		c.logic.start(pass)
 		return c.logic.upstreamPass(pass)
 	}
-	switch r, err := c.onLink(ctx, send, msg, a.room(), begin); {
-	case err != nil:
-		c.fail(&c.cell, send, err)
-		return
-	case r == handled:
-		return
-	case r == notLink:
-		if !a.onItem(send, msg) {
-			return
-		}
+	if c.handle(&c.cell, ctx, send, msg, a.room(), begin, func(msg any) bool { return a.onItem(send, msg) }) {
+		c.out.flush(send)
+		c.in.replenish(send, a.room(), c.in.next)
 	}
-	c.out.flush(send)
-	c.in.replenish(send, a.room(), c.in.next)
 }
 
 // onItem handles an item or the upstream's End; false when there is nothing

@@ -104,16 +104,8 @@ func (a *xmapActor) Receive(ctx actor.Context) {
 			a.start(ctx)
 			return pass
 		}
-		switch r, err := c.onLink(ctx, send, msg, a.room(), begin); {
-		case err != nil:
-			c.fail(&c.cell, send, err)
+		if !c.handle(&c.cell, ctx, send, msg, a.room(), begin, func(msg any) bool { return a.onItem(send, msg) }) {
 			return
-		case r == handled:
-			return
-		case r == notLink:
-			if !a.onItem(send, msg) {
-				return
-			}
 		}
 	}
 	a.maybeEnd()
