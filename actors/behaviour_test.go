@@ -601,3 +601,63 @@ func TestStageStats(t *testing.T) {
 	require.EqualValues(t, 2*13, groups, "100 records in groups of 8: 13 groups a file")
 	closeAndCheck(t, p, sys)
 }
+
+// stallAt blocks at record stallAt of the first reader of each file until
+// its context is cancelled, as a hung read would.
+type stallAt struct {
+	readers.Reader
+	left int
+}
+
+func (r *stallAt) Next(ctx context.Context) (tensor.Slots, error) {
+	if r.left == 0 {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	r.left--
+	return r.Reader.Next(ctx)
+}
+
+func TestStalledReadIsAbandoned(t *testing.T) {
+	ctx := testCtx(t)
+	paths := writeFiles(t, 2, 120, 500)
+	var mu sync.Mutex
+	opened := map[string]int{}
+	open := func(ctx context.Context, entry string) (readers.Reader, error) {
+		r, err := actors.OpenFile(ctx, entry)
+		if err != nil {
+			return nil, err
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if opened[entry]++; opened[entry] > 1 {
+			return r, nil
+		}
+		return &stallAt{Reader: r, left: 50}, nil
+	}
+	sys := actors.NewSystem()
+	p, err := actors.New([]actors.Stage{actors.Files{Paths: paths, Threads: 2}, actors.Batch{Size: 8}},
+		actors.Options{System: sys, Open: open, ReadTimeout: 20 * time.Millisecond,
+			Retry: supervisor.Backoff{Initial: time.Millisecond, Max: time.Millisecond, Attempts: 3}})
+	require.NoError(t, err)
+	requireExactlyOnce(t, allIDs(2, 120), drain(t, ctx, p).ids)
+	mu.Lock()
+	require.Equal(t, map[string]int{paths[0]: 2, paths[1]: 2}, opened, "each file reopened once, after its stall")
+	mu.Unlock()
+	closeAndCheck(t, p, sys)
+
+	// A reader that stalls every time it is opened (here: while skipping to
+	// its record) uses up the retries; the stall ends the pipeline, naming
+	// the file.
+	p, err = actors.New([]actors.Stage{actors.Files{Paths: paths[:1]}, actors.Batch{Size: 8}},
+		actors.Options{System: sys, ReadTimeout: 20 * time.Millisecond, Retry: supervisor.Backoff{Attempts: 3, Initial: time.Millisecond},
+			Open: func(ctx context.Context, entry string) (readers.Reader, error) {
+				r, err := actors.OpenFile(ctx, entry)
+				return &stallAt{Reader: r, left: 5}, err
+			}})
+	require.NoError(t, err)
+	_, _, err = p.Next(ctx)
+	require.ErrorIs(t, err, actors.ErrReadStalled)
+	require.ErrorContains(t, err, paths[0])
+	closeAndCheck(t, p, sys)
+}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/actorfeed/actorfeed/messages"
 	"github.com/actorfeed/actorfeed/supervisor"
@@ -24,7 +25,26 @@ var (
 	ErrStage = errors.New("actors: stage failed")
 	// ErrBadSpec is wrapped when a pipeline spec is invalid.
 	ErrBadSpec = errors.New("actors: invalid pipeline spec")
+	// ErrReadStalled is wrapped when a file reader abandoned a read that
+	// took longer than Options.ReadTimeout. It is transient: the reader
+	// reopens the file at the record; it ends the pipeline only when the
+	// retries run out.
+	ErrReadStalled = errors.New("actors: read stalled")
 )
+
+// stalled is a read abandoned by the watchdog; supervisor.Classify sees it
+// as transient.
+type stalled struct {
+	file   string
+	record uint64
+	after  time.Duration
+}
+
+func (e *stalled) Error() string {
+	return fmt.Sprintf("%v: record %d of %s took more than %v", ErrReadStalled, e.record, e.file, e.after)
+}
+func (e *stalled) Unwrap() error   { return ErrReadStalled }
+func (e *stalled) Transient() bool { return true }
 
 // StageError is the error that ended a pipeline: which stage failed, the
 // file and offset it was reading where known, its class and its cause. In

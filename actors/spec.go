@@ -153,6 +153,13 @@ type Options struct {
 	// Retry is the schedule for transient I/O errors; default
 	// supervisor.DefaultBackoff.
 	Retry supervisor.Backoff
+	// ReadTimeout bounds the read of one record. A read that takes longer
+	// is abandoned as a transient error (ErrReadStalled): the context the
+	// file was opened with is cancelled and the file reopened at that
+	// record, on the Retry schedule. Default 30 s; negative disables it.
+	// Only reads that heed their context can be abandoned (a read blocked
+	// in the kernel cannot).
+	ReadTimeout time.Duration
 	// Intensity bounds restarts; default supervisor.DefaultIntensity.
 	Intensity supervisor.Intensity
 	// Faults, when set, sees every message before its stage does; fault
@@ -175,6 +182,9 @@ func (o *Options) defaults() {
 	}
 	if o.Window <= 0 {
 		o.Window = 2
+	}
+	if o.ReadTimeout == 0 {
+		o.ReadTimeout = 30 * time.Second
 	}
 	if o.Retry.Attempts == 0 {
 		o.Retry = supervisor.DefaultBackoff

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"sync"
+	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 
@@ -237,14 +239,28 @@ func (a *workerActor) stop() { a.read.stop() }
 func (a *workerActor) readFile(ctx context.Context, file int, pass uint32, from uint64, poke func()) {
 	c := a.c
 	var r readers.Reader
+	// The reader is opened with a context of its own, which its watchdog
+	// cancels when a read stalls.
+	var w watchdog
 	defer func() {
+		w.close()
 		if r != nil {
 			r.Close()
 		}
 	}()
 	open := func() error {
-		var err error
-		r, err = c.src.Open(ctx, file, pass, from)
+		readCtx := w.open(ctx, c.pipe.opts.ReadTimeout)
+		err := w.guard(ctx, func() (err error) {
+			r, err = c.src.Open(readCtx, file, pass, from)
+			return err
+		})
+		if errors.Is(err, ErrReadStalled) {
+			if r != nil {
+				r.Close()
+				r = nil
+			}
+			err = &stalled{file: c.src.Name(file), record: from, after: c.pipe.opts.ReadTimeout}
+		}
 		return err
 	}
 	if err := supervisor.Retry(ctx, c.retry, func(int) error { return open() }); err != nil {
@@ -254,6 +270,7 @@ func (a *workerActor) readFile(ctx context.Context, file int, pass uint32, from 
 		return
 	}
 	rec := from
+	stuckAt, tries := uint64(math.MaxUint64), 0 // transient failures at one record
 	for {
 		select {
 		case <-ctx.Done():
@@ -266,7 +283,14 @@ func (a *workerActor) readFile(ctx context.Context, file int, pass uint32, from 
 		var end bool
 		var fail *readFailure
 		for len(parts) < c.group {
-			item, err := r.Next(ctx)
+			var item tensor.Slots
+			err := w.guard(ctx, func() (err error) {
+				item, err = r.Next(w.ctx)
+				return err
+			})
+			if errors.Is(err, ErrReadStalled) {
+				err = &stalled{file: c.src.Name(file), record: rec, after: c.pipe.opts.ReadTimeout}
+			}
 			if err == nil && c.slots != nil {
 				if cerr := readers.CheckSlots(c.slots, item); cerr != nil {
 					err = fmt.Errorf("actors: record %d of %s: %w", rec, c.src.Name(file), cerr)
@@ -293,14 +317,25 @@ func (a *workerActor) readFile(ctx context.Context, file int, pass uint32, from 
 			}
 			if supervisor.Classify(err) == messagesTransient {
 				// Reopen at the record that failed and go on, on our own
-				// backoff timers.
-				r.Close()
-				r = nil
-				from = rec
-				if rerr := supervisor.Retry(ctx, c.retry, func(int) error { return open() }); rerr == nil {
-					continue
+				// backoff timers. The attempts count per record: a record
+				// that keeps failing ends the file after Retry.Attempts.
+				if rec != stuckAt {
+					stuckAt, tries = rec, 0
+				}
+				if tries++; tries >= max(c.retry.Attempts, 1) {
+					err = fmt.Errorf("%w after %d attempts at record %d: %w", supervisor.ErrRetriesExhausted, tries, rec, err)
+				} else if werr := wait(ctx, c.retry.Delay(tries-1, nil)); werr != nil {
+					c.tokens <- struct{}{} // stopped: the group is dropped, as above
+					return
 				} else {
-					err = rerr
+					r.Close()
+					r = nil
+					from = rec
+					if rerr := supervisor.Retry(ctx, c.retry, func(int) error { return open() }); rerr == nil {
+						continue
+					} else {
+						err = rerr
+					}
 				}
 			}
 			fail = &readFailure{offset: offsetOf(err), record: int64(rec), err: err}
@@ -333,6 +368,64 @@ func (a *workerActor) readFile(ctx context.Context, file int, pass uint32, from 
 		if end || fail != nil {
 			return
 		}
+	}
+}
+
+// watchdog bounds the calls into one opened reader (opening it, which may
+// read to reach a record, and each read): it gives the reader a context of
+// its own and cancels it when a call outlasts the timeout.
+type watchdog struct {
+	ctx     context.Context
+	cancel  context.CancelFunc
+	timer   *time.Timer // armed during a read; nil when reads are unbounded
+	timeout time.Duration
+}
+
+// open starts the context for a newly opened reader, ending the last one.
+func (w *watchdog) open(parent context.Context, timeout time.Duration) context.Context {
+	w.close()
+	w.ctx, w.cancel = context.WithCancel(parent)
+	w.timeout, w.timer = timeout, nil
+	if timeout > 0 {
+		w.timer = time.AfterFunc(timeout, w.cancel)
+		w.timer.Stop()
+	}
+	return w.ctx
+}
+
+// guard runs call under the timer. If the timer fired, the reader's
+// context is cancelled: whatever call returned, the reader must be opened
+// again, so guard returns ErrReadStalled.
+func (w *watchdog) guard(parent context.Context, call func() error) error {
+	if w.timer == nil {
+		return call()
+	}
+	w.timer.Reset(w.timeout)
+	err := call()
+	if !w.timer.Stop() && parent.Err() == nil {
+		return ErrReadStalled
+	}
+	return err
+}
+
+func (w *watchdog) close() {
+	if w.cancel != nil {
+		w.cancel()
+		if w.timer != nil {
+			w.timer.Stop()
+		}
+	}
+}
+
+// wait sleeps d unless ctx ends first.
+func wait(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
 	}
 }
 

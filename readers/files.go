@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 
 	"github.com/actorfeed/actorfeed/readers/format"
 	"github.com/actorfeed/actorfeed/readers/idx"
@@ -22,7 +21,8 @@ func init() {
 // (tensor.Encode), one instance each.
 type RecordFile struct {
 	path   string
-	f      *os.File
+	f      io.ReaderAt
+	closer io.Closer
 	size   int64
 	sc     *recordio.Scanner
 	closed bool
@@ -35,9 +35,16 @@ func OpenRecordFile(path string) (*RecordFile, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &RecordFile{path: path, f: f, size: size}
-	r.sc = recordio.NewScanner(f, r.size, recordio.ScannerOptions{Name: path})
-	return r, nil
+	return NewRecordFile(f, size, path, f), nil
+}
+
+// NewRecordFile reads the RecordIO data of size bytes in r; name names it
+// in errors, and Close closes c (which may be nil). Fault injection reads
+// files through it.
+func NewRecordFile(r io.ReaderAt, size int64, name string, c io.Closer) *RecordFile {
+	rf := &RecordFile{path: name, f: r, closer: c, size: size}
+	rf.sc = recordio.NewScanner(r, size, recordio.ScannerOptions{Name: name})
+	return rf
 }
 
 func openRecordIO(path string, _ OpenOptions) (Reader, error) { return OpenRecordFile(path) }
@@ -131,7 +138,10 @@ func (r *RecordFile) Close() error {
 		return nil
 	}
 	r.closed = true
-	return r.f.Close()
+	if r.closer == nil {
+		return nil
+	}
+	return r.closer.Close()
 }
 
 // idxFile reads an IDX file, paired with its labels file when one exists
