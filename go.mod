@@ -13,6 +13,7 @@ require (
 	go.uber.org/goleak v1.3.0
 	go.yaml.in/yaml/v3 v3.0.5
 	golang.org/x/term v0.47.0
+	gonum.org/v1/plot v0.16.0
 	google.golang.org/protobuf v1.36.12
 )
 
@@ -53,7 +54,6 @@ require (
 	golang.org/x/image v0.25.0 // indirect
 	golang.org/x/sys v0.49.0 // indirect
 	golang.org/x/text v0.42.0 // indirect
-	gonum.org/v1/plot v0.16.0 // indirect
 )
 
 tool google.golang.org/protobuf/cmd/protoc-gen-go

@@ -112,3 +112,30 @@ func TestExactlyOnceUnderPanics(t *testing.T) {
 		}
 	}
 }
+
+// Found by the simulator (seed 1287): the open_files coordinator restarted
+// with a finished file's groups and End still in its mailbox; it took them
+// in under the old epoch, marked the file done, and never moved its reader
+// on, so the pass hung. A panic at every message of two Reset passes.
+func TestFilesRestartWithAnOldEndInTheMailbox(t *testing.T) {
+	ctx := testCtx(t)
+	paths := writeFiles(t, 3, 21, 4000)
+	sys := actors.NewSystem()
+	for n := int64(1); n <= 36; n++ {
+		p, err := actors.NewDevices([]actors.Stage{actors.Files{Paths: paths, Threads: 1, Ordered: true}, actors.Batch{Size: 17}},
+			actors.Devices{N: 3}, actors.Options{System: sys, GroupSize: 16, Faults: actors.PanicAt{Kind: actors.KindFiles, N: n}})
+		require.NoError(t, err)
+		for pass := range 2 {
+			if pass > 0 {
+				require.NoError(t, p.Reset())
+			}
+			require.NoError(t, p.Run(ctx), "panic at message %d, pass %d", n, pass)
+		}
+		total := 0
+		for _, d := range p.Stats().Devices {
+			total += d.Instances
+		}
+		require.Equal(t, 2*63, total, "panic at message %d", n)
+		closeAndCheck(t, p, sys)
+	}
+}

@@ -200,17 +200,33 @@ func (a *filesActor) onGroup(b *messages.Batch) {
 	c.pipe.noteProduced(c.kind, item)
 }
 
-// onEnd marks a file done once every record it had was taken in.
+// onEnd marks a file done once every record it had was taken in, and moves
+// the file's reader on to the next file. The End may come from an earlier
+// epoch of the file (the coordinator restarted and reassigned the file while
+// the old reader's groups and End were still in its mailbox): the reader is
+// then still on the file under the new epoch and must be moved on all the
+// same, or no End of the new epoch would ever do it.
 func (a *filesActor) onEnd(send func(*actor.PID, any), e *messages.End) {
 	c := a.c
 	f, ok := c.byEpoch[e.Epoch]
-	if !ok || c.state[f].done || e.Count != c.state[f].accepted {
+	if !ok {
 		return
 	}
-	c.state[f].done = true
-	if w := c.state[f].worker; w >= 0 && c.work[w].epoch == e.Epoch {
+	st := &c.state[f]
+	if !st.done && e.Count == st.accepted {
+		st.done = true
+		a.advanceHead()
+		a.maybeEnd()
+	}
+	if w := st.worker; st.done && w >= 0 && c.work[w].file == f {
 		a.next(send, w)
 	}
+}
+
+// advanceHead releases, in ordered mode, the groups of the files after
+// those that are done.
+func (a *filesActor) advanceHead() {
+	c := a.c
 	if c.ordered {
 		for c.head < c.files && c.state[c.head].done {
 			c.head++
@@ -224,7 +240,6 @@ func (a *filesActor) onEnd(send func(*actor.PID, any), e *messages.End) {
 			}
 		}
 	}
-	a.maybeEnd()
 }
 
 func (a *filesActor) maybeEnd() {

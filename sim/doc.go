@@ -1,7 +1,21 @@
-// Package sim will hold fault injection (file system, actors, devices) and
-// the invariant checker that proves a pipeline loses, duplicates and leaks
-// nothing under seeded, replayable fault schedules (issue 5). No code has
-// landed yet.
+// Package sim is actorfeed's proving ground: it runs pipelines under
+// seeded, replayable fault schedules and checks that they keep the
+// runtime's promises (docs/reliability.md).
+//
+// A Scenario is a pipeline Shape, a list of Faults and a seed. Faults are
+// injected at three places: the file system under the file readers (errors
+// on the Nth read or with probability p, latency, short reads, stalled
+// reads, flipped bytes in a chunk, a truncated file), the actors (a panic
+// at the Nth message of a stage kind, or a storm of them past the restart
+// intensity) and the devices (slow or stalled steps, a panicking step).
+// Run executes a scenario with a deadline and checks the invariants from
+// the ledger of the samples the devices consumed: each sample exactly once
+// per pass (under the skip policy: exactly the corrupted ones missing, and
+// counted), the fault-free order when reading is ordered, an error naming
+// the stage and cause when one is due and before the deadline, live
+// batches within the configured bound, and no goroutine or actor left
+// after shutdown. Generate draws random scenarios; the same seed gives the
+// same scenario, fault schedule and verdict.
 //
 // sim may import every package except cmd.
 package sim

@@ -141,3 +141,19 @@ func TestBadInputExitsWithOneLine(t *testing.T) {
 	_, err = os.Stat(filepath.Join(dir, "o.rio"))
 	require.ErrorIs(t, err, os.ErrNotExist, "a failed conversion leaves no output")
 }
+
+func TestSimCommand(t *testing.T) {
+	out, err := cli(t, "sim", "--scenarios", "5", "--seed", "11")
+	require.NoError(t, err)
+	require.Contains(t, out, "files-restart-old-end", "the regression set runs too")
+	require.Contains(t, out, "seed 15 ")
+	require.Regexp(t, `\d+ scenarios in .*: \d+ passed, 0 failed`, out)
+	out, err = cli(t, "sim", "--replay", "1287")
+	require.NoError(t, err)
+	require.Contains(t, out, "schedule: ")
+	require.Contains(t, out, "1 scenarios")
+	_, err = cli(t, "sim", "--scenarios", "-1")
+	require.ErrorContains(t, err, "--scenarios")
+	_, err = cli(t, "sim", "--show", "some")
+	require.ErrorContains(t, err, "--show")
+}

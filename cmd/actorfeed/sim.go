@@ -1,0 +1,145 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/actorfeed/actorfeed/sim"
+)
+
+type simOptions struct {
+	scenarios   int
+	seed        uint64
+	replay      uint64
+	replaySet   bool
+	regressions bool
+	deadline    time.Duration
+	show        string
+}
+
+func newSim() *cobra.Command {
+	o := simOptions{}
+	cmd := &cobra.Command{
+		Use:   "sim [--scenarios N] [--seed S] [--replay SEED]",
+		Short: "Run fault-injection scenarios and check the runtime's invariants",
+		Long: `Runs N random scenarios (seeds S, S+1, ...), each a pipeline shape and a fault
+schedule drawn from its seed, plus the named regression scenarios, and checks
+every invariant of docs/reliability.md: each sample exactly once per pass (or
+exactly the damaged ones missing and counted, under the skip policy), the
+fault-free order when reading is ordered, an error naming the stage and cause
+when one is due and before the deadline, live batches within the bound, no
+goroutine and no actor left. It prints a table, the seeds of failures, and
+exits non-zero on any violation. --replay SEED runs one seed again and shows
+its schedule and verdict.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			o.replaySet = cmd.Flags().Changed("replay")
+			if o.scenarios < 0 || o.deadline <= 0 || (o.show != "" && o.show != "all" && o.show != "fail") {
+				return usageError{fmt.Errorf("--scenarios must not be negative, --deadline must be positive, --show is all or fail")}
+			}
+			return runSim(cmd.Context(), cmd.OutOrStdout(), o)
+		},
+	}
+	f := cmd.Flags()
+	f.IntVar(&o.scenarios, "scenarios", 100, "random scenarios to run")
+	f.Uint64Var(&o.seed, "seed", 1, "seed of the first scenario")
+	f.Uint64Var(&o.replay, "replay", 0, "run only the scenario of this seed, and show it in full")
+	f.BoolVar(&o.regressions, "regressions", true, "also run the named regression scenarios")
+	f.DurationVar(&o.deadline, "deadline", 20*time.Second, "deadline of one scenario")
+	f.StringVar(&o.show, "show", "", "rows of the table: all or fail (default all up to 100 scenarios)")
+	return cmd
+}
+
+func runSim(ctx context.Context, out io.Writer, o simOptions) error {
+	var scenarios []sim.Scenario
+	if o.replaySet {
+		scenarios = []sim.Scenario{sim.Generate(o.replay)}
+	} else {
+		if o.regressions {
+			scenarios = append(scenarios, sim.Regressions()...)
+		}
+		for k := range o.scenarios {
+			scenarios = append(scenarios, sim.Generate(o.seed+uint64(k)))
+		}
+	}
+	show := o.show
+	if show == "" {
+		show = "all"
+		if len(scenarios) > 100 {
+			show = "fail"
+		}
+	}
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "scenario\tshape\tfaults fired\trestarts\tskipped\tsamples\ttime\tverdict")
+	var failed []string
+	start := time.Now()
+	fired := map[sim.FaultKind]int{}
+	for i, sc := range scenarios {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		res := sim.Run(ctx, sc, sim.Options{Deadline: o.deadline})
+		for k, v := range res.Fired {
+			fired[k] += v
+		}
+		name := sc.Name
+		if name == "" {
+			name = fmt.Sprintf("seed %d", sc.Seed)
+		}
+		if res.Verdict != sim.Pass {
+			failed = append(failed, name)
+		}
+		if show == "all" || res.Verdict != sim.Pass {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%v\t%s\n", name, sc.Describe(), firedList(res.Fired),
+				res.Restarts, res.Skipped, res.Samples, res.Duration.Round(time.Millisecond), res.Verdict)
+		}
+		if o.replaySet || res.Verdict != sim.Pass {
+			tw.Flush()
+			fmt.Fprintf(out, "  schedule: %s\n", sc.DescribeFaults())
+			if res.Err != nil {
+				fmt.Fprintf(out, "  error: %v\n", res.Err)
+			}
+			for _, v := range res.Violations {
+				fmt.Fprintf(out, "  violation: %s\n", v)
+			}
+		}
+		if show == "fail" && (i+1)%500 == 0 {
+			tw.Flush()
+			fmt.Fprintf(out, "... %d of %d scenarios, %d failed, %v\n", i+1, len(scenarios), len(failed), time.Since(start).Round(time.Second))
+		}
+	}
+	tw.Flush()
+	fmt.Fprintf(out, "\n%d scenarios in %v: %d passed, %d failed\nfaults fired: %s\n", len(scenarios),
+		time.Since(start).Round(time.Millisecond), len(scenarios)-len(failed), len(failed), firedList(fired))
+	if len(failed) > 0 {
+		fmt.Fprintf(out, "replay a failure with: actorfeed sim --replay SEED (%s)\n", strings.Join(failed, ", "))
+		return fmt.Errorf("%d of %d scenarios violated an invariant: %s", len(failed), len(scenarios), strings.Join(head(failed, 10), ", "))
+	}
+	return nil
+}
+
+func firedList(m map[sim.FaultKind]int) string {
+	if len(m) == 0 {
+		return "-"
+	}
+	var parts []string
+	for k, v := range m {
+		parts = append(parts, fmt.Sprintf("%s %d", k, v))
+	}
+	sort.Strings(parts)
+	return strings.Join(parts, ", ")
+}
+
+func head(xs []string, n int) []string {
+	if len(xs) > n {
+		return append(xs[:n:n], fmt.Sprintf("... %d more", len(xs)-n))
+	}
+	return xs
+}

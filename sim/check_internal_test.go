@@ -1,0 +1,37 @@
+package sim
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/actorfeed/actorfeed/messages"
+)
+
+func TestSameSetCatchesLossAndDuplication(t *testing.T) {
+	id := func(r int) uint64 { return messages.SampleID(0, r) }
+	want := []uint64{id(0), id(1), id(2), id(3)}
+	require.Empty(t, sameSet(want, []uint64{id(3), id(1), id(0), id(2)}, 0, 0), "order does not matter")
+	require.Contains(t, sameSet(want, []uint64{id(0), id(1), id(2)}, 0, 0), "missing [0#3]")
+	require.Contains(t, sameSet(want, []uint64{id(0), id(1), id(2), id(3), id(3)}, 0, 0), "0#3 x1")
+	require.Contains(t, sameSet(want, []uint64{id(0), id(1), id(2), id(2)}, 0, 1), "duplicated", "a duplicate is never allowed")
+	require.Empty(t, sameSet(want, []uint64{id(0), id(1)}, 2, 0), "exactly the short last batch dropped")
+	require.NotEmpty(t, sameSet(want, []uint64{id(0), id(1), id(2)}, 2, 0), "drop_last drops exactly, not fewer")
+	require.Empty(t, sameSet(want, []uint64{id(0), id(1), id(2)}, 0, 2), "a partial step may be dropped")
+	require.NotEmpty(t, sameSet(want, []uint64{id(0)}, 0, 2), "but no more")
+}
+
+func TestEqualOrders(t *testing.T) {
+	a := map[int][][]uint64{0: {{1, 2}, {3}}}
+	require.True(t, equalOrders(a, map[int][][]uint64{0: {{1, 2}, {3}}}))
+	require.False(t, equalOrders(a, map[int][][]uint64{0: {{2, 1}, {3}}}))
+	require.False(t, equalOrders(a, map[int][][]uint64{0: {{1, 2}, {3}}, 1: {}}))
+}
+
+func TestLedgerOrderPerDevice(t *testing.T) {
+	var l ledger
+	l.add(0, 0, 0, []uint64{1, 2})
+	l.add(0, 1, 1, []uint64{3})
+	l.add(0, 0, 2, []uint64{4})
+	require.Equal(t, map[int][][]uint64{0: {{1, 2, 4}, {3}}}, l.order())
+}

@@ -1,0 +1,262 @@
+package sim
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/actorfeed/actorfeed/readers"
+	"github.com/actorfeed/actorfeed/readers/recordio"
+	"github.com/actorfeed/actorfeed/tensor"
+)
+
+// value is what record r of file f holds in its first slot, so a consumer
+// can check that data and ids travel together.
+func value(f, r int) int64 { return int64(f*1_000_000 + r) }
+
+// dataset writes the scenario's files into dir, applies the on-disk faults
+// (flipped chunks, truncation) and returns the paths and, per file, the
+// records the damage makes unreadable.
+func dataset(dir string, sc Scenario) (paths []string, damaged []map[int]bool, truncated []bool, err error) {
+	sh := sc.Shape
+	damaged = make([]map[int]bool, sh.Files)
+	truncated = make([]bool, sh.Files)
+	for f := range sh.Files {
+		path := filepath.Join(dir, fmt.Sprintf("part-%d.recordio", f))
+		if err := writeFile(path, f, sh.Records, sh.ChunkBytes); err != nil {
+			return nil, nil, nil, err
+		}
+		paths = append(paths, path)
+		damaged[f] = map[int]bool{}
+	}
+	// Flips first (they find chunks through the index, which truncation
+	// breaks), each chunk at most once (a second flip of the same byte
+	// would repair it).
+	for _, fl := range sc.Faults {
+		if fl.Kind != FlipChunk {
+			continue
+		}
+		recs, err := flipChunk(paths[fl.File], fl.Chunk, damaged[fl.File])
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		for _, r := range recs {
+			damaged[fl.File][r] = true
+		}
+	}
+	for _, fl := range sc.Faults {
+		if fl.Kind == Truncate && !truncated[fl.File] {
+			if err := truncateLastChunk(paths[fl.File]); err != nil {
+				return nil, nil, nil, err
+			}
+			truncated[fl.File] = true
+		}
+	}
+	return paths, damaged, truncated, nil
+}
+
+func writeFile(path string, f, records, chunk int) error {
+	fh, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	w, err := recordio.NewWriter(fh, recordio.WriterOptions{MaxChunkBytes: chunk})
+	if err != nil {
+		fh.Close()
+		return err
+	}
+	var rec []byte
+	for r := range records {
+		rec, err = tensor.AppendEncode(rec[:0], tensor.Slots{
+			{Tensor: tensor.MustFromSlice(tensor.Shape{1, 1}, []int64{value(f, r)})},
+			{Tensor: tensor.MustFromSlice(tensor.Shape{1, 1}, []int32{int32(r % 10)})},
+		})
+		if err == nil {
+			err = w.Write(rec)
+		}
+		if err != nil {
+			fh.Close()
+			return err
+		}
+	}
+	if err := w.Close(); err != nil {
+		fh.Close()
+		return err
+	}
+	return fh.Close()
+}
+
+func index(path string) (*recordio.Index, error) {
+	fh, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer fh.Close()
+	st, err := fh.Stat()
+	if err != nil {
+		return nil, err
+	}
+	return recordio.LoadIndex(fh, st.Size(), path)
+}
+
+// flipChunk flips a byte in the payload of chunk k (mod the chunk count)
+// and returns the records that chunk holds; a chunk whose records are
+// already damaged is left alone.
+func flipChunk(path string, k int, damaged map[int]bool) ([]int, error) {
+	x, err := index(path)
+	if err != nil {
+		return nil, err
+	}
+	c := x.Chunks[k%len(x.Chunks)]
+	if damaged[c.FirstRecord] {
+		return nil, nil
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	data[c.Offset+recordio.HeaderSize+int64(c.StoredSize)/2] ^= 0x5a
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		return nil, err
+	}
+	recs := make([]int, c.NumRecords)
+	for i := range recs {
+		recs[i] = c.FirstRecord + i
+	}
+	return recs, nil
+}
+
+// truncateLastChunk cuts the file in the middle of its last chunk's payload.
+func truncateLastChunk(path string) error {
+	x, err := index(path)
+	if err != nil {
+		return err
+	}
+	c := x.Chunks[len(x.Chunks)-1]
+	return os.Truncate(path, c.Offset+recordio.HeaderSize+int64(c.StoredSize)/2)
+}
+
+// disk injects the read faults of a scenario into the files' reads. Faults
+// fire by count per file (the Nth read of that file, across reopenings) or
+// by a per-file generator seeded from the scenario, so a schedule does not
+// depend on how the readers' goroutines interleave.
+type disk struct {
+	paths  []string
+	faults []Fault
+
+	mu    sync.Mutex
+	reads []int
+	rngs  []*rand.Rand
+	fired map[int]bool // fault index -> fired (faults that fire once)
+	count map[FaultKind]int
+}
+
+func newDisk(paths []string, faults []Fault, seed uint64) *disk {
+	d := &disk{paths: paths, faults: faults, reads: make([]int, len(paths)), fired: map[int]bool{}, count: map[FaultKind]int{}}
+	for f := range paths {
+		d.rngs = append(d.rngs, rand.New(rand.NewPCG(seed, uint64(f)+1)))
+	}
+	return d
+}
+
+// open is actors.Options.Open for the scenario's files.
+func (d *disk) open(ctx context.Context, entry string) (readers.Reader, error) {
+	file := slices.Index(d.paths, entry)
+	if file < 0 {
+		return nil, fmt.Errorf("sim: unknown file %s", entry)
+	}
+	fh, err := os.Open(entry)
+	if err != nil {
+		return nil, err
+	}
+	st, err := fh.Stat()
+	if err != nil {
+		fh.Close()
+		return nil, err
+	}
+	return readers.NewRecordFile(&faultyFile{d: d, file: file, f: fh, ctx: ctx}, st.Size(), entry, fh), nil
+}
+
+// fire counts a fault that fired; mu is held.
+func (d *disk) fire(i int) {
+	d.fired[i] = true
+	d.count[d.faults[i].Kind]++
+}
+
+// faultyFile is one opened file, read through the scenario's faults.
+type faultyFile struct {
+	d    *disk
+	file int
+	f    *os.File
+	ctx  context.Context // the reader's: a stalled read waits for it
+}
+
+func (ff *faultyFile) ReadAt(p []byte, off int64) (int, error) {
+	d := ff.d
+	d.mu.Lock()
+	d.reads[ff.file]++
+	n := d.reads[ff.file]
+	var delay time.Duration
+	var fail, short, stall bool
+	for i, f := range d.faults {
+		if f.File != ff.file {
+			continue
+		}
+		switch f.Kind {
+		case ReadError:
+			if n == f.N && !d.fired[i] {
+				d.fire(i)
+				fail = true
+			}
+		case ReadErrorP:
+			if d.rngs[ff.file].Float64() < f.P {
+				d.count[f.Kind]++
+				fail = true
+			}
+		case Latency:
+			delay += f.Delay
+		case ShortRead:
+			if n == f.N && !d.fired[i] && len(p) > 1 {
+				d.fire(i)
+				short = true
+			}
+		case StallRead:
+			if n == f.N && !d.fired[i] {
+				d.fire(i)
+				stall = true
+			}
+		}
+	}
+	d.mu.Unlock()
+	if delay > 0 {
+		time.Sleep(delay)
+	}
+	switch {
+	case stall:
+		<-ff.ctx.Done()
+		return 0, ff.ctx.Err()
+	case fail:
+		return 0, &os.PathError{Op: "read", Path: ff.f.Name(), Err: syscall.EIO}
+	case short:
+		k, _ := ff.f.ReadAt(p[:len(p)/2], off)
+		return k, &os.PathError{Op: "read", Path: ff.f.Name(), Err: syscall.EAGAIN}
+	}
+	return ff.f.ReadAt(p, off)
+}
+
+// counts returns how often each file-system fault fired.
+func (d *disk) counts() map[FaultKind]int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	out := map[FaultKind]int{}
+	for k, v := range d.count {
+		out[k] = v
+	}
+	return out
+}

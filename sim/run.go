@@ -1,0 +1,570 @@
+package sim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"sort"
+	"sync"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/actorfeed/actorfeed/actors"
+	"github.com/actorfeed/actorfeed/messages"
+	"github.com/actorfeed/actorfeed/readers/format"
+	"github.com/actorfeed/actorfeed/supervisor"
+	"github.com/actorfeed/actorfeed/tensor"
+)
+
+// The runtime settings scenarios run under.
+var (
+	// Intensity allows the restarts of any mix of single faults; a storm
+	// goes past it.
+	Intensity = supervisor.Intensity{MaxRestarts: 20, Within: 10 * time.Second}
+	// Retry retries transient errors quickly.
+	Retry = supervisor.Backoff{Initial: time.Millisecond, Max: 4 * time.Millisecond, Attempts: 8}
+	// ReadTimeout abandons a stalled read: far above the slowest legitimate
+	// call under injected latency (a reopen reads every chunk header).
+	ReadTimeout = 300 * time.Millisecond
+)
+
+// stormLength is how many messages in a row a panic storm breaks: more
+// than Intensity allows.
+const stormLength = 25
+
+// Options tune Run.
+type Options struct {
+	// Deadline bounds one run of a scenario (default 20 s).
+	Deadline time.Duration
+	// Dir holds the scenario's files (default a temporary directory, removed
+	// afterwards).
+	Dir string
+	// NoLeakCheck skips the goroutine check (for callers that run other
+	// goroutines at the same time, such as parallel tests).
+	NoLeakCheck bool
+}
+
+// Verdict is a run's outcome.
+type Verdict string
+
+const (
+	Pass Verdict = "pass"
+	Fail Verdict = "FAIL"
+)
+
+// Result is what Run found.
+type Result struct {
+	Scenario   Scenario
+	Verdict    Verdict
+	Violations []string
+	Err        error // the error the pipeline ended with, if any
+	Restarts   int
+	Skipped    uint64
+	Fired      map[FaultKind]int // faults that fired, by kind
+	Samples    int               // consumed in all passes
+	Duration   time.Duration
+}
+
+// entry is one consumed batch.
+type entry struct {
+	device, seq int
+	ids         []uint64
+}
+
+// ledger records what the devices consumed, per pass.
+type ledger struct {
+	mu     sync.Mutex
+	passes map[int][]entry
+}
+
+func (l *ledger) add(pass, device, seq int, ids []uint64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.passes == nil {
+		l.passes = map[int][]entry{}
+	}
+	l.passes[pass] = append(l.passes[pass], entry{device: device, seq: seq, ids: slices.Clone(ids)})
+}
+
+// order is each device's ids in the order it consumed them, per pass.
+func (l *ledger) order() map[int][][]uint64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := map[int][][]uint64{}
+	for pass, es := range l.passes {
+		byDevice := map[int][]entry{}
+		for _, e := range es {
+			byDevice[e.device] = append(byDevice[e.device], e)
+		}
+		devs := make([][]uint64, len(byDevice))
+		for d := range len(byDevice) {
+			for _, e := range byDevice[d] {
+				devs[d] = append(devs[d], e.ids...)
+			}
+		}
+		out[pass] = devs
+	}
+	return out
+}
+
+// Run runs a scenario and checks the invariants. It never panics and
+// returns within the deadline plus a bounded shutdown.
+func Run(ctx context.Context, sc Scenario, o Options) (res Result) {
+	res = Result{Scenario: sc, Verdict: Pass, Fired: map[FaultKind]int{}}
+	start := time.Now()
+	defer func() { res.Duration = time.Since(start) }()
+	violate := func(format string, args ...any) { res.Violations = append(res.Violations, fmt.Sprintf(format, args...)) }
+	defer func() {
+		if len(res.Violations) > 0 {
+			res.Verdict = Fail
+		}
+	}()
+	if o.Deadline <= 0 {
+		o.Deadline = 20 * time.Second
+	}
+	dir := o.Dir
+	if dir == "" {
+		var err error
+		if dir, err = os.MkdirTemp("", "actorfeed-sim-"); err != nil {
+			violate("setting up: %v", err)
+			return res
+		}
+		defer os.RemoveAll(dir)
+	}
+	paths, damaged, truncated, err := dataset(dir, sc)
+	if err != nil {
+		violate("setting up: %v", err)
+		return res
+	}
+	var leaks goleak.Option
+	if !o.NoLeakCheck {
+		leaks = goleak.IgnoreCurrent()
+	}
+
+	l, run := execute(ctx, sc, paths, o.Deadline, true)
+	res.Err, res.Restarts, res.Skipped, res.Fired, res.Samples = run.err, run.restarts, run.skipped, run.fired, run.samples
+	for _, v := range run.violations {
+		violate("%s", v)
+	}
+	if !o.NoLeakCheck {
+		if err := goleak.Find(leaks); err != nil {
+			violate("goroutines left after shutdown: %v", err)
+		}
+	}
+
+	// What should have happened.
+	sh := sc.Shape
+	corrupted, anyDamage := 0, false
+	var expect []uint64
+	for f := range sh.Files {
+		for r := range sh.Records {
+			if damaged[f][r] {
+				corrupted++
+				anyDamage = true
+				continue
+			}
+			expect = append(expect, messages.SampleID(f, r))
+		}
+		anyDamage = anyDamage || truncated[f]
+	}
+	copies := max(sh.MultiPass, 1)
+	errorDue := slices.Contains(truncated, true) || (anyDamage && !sh.Skip)
+	storm := false
+	for _, f := range sc.Faults {
+		storm = storm || f.Kind == PanicStorm
+	}
+
+	switch {
+	case run.err == nil && errorDue:
+		violate("the run succeeded, but its files are damaged and the policy says fail")
+	case run.err != nil:
+		var se *actors.StageError
+		switch {
+		case errors.Is(run.err, context.DeadlineExceeded) || errors.Is(run.err, errHang):
+			violate("no result within %v: %v", o.Deadline, run.err)
+		case !errors.As(run.err, &se):
+			violate("the error is not a *actors.StageError: %v", run.err)
+		case errors.Is(run.err, supervisor.ErrRestartIntensity):
+			if !storm {
+				violate("restart intensity exceeded with no storm of faults: %v", run.err)
+			}
+			if se.Stage == "" {
+				violate("the intensity error names no stage: %v", run.err)
+			}
+		case errors.Is(run.err, format.ErrCorrupt):
+			if !errorDue {
+				violate("a corruption error, but no file was damaged (or the policy skips): %v", run.err)
+			}
+			if !slices.Contains(paths, se.File) {
+				violate("the corruption error names no file of the scenario: %v", run.err)
+			}
+		default:
+			violate("unexpected error: %v", run.err)
+		}
+		// Even a failed run never hands a sample out twice in a pass.
+		for pass, es := range l.passes {
+			seen := map[uint64]int{}
+			for _, e := range es {
+				for _, id := range e.ids {
+					if seen[id]++; seen[id] > copies {
+						f, r := messages.SplitID(id)
+						violate("pass %d: sample %d#%d consumed %d times", pass, f, r, seen[id])
+					}
+				}
+			}
+		}
+	default:
+		if run.restarts > Intensity.MaxRestarts {
+			violate("%d restarts, more than the intensity allows, and no error", run.restarts)
+		}
+		for pass := range sh.Passes {
+			var got []uint64
+			for _, e := range l.passes[pass] {
+				got = append(got, e.ids...)
+			}
+			var want []uint64
+			for range copies {
+				want = append(want, expect...)
+			}
+			// drop_last leaves out each upstream pass's short last batch,
+			// exactly; a double buffer that drops a partial last step
+			// leaves out fewer batches than there are devices.
+			exact, allow := 0, 0
+			if sh.DropLast {
+				exact = len(expect) % sh.Batch * copies
+			}
+			if sh.DropPartial {
+				allow = (sh.Devices - 1) * sh.Batch
+			}
+			if msg := sameSet(want, got, exact, allow); msg != "" {
+				violate("pass %d: %s", pass, msg)
+			}
+		}
+		if sh.Skip && run.skipped != uint64(corrupted*copies) {
+			violate("skipped %d records in the last pass, %d are damaged", run.skipped, corrupted*copies)
+		}
+	}
+	if len(res.Violations) == 0 && run.err == nil && sh.Ordered && sh.XMap != 2 {
+		// With ordered reading and a fixed seed, the order is the fault-free run's.
+		ref, refRun := execute(ctx, Scenario{Seed: sc.Seed, Shape: sc.Shape, Faults: staticOnly(sc.Faults)}, paths, o.Deadline, false)
+		if refRun.err != nil {
+			violate("the fault-free reference run failed: %v", refRun.err)
+		} else if a, b := l.order(), ref.order(); !equalOrders(a, b) {
+			violate("consumed order differs from the fault-free run's")
+		}
+	}
+	return res
+}
+
+// sameSet compares two multisets of ids: got must hold each id of want
+// once, except that exactly exact of them, and up to allow more, may be
+// missing.
+func sameSet(want, got []uint64, exact, allow int) string {
+	w, g := slices.Clone(want), slices.Clone(got)
+	slices.Sort(w)
+	slices.Sort(g)
+	if exact == 0 && slices.Equal(w, g) {
+		return ""
+	}
+	count := map[uint64]int{}
+	for _, id := range w {
+		count[id]++
+	}
+	for _, id := range g {
+		count[id]--
+	}
+	var missing, extra []string
+	lost := 0
+	for id, c := range count {
+		f, r := messages.SplitID(id)
+		switch {
+		case c > 0:
+			missing = append(missing, fmt.Sprintf("%d#%d", f, r))
+			lost += c
+		case c < 0:
+			extra = append(extra, fmt.Sprintf("%d#%d x%d", f, r, -c))
+		}
+	}
+	if len(extra) == 0 && lost >= exact && lost <= exact+allow {
+		return ""
+	}
+	sort.Strings(missing)
+	sort.Strings(extra)
+	return fmt.Sprintf("%d samples consumed, %d expected; missing %v, duplicated or unexpected %v", len(g), len(w), head(missing), head(extra))
+}
+
+func head(xs []string) []string {
+	if len(xs) > 5 {
+		return append(xs[:5:5], fmt.Sprintf("... %d more", len(xs)-5))
+	}
+	return xs
+}
+
+func equalOrders(a, b map[int][][]uint64) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for pass, devs := range a {
+		other := b[pass]
+		if len(devs) != len(other) {
+			return false
+		}
+		for d := range devs {
+			if !slices.Equal(devs[d], other[d]) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// staticOnly keeps the on-disk faults: the reference run reads the same
+// damaged files, without the faults that happen while running.
+func staticOnly(faults []Fault) []Fault {
+	var out []Fault
+	for _, f := range faults {
+		if f.Kind == FlipChunk || f.Kind == Truncate {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+var errHang = errors.New("sim: hang")
+
+// outcome is what one execution of a scenario gave.
+type outcome struct {
+	err        error
+	restarts   int
+	skipped    uint64
+	samples    int
+	fired      map[FaultKind]int
+	violations []string
+}
+
+// execute builds the scenario's pipeline over paths (the static faults are
+// already on disk), injects its running faults when live is set, runs its
+// passes and shuts it down, checking what can only be seen while it runs.
+func execute(ctx context.Context, sc Scenario, paths []string, deadline time.Duration, live bool) (*ledger, outcome) {
+	var out outcome
+	sh := sc.Shape
+	faults := sc.Faults
+	if !live {
+		faults = nil
+	}
+	d := newDisk(paths, faults, sc.Seed)
+	var injectors actors.Faults
+	for _, f := range faults {
+		switch f.Kind {
+		case StagePanic:
+			injectors = append(injectors, actors.PanicAt{Kind: f.Stage, N: int64(f.N)})
+		case PanicStorm:
+			for k := range f.Count {
+				injectors = append(injectors, actors.PanicAt{Kind: f.Stage, N: int64(f.N + k)})
+			}
+		}
+	}
+	policy := supervisor.FailOnCorrupt
+	if sh.Skip {
+		policy = supervisor.SkipCorrupt
+	}
+	sys := actors.NewSystem()
+	opts := actors.Options{System: sys, GroupSize: sh.Group, OnCorrupt: policy, Retry: Retry, Intensity: Intensity,
+		ReadTimeout: ReadTimeout, Open: d.open}
+	if len(injectors) > 0 {
+		opts.Faults = injectors
+	}
+	l := &ledger{}
+	dev := newDevices(sc, faults)
+	stages := chain(sc, paths)
+	p, err := actors.NewDevices(stages, actors.Devices{N: sh.Devices, Step: dev.step(l), Recycle: sh.Recycle}, opts)
+	if err != nil {
+		out.err = err
+		out.violations = append(out.violations, fmt.Sprintf("building the pipeline: %v", err))
+		return l, out
+	}
+	bound := liveBound(sh, opts)
+	rctx, cancel := context.WithTimeout(ctx, deadline)
+	defer cancel()
+	for pass := range sh.Passes {
+		if pass > 0 {
+			if err := p.Reset(); err != nil {
+				out.err = err
+				break
+			}
+		}
+		if err := p.Run(rctx); err != nil {
+			if rctx.Err() != nil {
+				err = fmt.Errorf("%w: pass %d did not end: %w", errHang, pass, err)
+			}
+			out.err = err
+			break
+		}
+		if peak := p.Stats().PeakLiveBatches; peak > bound {
+			out.violations = append(out.violations, fmt.Sprintf("pass %d: %d batches alive at once, the bound is %d", pass, peak, bound))
+		}
+	}
+	st := p.Stats()
+	out.restarts, out.skipped = st.Restarts, st.Skipped
+	for _, dv := range st.Devices {
+		out.samples += dv.Instances
+	}
+	closed := time.Now()
+	if err := p.Close(); err != nil {
+		out.violations = append(out.violations, fmt.Sprintf("close: %v", err))
+	}
+	if el := time.Since(closed); el > time.Second {
+		out.violations = append(out.violations, fmt.Sprintf("close took %v, more than 1 s", el))
+	}
+	if left := actors.Registered(sys); len(left) > 0 {
+		out.violations = append(out.violations, fmt.Sprintf("actors left in the registry: %v", left))
+	}
+	out.violations = append(out.violations, dev.violations()...)
+	out.fired = d.counts()
+	for k, v := range dev.fired() {
+		out.fired[k] += v
+	}
+	return l, out
+}
+
+// chain is the scenario's stages.
+func chain(sc Scenario, paths []string) []actors.Stage {
+	sh := sc.Shape
+	st := []actors.Stage{actors.Files{Paths: paths, Threads: sh.Threads, Ordered: sh.Ordered}}
+	if sh.Shuffle > 0 {
+		st = append(st, actors.Shuffle{Window: sh.Shuffle, Seed: sc.Seed})
+	}
+	if sh.XMap > 0 {
+		st = append(st, actors.XMap{Fn: func(s tensor.Slots) (tensor.Slots, error) { return s, nil }, Workers: 2, Ordered: sh.XMap == 1})
+	}
+	st = append(st, actors.Batch{Size: sh.Batch, DropLast: sh.DropLast})
+	if sh.MultiPass > 0 {
+		st = append(st, actors.MultiPass{Passes: sh.MultiPass})
+	}
+	return append(st, actors.DoubleBuffer{Window: 2, DropPartial: sh.DropPartial})
+}
+
+// liveBound is the most batches that may be alive at once
+// (docs/protocol.md): the batch stage's unsent items and what its input
+// can complete, a stage between it and the double buffer, and the double
+// buffer's and the devices' windows.
+func liveBound(sh Shape, o actors.Options) int {
+	capacity, window, prefetch := 2, 2, 2
+	b := capacity + window*((sh.Group+sh.Batch-1)/sh.Batch)
+	if sh.MultiPass > 0 {
+		b += capacity + window
+	}
+	return b + 2*sh.Devices*prefetch
+}
+
+// devices are the scenario's device steps: they check each batch, record it
+// in the ledger, and inject the device faults.
+type devices struct {
+	sc     Scenario
+	faults []Fault
+
+	mu     sync.Mutex
+	steps  []int
+	rngs   []*rand.Rand
+	done   map[int]bool
+	count  map[FaultKind]int
+	errors []string
+}
+
+func newDevices(sc Scenario, faults []Fault) *devices {
+	d := &devices{sc: sc, faults: faults, steps: make([]int, sc.Shape.Devices), done: map[int]bool{}, count: map[FaultKind]int{}}
+	for k := range sc.Shape.Devices {
+		d.rngs = append(d.rngs, rand.New(rand.NewPCG(sc.Seed, 1000+uint64(k))))
+	}
+	return d
+}
+
+func (d *devices) step(l *ledger) actors.StepFunc {
+	return func(ctx context.Context, it actors.Item) error {
+		dev := actors.DeviceFrom(ctx)
+		d.mu.Lock()
+		d.steps[dev]++
+		n := d.steps[dev]
+		var sleep time.Duration
+		var crash bool
+		for i, f := range d.faults {
+			if f.Device != dev {
+				continue
+			}
+			switch f.Kind {
+			case SlowDevice:
+				sleep += f.Delay + time.Duration(d.rngs[dev].Int64N(int64(f.Delay)+1))
+			case StallDevice:
+				if n == f.N && !d.done[i] {
+					d.done[i] = true
+					d.count[f.Kind]++
+					sleep += f.Delay
+				}
+			case PanicDevice:
+				if n == f.N && !d.done[i] {
+					d.done[i] = true
+					d.count[f.Kind]++
+					crash = true
+				}
+			}
+		}
+		if it.Seq%d.sc.Shape.Devices != dev {
+			d.errors = append(d.errors, fmt.Sprintf("device %d stepped item %d of pass %d", dev, it.Seq, it.Pass))
+		}
+		if msg := aligned(it); msg != "" {
+			d.errors = append(d.errors, msg)
+		}
+		d.mu.Unlock()
+		if crash {
+			panic(fmt.Sprintf("sim: device %d fails at step %d", dev, n))
+		}
+		if sleep > 0 {
+			t := time.NewTimer(sleep)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return ctx.Err()
+			case <-t.C:
+			}
+		}
+		l.add(it.Pass, dev, it.Seq, it.IDs)
+		return nil
+	}
+}
+
+// aligned checks that every instance's value is its id's.
+func aligned(it actors.Item) string {
+	vals, err := tensor.View[int64](it.Slots[0].Tensor)
+	if err != nil {
+		return err.Error()
+	}
+	if len(vals) != len(it.IDs) {
+		return fmt.Sprintf("%d values for %d ids", len(vals), len(it.IDs))
+	}
+	for i, id := range it.IDs {
+		if f, r := messages.SplitID(id); vals[i] != value(f, r) {
+			return fmt.Sprintf("instance %d holds %d, its id says %d#%d: data and ids came apart", i, vals[i], f, r)
+		}
+	}
+	return ""
+}
+
+func (d *devices) violations() []string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return slices.Clone(d.errors)
+}
+
+func (d *devices) fired() map[FaultKind]int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	out := map[FaultKind]int{}
+	for k, v := range d.count {
+		out[k] = v
+	}
+	return out
+}

@@ -1,0 +1,217 @@
+package sim
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/actorfeed/actorfeed/actors"
+)
+
+// Shape is the pipeline a scenario runs: files of records, read by
+// open_files, optionally shuffled, mapped, batched and multi-passed, then
+// double-buffered to devices, for some passes.
+type Shape struct {
+	Files, Records int  // records per file
+	ChunkBytes     int  // RecordIO chunk size, so a file has several chunks
+	Threads        int  // file readers
+	Ordered        bool // read files in list order (the order is then deterministic)
+	Group          int  // samples per file-reader message
+	Shuffle        int  // window; 0 keeps the order
+	XMap           int  // 0: no xmap; 1: ordered; 2: unordered
+	Batch          int
+	DropLast       bool
+	MultiPass      int // 0: none
+	Devices        int
+	DropPartial    bool
+	Recycle        bool
+	Passes         int  // run passes (Reset between them)
+	Skip           bool // corrupt records are skipped, not fatal
+}
+
+// FaultKind names a fault.
+type FaultKind string
+
+// The faults a scenario can inject.
+const (
+	ReadError   FaultKind = "read-error"   // EIO at the Nth read of a file (once)
+	ReadErrorP  FaultKind = "read-error-p" // EIO with probability P per read of a file
+	Latency     FaultKind = "latency"      // every read of a file takes Delay more
+	ShortRead   FaultKind = "short-read"   // the Nth read of a file returns part of its bytes and EAGAIN
+	StallRead   FaultKind = "stall-read"   // the Nth read of a file blocks until the reader's context ends
+	FlipChunk   FaultKind = "flip-chunk"   // a byte of chunk Chunk of a file is flipped on disk
+	Truncate    FaultKind = "truncate"     // a file loses the end of its last chunk on disk
+	StagePanic  FaultKind = "panic"        // a stage of kind Kind panics at its Nth message
+	PanicStorm  FaultKind = "panic-storm"  // a stage of kind Kind panics on Count messages in a row from its Nth
+	SlowDevice  FaultKind = "slow-device"  // device Device's steps take Delay plus up to Delay more
+	StallDevice FaultKind = "stall-device" // device Device's Nth step takes Delay
+	PanicDevice FaultKind = "panic-device" // device Device's Nth step panics
+)
+
+// Fault is one injected fault; which fields matter depends on Kind.
+type Fault struct {
+	Kind   FaultKind
+	File   int
+	N      int
+	P      float64
+	Delay  time.Duration
+	Chunk  int
+	Stage  string // a stage kind (actors.Kind*)
+	Count  int
+	Device int
+}
+
+func (f Fault) String() string {
+	switch f.Kind {
+	case ReadError, ShortRead, StallRead:
+		return fmt.Sprintf("%s(file %d, read %d)", f.Kind, f.File, f.N)
+	case ReadErrorP:
+		return fmt.Sprintf("%s(file %d, p %.2f)", f.Kind, f.File, f.P)
+	case Latency:
+		return fmt.Sprintf("%s(file %d, %v)", f.Kind, f.File, f.Delay)
+	case FlipChunk:
+		return fmt.Sprintf("%s(file %d, chunk %d)", f.Kind, f.File, f.Chunk)
+	case Truncate:
+		return fmt.Sprintf("%s(file %d)", f.Kind, f.File)
+	case StagePanic:
+		return fmt.Sprintf("%s(%s, message %d)", f.Kind, f.Stage, f.N)
+	case PanicStorm:
+		return fmt.Sprintf("%s(%s, messages %d..%d)", f.Kind, f.Stage, f.N, f.N+f.Count-1)
+	case SlowDevice:
+		return fmt.Sprintf("%s(device %d, %v)", f.Kind, f.Device, f.Delay)
+	case StallDevice:
+		return fmt.Sprintf("%s(device %d, step %d, %v)", f.Kind, f.Device, f.N, f.Delay)
+	case PanicDevice:
+		return fmt.Sprintf("%s(device %d, step %d)", f.Kind, f.Device, f.N)
+	}
+	return string(f.Kind)
+}
+
+// Scenario is a shape, a fault schedule and the seed they came from (which
+// also seeds the shuffle and the probabilistic faults).
+type Scenario struct {
+	Name   string // for a named regression scenario; empty for generated ones
+	Seed   uint64
+	Shape  Shape
+	Faults []Fault
+}
+
+// Describe is the scenario's shape in a few words.
+func (s Scenario) Describe() string {
+	sh := s.Shape
+	parts := []string{fmt.Sprintf("%dx%d files", sh.Files, sh.Records), fmt.Sprintf("%d thr", sh.Threads)}
+	if sh.Ordered {
+		parts = append(parts, "ordered")
+	}
+	if sh.Shuffle > 1 {
+		parts = append(parts, fmt.Sprintf("shuf %d", sh.Shuffle))
+	}
+	if sh.XMap > 0 {
+		parts = append(parts, [...]string{"", "xmap", "xmap-unord"}[sh.XMap])
+	}
+	parts = append(parts, fmt.Sprintf("batch %d", sh.Batch))
+	if sh.MultiPass > 0 {
+		parts = append(parts, fmt.Sprintf("multi %d", sh.MultiPass))
+	}
+	parts = append(parts, fmt.Sprintf("%d dev", sh.Devices), fmt.Sprintf("%d pass", sh.Passes))
+	if sh.Skip {
+		parts = append(parts, "skip")
+	}
+	return strings.Join(parts, ", ")
+}
+
+// DescribeFaults lists the faults.
+func (s Scenario) DescribeFaults() string {
+	if len(s.Faults) == 0 {
+		return "none"
+	}
+	out := make([]string, len(s.Faults))
+	for i, f := range s.Faults {
+		out[i] = f.String()
+	}
+	return strings.Join(out, ", ")
+}
+
+// Generate draws a random scenario from seed: the same seed always gives
+// the same scenario.
+func Generate(seed uint64) Scenario {
+	rng := rand.New(rand.NewPCG(seed, 0x5eed))
+	pick := func(xs ...int) int { return xs[rng.IntN(len(xs))] }
+	chance := func(p float64) bool { return rng.Float64() < p }
+	sh := Shape{
+		Files:      1 + rng.IntN(4),
+		Records:    10 + rng.IntN(111),
+		ChunkBytes: pick(200, 500, 1500, 4000),
+		Threads:    1 + rng.IntN(4),
+		Ordered:    chance(0.5),
+		Group:      pick(1, 2, 4, 8, 16),
+		Batch:      1 + rng.IntN(20),
+		DropLast:   chance(0.2),
+		Devices:    1 + rng.IntN(3),
+		Recycle:    chance(0.3),
+		Passes:     1 + rng.IntN(3),
+		Skip:       chance(0.5),
+	}
+	if chance(0.6) {
+		sh.Shuffle = pick(1, 10, 50, 200)
+	}
+	if chance(0.25) {
+		sh.XMap = 1 + rng.IntN(2)
+	}
+	if chance(0.2) {
+		sh.MultiPass = 2
+	}
+	sh.DropPartial = sh.Devices > 1 && chance(0.3)
+
+	kinds := []string{actors.KindFileReader, actors.KindFiles, actors.KindBatch, actors.KindDoubleBuffer, actors.KindDevice}
+	if sh.Shuffle > 0 {
+		kinds = append(kinds, actors.KindShuffle)
+	}
+	if sh.XMap > 0 {
+		kinds = append(kinds, actors.KindXMap)
+	}
+	if sh.MultiPass > 0 {
+		kinds = append(kinds, actors.KindMultiPass)
+	}
+	var faults []Fault
+	for range rng.IntN(5) {
+		file := rng.IntN(sh.Files)
+		var f Fault
+		switch k := rng.IntN(100); {
+		case k < 12:
+			f = Fault{Kind: ReadError, File: file, N: 1 + rng.IntN(20)}
+		case k < 20:
+			// At most one per file, and rare: a reopen after an error reads
+			// every chunk header again, so each retry risks the error
+			// again per chunk of the file.
+			if slices.ContainsFunc(faults, func(f Fault) bool { return f.Kind == ReadErrorP && f.File == file }) {
+				continue
+			}
+			f = Fault{Kind: ReadErrorP, File: file, P: 0.001 + 0.004*rng.Float64()}
+		case k < 27:
+			f = Fault{Kind: Latency, File: file, Delay: time.Duration(20+rng.IntN(280)) * time.Microsecond}
+		case k < 34:
+			f = Fault{Kind: ShortRead, File: file, N: 1 + rng.IntN(20)}
+		case k < 40:
+			f = Fault{Kind: StallRead, File: file, N: 1 + rng.IntN(20)}
+		case k < 48:
+			f = Fault{Kind: FlipChunk, File: file, Chunk: rng.IntN(8)}
+		case k < 51:
+			f = Fault{Kind: Truncate, File: file}
+		case k < 75:
+			f = Fault{Kind: StagePanic, Stage: kinds[rng.IntN(len(kinds))], N: 1 + rng.IntN(60)}
+		case k < 78:
+			f = Fault{Kind: PanicStorm, Stage: kinds[rng.IntN(len(kinds))], N: 1 + rng.IntN(10), Count: stormLength}
+		case k < 86:
+			f = Fault{Kind: SlowDevice, Device: rng.IntN(sh.Devices), Delay: time.Duration(20+rng.IntN(300)) * time.Microsecond}
+		case k < 93:
+			f = Fault{Kind: StallDevice, Device: rng.IntN(sh.Devices), N: 1 + rng.IntN(10), Delay: time.Duration(5+rng.IntN(20)) * time.Millisecond}
+		default:
+			f = Fault{Kind: PanicDevice, Device: rng.IntN(sh.Devices), N: 1 + rng.IntN(10)}
+		}
+		faults = append(faults, f)
+	}
+	return Scenario{Seed: seed, Shape: sh, Faults: faults}
+}

@@ -1,0 +1,57 @@
+package sim_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/actorfeed/actorfeed/sim"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func requirePass(t *testing.T, sc sim.Scenario) sim.Result {
+	t.Helper()
+	res := sim.Run(context.Background(), sc, sim.Options{})
+	require.Equal(t, sim.Pass, res.Verdict, "%s (seed %d): %s; faults %s: %v (error %v)",
+		sc.Name, sc.Seed, sc.Describe(), sc.DescribeFaults(), res.Violations, res.Err)
+	return res
+}
+
+func TestRegressions(t *testing.T) {
+	for _, sc := range sim.Regressions() {
+		t.Run(sc.Name, func(t *testing.T) { requirePass(t, sc) })
+	}
+}
+
+// The CLI's CI step runs hundreds more; under the race detector a sample.
+func TestGeneratedScenarios(t *testing.T) {
+	for seed := uint64(1); seed <= 30; seed++ {
+		requirePass(t, sim.Generate(seed))
+	}
+}
+
+func TestReplayGivesTheSameScheduleAndVerdict(t *testing.T) {
+	for _, seed := range []uint64{7, 42, 1234} {
+		a, b := sim.Generate(seed), sim.Generate(seed)
+		require.Equal(t, a, b, "seed %d", seed)
+		ra, rb := requirePass(t, a), requirePass(t, b)
+		require.Equal(t, ra.Verdict, rb.Verdict)
+		// Faults that fire by count fire the same number of times.
+		for _, k := range []sim.FaultKind{sim.ReadError, sim.ShortRead, sim.StallRead, sim.StallDevice, sim.PanicDevice} {
+			require.Equal(t, ra.Fired[k], rb.Fired[k], "seed %d: %s", seed, k)
+		}
+	}
+	require.NotEqual(t, sim.Generate(1), sim.Generate(2))
+}
+
+// A damaged file under the fail policy ends the run with an error, and the
+// checker expects exactly that.
+func TestDamageUnderFailPolicyIsAnError(t *testing.T) {
+	sc := sim.Regressions()[0]
+	sc.Faults = []sim.Fault{{Kind: sim.FlipChunk, File: 0, Chunk: 0}}
+	res := requirePass(t, sc)
+	require.Error(t, res.Err)
+}
