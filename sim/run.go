@@ -117,7 +117,9 @@ func Run(ctx context.Context, sc Scenario, o Options) (res Result) {
 	res = Result{Scenario: sc, Verdict: Pass, Fired: map[FaultKind]int{}}
 	start := time.Now()
 	defer func() { res.Duration = time.Since(start) }()
-	violate := func(format string, args ...any) { res.Violations = append(res.Violations, fmt.Sprintf(format, args...)) }
+	violate := func(format string, args ...any) {
+		res.Violations = append(res.Violations, fmt.Sprintf(format, args...))
+	}
 	defer func() {
 		if len(res.Violations) > 0 {
 			res.Verdict = Fail
