@@ -125,7 +125,16 @@ func (a *consumerActor) Receive(ctx actor.Context) {
 	switch m := msg.(type) {
 	case *actor.Started:
 		if c.restarted() {
-			c.in.reopen(a.subscriber(send), a.room())
+			c.mu.Lock()
+			pass := c.pass
+			c.mu.Unlock()
+			if c.in.open && c.in.pass != pass {
+				// Reset began a pass whose restartPass this instance never
+				// handled: the message that failed may have been it.
+				a.open(send, pass)
+			} else {
+				c.in.reopen(a.subscriber(send), a.room())
+			}
 		} else {
 			a.open(send, 0)
 		}
@@ -137,6 +146,9 @@ func (a *consumerActor) Receive(ctx actor.Context) {
 	case *crashed:
 		panic(m.reason)
 	case restartPass:
+		if c.in.open && c.in.pass == m.pass {
+			return // opened already, by a restart that found the pass begun
+		}
 		a.open(send, m.pass)
 	case consumedMsg:
 	case *messages.Resubscribe:

@@ -139,3 +139,29 @@ func TestFilesRestartWithAnOldEndInTheMailbox(t *testing.T) {
 		closeAndCheck(t, p, sys)
 	}
 }
+
+// Found by the simulator (seeds 100526, 101525): a device that panicked on
+// the message by which Reset starts its next pass lost that message, and
+// the pass never started. A panic at each message over three passes.
+func TestDeviceRestartAcrossReset(t *testing.T) {
+	ctx := testCtx(t)
+	paths := writeFiles(t, 2, 13, 4000)
+	sys := actors.NewSystem()
+	for n := int64(1); n <= 30; n++ {
+		p, err := actors.NewDevices([]actors.Stage{actors.Files{Paths: paths, Threads: 1, Ordered: true}, actors.Batch{Size: 18}},
+			actors.Devices{N: 3}, actors.Options{System: sys, Faults: actors.PanicAt{Kind: actors.KindDevice, N: n}})
+		require.NoError(t, err)
+		for pass := range 3 {
+			if pass > 0 {
+				require.NoError(t, p.Reset())
+			}
+			require.NoError(t, p.Run(ctx), "panic at message %d, pass %d", n, pass)
+		}
+		total := 0
+		for _, d := range p.Stats().Devices {
+			total += d.Instances
+		}
+		require.Equal(t, 3*26, total, "panic at message %d", n)
+		closeAndCheck(t, p, sys)
+	}
+}

@@ -47,6 +47,12 @@ func Regressions() []Scenario {
 		{Name: "files-restart-old-end", Seed: 1287, Shape: Shape{Files: 3, Records: 21, ChunkBytes: 4000, Threads: 1, Ordered: true,
 			Group: 16, Batch: 17, Devices: 3, Passes: 2, Skip: true},
 			Faults: []Fault{{Kind: StagePanic, Stage: actors.KindFiles, N: 21}, {Kind: StagePanic, Stage: actors.KindFiles, N: 5}}},
+		// Found by seeds 100526 and 101525: a device panicked on the
+		// message by which Reset starts its next pass; the message was lost
+		// with the panic and the pass never started.
+		{Name: "device-storm-across-reset", Seed: 100526, Shape: Shape{Files: 2, Records: 13, ChunkBytes: 4000, Threads: 1,
+			Ordered: true, Group: 8, Batch: 18, Devices: 3, Passes: 3, Skip: true},
+			Faults: []Fault{{Kind: PanicStorm, Stage: actors.KindDevice, N: 8, Count: stormLength}}},
 		{Name: "recycle-drop-partial", Seed: 13, Shape: with(func(s *Shape) { s.Recycle, s.DropPartial, s.Devices = true, true, 3 }),
 			Faults: []Fault{{Kind: StagePanic, Stage: actors.KindDoubleBuffer, N: 5}, {Kind: SlowDevice, Device: 2, Delay: 200 * time.Microsecond}}},
 	}

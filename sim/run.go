@@ -359,14 +359,14 @@ func execute(ctx context.Context, sc Scenario, paths []string, deadline time.Dur
 		faults = nil
 	}
 	d := newDisk(paths, faults, sc.Seed)
-	var injectors actors.Faults
+	panics := &stagePanics{}
 	for _, f := range faults {
 		switch f.Kind {
 		case StagePanic:
-			injectors = append(injectors, actors.PanicAt{Kind: f.Stage, N: int64(f.N)})
+			panics.at = append(panics.at, panicAt{kind: f.Kind, PanicAt: actors.PanicAt{Kind: f.Stage, N: int64(f.N)}})
 		case PanicStorm:
 			for k := range f.Count {
-				injectors = append(injectors, actors.PanicAt{Kind: f.Stage, N: int64(f.N + k)})
+				panics.at = append(panics.at, panicAt{kind: f.Kind, PanicAt: actors.PanicAt{Kind: f.Stage, N: int64(f.N + k)}})
 			}
 		}
 	}
@@ -377,8 +377,8 @@ func execute(ctx context.Context, sc Scenario, paths []string, deadline time.Dur
 	sys := actors.NewSystem()
 	opts := actors.Options{System: sys, GroupSize: sh.Group, OnCorrupt: policy, Retry: Retry, Intensity: Intensity,
 		ReadTimeout: ReadTimeout, Open: d.open}
-	if len(injectors) > 0 {
-		opts.Faults = injectors
+	if len(panics.at) > 0 {
+		opts.Faults = panics
 	}
 	l := &ledger{}
 	dev := newDevices(sc, faults)
@@ -430,7 +430,48 @@ func execute(ctx context.Context, sc Scenario, paths []string, deadline time.Dur
 	for k, v := range dev.fired() {
 		out.fired[k] += v
 	}
+	for k, v := range panics.fired() {
+		out.fired[k] += v
+	}
 	return l, out
+}
+
+// panicAt is a stage panic of a fault of kind kind.
+type panicAt struct {
+	actors.PanicAt
+	kind FaultKind
+}
+
+// stagePanics injects the scenario's stage panics and counts those that
+// fired.
+type stagePanics struct {
+	at    []panicAt
+	mu    sync.Mutex
+	count map[FaultKind]int
+}
+
+func (s *stagePanics) BeforeMessage(stage, kind string, n int64, msg any) {
+	for _, p := range s.at {
+		if n == p.N && p.Kind == kind {
+			s.mu.Lock()
+			if s.count == nil {
+				s.count = map[FaultKind]int{}
+			}
+			s.count[p.kind]++
+			s.mu.Unlock()
+			p.BeforeMessage(stage, kind, n, msg) // panics
+		}
+	}
+}
+
+func (s *stagePanics) fired() map[FaultKind]int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := map[FaultKind]int{}
+	for k, v := range s.count {
+		out[k] = v
+	}
+	return out
 }
 
 // chain is the scenario's stages.
