@@ -2,20 +2,16 @@ package actors_test
 
 import (
 	"context"
-	"errors"
-	"io"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
-
 	"github.com/stretchr/testify/require"
 
 	"github.com/actorfeed/actorfeed/actors"
-	"github.com/actorfeed/actorfeed/readers"
+	"github.com/actorfeed/actorfeed/actors/baseline"
 	"github.com/actorfeed/actorfeed/readers/recordio"
 	"github.com/actorfeed/actorfeed/tensor"
 )
@@ -148,96 +144,7 @@ func pipelineRatio(b *testing.B, recycle bool) {
 // channelPipeline is the baseline: one goroutine per stage, channels
 // between them, the same decoding, shuffle window and batching.
 func channelPipeline(ctx context.Context, path string) (int, error) {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	r, err := readers.OpenRecordFile(path)
-	if err != nil {
-		return 0, err
-	}
-	defer r.Close()
-	records := make(chan tensor.Slots, 64)
-	shuffled := make(chan tensor.Slots, 64)
-	batches := make(chan tensor.Slots, 2) // the double buffer
-	errc := make(chan error, 3)
-	go func() {
-		defer close(records)
-		for {
-			s, err := r.Next(ctx)
-			if errors.Is(err, io.EOF) {
-				return
-			}
-			if err != nil {
-				errc <- err
-				return
-			}
-			select {
-			case records <- s:
-			case <-ctx.Done():
-				return
-			}
-		}
-	}()
-	go func() {
-		defer close(shuffled)
-		rng := rand.New(rand.NewPCG(1, 0))
-		buf := make([]tensor.Slots, 0, benchWindow)
-		flush := func() bool {
-			rng.Shuffle(len(buf), func(i, j int) { buf[i], buf[j] = buf[j], buf[i] })
-			for _, s := range buf {
-				select {
-				case shuffled <- s:
-				case <-ctx.Done():
-					return false
-				}
-			}
-			buf = buf[:0]
-			return true
-		}
-		for s := range records {
-			if buf = append(buf, s); len(buf) == benchWindow && !flush() {
-				return
-			}
-		}
-		flush()
-	}()
-	go func() {
-		defer close(batches)
-		pending := make([]tensor.Slots, 0, benchBatch)
-		emit := func() bool {
-			out, err := tensor.Concat(pending)
-			if err != nil {
-				errc <- err
-				return false
-			}
-			pending = pending[:0]
-			select {
-			case batches <- out:
-				return true
-			case <-ctx.Done():
-				return false
-			}
-		}
-		for s := range shuffled {
-			if pending = append(pending, s); len(pending) == benchBatch && !emit() {
-				return
-			}
-		}
-		if len(pending) > 0 {
-			emit()
-		}
-	}()
-	n := 0
-	for bt := range batches {
-		consume(bt)
-		k, _ := bt.Instances()
-		n += k
-	}
-	select {
-	case err := <-errc:
-		return n, err
-	default:
-		return n, nil
-	}
+	return baseline.Channels(ctx, []string{path}, benchWindow, benchBatch, 1, func(s tensor.Slots) { consume(s) })
 }
 
 func BenchmarkPipelineChannels(b *testing.B) {

@@ -157,3 +157,14 @@ func TestSimCommand(t *testing.T) {
 	_, err = cli(t, "sim", "--show", "some")
 	require.ErrorContains(t, err, "--show")
 }
+
+func TestBenchCommand(t *testing.T) {
+	out, err := cli(t, "bench", "--samples", "1000", "--repeat", "1", "--passes", "3", "--shuffle", "100")
+	require.NoError(t, err)
+	for _, want := range []string{"plain copy of the file's bytes", "plain read of the file", "channel pipeline",
+		"actor pipeline, recycled batches", "snappy", "busy", "first batch:", "allocations:", "heap in use after GC, 3 passes"} {
+		require.Contains(t, out, want)
+	}
+	_, err = cli(t, "bench", "--samples", "10")
+	require.ErrorContains(t, err, "--samples")
+}

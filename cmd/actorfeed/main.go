@@ -35,6 +35,6 @@ func newRoot() *cobra.Command {
 		SilenceErrors: true,
 	}
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
-	root.AddCommand(newDemo(), newRun(), newSim(), newGen(), newInspect(), newConvert())
+	root.AddCommand(newDemo(), newRun(), newSim(), newBench(), newGen(), newInspect(), newConvert())
 	return root
 }

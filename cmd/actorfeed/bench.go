@@ -1,0 +1,287 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/actorfeed/actorfeed/actors"
+	"github.com/actorfeed/actorfeed/actors/baseline"
+	"github.com/actorfeed/actorfeed/readers/recordio"
+	"github.com/actorfeed/actorfeed/tensor"
+)
+
+type benchOptions struct {
+	samples, repeat, passes, batch, window int
+}
+
+func newBench() *cobra.Command {
+	o := benchOptions{}
+	cmd := &cobra.Command{
+		Use:   "bench",
+		Short: "Measure the actor pipeline against the machine's limits and a channel pipeline, in one run",
+		Long: `Writes Fashion-MNIST-sized samples (a 784-byte image and a label) to RecordIO,
+uncompressed and snappy, and measures side by side, --repeat times each,
+taking turns: a plain copy of the file's bytes (memory bandwidth), a plain
+read of the file (page cache), the hand-written goroutine-and-channel pipeline
+(actors/baseline), and the actor pipeline open_files -> shuffle -> batch ->
+double buffer -> device, with fresh and with recycled batch storage. It
+reports medians and ratios, then the device's busy fraction with a simulated
+step twice the pipeline's time per batch (the step waits, as a host thread
+waiting for its accelerator does, without using the CPU), the longest data wait at a pass
+boundary, the time to the first batch, allocations per batch, and the heap
+after each of --passes passes.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if o.samples < 1000 || o.repeat < 1 || o.passes < 2 || o.batch < 1 || o.window < 0 {
+				return usageError{fmt.Errorf("--samples must be at least 1000, --repeat at least 1, --passes at least 2, --batch at least 1")}
+			}
+			return runBench(cmd.Context(), cmd.OutOrStdout(), o)
+		},
+	}
+	f := cmd.Flags()
+	f.IntVar(&o.samples, "samples", 20000, "samples in each file")
+	f.IntVar(&o.repeat, "repeat", 5, "runs of each measurement (medians are reported)")
+	f.IntVar(&o.passes, "passes", 50, "passes of the memory measurement")
+	f.IntVar(&o.batch, "batch", 64, "batch size")
+	f.IntVar(&o.window, "shuffle", 1024, "shuffle window")
+	return cmd
+}
+
+// touch is the simulated device's work: it reads every byte of the images.
+func touch(s tensor.Slots) int {
+	sum := 0
+	for _, b := range s[0].Bytes() {
+		sum += int(b)
+	}
+	return sum
+}
+
+func median(xs []time.Duration) time.Duration {
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
+
+// actorRun runs one pass of the actor pipeline over path on one device
+// and returns how long it took and the time to the first batch.
+func actorRun(ctx context.Context, path string, o benchOptions, recycle bool, step func(tensor.Slots)) (total, first time.Duration, err error) {
+	start := time.Now()
+	var firstAt time.Time
+	p, err := actors.NewDevices([]actors.Stage{actors.Files{Paths: []string{path}}, actors.Shuffle{Window: o.window, Seed: 1},
+		actors.Batch{Size: o.batch}, actors.DoubleBuffer{Window: 2}},
+		actors.Devices{N: 1, Recycle: recycle, Step: func(_ context.Context, it actors.Item) error {
+			if firstAt.IsZero() {
+				firstAt = time.Now()
+			}
+			step(it.Slots)
+			return nil
+		}}, actors.Options{})
+	if err != nil {
+		return 0, 0, err
+	}
+	defer p.Close()
+	if err := p.Run(ctx); err != nil {
+		return 0, 0, err
+	}
+	return time.Since(start), firstAt.Sub(start), nil
+}
+
+func runBench(ctx context.Context, out io.Writer, o benchOptions) error {
+	dir, err := os.MkdirTemp("", "actorfeed-bench-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	fmt.Fprintf(out, "%d samples of a [1,28,28] uint8 image and an int64 label per file; shuffle %d, batch %d; %d runs each, medians; %s, %d CPUs\n\n",
+		o.samples, o.window, o.batch, o.repeat, runtime.Version(), runtime.NumCPU())
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "file\twhat\tsamples/s\tMB/s\tvs channels\tvs copy\t")
+	var snappyPath string
+	for _, comp := range []recordio.Compressor{recordio.NoCompression, recordio.Snappy} {
+		paths, err := synthetic{files: 1, samples: o.samples, seed: 1, compressor: comp}.write(filepath.Join(dir, comp.String()))
+		if err != nil {
+			return err
+		}
+		path := paths[0]
+		if comp == recordio.Snappy {
+			snappyPath = path
+		}
+		data, err := os.ReadFile(path) // also warms the page cache
+		if err != nil {
+			return err
+		}
+		payload := int64(o.samples) * (pixels + 8)
+		dst := make([]byte, len(data))
+		buf := make([]byte, 1<<20)
+		times := map[string][]time.Duration{}
+		for range o.repeat {
+			t := time.Now()
+			copy(dst, data)
+			times["plain copy of the file's bytes"] = append(times["plain copy of the file's bytes"], time.Since(t))
+
+			t = time.Now()
+			fh, err := os.Open(path)
+			if err != nil {
+				return err
+			}
+			for off := int64(0); ; off += int64(len(buf)) {
+				n, err := fh.ReadAt(buf, off)
+				if n == 0 || err != nil {
+					break
+				}
+			}
+			fh.Close()
+			times["plain read of the file"] = append(times["plain read of the file"], time.Since(t))
+
+			t = time.Now()
+			if _, err := baseline.Channels(ctx, []string{path}, o.window, o.batch, 1, func(s tensor.Slots) { touch(s) }); err != nil {
+				return err
+			}
+			times["channel pipeline"] = append(times["channel pipeline"], time.Since(t))
+
+			for _, recycle := range []bool{false, true} {
+				el, _, err := actorRun(ctx, path, o, recycle, func(s tensor.Slots) { touch(s) })
+				if err != nil {
+					return err
+				}
+				name := "actor pipeline"
+				if recycle {
+					name = "actor pipeline, recycled batches"
+				}
+				times[name] = append(times[name], el)
+			}
+		}
+		ch, cp := median(times["channel pipeline"]), median(times["plain copy of the file's bytes"])
+		for _, name := range []string{"plain copy of the file's bytes", "plain read of the file", "channel pipeline", "actor pipeline", "actor pipeline, recycled batches"} {
+			m := median(times[name])
+			vsCh, vsCp := "", ""
+			if name == "actor pipeline" || name == "actor pipeline, recycled batches" {
+				vsCh = fmt.Sprintf("%.2f", ch.Seconds()/m.Seconds())
+				vsCp = fmt.Sprintf("%.2f", cp.Seconds()/m.Seconds())
+			} else if name == "channel pipeline" {
+				vsCp = fmt.Sprintf("%.2f", cp.Seconds()/m.Seconds())
+			}
+			fmt.Fprintf(tw, "%v\t%s\t%.0f\t%.0f\t%s\t%s\t\n", comp, name, float64(o.samples)/m.Seconds(), float64(payload)/m.Seconds()/1e6, vsCh, vsCp)
+		}
+	}
+	tw.Flush()
+	return benchDevices(ctx, out, snappyPath, o)
+}
+
+// wait blocks for d without using the CPU, as a host thread waiting for
+// its accelerator does.
+func wait(d time.Duration) {
+	t := time.NewTimer(d)
+	<-t.C
+}
+
+// benchDevices measures what the device sees: busy fraction, the wait at a
+// pass boundary, time to the first batch, allocations per batch, and the
+// heap over many passes.
+func benchDevices(ctx context.Context, out io.Writer, path string, o benchOptions) error {
+	// The pipeline's time per batch, from a pass with a free device.
+	var firsts []time.Duration
+	var per time.Duration
+	for range o.repeat {
+		el, first, err := actorRun(ctx, path, o, false, func(tensor.Slots) {})
+		if err != nil {
+			return err
+		}
+		firsts = append(firsts, first)
+		per = el / time.Duration((o.samples+o.batch-1)/o.batch)
+	}
+	step := 2 * per
+	var waits []time.Duration
+	var last time.Time
+	var boundary time.Duration
+	p, err := actors.NewDevices([]actors.Stage{actors.Files{Paths: []string{path}}, actors.Shuffle{Window: o.window, Seed: 1},
+		actors.Batch{Size: o.batch}, actors.DoubleBuffer{Window: 2}},
+		actors.Devices{N: 1, Step: func(_ context.Context, it actors.Item) error {
+			now := time.Now()
+			if !last.IsZero() {
+				w := now.Sub(last)
+				waits = append(waits, w)
+				if it.Seq == 0 {
+					boundary = max(boundary, w)
+				}
+			}
+			wait(step)
+			last = time.Now()
+			return nil
+		}}, actors.Options{})
+	if err != nil {
+		return err
+	}
+	defer p.Close()
+	var busy, elapsed time.Duration
+	for pass := range 4 {
+		if pass > 0 {
+			if err := p.Reset(); err != nil {
+				return err
+			}
+		}
+		before := p.Stats().Devices[0].Busy
+		t := time.Now()
+		if err := p.Run(ctx); err != nil {
+			return err
+		}
+		if pass > 0 { // warm
+			busy += p.Stats().Devices[0].Busy - before
+			elapsed += time.Since(t)
+		}
+	}
+	fmt.Fprintf(out, "\ndevice: step %v (twice the pipeline's %v per batch): busy %.1f%% once warm (passes 2-4), longest wait at a pass boundary %v, p99 wait %v\n",
+		step.Round(time.Microsecond), per.Round(time.Microsecond), 100*busy.Seconds()/elapsed.Seconds(), boundary.Round(time.Microsecond),
+		percentile(waits, 0.99).Round(time.Microsecond))
+	fmt.Fprintf(out, "first batch: %v after start (median of %d)\n", median(firsts).Round(10*time.Microsecond), len(firsts))
+
+	// Allocations per batch and the heap over many passes, on one pipeline.
+	q, err := actors.NewDevices([]actors.Stage{actors.Files{Paths: []string{path}}, actors.Shuffle{Window: o.window, Seed: 1},
+		actors.Batch{Size: o.batch}, actors.DoubleBuffer{Window: 2}},
+		actors.Devices{N: 1, Step: func(_ context.Context, it actors.Item) error { touch(it.Slots); return nil }}, actors.Options{})
+	if err != nil {
+		return err
+	}
+	defer q.Close()
+	var ms runtime.MemStats
+	var heap []uint64
+	var mallocs uint64
+	batches := 0
+	for pass := range o.passes {
+		if pass > 0 {
+			if err := q.Reset(); err != nil {
+				return err
+			}
+		}
+		runtime.ReadMemStats(&ms)
+		before := ms.Mallocs
+		b0 := q.Stats().Devices[0].Batches
+		if err := q.Run(ctx); err != nil {
+			return err
+		}
+		runtime.ReadMemStats(&ms)
+		if pass > 0 {
+			mallocs += ms.Mallocs - before
+			batches += q.Stats().Devices[0].Batches - b0
+		}
+		runtime.GC()
+		runtime.ReadMemStats(&ms)
+		heap = append(heap, ms.HeapInuse)
+	}
+	mb := func(b uint64) string { return fmt.Sprintf("%.1f MB", float64(b)/1e6) }
+	sorted := slices.Clone(heap)
+	slices.Sort(sorted)
+	fmt.Fprintf(out, "allocations: %.0f per batch of %d (passes 2-%d)\n", float64(mallocs)/float64(batches), o.batch, o.passes)
+	fmt.Fprintf(out, "heap in use after GC, %d passes: first %s, median %s, last %s, max %s; peak batches alive %d\n",
+		o.passes, mb(heap[0]), mb(sorted[len(sorted)/2]), mb(heap[len(heap)-1]), mb(sorted[len(sorted)-1]), q.Stats().PeakLiveBatches)
+	return nil
+}
