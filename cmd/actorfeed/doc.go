@@ -6,6 +6,9 @@
 //	                    report the test accuracy
 //	actorfeed run       run a pipeline from flags or a YAML program on
 //	                    simulated devices; progress, summary, --emit-ids
+//	actorfeed sim       fault-injection scenarios and the invariant checker
+//	actorfeed bench     the actor pipeline against a plain copy, a plain read
+//	                    and a channel pipeline, side by side
 //	actorfeed gen       write a synthetic RecordIO data set
 //	actorfeed convert   convert IDX (Fashion-MNIST) to RecordIO
 //	actorfeed inspect   show a data file's chunks, records, shapes, checksums
