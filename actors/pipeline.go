@@ -13,6 +13,7 @@ import (
 
 	"github.com/actorfeed/actorfeed/messages"
 	"github.com/actorfeed/actorfeed/readers"
+	"github.com/actorfeed/actorfeed/readers/recordio"
 	"github.com/actorfeed/actorfeed/supervisor"
 	"github.com/actorfeed/actorfeed/tensor"
 )
@@ -143,7 +144,7 @@ func (p *Pipeline) plan(stages []Stage, dev *Devices) ([]spawnable, error) {
 					threads = defaultThreads(files)
 				}
 			case Generator:
-				src, threads = &fileSource{entries: []string{s.Name}, names: []string{s.Name},
+				src, threads = &fileSource{entries: []string{s.Name}, names: []string{s.Name}, indexes: map[int]*recordio.Index{},
 					open: func(context.Context, string) (readers.Reader, error) { return s.New() }}, 1
 			case Queue:
 				src, threads = queueSource{q: s.Queue}, 1

@@ -11,6 +11,7 @@ import (
 
 	"github.com/actorfeed/actorfeed/messages"
 	"github.com/actorfeed/actorfeed/readers"
+	"github.com/actorfeed/actorfeed/readers/recordio"
 	"github.com/actorfeed/actorfeed/tensor"
 )
 
@@ -184,15 +185,26 @@ func (f Faults) BeforeMessage(stage, kind string, n int64, msg any) {
 // ---- sources ----
 
 // fileSource opens the files of a Files stage; it seeks to a record by the
-// reader's Seek when it has one, by reading otherwise.
+// reader's Seek when it has one, by reading otherwise. A RecordIO file's
+// chunk index is read once and kept, so reopening the file at a record
+// after a transient error reads no chunk header again.
 type fileSource struct {
 	entries []string
 	names   []string
 	open    func(ctx context.Context, entry string) (readers.Reader, error)
+
+	mu      sync.Mutex
+	indexes map[int]*recordio.Index
+}
+
+// indexed is a reader that can seek with a kept chunk index.
+type indexed interface {
+	Index() (*recordio.Index, error)
+	SeekIndexed(x *recordio.Index, rec int) error
 }
 
 func newFileSource(entries []string, open func(context.Context, string) (readers.Reader, error)) (*fileSource, error) {
-	s := &fileSource{entries: entries, names: make([]string, len(entries)), open: open}
+	s := &fileSource{entries: entries, names: make([]string, len(entries)), open: open, indexes: map[int]*recordio.Index{}}
 	if len(entries) > messages.MaxFiles {
 		return nil, fmt.Errorf("%w: %d files, at most %d", ErrBadSpec, len(entries), messages.MaxFiles)
 	}
@@ -217,6 +229,13 @@ func (s *fileSource) Open(ctx context.Context, file int, _ uint32, from uint64) 
 	if from == 0 {
 		return r, nil
 	}
+	if ix, ok := r.(indexed); ok {
+		if err := s.seek(file, ix, int(from)); err != nil {
+			r.Close()
+			return nil, err
+		}
+		return r, nil
+	}
 	if sk, ok := r.(interface{ Seek(int) error }); ok {
 		if err := sk.Seek(int(from)); err != nil {
 			r.Close()
@@ -231,6 +250,24 @@ func (s *fileSource) Open(ctx context.Context, file int, _ uint32, from uint64) 
 		}
 	}
 	return r, nil
+}
+
+// seek moves r to record rec of file, reading the file's index the first
+// time only.
+func (s *fileSource) seek(file int, r indexed, rec int) error {
+	s.mu.Lock()
+	x := s.indexes[file]
+	s.mu.Unlock()
+	if x == nil {
+		var err error
+		if x, err = r.Index(); err != nil {
+			return err
+		}
+		s.mu.Lock()
+		s.indexes[file] = x
+		s.mu.Unlock()
+	}
+	return r.SeekIndexed(x, rec)
 }
 
 // queueSource reads a feed queue: one "file" that continues across opens.

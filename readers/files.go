@@ -94,9 +94,24 @@ func (r *RecordFile) Seek(rec int) error {
 	if r.closed {
 		return ErrClosed
 	}
-	x, err := recordio.LoadIndex(r.f, r.size, r.path)
+	x, err := r.Index()
 	if err != nil {
 		return err
+	}
+	return r.SeekIndexed(x, rec)
+}
+
+// Index reads the file's chunk index (every chunk header, no payload).
+func (r *RecordFile) Index() (*recordio.Index, error) {
+	return recordio.LoadIndex(r.f, r.size, r.path)
+}
+
+// SeekIndexed is Seek with an index read earlier (by Index, from the same,
+// unchanged file): it reads no chunk header. A reader that reopens a file
+// after an error seeks so, instead of reading every header again.
+func (r *RecordFile) SeekIndexed(x *recordio.Index, rec int) error {
+	if r.closed {
+		return ErrClosed
 	}
 	r.badRec = false
 	if rec == x.NumRecords {

@@ -289,3 +289,46 @@ func TestRecordFileSkipCorruptChunk(t *testing.T) {
 	require.Len(t, labels, 100-skipped)
 	require.EqualValues(t, bad.FirstRecord+int(bad.NumRecords), labels[bad.FirstRecord], "reading goes on after the bad chunk")
 }
+
+// countingReaderAt counts reads, to see what a seek costs.
+type countingReaderAt struct {
+	f     *os.File
+	reads int
+}
+
+func (c *countingReaderAt) ReadAt(p []byte, off int64) (int, error) {
+	c.reads++
+	return c.f.ReadAt(p, off)
+}
+
+func TestSeekIndexedReadsNoHeader(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "x.recordio")
+	writeInstances(t, path, 400, recordio.NoCompression)
+	fh, err := os.Open(path)
+	require.NoError(t, err)
+	defer fh.Close()
+	st, err := fh.Stat()
+	require.NoError(t, err)
+
+	cr := &countingReaderAt{f: fh}
+	r := readers.NewRecordFile(cr, st.Size(), path, nil)
+	x, err := r.Index()
+	require.NoError(t, err)
+	require.Greater(t, len(x.Chunks), 10)
+	headers := cr.reads
+	require.Equal(t, len(x.Chunks), headers, "the index reads every chunk header")
+
+	cr.reads = 0
+	again := readers.NewRecordFile(cr, st.Size(), path, nil)
+	require.NoError(t, again.SeekIndexed(x, 150))
+	item, err := again.Next(t.Context())
+	require.NoError(t, err)
+	require.Less(t, cr.reads, 4, "seeking with a kept index reads the target chunk, not every header")
+	want, err := readers.OpenRecordFile(path)
+	require.NoError(t, err)
+	defer want.Close()
+	require.NoError(t, want.Seek(150))
+	w, err := want.Next(t.Context())
+	require.NoError(t, err)
+	require.True(t, w.Equal(item))
+}

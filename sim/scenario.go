@@ -183,9 +183,9 @@ func Generate(seed uint64) Scenario {
 		case k < 12:
 			f = Fault{Kind: ReadError, File: file, N: 1 + rng.IntN(20)}
 		case k < 20:
-			// At most one per file, and rare: a reopen after an error reads
-			// every chunk header again, so each retry risks the error
-			// again per chunk of the file.
+			// At most one per file, and rare: the first reopen after an
+			// error reads every chunk header, so until the index is kept
+			// each try risks the error once per chunk of the file.
 			if slices.ContainsFunc(faults, func(f Fault) bool { return f.Kind == ReadErrorP && f.File == file }) {
 				continue
 			}
