@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 	"sync"
 	"syscall"
 	"testing"
@@ -39,9 +40,10 @@ func TestBackpressureBoundsLiveBatches(t *testing.T) {
 	// Where a batch can be (docs/protocol.md): the batch stage's unsent
 	// buffer (capacity, overshot by what the input groups it demanded can
 	// complete: window * group/batch), in flight to or queued in the double
-	// buffer (prefetch per lane), queued at a device (prefetch).
+	// buffer (prefetch per lane), read ahead into the next pass by the
+	// double buffer (prefetch per lane), queued at a device (prefetch).
 	const capacity, window = 2, 2
-	bound := capacity + window*group/batch + devices*prefetch + devices*prefetch
+	bound := capacity + window*group/batch + devices*prefetch + devices*prefetch + devices*prefetch
 	require.Positive(t, st.PeakLiveBatches)
 	require.LessOrEqual(t, st.PeakLiveBatches, bound)
 	total := 0
@@ -660,4 +662,55 @@ func TestStalledReadIsAbandoned(t *testing.T) {
 	require.ErrorIs(t, err, actors.ErrReadStalled)
 	require.ErrorContains(t, err, paths[0])
 	closeAndCheck(t, p, sys)
+}
+
+// The double buffer reads the next pass ahead while the device still steps
+// the last batches of the current one: the last step of pass 0 waits until
+// the batch stage has made a batch of pass 1, which only reading ahead can
+// cause (nobody has called Reset yet).
+func TestDoubleBufferReadsTheNextPassAhead(t *testing.T) {
+	ctx := testCtx(t)
+	paths := writeFiles(t, 1, 64, 4000)
+	sys := actors.NewSystem()
+	var p *actors.Pipeline
+	var mu sync.Mutex
+	seen := map[int][]uint64{}
+	step := func(sctx context.Context, it actors.Item) error {
+		mu.Lock()
+		seen[it.Pass] = append(seen[it.Pass], it.IDs...)
+		mu.Unlock()
+		if it.Pass == 0 && it.Seq == 7 {
+			for batchItems(p) < 9 {
+				if err := sctx.Err(); err != nil {
+					return err
+				}
+				if ctx.Err() != nil {
+					return errors.New("the next pass was not read ahead")
+				}
+				runtime.Gosched()
+			}
+		}
+		return nil
+	}
+	var err error
+	p, err = actors.NewDevices([]actors.Stage{actors.Files{Paths: paths}, actors.Batch{Size: 8}, actors.DoubleBuffer{Window: 2}},
+		actors.Devices{N: 1, Step: step}, actors.Options{System: sys})
+	require.NoError(t, err)
+	require.NoError(t, p.Run(ctx))
+	require.NoError(t, p.Reset())
+	require.NoError(t, p.Run(ctx))
+	mu.Lock()
+	require.Equal(t, allIDs(1, 64), seen[0])
+	require.Equal(t, allIDs(1, 64), seen[1], "the pass read ahead is delivered whole, in order, once")
+	mu.Unlock()
+	closeAndCheck(t, p, sys)
+}
+
+func batchItems(p *actors.Pipeline) int64 {
+	for _, s := range p.StageStats() {
+		if s.Kind == actors.KindBatch {
+			return s.Items
+		}
+	}
+	return 0
 }

@@ -9,6 +9,13 @@ import (
 // fanoutCell is what the double-buffer stage persists: one outlet (a
 // prefetch window) per consumer lane. Item k of a pass goes to lane k mod n,
 // so which device gets which batch is fixed by the data order alone.
+//
+// Once its upstream ended a pass, the stage reads the next pass ahead
+// (a window per lane), while its consumers still drain the one that ended:
+// the next pass starts from full buffers instead of from an empty
+// pipeline. The items read ahead wait in the cell, unrouted, until a
+// consumer subscribes to that pass (Reset); a pass nobody asks for is
+// dropped with the pipeline.
 type fanoutCell struct {
 	cell
 	in          inlet
@@ -20,7 +27,14 @@ type fanoutCell struct {
 	routed      uint64            // items routed this pass
 	step        []*messages.Batch // dropPartial: the step being assembled
 	skipped     uint64
+
+	ahead     []*messages.Batch // items of pass+1 read ahead
+	aheadEnd  *messages.End     // pass+1 ended while read ahead
+	aheadFail *messages.Failure // pass+1 failed while read ahead
 }
+
+// readingAhead says whether the inlet reads the pass after the lanes'.
+func (c *fanoutCell) readingAhead() bool { return c.running && c.in.pass == c.pass+1 }
 
 type fanoutActor struct{ c *fanoutCell }
 
@@ -51,11 +65,20 @@ func (a *fanoutActor) Receive(ctx actor.Context) {
 			return
 		}
 		if !c.running || m.Pass != c.pass {
+			ahead := c.readingAhead() && m.Pass == c.in.pass
+			for _, b := range c.step {
+				c.pipe.noteDropped(b)
+			}
 			c.pass, c.running, c.routed, c.step, c.skipped = m.Pass, true, 0, nil, 0
 			for i := range c.outs {
 				c.outs[i].reset(m.Pass)
 			}
-			c.in.subscribe(send, m.Pass, 0, 0)
+			if ahead {
+				a.switchToAhead()
+			} else {
+				a.dropAhead()
+				c.in.subscribe(send, m.Pass, 0, 0)
+			}
 		}
 		if err := o.subscribe(ctx.Sender(), m); err != nil {
 			a.fail(send, err)
@@ -80,38 +103,36 @@ func (a *fanoutActor) Receive(ctx actor.Context) {
 			return
 		}
 		c.in.commit()
-		item := &messages.Batch{Pass: c.pass, Slots: m.Slots, Parts: m.Parts, Ids: m.Ids}
-		if c.dropPartial {
-			c.step = append(c.step, item)
-			if len(c.step) == len(c.outs) {
-				for _, b := range c.step {
-					a.route(b)
-				}
-				c.step = nil
-			}
+		item := &messages.Batch{Pass: c.in.pass, Slots: m.Slots, Parts: m.Parts, Ids: m.Ids}
+		if c.readingAhead() {
+			c.ahead = append(c.ahead, item)
+			c.pipe.ahead.Add(1)
 		} else {
-			a.route(item)
+			a.take(item)
 		}
 	case *messages.End:
 		if !c.in.admitEnd(send, m, a.room()) {
 			return
 		}
 		c.in.ended = true
-		c.skipped += m.Skipped
-		for _, b := range c.step {
-			c.pipe.noteDropped(b)
-		}
-		c.step = nil
-		for i := range c.outs {
-			c.outs[i].end = &messages.End{Pass: c.pass, Count: c.outs[i].produced(), Skipped: c.skipped}
+		if c.readingAhead() {
+			c.aheadEnd = m
+		} else {
+			a.end(m)
+			// Read the next pass ahead while the consumers drain this one.
+			c.in.subscribe(send, c.pass+1, 0, a.room())
 		}
 	case *messages.Failure:
 		if !c.in.current(m.Epoch) {
 			return
 		}
 		c.in.ended = true
-		for i := range c.outs {
-			c.outs[i].fail = m
+		if c.readingAhead() {
+			c.aheadFail = m
+		} else {
+			for i := range c.outs {
+				c.outs[i].fail = m
+			}
 		}
 	default:
 		return
@@ -122,6 +143,66 @@ func (a *fanoutActor) Receive(ctx actor.Context) {
 	c.in.replenish(send, a.room(), c.in.next)
 }
 
+// take routes an item of the lanes' pass, in steps when partial steps are
+// dropped.
+func (a *fanoutActor) take(item *messages.Batch) {
+	c := a.c
+	if !c.dropPartial {
+		a.route(item)
+		return
+	}
+	c.step = append(c.step, item)
+	if len(c.step) == len(c.outs) {
+		for _, b := range c.step {
+			a.route(b)
+		}
+		c.step = nil
+	}
+}
+
+// end closes the lanes' pass after upstream's End.
+func (a *fanoutActor) end(m *messages.End) {
+	c := a.c
+	c.skipped += m.Skipped
+	for _, b := range c.step {
+		c.pipe.noteDropped(b)
+	}
+	c.step = nil
+	for i := range c.outs {
+		c.outs[i].end = &messages.End{Pass: c.pass, Count: c.outs[i].produced(), Skipped: c.skipped}
+	}
+}
+
+// switchToAhead starts the lanes on the pass read ahead: its items are
+// routed now, and its end or failure, if it came, closes the lanes.
+func (a *fanoutActor) switchToAhead() {
+	c := a.c
+	items, end, fail := c.ahead, c.aheadEnd, c.aheadFail
+	c.ahead, c.aheadEnd, c.aheadFail = nil, nil, nil
+	c.pipe.ahead.Add(-int64(len(items)))
+	for _, b := range items {
+		a.take(b)
+	}
+	switch {
+	case fail != nil:
+		for i := range c.outs {
+			c.outs[i].fail = fail
+		}
+	case end != nil:
+		a.end(end)
+	}
+}
+
+// dropAhead forgets a pass read ahead that nobody asked for.
+func (a *fanoutActor) dropAhead() {
+	c := a.c
+	for _, b := range c.ahead {
+		c.pipe.noteDropped(b)
+	}
+	c.pipe.ahead.Add(-int64(len(c.ahead)))
+	c.ahead, c.aheadEnd, c.aheadFail = nil, nil, nil
+}
+
 func (a *fanoutActor) route(b *messages.Batch) {
 	c := a.c
 	c.outs[c.routed%uint64(len(c.outs))].push(b)
@@ -130,9 +211,13 @@ func (a *fanoutActor) route(b *messages.Batch) {
 }
 
 // room counts how many of the next items (in routing order, after those
-// already demanded) fit their lane's window.
+// already demanded) fit their lane's window; reading ahead, how many fit
+// the window of all lanes.
 func (a *fanoutActor) room() int {
 	c := a.c
+	if c.readingAhead() {
+		return len(c.outs)*c.window - len(c.ahead) - int(max(c.in.outstanding, 0))
+	}
 	n := uint64(len(c.outs))
 	planned := make([]int, n)
 	out := int(max(c.in.outstanding, 0))

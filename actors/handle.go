@@ -86,7 +86,9 @@ func (p *Pipeline) Reset() error {
 		return ErrReadsInFlight
 	}
 	p.pass++
-	p.pipe.live.Store(0)
+	// What the old pass left in flight is gone; what the double buffer read
+	// ahead is the new pass's.
+	p.pipe.live.Store(p.pipe.ahead.Load())
 	for _, s := range p.sinks {
 		// The consumer forgets the old pass before Reset returns; its actor
 		// then subscribes for the new one.

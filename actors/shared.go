@@ -24,6 +24,7 @@ type shared struct {
 
 	restarts atomic.Int64
 	live     atomic.Int64 // batches made by the batch stage and not yet consumed
+	ahead    atomic.Int64 // of them, read ahead into the next pass by the double buffer
 	peak     atomic.Int64
 	counting bool // a batch stage exists: live counts its batches
 

@@ -493,15 +493,16 @@ func chain(sc Scenario, paths []string) []actors.Stage {
 
 // liveBound is the most batches that may be alive at once
 // (docs/protocol.md): the batch stage's unsent items and what its input
-// can complete, a stage between it and the double buffer, and the double
-// buffer's and the devices' windows.
+// can complete, a stage between it and the double buffer, the double
+// buffer's windows (the lanes', and the next pass read ahead) and the
+// devices'.
 func liveBound(sh Shape, o actors.Options) int {
 	capacity, window, prefetch := 2, 2, 2
 	b := capacity + window*((sh.Group+sh.Batch-1)/sh.Batch)
 	if sh.MultiPass > 0 {
 		b += capacity + window
 	}
-	return b + 2*sh.Devices*prefetch
+	return b + 3*sh.Devices*prefetch // lanes, read ahead, queued at the devices
 }
 
 // devices are the scenario's device steps: they check each batch, record it
