@@ -7,6 +7,7 @@ import (
 	"os"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -672,15 +673,12 @@ func TestDoubleBufferReadsTheNextPassAhead(t *testing.T) {
 	ctx := testCtx(t)
 	paths := writeFiles(t, 1, 64, 4000)
 	sys := actors.NewSystem()
-	var p *actors.Pipeline
+	var pipeline atomic.Pointer[actors.Pipeline] // the step may run before New returns
 	var mu sync.Mutex
 	seen := map[int][]uint64{}
 	step := func(sctx context.Context, it actors.Item) error {
-		mu.Lock()
-		seen[it.Pass] = append(seen[it.Pass], it.IDs...)
-		mu.Unlock()
 		if it.Pass == 0 && it.Seq == 7 {
-			for batchItems(p) < 9 {
+			for pipeline.Load() == nil || batchItems(pipeline.Load()) < 9 {
 				if err := sctx.Err(); err != nil {
 					return err
 				}
@@ -690,12 +688,15 @@ func TestDoubleBufferReadsTheNextPassAhead(t *testing.T) {
 				runtime.Gosched()
 			}
 		}
+		mu.Lock()
+		seen[it.Pass] = append(seen[it.Pass], it.IDs...)
+		mu.Unlock()
 		return nil
 	}
-	var err error
-	p, err = actors.NewDevices([]actors.Stage{actors.Files{Paths: paths}, actors.Batch{Size: 8}, actors.DoubleBuffer{Window: 2}},
+	p, err := actors.NewDevices([]actors.Stage{actors.Files{Paths: paths}, actors.Batch{Size: 8}, actors.DoubleBuffer{Window: 2}},
 		actors.Devices{N: 1, Step: step}, actors.Options{System: sys})
 	require.NoError(t, err)
+	pipeline.Store(p)
 	require.NoError(t, p.Run(ctx))
 	require.NoError(t, p.Reset())
 	require.NoError(t, p.Run(ctx))
@@ -703,6 +704,7 @@ func TestDoubleBufferReadsTheNextPassAhead(t *testing.T) {
 	require.Equal(t, allIDs(1, 64), seen[0])
 	require.Equal(t, allIDs(1, 64), seen[1], "the pass read ahead is delivered whole, in order, once")
 	mu.Unlock()
+	require.Zero(t, p.Stats().Restarts)
 	closeAndCheck(t, p, sys)
 }
 

@@ -277,14 +277,7 @@ func (a *consumerActor) runDevice(ctx context.Context) {
 	for {
 		waitFrom := time.Now()
 		b, pass, err := c.waitHead(ctx)
-		if err != nil || b == nil {
-			if err == nil {
-				// End of the pass: wait for the next one.
-				if !c.waitChange(ctx) {
-					return
-				}
-				continue
-			}
+		if err != nil {
 			return
 		}
 		start := time.Now()
@@ -324,36 +317,38 @@ func (a *consumerActor) runDevice(ctx context.Context) {
 	}
 }
 
-// waitHead waits for the first queued item without removing it.
+// waitHead waits for the first queued item without removing it, across
+// pass ends: at the end of a pass it waits for the next pass (Reset) to
+// bring items. It decides under one hold of mu, so an item and an end that
+// both arrive while it looks cannot leave it waiting for a change that
+// already happened.
 func (c *consumerCell) waitHead(ctx context.Context) (*messages.Batch, uint32, error) {
-	ok, err := c.peek(ctx)
-	if err != nil || !ok {
-		return nil, 0, err
-	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if len(c.queue) == 0 {
-		return nil, 0, nil
-	}
-	return c.queue[0], c.pass, nil
-}
-
-// waitChange waits for the cell to change (a new pass); false when ctx ends.
-func (c *consumerCell) waitChange(ctx context.Context) bool {
-	c.mu.Lock()
-	ch := c.changed
-	ended := c.end != nil
-	c.mu.Unlock()
-	if !ended {
-		return true
-	}
-	select {
-	case <-ctx.Done():
-		return false
-	case <-ch:
-		return true
-	case <-c.pipe.done:
-		return false
+	for {
+		ok, err := c.waitLocked(ctx)
+		if err != nil {
+			return nil, 0, err
+		}
+		if ok {
+			return c.queue[0], c.pass, nil
+		}
+		// The pass ended with everything consumed: wait for another pass.
+		for pass := c.pass; c.pass == pass && len(c.queue) == 0 && c.end != nil; {
+			ch := c.changed
+			c.mu.Unlock()
+			select {
+			case <-ctx.Done():
+				c.mu.Lock()
+				return nil, 0, context.Cause(ctx)
+			case <-ch:
+			case <-c.pipe.done:
+			}
+			c.mu.Lock()
+			if err := c.pipe.terminal(); err != nil {
+				return nil, 0, err
+			}
+		}
 	}
 }
 
