@@ -587,10 +587,12 @@ func TestStageStats(t *testing.T) {
 	}
 	require.Len(t, byKind[actors.KindBatch], 1)
 	batch := byKind[actors.KindBatch][0]
-	require.EqualValues(t, 20, batch.Items, "200 samples in batches of 10")
+	// 200 samples in batches of 10, and maybe some of the next pass, read
+	// ahead once this one ended.
+	require.GreaterOrEqual(t, batch.Items, int64(20))
 	require.Equal(t, 1, batch.Restarts, "the injected panic")
 	require.Equal(t, "2-batch", batch.Stage)
-	require.EqualValues(t, 20, byKind[actors.KindDoubleBuffer][0].Items)
+	require.EqualValues(t, 20, byKind[actors.KindDoubleBuffer][0].Items, "routed to the lanes: the pass read ahead is not")
 	consumed := int64(0)
 	for _, d := range byKind[actors.KindDevice] {
 		consumed += d.Items
@@ -601,7 +603,7 @@ func TestStageStats(t *testing.T) {
 	for _, r := range byKind[actors.KindFileReader] {
 		groups += r.Items
 	}
-	require.EqualValues(t, 2*13, groups, "100 records in groups of 8: 13 groups a file")
+	require.GreaterOrEqual(t, groups, int64(2*13), "100 records in groups of 8: 13 groups a file (and the next pass read ahead)")
 	closeAndCheck(t, p, sys)
 }
 

@@ -40,7 +40,8 @@ func TestMetricsAreServedOnLoopback(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, m.stop())
 	for _, want := range []string{
-		`actorfeed_stage_items_total{kind="batch",stage="1-batch"} 20`,
+		`actorfeed_stage_items_total{kind="double_buffer",stage="2-double_buffer"} 20`,
+		`actorfeed_stage_items_total{kind="batch",stage="1-batch"}`,
 		`actorfeed_stage_buffered_items{kind="batch",stage="1-batch"}`,
 		`actorfeed_stage_outstanding_demand{kind="double_buffer",stage="2-double_buffer"}`,
 		`actorfeed_stage_restarts_total{kind="open_files",stage="0-open_files"} 0`,
