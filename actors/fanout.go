@@ -10,8 +10,9 @@ import (
 // prefetch window) per consumer lane. Item k of a pass goes to lane k mod n,
 // so which device gets which batch is fixed by the data order alone.
 //
-// Once its upstream ended a pass, the stage reads the next pass ahead
-// (a window per lane), while its consumers still drain the one that ended:
+// Once its upstream ended a pass (from the second pass on: a pipeline that
+// was never reset may never be), the stage reads the next pass ahead (a
+// window per lane), while its consumers still drain the one that ended:
 // the next pass starts from full buffers instead of from an empty
 // pipeline. The items read ahead wait in the cell, unrouted, until a
 // consumer subscribes to that pass (Reset); a pass nobody asks for is
@@ -119,8 +120,12 @@ func (a *fanoutActor) Receive(ctx actor.Context) {
 			c.aheadEnd = m
 		} else {
 			a.end(m)
-			// Read the next pass ahead while the consumers drain this one.
-			c.in.subscribe(send, c.pass+1, 0, a.room())
+			// Read the next pass ahead while the consumers drain this one,
+			// once the pipeline was reset at least once: a single-pass run
+			// would only waste the work.
+			if c.pass > 0 {
+				c.in.subscribe(send, c.pass+1, 0, a.room())
+			}
 		}
 	case *messages.Failure:
 		if !c.in.current(m.Epoch) {

@@ -153,10 +153,11 @@ type Options struct {
 	// Retry is the schedule for transient I/O errors; default
 	// supervisor.DefaultBackoff.
 	Retry supervisor.Backoff
-	// ReadTimeout bounds the read of one record. A read that takes longer
-	// is abandoned as a transient error (ErrReadStalled): the context the
-	// file was opened with is cancelled and the file reopened at that
-	// record, on the Retry schedule. Default 30 s; negative disables it.
+	// ReadTimeout bounds opening a file and reading one group of records
+	// (GroupSize). A call that takes longer is abandoned as a transient
+	// error (ErrReadStalled): the context the file was opened with is
+	// cancelled and the file reopened at the record it was on, on the Retry
+	// schedule. Default 30 s; negative disables it.
 	// Only reads that heed their context can be abandoned (a read blocked
 	// in the kernel cannot).
 	ReadTimeout time.Duration

@@ -7,6 +7,7 @@ import (
 	"io"
 	"math"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -282,13 +283,12 @@ func (a *workerActor) readFile(ctx context.Context, file int, pass uint32, from 
 		ids := make([]uint64, 0, c.group)
 		var end bool
 		var fail *readFailure
+		// The watchdog runs over the group's reads (one timer reset per
+		// group, not per record).
+		w.arm()
 		for len(parts) < c.group {
-			var item tensor.Slots
-			err := w.guard(ctx, func() (err error) {
-				item, err = r.Next(w.ctx)
-				return err
-			})
-			if errors.Is(err, ErrReadStalled) {
+			item, err := r.Next(w.ctx)
+			if err != nil && w.tripped(ctx) {
 				err = &stalled{file: c.src.Name(file), record: rec, after: c.pipe.opts.ReadTimeout}
 			}
 			if err == nil && c.slots != nil {
@@ -332,6 +332,7 @@ func (a *workerActor) readFile(ctx context.Context, file int, pass uint32, from 
 					r = nil
 					from = rec
 					if rerr := supervisor.Retry(ctx, c.retry, func(int) error { return open() }); rerr == nil {
+						w.arm() // the reopened reader's watchdog, over the rest of the group
 						continue
 					} else {
 						err = rerr
@@ -341,6 +342,7 @@ func (a *workerActor) readFile(ctx context.Context, file int, pass uint32, from 
 			fail = &readFailure{offset: offsetOf(err), record: int64(rec), err: err}
 			break
 		}
+		w.disarm()
 		// A group reports every record it used up, skipped ones included, even
 		// when none is left to deliver: the coordinator counts a file done only
 		// once its records are all accounted for.
@@ -372,13 +374,14 @@ func (a *workerActor) readFile(ctx context.Context, file int, pass uint32, from 
 }
 
 // watchdog bounds the calls into one opened reader (opening it, which may
-// read to reach a record, and each read): it gives the reader a context of
-// its own and cancels it when a call outlasts the timeout.
+// read to reach a record, and the reads of each group): it gives the reader
+// a context of its own and cancels it when a call outlasts the timeout.
 type watchdog struct {
 	ctx     context.Context
 	cancel  context.CancelFunc
-	timer   *time.Timer // armed during a read; nil when reads are unbounded
+	timer   *time.Timer // armed during calls; nil when reads are unbounded
 	timeout time.Duration
+	fired   atomic.Bool // the timer cancelled ctx: the reader must be reopened
 }
 
 // open starts the context for a newly opened reader, ending the last one.
@@ -386,11 +389,35 @@ func (w *watchdog) open(parent context.Context, timeout time.Duration) context.C
 	w.close()
 	w.ctx, w.cancel = context.WithCancel(parent)
 	w.timeout, w.timer = timeout, nil
+	w.fired.Store(false)
 	if timeout > 0 {
-		w.timer = time.AfterFunc(timeout, w.cancel)
+		cancel, fired := w.cancel, &w.fired
+		w.timer = time.AfterFunc(timeout, func() {
+			fired.Store(true)
+			cancel()
+		})
 		w.timer.Stop()
 	}
 	return w.ctx
+}
+
+// arm starts the timer over a stretch of reads; disarm stops it.
+func (w *watchdog) arm() {
+	if w.timer != nil {
+		w.timer.Reset(w.timeout)
+	}
+}
+
+func (w *watchdog) disarm() {
+	if w.timer != nil {
+		w.timer.Stop()
+	}
+}
+
+// tripped says whether a failed read failed because the timer cancelled the
+// reader (and not because the reader is being stopped).
+func (w *watchdog) tripped(parent context.Context) bool {
+	return w.fired.Load() && parent.Err() == nil
 }
 
 // guard runs call under the timer. If the timer fired, the reader's
