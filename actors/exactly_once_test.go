@@ -118,40 +118,38 @@ func TestExactlyOnceUnderPanics(t *testing.T) {
 // in under the old epoch, marked the file done, and never moved its reader
 // on, so the pass hung. A panic at every message of two Reset passes.
 func TestFilesRestartWithAnOldEndInTheMailbox(t *testing.T) {
-	ctx := testCtx(t)
 	paths := writeFiles(t, 3, 21, 4000)
-	sys := actors.NewSystem()
-	for n := int64(1); n <= 36; n++ {
-		p, err := actors.NewDevices([]actors.Stage{actors.Files{Paths: paths, Threads: 1, Ordered: true}, actors.Batch{Size: 17}},
-			actors.Devices{N: 3}, actors.Options{System: sys, GroupSize: 16, Faults: actors.PanicAt{Kind: actors.KindFiles, N: n}})
-		require.NoError(t, err)
-		for pass := range 2 {
-			if pass > 0 {
-				require.NoError(t, p.Reset())
-			}
-			require.NoError(t, p.Run(ctx), "panic at message %d, pass %d", n, pass)
-		}
-		total := 0
-		for _, d := range p.Stats().Devices {
-			total += d.Instances
-		}
-		require.Equal(t, 2*63, total, "panic at message %d", n)
-		closeAndCheck(t, p, sys)
-	}
+	panicEverywhereOverResets(t, 36, 2, 2*63, actors.KindFiles, func(fault actors.Injector) (*actors.Pipeline, error) {
+		return actors.NewDevices([]actors.Stage{actors.Files{Paths: paths, Threads: 1, Ordered: true}, actors.Batch{Size: 17}},
+			actors.Devices{N: 3}, actors.Options{System: sharedSys, GroupSize: 16, Faults: fault})
+	})
 }
 
 // Found by the simulator (seeds 100526, 101525): a device that panicked on
 // the message by which Reset starts its next pass lost that message, and
 // the pass never started. A panic at each message over three passes.
 func TestDeviceRestartAcrossReset(t *testing.T) {
-	ctx := testCtx(t)
 	paths := writeFiles(t, 2, 13, 4000)
-	sys := actors.NewSystem()
-	for n := int64(1); n <= 30; n++ {
-		p, err := actors.NewDevices([]actors.Stage{actors.Files{Paths: paths, Threads: 1, Ordered: true}, actors.Batch{Size: 18}},
-			actors.Devices{N: 3}, actors.Options{System: sys, Faults: actors.PanicAt{Kind: actors.KindDevice, N: n}})
+	panicEverywhereOverResets(t, 30, 3, 3*26, actors.KindDevice, func(fault actors.Injector) (*actors.Pipeline, error) {
+		return actors.NewDevices([]actors.Stage{actors.Files{Paths: paths, Threads: 1, Ordered: true}, actors.Batch{Size: 18}},
+			actors.Devices{N: 3}, actors.Options{System: sharedSys, Faults: fault})
+	})
+}
+
+// sharedSys is the actor system of the tests that build many pipelines.
+var sharedSys = actors.NewSystem()
+
+// panicEverywhereOverResets builds a pipeline for each message number up to
+// messages, with a panic at that message of every stage of kind, runs
+// passes passes (Reset between them), and requires that the devices stepped
+// want samples in all.
+func panicEverywhereOverResets(t *testing.T, messages int64, passes, want int, kind string, build func(actors.Injector) (*actors.Pipeline, error)) {
+	t.Helper()
+	ctx := testCtx(t)
+	for n := int64(1); n <= messages; n++ {
+		p, err := build(actors.PanicAt{Kind: kind, N: n})
 		require.NoError(t, err)
-		for pass := range 3 {
+		for pass := range passes {
 			if pass > 0 {
 				require.NoError(t, p.Reset())
 			}
@@ -161,7 +159,7 @@ func TestDeviceRestartAcrossReset(t *testing.T) {
 		for _, d := range p.Stats().Devices {
 			total += d.Instances
 		}
-		require.Equal(t, 3*26, total, "panic at message %d", n)
-		closeAndCheck(t, p, sys)
+		require.Equal(t, want, total, "panic at message %d", n)
+		closeAndCheck(t, p, sharedSys)
 	}
 }

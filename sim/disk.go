@@ -3,6 +3,7 @@ package sim
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -254,9 +255,5 @@ func (ff *faultyFile) ReadAt(p []byte, off int64) (int, error) {
 func (d *disk) counts() map[FaultKind]int {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	out := map[FaultKind]int{}
-	for k, v := range d.count {
-		out[k] = v
-	}
-	return out
+	return maps.Clone(d.count)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"slices"
@@ -467,11 +468,7 @@ func (s *stagePanics) BeforeMessage(stage, kind string, n int64, msg any) {
 func (s *stagePanics) fired() map[FaultKind]int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := map[FaultKind]int{}
-	for k, v := range s.count {
-		out[k] = v
-	}
-	return out
+	return maps.Clone(s.count)
 }
 
 // chain is the scenario's stages.
@@ -606,9 +603,5 @@ func (d *devices) violations() []string {
 func (d *devices) fired() map[FaultKind]int {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	out := map[FaultKind]int{}
-	for k, v := range d.count {
-		out[k] = v
-	}
-	return out
+	return maps.Clone(d.count)
 }
