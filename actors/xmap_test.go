@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -17,14 +18,9 @@ import (
 
 // panicOnce returns negate that panics on its call number n.
 func panicOnce(n int) actors.MapFunc {
-	var mu sync.Mutex
-	calls := 0
+	var calls atomic.Int64
 	return func(s tensor.Slots) (tensor.Slots, error) {
-		mu.Lock()
-		calls++
-		c := calls
-		mu.Unlock()
-		if c == n {
+		if calls.Add(1) == int64(n) {
 			panic(fmt.Sprintf("xmap function failed at call %d", n))
 		}
 		return negate(s)
@@ -97,13 +93,9 @@ func TestXMapWorkersRunConcurrently(t *testing.T) {
 	arrived.Add(2)
 	met := make(chan struct{})
 	go func() { arrived.Wait(); close(met) }()
-	var mu sync.Mutex
-	calls := 0
+	var calls atomic.Int64
 	fn := func(s tensor.Slots) (tensor.Slots, error) {
-		mu.Lock()
-		calls++
-		c := calls
-		mu.Unlock()
+		c := calls.Add(1)
 		if c <= 2 {
 			arrived.Done()
 			select {
@@ -127,13 +119,9 @@ func TestXMapErrorComesInOrder(t *testing.T) {
 	ctx := testCtx(t)
 	paths := writeFiles(t, 1, 100, 400)
 	bad := errors.New("bad item")
-	var mu sync.Mutex
-	calls := 0
+	var calls atomic.Int64
 	fn := func(s tensor.Slots) (tensor.Slots, error) {
-		mu.Lock()
-		calls++
-		c := calls
-		mu.Unlock()
+		c := calls.Add(1)
 		if c == 6 {
 			return nil, bad
 		}

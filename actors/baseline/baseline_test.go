@@ -1,0 +1,77 @@
+package baseline_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/actorfeed/actorfeed/actors/baseline"
+	"github.com/actorfeed/actorfeed/readers/recordio"
+	"github.com/actorfeed/actorfeed/tensor"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// write makes a file of n records whose value slot is first+r.
+func write(t *testing.T, path string, first, n int) {
+	t.Helper()
+	fh, err := os.Create(path)
+	require.NoError(t, err)
+	w, err := recordio.NewWriter(fh, recordio.WriterOptions{MaxChunkBytes: 500})
+	require.NoError(t, err)
+	for r := range n {
+		rec, err := tensor.Encode(tensor.Slots{{Tensor: tensor.MustFromSlice(tensor.Shape{1, 1}, []int64{int64(first + r)})}})
+		require.NoError(t, err)
+		require.NoError(t, w.Write(rec))
+	}
+	require.NoError(t, w.Close())
+	require.NoError(t, fh.Close())
+}
+
+func TestChannelsDeliversEverySampleOnceInBatches(t *testing.T) {
+	dir := t.TempDir()
+	a, b := filepath.Join(dir, "a.rio"), filepath.Join(dir, "b.rio")
+	write(t, a, 0, 70)
+	write(t, b, 70, 45)
+	seen := map[int64]int{}
+	var sizes []int
+	n, err := baseline.Channels(t.Context(), []string{a, b}, 32, 16, 7, func(s tensor.Slots) {
+		v, err := tensor.View[int64](s[0].Tensor)
+		require.NoError(t, err)
+		sizes = append(sizes, len(v))
+		for _, x := range v {
+			seen[x]++
+		}
+	})
+	require.NoError(t, err)
+	require.Equal(t, 115, n)
+	require.Len(t, seen, 115)
+	for x, c := range seen {
+		require.Equal(t, 1, c, "sample %d", x)
+	}
+	require.Equal(t, 8, len(sizes), "115 samples in batches of 16: 7 full and one of 3")
+	require.Equal(t, 3, sizes[len(sizes)-1])
+}
+
+func TestChannelsReportsAReadError(t *testing.T) {
+	_, err := baseline.Channels(t.Context(), []string{filepath.Join(t.TempDir(), "missing.rio")}, 8, 4, 1, func(tensor.Slots) {})
+	require.ErrorIs(t, err, os.ErrNotExist)
+}
+
+// A cancelled run stops its goroutines (goleak checks) and says why.
+func TestChannelsStopsOnCancel(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "a.rio")
+	write(t, path, 0, 500)
+	ctx, cancel := context.WithCancel(t.Context())
+	steps := 0
+	_, err := baseline.Channels(ctx, []string{path}, 16, 4, 1, func(tensor.Slots) {
+		if steps++; steps == 3 {
+			cancel()
+		}
+	})
+	require.ErrorIs(t, err, context.Canceled)
+}
