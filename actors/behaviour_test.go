@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -721,4 +723,61 @@ func batchItems(p *actors.Pipeline) int64 {
 		}
 	}
 	return 0
+}
+
+// Records with a LoD slot do not stack (tensor.Stack): file readers send
+// them as parts of one record each, the shuffle picks rows across them and
+// the batch stage joins them on the general path. Every record arrives
+// once, with its own sequence.
+func TestRecordsThatDoNotStack(t *testing.T) {
+	ctx := testCtx(t)
+	path := filepath.Join(t.TempDir(), "seq.rio")
+	fh, err := os.Create(path)
+	require.NoError(t, err)
+	w, err := recordio.NewWriter(fh, recordio.WriterOptions{MaxChunkBytes: 300})
+	require.NoError(t, err)
+	const n = 90
+	for r := range n {
+		seq := make([]int32, 1+r%3)
+		for k := range seq {
+			seq[k] = int32(r)
+		}
+		lt, err := tensor.NewLoDTensor(tensor.MustFromSlice(tensor.Shape{len(seq), 1}, seq), tensor.LoD{{0, len(seq)}})
+		require.NoError(t, err)
+		rec, err := tensor.Encode(tensor.Slots{sample(0, r)[0], lt})
+		require.NoError(t, err)
+		require.NoError(t, w.Write(rec))
+	}
+	require.NoError(t, w.Close())
+	require.NoError(t, fh.Close())
+
+	sys := actors.NewSystem()
+	p, err := actors.New([]actors.Stage{actors.Files{Paths: []string{path}}, actors.Shuffle{Window: 16, Seed: 3}, actors.Batch{Size: 7}},
+		actors.Options{System: sys, GroupSize: 4})
+	require.NoError(t, err)
+	var ids []uint64
+	for {
+		it, ok, err := p.Next(ctx)
+		require.NoError(t, err)
+		if !ok {
+			break
+		}
+		checkAligned(t, it)
+		seqs := it.Slots[1]
+		require.Len(t, seqs.LoD, 1)
+		vals, err := tensor.View[int32](seqs.Tensor)
+		require.NoError(t, err)
+		for i, id := range it.IDs {
+			_, r := messages.SplitID(id)
+			lo, hi := seqs.LoD[0][i], seqs.LoD[0][i+1]
+			require.Equal(t, 1+r%3, hi-lo, "sequence of record %d", r)
+			for _, v := range vals[lo:hi] {
+				require.EqualValues(t, r, v)
+			}
+		}
+		ids = append(ids, it.IDs...)
+	}
+	requireExactlyOnce(t, allIDs(1, n), ids)
+	require.False(t, slices.IsSorted(ids), "shuffled")
+	closeAndCheck(t, p, sys)
 }

@@ -104,7 +104,7 @@ func (a *fanoutActor) Receive(ctx actor.Context) {
 			return
 		}
 		c.in.commit()
-		item := &messages.Batch{Pass: c.in.pass, Slots: m.Slots, Parts: m.Parts, Ids: m.Ids}
+		item := &messages.Batch{Pass: c.in.pass, Slots: m.Slots, Parts: m.Parts, Rows: m.Rows, Ids: m.Ids}
 		if c.readingAhead() {
 			c.ahead = append(c.ahead, item)
 			c.pipe.ahead.Add(1)

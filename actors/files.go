@@ -190,7 +190,7 @@ func (a *filesActor) onGroup(b *messages.Batch) {
 	if len(b.Ids) == 0 {
 		return // only skipped records
 	}
-	item := &messages.Batch{Pass: c.pass, Slots: b.Slots, Parts: b.Parts, Ids: b.Ids}
+	item := &messages.Batch{Pass: c.pass, Slots: b.Slots, Parts: b.Parts, Rows: b.Rows, Ids: b.Ids}
 	if c.ordered && f != c.head {
 		c.pending[f] = append(c.pending[f], item)
 		return

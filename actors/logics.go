@@ -3,38 +3,54 @@ package actors
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
 
 	"github.com/actorfeed/actorfeed/messages"
 	"github.com/actorfeed/actorfeed/tensor"
 )
 
-// instance is one sample and its id, cut from an item without copying.
-type instance struct {
-	part *messages.Part
-	id   uint64
+// instances are samples cut from items without copying: references into
+// the items' parts, and their ids.
+type instances struct {
+	refs []messages.Ref
+	ids  []uint64
 }
 
-// split cuts an item into its instances (views of its storage).
-func split(b *messages.Batch) ([]instance, error) {
-	parts, err := b.SplitParts()
+// add appends an item's instances.
+func (in *instances) add(b *messages.Batch) error {
+	refs, err := b.Refs(in.refs)
+	if err != nil {
+		return err
+	}
+	in.refs, in.ids = refs, append(in.ids, b.GetIds()...)
+	return nil
+}
+
+func (in *instances) len() int { return len(in.refs) }
+
+// cut removes the first n instances, shifting the rest down, so the
+// buffers are reused.
+func (in *instances) cut(n int) {
+	m := copy(in.refs, in.refs[n:])
+	clear(in.refs[m:])
+	in.refs = in.refs[:m]
+	in.ids = in.ids[:copy(in.ids, in.ids[n:])]
+}
+
+func (in *instances) reset() {
+	clear(in.refs)
+	in.refs, in.ids = in.refs[:0], in.ids[:0]
+}
+
+// gather makes one item of the given pass from instances [lo, hi), still in
+// their parts' storage.
+func (in *instances) gather(pass uint32, lo, hi int) (*messages.Batch, error) {
+	b, err := messages.Gather(in.refs[lo:hi], slices.Clone(in.ids[lo:hi]))
 	if err != nil {
 		return nil, err
 	}
-	out := make([]instance, len(parts))
-	for i, p := range parts {
-		out[i] = instance{part: p, id: b.Ids[i]}
-	}
-	return out, nil
-}
-
-// regroup makes one item of the given pass from instances, still in their
-// own storage.
-func regroup(pass uint32, insts []instance) *messages.Batch {
-	b := &messages.Batch{Pass: pass, Parts: make([]*messages.Part, len(insts)), Ids: make([]uint64, len(insts))}
-	for i, in := range insts {
-		b.Parts[i], b.Ids[i] = in.part, in.id
-	}
-	return b
+	b.Pass = pass
+	return b, nil
 }
 
 // ---- shuffle ----
@@ -48,61 +64,63 @@ type shuffleLogic struct {
 	seed          uint64
 	pass          uint32
 	rng           *rand.Rand
-	buf           []instance
+	buf           instances // the window, then what is left of the item that filled it
 }
 
 func (s *shuffleLogic) start(pass uint32) {
-	s.pass, s.buf = pass, nil
+	s.pass = pass
+	s.buf.reset()
 	s.rng = rand.New(rand.NewPCG(s.seed, uint64(pass)))
 }
 
 func (s *shuffleLogic) upstreamPass(pass uint32) uint32 { return pass }
 
 func (s *shuffleLogic) take(b *messages.Batch) ([]*messages.Batch, error) {
-	insts, err := split(b)
-	if err != nil {
+	if err := s.buf.add(b); err != nil {
 		return nil, err
 	}
-	if s.window <= 1 {
-		return s.emit(insts), nil
+	if s.window <= 1 { // no window: pass the instances on as they come
+		return s.drain(s.buf.len(), false)
 	}
 	var out []*messages.Batch
-	for len(insts) > 0 {
-		n := min(len(insts), s.window-len(s.buf))
-		s.buf = append(s.buf, insts[:n]...)
-		insts = insts[n:]
-		if len(s.buf) == s.window {
-			out = append(out, s.drain()...)
+	for s.buf.len() >= s.window {
+		o, err := s.drain(s.window, true)
+		if err != nil {
+			return nil, err
 		}
+		out = append(out, o...)
 	}
 	return out, nil
 }
 
-// drain shuffles the window and hands it on; the window's buffer is reused
-// (the items emitted copy what they hold).
-func (s *shuffleLogic) drain() []*messages.Batch {
-	s.rng.Shuffle(len(s.buf), func(i, j int) { s.buf[i], s.buf[j] = s.buf[j], s.buf[i] })
-	out := s.emit(s.buf)
-	s.buf = s.buf[:0]
-	return out
-}
-
-// emit hands instances on in groups, without copying their data.
-func (s *shuffleLogic) emit(insts []instance) []*messages.Batch {
-	var out []*messages.Batch
-	for len(insts) > 0 {
-		n := min(len(insts), s.group)
-		out = append(out, regroup(s.pass, insts[:n]))
-		insts = insts[n:]
+// drain shuffles the first n instances (the window) and hands them on in
+// groups, without copying their data.
+func (s *shuffleLogic) drain(n int, shuffle bool) ([]*messages.Batch, error) {
+	refs, ids := s.buf.refs[:n], s.buf.ids[:n]
+	if shuffle {
+		s.rng.Shuffle(n, func(i, j int) {
+			refs[i], refs[j] = refs[j], refs[i]
+			ids[i], ids[j] = ids[j], ids[i]
+		})
 	}
-	return out
+	var out []*messages.Batch
+	for lo := 0; lo < n; lo += s.group {
+		o, err := s.buf.gather(s.pass, lo, min(lo+s.group, n))
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, o)
+	}
+	s.buf.cut(n)
+	return out, nil
 }
 
 func (s *shuffleLogic) finish() ([]*messages.Batch, uint32, bool, error) {
-	if len(s.buf) == 0 {
+	if s.buf.len() == 0 {
 		return nil, 0, false, nil
 	}
-	return s.drain(), 0, false, nil
+	out, err := s.drain(s.buf.len(), s.window > 1)
+	return out, 0, false, err
 }
 
 // ---- batch ----
@@ -113,54 +131,56 @@ type batchLogic struct {
 	size     int
 	dropLast bool
 	pass     uint32
-	pending  []instance
+	pending  instances
 	pipe     *shared // where stepped batches' storage comes back, if it does
 }
 
-// join makes a batch, in recycled storage when there is some.
-func (l *batchLogic) join(insts []instance) (*messages.Batch, error) {
-	g := regroup(l.pass, insts)
-	slots, err := g.ToSlotsInto(l.pipe.reusable())
+// join copies instances [0, n) into a batch, in recycled storage when
+// there is some. The batch never shares storage with its parts, so the
+// devices may hand it back for reuse.
+func (l *batchLogic) join(n int) (*messages.Batch, error) {
+	slots, err := messages.JoinRefs(l.pending.refs[:n], l.pipe.reusable())
 	if err != nil {
 		return nil, fmt.Errorf("actors: batch: %w", err)
 	}
-	b, err := messages.FromSlots(slots, g.Ids)
+	b, err := messages.FromSlots(slots, slices.Clone(l.pending.ids[:n]))
 	if err != nil {
 		return nil, fmt.Errorf("actors: batch: %w", err)
 	}
 	b.Pass = l.pass
+	l.pending.cut(n)
 	return b, nil
 }
 
-func (l *batchLogic) start(pass uint32)               { l.pass, l.pending = pass, nil }
+func (l *batchLogic) start(pass uint32) {
+	l.pass = pass
+	l.pending.reset()
+}
+
 func (l *batchLogic) upstreamPass(pass uint32) uint32 { return pass }
 
 func (l *batchLogic) take(b *messages.Batch) ([]*messages.Batch, error) {
-	insts, err := split(b)
-	if err != nil {
+	if err := l.pending.add(b); err != nil {
 		return nil, err
 	}
 	var out []*messages.Batch
-	pending := append(l.pending[:len(l.pending):len(l.pending)], insts...)
-	for len(pending) >= l.size {
-		o, err := l.join(pending[:l.size])
+	for l.pending.len() >= l.size {
+		o, err := l.join(l.size)
 		if err != nil {
 			return nil, err
 		}
 		out = append(out, o)
-		pending = pending[l.size:]
 	}
-	l.pending = pending
 	return out, nil
 }
 
 func (l *batchLogic) finish() ([]*messages.Batch, uint32, bool, error) {
-	pending := l.pending
-	l.pending = nil
-	if len(pending) == 0 || l.dropLast {
+	n := l.pending.len()
+	if n == 0 || l.dropLast {
+		l.pending.reset()
 		return nil, 0, false, nil
 	}
-	o, err := l.join(pending)
+	o, err := l.join(n)
 	if err != nil {
 		return nil, 0, false, err
 	}
@@ -228,7 +248,7 @@ func (l *multiPassLogic) start(pass uint32) {
 func (l *multiPassLogic) upstreamPass(pass uint32) uint32 { return pass * uint32(l.passes) }
 
 func (l *multiPassLogic) take(b *messages.Batch) ([]*messages.Batch, error) {
-	return []*messages.Batch{{Pass: l.pass, Slots: b.Slots, Parts: b.Parts, Ids: b.Ids}}, nil
+	return []*messages.Batch{{Pass: l.pass, Slots: b.Slots, Parts: b.Parts, Rows: b.Rows, Ids: b.Ids}}, nil
 }
 
 func (l *multiPassLogic) finish() ([]*messages.Batch, uint32, bool, error) {

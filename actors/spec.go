@@ -131,13 +131,19 @@ type Devices struct {
 	Recycle bool
 }
 
+// DefaultGroupSize is Options.GroupSize's default: each message costs
+// about a microsecond of actor machinery, and in groups of 32 that was a
+// third of the pipeline's time on 784-byte samples (docs/performance.md).
+const DefaultGroupSize = 128
+
 // Options tune a pipeline. The zero value is usable.
 type Options struct {
 	// System is the actor system to spawn in; nil makes one (NewSystem) that
 	// the pipeline owns.
 	System *actor.ActorSystem
 	// GroupSize is how many samples file readers put in one message; the
-	// stages before batching move groups, never single samples. Default 32.
+	// stages before batching move groups, never single samples. Default
+	// DefaultGroupSize.
 	GroupSize int
 	// ReaderWindow is how many groups a file reader may have in flight.
 	// Default 2.
@@ -173,7 +179,7 @@ type Options struct {
 
 func (o *Options) defaults() {
 	if o.GroupSize <= 0 {
-		o.GroupSize = 32
+		o.GroupSize = DefaultGroupSize
 	}
 	if o.ReaderWindow <= 0 {
 		o.ReaderWindow = 2

@@ -23,6 +23,10 @@ type cell struct {
 	// where, when set, names the file and record the stage is at, for the
 	// error of a pipeline stopped by this stage's restarts.
 	where func() (file string, record int64)
+	// send is sender(sendCtx), kept while the actor instance (and so its
+	// context) stays the same.
+	sendCtx actor.Context
+	send    func(*actor.PID, any)
 }
 
 // receive starts the handling of a message: a protocol message is counted
@@ -33,7 +37,10 @@ func (c *cell) receive(ctx actor.Context) (any, func(*actor.PID, any)) {
 	if !isSystem(msg) {
 		c.before(msg)
 	}
-	return msg, sender(ctx)
+	if c.sendCtx != ctx {
+		c.sendCtx, c.send = ctx, sender(ctx)
+	}
+	return msg, c.send
 }
 
 // meter is what a stage shows while it runs: counters and gauges its actor

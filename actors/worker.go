@@ -272,6 +272,18 @@ func (a *workerActor) readFile(ctx context.Context, file int, pass uint32, from 
 	}
 	rec := from
 	stuckAt, tries := uint64(math.MaxUint64), 0 // transient failures at one record
+	// Records that stack (one dense instance each, alike in shape) are
+	// decoded straight into one block per group (tensor.Stack); others
+	// travel as parts of their own.
+	st := tensor.NewStack(c.group)
+	next := func() (tensor.Slots, bool, error) {
+		if sr, ok := r.(stackedReader); ok {
+			item, err := sr.NextStacked(w.ctx, st)
+			return item, err == nil && item == nil, err
+		}
+		item, err := r.Next(w.ctx)
+		return item, false, err
+	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -279,25 +291,40 @@ func (a *workerActor) readFile(ctx context.Context, file int, pass uint32, from 
 		case <-c.tokens:
 		}
 		first, skipped := rec, uint64(0)
-		parts := make([]tensor.Slots, 0, c.group)
+		var parts []tensor.Slots
 		ids := make([]uint64, 0, c.group)
 		var end bool
 		var fail *readFailure
 		// The watchdog runs over the group's reads (one timer reset per
 		// group, not per record).
 		w.arm()
-		for len(parts) < c.group {
-			item, err := r.Next(w.ctx)
+		for len(ids) < c.group {
+			item, stacked, err := next()
 			if err != nil && w.tripped(ctx) {
 				err = &stalled{file: c.src.Name(file), record: rec, after: c.pipe.opts.ReadTimeout}
 			}
 			if err == nil && c.slots != nil {
-				if cerr := readers.CheckSlots(c.slots, item); cerr != nil {
-					err = fmt.Errorf("actors: record %d of %s: %w", rec, c.src.Name(file), cerr)
+				check := item
+				if stacked {
+					check, err = st.Row(st.Len() - 1)
+				}
+				if err == nil {
+					err = readers.CheckSlots(c.slots, check)
+				}
+				if err != nil {
+					if stacked {
+						st.Drop()
+					}
+					err = fmt.Errorf("actors: record %d of %s: %w", rec, c.src.Name(file), err)
 				}
 			}
 			if err == nil {
-				parts = append(parts, item)
+				if !stacked {
+					if s := st.Take(); s != nil {
+						parts = append(parts, s)
+					}
+					parts = append(parts, item)
+				}
 				ids = append(ids, messages.SampleID(file, int(rec)))
 				rec++
 				continue
@@ -343,6 +370,9 @@ func (a *workerActor) readFile(ctx context.Context, file int, pass uint32, from 
 			break
 		}
 		w.disarm()
+		if s := st.Take(); s != nil {
+			parts = append(parts, s)
+		}
 		// A group reports every record it used up, skipped ones included, even
 		// when none is left to deliver: the coordinator counts a file done only
 		// once its records are all accounted for.
@@ -476,6 +506,12 @@ func (a *workerActor) put(b *messages.Batch, e *messages.End, f *readFailure, po
 }
 
 const messagesTransient = messages.ErrorClass_ERROR_CLASS_TRANSIENT
+
+// stackedReader is a reader that can decode records onto a tensor.Stack
+// (readers.RecordFile).
+type stackedReader interface {
+	NextStacked(context.Context, *tensor.Stack) (tensor.Slots, error)
+}
 
 // skippable reports whether err is corruption the policy skips, and how many
 // records it spans: one undecodable record, or a whole chunk whose checksum

@@ -130,57 +130,41 @@ func (b *Batch) Instances() int { return len(b.GetIds()) }
 // ToSlots returns the batch's tensors, checked against the shape rules. Data
 // that is suitably aligned (always so in-process) is used in place; data
 // that is not, as can come off the wire, is copied once into aligned
-// storage. A batch of several parts is joined into fresh storage (the one
-// copy of a pipeline's batching); a batch of one part is used in place.
+// storage. A batch of one part (or of slots) without rows is used in place;
+// any other is joined into fresh storage (JoinRefs: the one copy of a
+// pipeline's batching).
 func (b *Batch) ToSlots() (tensor.Slots, error) { return b.ToSlotsInto(nil) }
 
-// ToSlotsInto is ToSlots that joins several parts into the storage of
-// recycled where it is large enough (see tensor.ConcatInto): recycled must
-// not be used afterwards and must not share storage with the parts.
+// ToSlotsInto is ToSlots that joins into the storage of recycled where it is
+// large enough (see JoinRefs): recycled must not be used afterwards and must
+// not share storage with the batch.
 func (b *Batch) ToSlotsInto(recycled tensor.Slots) (tensor.Slots, error) {
-	if len(b.GetParts()) == 0 {
-		slots, err := newUnpacker(b.GetSlots()).slots(b.GetSlots())
-		if err != nil {
-			return nil, err
+	if len(b.GetRows()) == 0 {
+		var src []*Tensor
+		switch parts := b.GetParts(); {
+		case len(parts) == 0:
+			src = b.GetSlots()
+		case len(b.GetSlots()) > 0:
+			return nil, fmt.Errorf("%w: a batch with both slots and parts", ErrInvalid)
+		case len(parts) == 1:
+			src = parts[0].GetSlots()
 		}
-		return slots, b.checkIDs(slots)
-	}
-	if len(b.GetSlots()) > 0 {
-		return nil, fmt.Errorf("%w: a batch with both slots and parts", ErrInvalid)
-	}
-	if slots, ok := joinDense(b.GetParts(), len(b.GetIds()), recycled); ok {
-		return slots, nil
-	}
-	parts := make([]tensor.Slots, len(b.GetParts()))
-	n := 0
-	lists := make([][]*Tensor, len(b.GetParts()))
-	for k, p := range b.GetParts() {
-		lists[k] = p.GetSlots()
-	}
-	u := newUnpacker(lists...)
-	for k, p := range b.GetParts() {
-		s, err := u.slots(p.GetSlots())
-		if err != nil {
-			return nil, fmt.Errorf("part %d: %w", k, err)
+		if src != nil || len(b.GetParts()) == 0 {
+			slots, err := newUnpacker(src).slots(src)
+			if err != nil {
+				return nil, err
+			}
+			return slots, b.checkIDs(slots)
 		}
-		m, err := s.Instances()
-		if err != nil {
-			return nil, fmt.Errorf("%w: part %d: %w", ErrInvalid, k, err)
-		}
-		n += m
-		parts[k] = s
 	}
-	if len(b.GetIds()) != n {
-		return nil, fmt.Errorf("%w: %d ids for %d instances", ErrInvalid, len(b.GetIds()), n)
-	}
-	if len(parts) == 1 {
-		return parts[0], nil
-	}
-	slots, err := tensor.ConcatInto(recycled, parts)
+	refs, err := b.Refs(make([]Ref, 0, len(b.GetIds())))
 	if err != nil {
-		return nil, fmt.Errorf("%w: joining parts: %w", ErrInvalid, err)
+		return nil, err
 	}
-	return slots, nil
+	if len(refs) == 0 {
+		return tensor.Slots{}, nil
+	}
+	return JoinRefs(refs, recycled)
 }
 
 func (b *Batch) checkIDs(slots tensor.Slots) error {
@@ -225,69 +209,6 @@ func (u *unpacker) slots(ts []*Tensor) (tensor.Slots, error) {
 		out[i] = lt
 	}
 	return out, nil
-}
-
-// SplitParts returns the batch's instances, one part each, in id order and
-// sharing the batch's storage, for a stage that regroups them (shuffle,
-// batch). A part that already holds one instance is passed on as it is,
-// unchecked: the stage that joins it checks it (ToSlots).
-func (b *Batch) SplitParts() ([]*Part, error) {
-	src := b.GetParts()
-	if len(src) == 0 {
-		src = []*Part{{Slots: b.GetSlots()}}
-	} else if len(b.GetSlots()) > 0 {
-		return nil, fmt.Errorf("%w: a batch with both slots and parts", ErrInvalid)
-	}
-	out := make([]*Part, 0, len(b.GetIds()))
-	for k, p := range src {
-		if p.single() {
-			out = append(out, p)
-			continue
-		}
-		s, err := newUnpacker(p.GetSlots()).slots(p.GetSlots())
-		if err != nil {
-			return nil, fmt.Errorf("part %d: %w", k, err)
-		}
-		// A part's instance count need not be backed by bytes (rows of size
-		// 0): bound it by the ids, which are, before splitting.
-		n, err := s.Instances()
-		if err != nil {
-			return nil, fmt.Errorf("%w: part %d: %w", ErrInvalid, k, err)
-		}
-		if n > len(b.GetIds())-len(out) {
-			return nil, fmt.Errorf("%w: %d ids for more than %d instances", ErrInvalid, len(b.GetIds()), len(out)+n)
-		}
-		insts, err := tensor.Split(s)
-		if err != nil {
-			return nil, fmt.Errorf("%w: part %d: %w", ErrInvalid, k, err)
-		}
-		slots, dims := 0, 0
-		for _, in := range insts {
-			slots, dims = slots+len(in), dims+rankSum(in)
-		}
-		out = append(out, newBlock(slots, dims).parts(insts)...)
-	}
-	if len(out) != len(b.GetIds()) {
-		return nil, fmt.Errorf("%w: %d ids for %d instances", ErrInvalid, len(b.GetIds()), len(out))
-	}
-	return out, nil
-}
-
-// single reports whether every slot of the part says it holds one instance.
-func (p *Part) single() bool {
-	if len(p.GetSlots()) == 0 {
-		return false
-	}
-	for _, t := range p.GetSlots() {
-		if lod := t.GetLod(); len(lod) > 0 {
-			if len(lod[0].GetOffsets()) != 2 {
-				return false
-			}
-		} else if sh := t.GetShape(); len(sh) == 0 || sh[0] != 1 {
-			return false
-		}
-	}
-	return true
 }
 
 // maxDim bounds one wire dimension, as tensor bounds storage.

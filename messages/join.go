@@ -1,6 +1,7 @@
 package messages
 
 import (
+	"fmt"
 	"slices"
 	"unsafe"
 
@@ -10,25 +11,230 @@ import (
 // maxBytes bounds the storage of one tensor, as package tensor does.
 const maxBytes = 1 << 48
 
-// joinDense joins parts straight from their wire form into fresh storage,
-// without converting every part to tensor.Slots first: the common case of
-// a batch stage joining single-instance parts. It applies when every tensor
-// is dense (no LoD) and agrees with part 0's in dtype, rank and trailing
-// dimensions, with data of exactly the size its shape says, and the rows
-// add up to instances. ok is false otherwise; the caller then takes the
-// general path, which also says what is wrong. A slot of recycled whose
-// storage is large enough and aligned is overwritten instead of allocating.
-func joinDense(parts []*Part, instances int, recycled tensor.Slots) (tensor.Slots, bool) {
-	if len(parts) < 2 || len(parts[0].GetSlots()) == 0 {
+// Ref names one instance of an item: instance Row of Part, counted as
+// tensor.Slots.Instances counts (a row of a dense tensor, a top-level
+// sequence of a LoD tensor). A stage that regroups instances (shuffle,
+// batch) moves Refs, not tensors.
+type Ref struct {
+	Part *Part
+	Row  int
+}
+
+// Refs appends the item's instances, in id order, to dst as references
+// into its parts (an item of slots counts as one part). It checks the
+// instance counts against the ids and rows, not the tensors: JoinRefs and
+// ToSlots do that. Nothing is copied or converted, and nothing is allocated
+// per instance beyond dst.
+func (b *Batch) Refs(dst []Ref) ([]Ref, error) {
+	parts := b.GetParts()
+	if len(b.GetSlots()) > 0 {
+		if len(parts) > 0 {
+			return dst, fmt.Errorf("%w: a batch with both slots and parts", ErrInvalid)
+		}
+		parts = []*Part{{Slots: b.GetSlots()}}
+	}
+	ids, rows := len(b.GetIds()), b.GetRows()
+	if len(rows) == 0 {
+		total := 0
+		for k, p := range parts {
+			n, err := p.instances()
+			if err != nil {
+				return dst, fmt.Errorf("part %d: %w", k, err)
+			}
+			// A part's instance count need not be backed by bytes (rows
+			// of size 0): bound it by the ids before making refs.
+			if n > ids-total {
+				return dst, fmt.Errorf("%w: %d ids for more than %d instances", ErrInvalid, ids, total+n)
+			}
+			for r := range n {
+				dst = append(dst, Ref{Part: p, Row: r})
+			}
+			total += n
+		}
+		if total != ids {
+			return dst, fmt.Errorf("%w: %d ids for %d instances", ErrInvalid, ids, total)
+		}
+		return dst, nil
+	}
+	if len(rows) != ids {
+		return dst, fmt.Errorf("%w: %d rows for %d ids", ErrInvalid, len(rows), ids)
+	}
+	bases := make([]int, len(parts)+1)
+	for k, p := range parts {
+		n, err := p.instances()
+		if err != nil {
+			return dst, fmt.Errorf("part %d: %w", k, err)
+		}
+		bases[k+1] = bases[k] + n
+	}
+	total := bases[len(parts)]
+	for i, r := range rows {
+		if int(r) >= total {
+			return dst, fmt.Errorf("%w: row %d of instance %d is past the parts' %d instances", ErrInvalid, r, i, total)
+		}
+		// The part holding instance r: bases[k] <= r < bases[k+1].
+		k, found := slices.BinarySearch(bases, int(r))
+		if !found {
+			k--
+		}
+		for bases[k+1] == bases[k] { // an empty part: r is in a later one
+			k++
+		}
+		dst = append(dst, Ref{Part: parts[k], Row: int(r) - bases[k]})
+	}
+	return dst, nil
+}
+
+// instances counts the part's instances from its wire form, as
+// tensor.Slots.Instances does: every slot must agree.
+func (p *Part) instances() (int, error) {
+	n := 0
+	for i, t := range p.GetSlots() {
+		var m int64
+		if lod := t.GetLod(); len(lod) > 0 {
+			m = int64(len(lod[0].GetOffsets())) - 1
+		} else if sh := t.GetShape(); len(sh) > 0 {
+			m = sh[0]
+		}
+		if m < 0 || m > maxDim {
+			return 0, fmt.Errorf("%w: slot %d holds %d instances", ErrInvalid, i, m)
+		}
+		if i > 0 && int(m) != n {
+			return 0, fmt.Errorf("%w: %w: slot %d holds %d instances, slot 0 holds %d", ErrInvalid, tensor.ErrShape, i, m, n)
+		}
+		n = int(m)
+	}
+	return n, nil
+}
+
+// Gather makes an item of the instances refs names, in that order, with
+// ids (one per ref, kept by the item), sharing the parts' storage: nothing
+// is copied. The item names each part once, and carries rows unless the
+// refs are exactly the parts' instances in order.
+func Gather(refs []Ref, ids []uint64) (*Batch, error) {
+	if len(ids) != len(refs) {
+		return nil, fmt.Errorf("%w: %d ids for %d instances", ErrInvalid, len(ids), len(refs))
+	}
+	parts := make([]*Part, 0, len(refs))
+	ints := make([]int, 0, 2*len(refs))
+	bases, counts := ints[:0:len(refs)], ints[len(refs):len(refs)]
+	var index map[*Part]int // once there are too many parts to search
+	rows := make([]uint32, len(refs))
+	identity, total := true, 0
+	for i, r := range refs {
+		k := -1
+		if index != nil {
+			if j, ok := index[r.Part]; ok {
+				k = j
+			}
+		} else {
+			for j := len(parts) - 1; j >= 0; j-- {
+				if parts[j] == r.Part {
+					k = j
+					break
+				}
+			}
+		}
+		if k < 0 {
+			n, err := r.Part.instances()
+			if err != nil {
+				return nil, err
+			}
+			if total+n > 1<<32-1 {
+				return nil, fmt.Errorf("%w: more than 2^32 instances in the parts of one item", ErrInvalid)
+			}
+			k = len(parts)
+			parts, bases, counts = append(parts, r.Part), append(bases, total), append(counts, n)
+			total += n
+			switch {
+			case index != nil:
+				index[r.Part] = k
+			case len(parts) > 32:
+				index = make(map[*Part]int, 2*len(parts))
+				for j, p := range parts {
+					index[p] = j
+				}
+			}
+		}
+		if r.Row < 0 || r.Row >= counts[k] {
+			return nil, fmt.Errorf("%w: instance %d names row %d of a part of %d", ErrInvalid, i, r.Row, counts[k])
+		}
+		rows[i] = uint32(bases[k] + r.Row)
+		identity = identity && rows[i] == uint32(i)
+	}
+	b := &Batch{Parts: parts, Ids: ids}
+	if !identity || total != len(refs) {
+		b.Rows = rows
+	}
+	return b, nil
+}
+
+// JoinRefs copies the instances refs names, in that order, into one batch:
+// into the storage of recycled where a slot of it is large enough and
+// aligned (recycled must not be used afterwards and must not share storage
+// with the parts), fresh storage otherwise. It always copies: the batch
+// shares nothing with the parts. Dense instances alike in dtype and
+// trailing dimensions are copied row by row straight from their wire form;
+// anything else (LoD) goes through tensor.ConcatInto.
+func JoinRefs(refs []Ref, recycled tensor.Slots) (tensor.Slots, error) {
+	if len(refs) == 0 {
+		return nil, fmt.Errorf("%w: a batch of no instances", ErrInvalid)
+	}
+	if out, ok := joinDense(refs, recycled); ok {
+		return out, nil
+	}
+	converted := make(map[*Part]tensor.Slots)
+	insts := make([]tensor.Slots, len(refs))
+	for i, r := range refs {
+		s, ok := converted[r.Part]
+		if !ok {
+			var err error
+			if s, err = newUnpacker(r.Part.GetSlots()).slots(r.Part.GetSlots()); err != nil {
+				return nil, err
+			}
+			n, err := s.Instances()
+			if err != nil {
+				return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
+			}
+			if r.Row < 0 || r.Row >= n {
+				return nil, fmt.Errorf("%w: instance %d is row %d of a part of %d", ErrInvalid, i, r.Row, n)
+			}
+			converted[r.Part] = s
+		}
+		inst, err := s.Slice(r.Row, r.Row+1)
+		if err != nil {
+			return nil, fmt.Errorf("%w: instance %d: %w", ErrInvalid, i, err)
+		}
+		insts[i] = inst
+	}
+	slots, err := tensor.ConcatInto(recycled, insts)
+	if err != nil {
+		return nil, fmt.Errorf("%w: joining instances: %w", ErrInvalid, err)
+	}
+	return slots, nil
+}
+
+// joinDense is JoinRefs's fast path: every tensor dense (no LoD), agreeing
+// with the first instance's in slot count, dtype, rank and trailing
+// dimensions, with data of exactly the size its shape says. ok is false
+// otherwise; the general path then also says what is wrong.
+func joinDense(refs []Ref, recycled tensor.Slots) (tensor.Slots, bool) {
+	width := len(refs[0].Part.GetSlots())
+	if width == 0 {
 		return nil, false
 	}
-	out := make(tensor.Slots, len(parts[0].GetSlots()))
+	for _, r := range refs {
+		if len(r.Part.GetSlots()) != width {
+			return nil, false
+		}
+	}
+	out := make(tensor.Slots, width)
 	for s := range out {
 		var reuse []byte
 		if s < len(recycled) {
 			reuse = recycled[s].Bytes()
 		}
-		t, ok := joinSlot(parts, s, instances, reuse)
+		t, ok := joinSlot(refs, s, reuse)
 		if !ok {
 			return nil, false
 		}
@@ -37,8 +243,8 @@ func joinDense(parts []*Part, instances int, recycled tensor.Slots) (tensor.Slot
 	return out, true
 }
 
-func joinSlot(parts []*Part, s, instances int, reuse []byte) (tensor.Tensor, bool) {
-	ref := parts[0].GetSlots()[s]
+func joinSlot(refs []Ref, s int, reuse []byte) (tensor.Tensor, bool) {
+	ref := refs[0].Part.GetSlots()[s]
 	dt := tensor.DType(ref.GetDtype())
 	if !dt.Valid() || int32(ref.GetDtype()) != int32(dt) || len(ref.GetShape()) == 0 {
 		return tensor.Tensor{}, false
@@ -51,30 +257,32 @@ func joinSlot(parts []*Part, s, instances int, reuse []byte) (tensor.Tensor, boo
 		}
 		row *= d
 	}
-	rows := int64(0)
-	for _, p := range parts {
-		if len(p.GetSlots()) != len(parts[0].GetSlots()) {
-			return tensor.Tensor{}, false
-		}
-		t := p.GetSlots()[s]
-		shape := t.GetShape()
-		if t.GetDtype() != ref.GetDtype() || len(t.GetLod()) > 0 || len(shape) != len(ref.GetShape()) || !slices.Equal(shape[1:], tail) {
-			return tensor.Tensor{}, false
-		}
-		if r := shape[0]; r < 0 || r > maxBytes/row || int64(len(t.GetData())) != r*row {
-			return tensor.Tensor{}, false
-		}
-		rows += shape[0]
-	}
-	if rows != int64(instances) {
+	if int64(len(refs)) > maxBytes/row {
 		return tensor.Tensor{}, false
 	}
+	var last *Tensor // checked already: runs of refs into one part are common
+	for _, r := range refs {
+		t := r.Part.GetSlots()[s]
+		if t != last {
+			shape := t.GetShape()
+			if t.GetDtype() != ref.GetDtype() || len(t.GetLod()) > 0 || len(shape) != len(ref.GetShape()) || !slices.Equal(shape[1:], tail) {
+				return tensor.Tensor{}, false
+			}
+			if n := shape[0]; n < 0 || n > maxBytes/row || int64(len(t.GetData())) != n*row {
+				return tensor.Tensor{}, false
+			}
+			last = t
+		}
+		if r.Row < 0 || int64(r.Row) >= t.GetShape()[0] {
+			return tensor.Tensor{}, false
+		}
+	}
 	shape := make(tensor.Shape, len(ref.GetShape()))
-	shape[0] = int(rows)
+	shape[0] = len(refs)
 	for k, d := range tail {
 		shape[k+1] = int(d)
 	}
-	size := int(rows * row)
+	size := len(refs) * int(row)
 	var out tensor.Tensor
 	var err error
 	if cap(reuse) >= size && size > 0 && uintptr(unsafe.Pointer(unsafe.SliceData(reuse)))%8 == 0 {
@@ -85,9 +293,10 @@ func joinSlot(parts []*Part, s, instances int, reuse []byte) (tensor.Tensor, boo
 	if err != nil {
 		return tensor.Tensor{}, false
 	}
-	data, off := out.Bytes(), 0
-	for _, p := range parts {
-		off += copy(data[off:], p.GetSlots()[s].GetData())
+	data, rb := out.Bytes(), int(row)
+	for i, r := range refs {
+		src := r.Part.GetSlots()[s].GetData()
+		copy(data[i*rb:(i+1)*rb], src[r.Row*rb:(r.Row+1)*rb])
 	}
 	return out, true
 }

@@ -461,7 +461,7 @@ func (x *Part) GetSlots() []*Tensor {
 // Batch is one item on a link: a group of instances (before batching) or a
 // batch (after), with the id of every instance. Its tensors come either as
 // slots, each holding every instance contiguously, or as parts, runs of
-// instances in id order that a stage regrouped without copying; never both.
+// instances that a stage regrouped without copying; never both.
 type Batch struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Epoch uint64                 `protobuf:"varint,1,opt,name=epoch,proto3" json:"epoch,omitempty"`
@@ -469,6 +469,13 @@ type Batch struct {
 	Pass  uint32                 `protobuf:"varint,3,opt,name=pass,proto3" json:"pass,omitempty"`
 	Slots []*Tensor              `protobuf:"bytes,4,rep,name=slots,proto3" json:"slots,omitempty"`
 	Parts []*Part                `protobuf:"bytes,10,rep,name=parts,proto3" json:"parts,omitempty"`
+	// Without rows, the instances are those of the parts (or slots) in order.
+	// With rows (one per id), instance i is instance rows[i] of the parts,
+	// counted across them in order: a stage picks instances out of runs
+	// (a shuffle out of file readers' groups) without copying or splitting
+	// them. Instances of the parts that rows does not name are not the
+	// batch's.
+	Rows []uint32 `protobuf:"varint,11,rep,packed,name=rows,proto3" json:"rows,omitempty"`
 	// One id per instance: the source file's index in the pipeline's file list
 	// in the top 24 bits, the record index in the low 40.
 	Ids []uint64 `protobuf:"varint,5,rep,packed,name=ids,proto3" json:"ids,omitempty"`
@@ -544,6 +551,13 @@ func (x *Batch) GetSlots() []*Tensor {
 func (x *Batch) GetParts() []*Part {
 	if x != nil {
 		return x.Parts
+	}
+	return nil
+}
+
+func (x *Batch) GetRows() []uint32 {
+	if x != nil {
+		return x.Rows
 	}
 	return nil
 }
@@ -933,14 +947,15 @@ const file_messages_proto_rawDesc = "" +
 	"\x01n\x18\x02 \x01(\x03R\x01n\x12\x10\n" +
 	"\x03ack\x18\x03 \x01(\x04R\x03ack\"2\n" +
 	"\x04Part\x12*\n" +
-	"\x05slots\x18\x01 \x03(\v2\x14.actorfeed.v1.TensorR\x05slots\"\x89\x02\n" +
+	"\x05slots\x18\x01 \x03(\v2\x14.actorfeed.v1.TensorR\x05slots\"\x9d\x02\n" +
 	"\x05Batch\x12\x14\n" +
 	"\x05epoch\x18\x01 \x01(\x04R\x05epoch\x12\x10\n" +
 	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12\x12\n" +
 	"\x04pass\x18\x03 \x01(\rR\x04pass\x12*\n" +
 	"\x05slots\x18\x04 \x03(\v2\x14.actorfeed.v1.TensorR\x05slots\x12(\n" +
 	"\x05parts\x18\n" +
-	" \x03(\v2\x12.actorfeed.v1.PartR\x05parts\x12\x10\n" +
+	" \x03(\v2\x12.actorfeed.v1.PartR\x05parts\x12\x12\n" +
+	"\x04rows\x18\v \x03(\rR\x04rows\x12\x10\n" +
 	"\x03ids\x18\x05 \x03(\x04R\x03ids\x12\x16\n" +
 	"\x06source\x18\x06 \x01(\rR\x06source\x12\x14\n" +
 	"\x05first\x18\a \x01(\x04R\x05first\x12\x14\n" +

@@ -95,14 +95,18 @@ func FuzzBatch(f *testing.F) {
 	}, []uint64{1, 2})
 	wire, _ = proto.Marshal(parted)
 	f.Add(wire)
+	refs, _ := parted.Refs(nil)
+	gathered, _ := messages.Gather([]messages.Ref{refs[1], refs[0], refs[1]}, []uint64{2, 1, 3})
+	wire, _ = proto.Marshal(gathered)
+	f.Add(wire)
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		var m messages.Batch
 		if proto.Unmarshal(data, &m) != nil {
 			return
 		}
-		if parts, err := m.SplitParts(); err == nil && len(parts) != len(m.Ids) {
-			t.Fatalf("%d parts for %d ids", len(parts), len(m.Ids))
+		if refs, err := m.Refs(nil); err == nil && len(refs) != len(m.Ids) {
+			t.Fatalf("%d instances for %d ids", len(refs), len(m.Ids))
 		}
 		s, err := m.ToSlots()
 		if err != nil {

@@ -60,7 +60,7 @@ func TestOnePartIsUsedInPlace(t *testing.T) {
 	require.Same(t, unsafe.SliceData(recs[0][0].Bytes()), unsafe.SliceData(got[0].Bytes()))
 }
 
-func TestSplitParts(t *testing.T) {
+func TestRefsAndGather(t *testing.T) {
 	recs := records(4)
 	whole, err := tensor.Concat(recs)
 	require.NoError(t, err)
@@ -70,25 +70,90 @@ func TestSplitParts(t *testing.T) {
 	require.NoError(t, err)
 	for name, b := range map[string]*messages.Batch{"contiguous": contiguous, "parts": parted} {
 		t.Run(name, func(t *testing.T) {
-			parts, err := b.SplitParts()
+			refs, err := b.Refs(nil)
 			require.NoError(t, err)
-			require.Len(t, parts, 4)
-			// Reversed and regrouped, the instances come back in the new order.
-			rev := &messages.Batch{Ids: []uint64{3, 2, 1, 0}}
-			for i := range parts {
-				rev.Parts = append(rev.Parts, parts[len(parts)-1-i])
+			require.Len(t, refs, 4)
+			// In order, the instances are the parts': no rows needed.
+			same, err := messages.Gather(refs, ids(4))
+			require.NoError(t, err)
+			require.Empty(t, same.Rows)
+			// Reversed and regrouped, the instances come back in the new
+			// order, and the item names each part once, sharing it. Rows
+			// are needed only to pick out of a part of several instances.
+			rev, err := messages.Gather([]messages.Ref{refs[3], refs[2], refs[1], refs[0]}, []uint64{3, 2, 1, 0})
+			require.NoError(t, err)
+			require.Equal(t, len(b.Parts) == 0, len(rev.Rows) == 4)
+			for _, p := range rev.Parts {
+				require.Contains(t, append(b.Parts, refs[0].Part), p)
 			}
+			want, err := tensor.Concat([]tensor.Slots{recs[3], recs[2], recs[1], recs[0]})
+			require.NoError(t, err)
 			got, err := rev.ToSlots()
 			require.NoError(t, err)
-			want, err := tensor.Concat([]tensor.Slots{recs[3], recs[2], recs[1], recs[0]})
+			require.True(t, want.Equal(got))
+			// The same through the wire, and through Refs again.
+			wire, err := proto.Marshal(rev)
+			require.NoError(t, err)
+			var back messages.Batch
+			require.NoError(t, proto.Unmarshal(wire, &back))
+			got, err = back.ToSlots()
+			require.NoError(t, err)
+			require.True(t, want.Equal(got))
+			again, err := rev.Refs(nil)
+			require.NoError(t, err)
+			got, err = messages.JoinRefs(again[1:3], nil)
+			require.NoError(t, err)
+			want, err = tensor.Concat([]tensor.Slots{recs[2], recs[1]})
 			require.NoError(t, err)
 			require.True(t, want.Equal(got))
 		})
 	}
-	// Single-instance parts are passed on as they are.
-	parts, err := parted.SplitParts()
+}
+
+// A part may hold a run of instances (a file reader's stacked group); a
+// gather picks single rows out of it without splitting it.
+func TestGatherRowsOfARun(t *testing.T) {
+	recs := records(6)
+	first, err := tensor.Concat(recs[:4])
 	require.NoError(t, err)
-	require.Same(t, parted.Parts[2], parts[2])
+	b, err := messages.FromParts([]tensor.Slots{first, recs[4], recs[5]}, ids(6))
+	require.NoError(t, err)
+	require.Len(t, b.Parts, 3)
+	refs, err := b.Refs(nil)
+	require.NoError(t, err)
+	pick := []messages.Ref{refs[5], refs[2], refs[0], refs[4]}
+	g, err := messages.Gather(pick, []uint64{5, 2, 0, 4})
+	require.NoError(t, err)
+	require.Equal(t, []uint32{0, 3, 1, 5}, g.Rows, "parts in order of first use: recs[5] (row 0), the run (rows 1-4), recs[4] (row 5)")
+	got, err := g.ToSlots()
+	require.NoError(t, err)
+	want, err := tensor.Concat([]tensor.Slots{recs[5], recs[2], recs[0], recs[4]})
+	require.NoError(t, err)
+	require.True(t, want.Equal(got))
+	require.NotSame(t, unsafe.SliceData(first[0].Bytes()), unsafe.SliceData(got[0].Bytes()), "the join owns its storage")
+}
+
+func TestBadRows(t *testing.T) {
+	b, err := messages.FromParts(records(3), ids(3))
+	require.NoError(t, err)
+	b.Rows = []uint32{0, 1}
+	_, err = b.Refs(nil)
+	require.ErrorIs(t, err, messages.ErrInvalid, "one row per id")
+	b.Rows = []uint32{0, 1, 3}
+	_, err = b.ToSlots()
+	require.ErrorIs(t, err, messages.ErrInvalid, "a row past the parts")
+	b.Rows = []uint32{2, 2, 0}
+	s, err := b.ToSlots()
+	require.NoError(t, err, "a row may be named twice")
+	n, err := s.Instances()
+	require.NoError(t, err)
+	require.Equal(t, 3, n)
+	_, err = messages.Gather([]messages.Ref{{Part: b.Parts[0], Row: 1}}, ids(1))
+	require.ErrorIs(t, err, messages.ErrInvalid, "a row past its part")
+	_, err = messages.Gather([]messages.Ref{{Part: b.Parts[0]}}, ids(2))
+	require.ErrorIs(t, err, messages.ErrInvalid, "one id per ref")
+	_, err = messages.JoinRefs(nil, nil)
+	require.ErrorIs(t, err, messages.ErrInvalid)
 }
 
 // LoD parts take the general path; the result equals tensor.Concat's.
@@ -107,9 +172,15 @@ func TestPartsWithLoD(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, want.Equal(got), "joined %v, want %v", got, want)
 	require.Equal(t, tensor.LoD{{0, 3, 4, 6}}, got[0].LoD)
-	parts, err := b.SplitParts()
+	refs, err := b.Refs(nil)
 	require.NoError(t, err)
-	require.Len(t, parts, 3)
+	rev, err := messages.Gather([]messages.Ref{refs[2], refs[0]}, ids(2))
+	require.NoError(t, err)
+	got, err = rev.ToSlots()
+	require.NoError(t, err)
+	want, err = tensor.Concat([]tensor.Slots{recs[2], recs[0]})
+	require.NoError(t, err)
+	require.True(t, want.Equal(got), "picked %v, want %v", got, want)
 }
 
 func TestPartsOverTheWire(t *testing.T) {
@@ -139,14 +210,14 @@ func TestBadParts(t *testing.T) {
 	_, err = b.ToSlots()
 	require.ErrorIs(t, err, messages.ErrInvalid)
 	require.ErrorIs(t, err, tensor.ErrShape)
-	require.ErrorContains(t, err, "joining parts")
+	require.ErrorContains(t, err, "joining instances")
 
 	both, err := messages.FromParts(records(2), ids(2))
 	require.NoError(t, err)
 	both.Slots = both.Parts[0].Slots
 	_, err = both.ToSlots()
 	require.ErrorIs(t, err, messages.ErrInvalid)
-	_, err = both.SplitParts()
+	_, err = both.Refs(nil)
 	require.ErrorIs(t, err, messages.ErrInvalid)
 
 	short, err := messages.FromParts(records(2), ids(2))
@@ -169,7 +240,7 @@ func TestPartsWithoutTensors(t *testing.T) {
 	b := &messages.Batch{Ids: ids(2), Parts: []*messages.Part{{}, {}}}
 	_, err := b.ToSlots()
 	require.ErrorIs(t, err, messages.ErrInvalid)
-	_, err = b.SplitParts()
+	_, err = b.Refs(nil)
 	require.ErrorIs(t, err, messages.ErrInvalid)
 }
 
@@ -196,12 +267,18 @@ func TestToSlotsIntoReusesStorage(t *testing.T) {
 
 // Found by FuzzBatch: rows of size 0 cost no bytes, so a part can claim
 // any number of instances; splitting it must not allocate for them.
-func TestSplitPartsBoundsInstancesByIDs(t *testing.T) {
+func TestRefsBoundsInstancesByIDs(t *testing.T) {
 	b := &messages.Batch{Ids: ids(1), Parts: []*messages.Part{{Slots: []*messages.Tensor{
 		{Dtype: messages.DType_DTYPE_UINT8, Shape: []int64{1 << 40, 0}},
 	}}}}
-	_, err := b.SplitParts()
+	_, err := b.Refs(nil)
 	require.ErrorIs(t, err, messages.ErrInvalid)
 	_, err = b.ToSlots()
 	require.ErrorIs(t, err, messages.ErrInvalid)
+	// With rows, the claimed instances cost nothing either: only the rows
+	// named are joined.
+	b.Rows = []uint32{1 << 31}
+	s, err := b.ToSlots()
+	require.NoError(t, err)
+	require.Equal(t, tensor.Shape{1, 0}, s[0].Shape())
 }

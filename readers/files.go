@@ -51,7 +51,17 @@ func openRecordIO(path string, _ OpenOptions) (Reader, error) { return OpenRecor
 
 // Next decodes the next record. A record that is not a valid encoding is
 // reported as corruption at its chunk and record.
-func (r *RecordFile) Next(ctx context.Context) (tensor.Slots, error) {
+func (r *RecordFile) Next(ctx context.Context) (tensor.Slots, error) { return r.next(ctx, nil) }
+
+// NextStacked reads the next record onto st when it stacks (see
+// tensor.Stack) and returns nil; otherwise it returns the record decoded, as
+// Next does. Errors, and what SkipCorrupt does after them, are Next's. A
+// file of uniform records is read so with no allocation per record.
+func (r *RecordFile) NextStacked(ctx context.Context, st *tensor.Stack) (tensor.Slots, error) {
+	return r.next(ctx, st)
+}
+
+func (r *RecordFile) next(ctx context.Context, st *tensor.Stack) (tensor.Slots, error) {
 	if r.closed {
 		return nil, ErrClosed
 	}
@@ -65,7 +75,14 @@ func (r *RecordFile) Next(ctx context.Context) (tensor.Slots, error) {
 		}
 		return nil, io.EOF
 	}
-	item, err := tensor.Decode(r.sc.Record())
+	rec := r.sc.Record()
+	var item tensor.Slots
+	var err error
+	if st != nil {
+		item, err = st.AppendEncoded(rec)
+	} else {
+		item, err = tensor.Decode(rec)
+	}
 	if err != nil {
 		r.badRec = true
 		pos := r.sc.Position()

@@ -1,18 +1,28 @@
-// Package baseline is the hand-written pipeline actorfeed's actor pipeline
-// is measured against: the same stages (read and decode RecordIO records,
-// window shuffle, batch, a 2-batch prefetch) with one goroutine each and
-// channels between them, and nothing else: no supervision, no restarts, no
-// protocol. Benchmarks (actors/bench_test.go) and `actorfeed bench` run it
-// side by side with the actor pipeline.
+// Package baseline holds the hand-written pipelines actorfeed's actor
+// pipeline is measured against: the same stages (read and decode RecordIO
+// records, window shuffle, batch, a 2-batch prefetch) with one goroutine
+// each and channels between them, and nothing else: no supervision, no
+// restarts, no protocol. Benchmarks (actors/bench_test.go) and `actorfeed
+// bench` run them side by side with the actor pipeline.
+//
+// Channels is what a user would write: a record decoded at a time and
+// handed on by itself. Stacked is the same stages on the read path the actor
+// pipeline uses: records decoded in groups into one block each
+// (tensor.Stack), blocks handed on, the shuffle moving references to rows,
+// and the batch stage copying rows once. The actor pipeline's overhead is
+// measured against Stacked.
 //
 // baseline may import tensor and readers. Only benchmarks import it.
 package baseline
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"math/rand/v2"
+	"slices"
 
 	"github.com/actorfeed/actorfeed/readers"
 	"github.com/actorfeed/actorfeed/tensor"
@@ -120,4 +130,177 @@ func readFile(ctx context.Context, path string, out chan<- tensor.Slots) error {
 			return ctx.Err()
 		}
 	}
+}
+
+// row is one instance of a stacked block.
+type row struct {
+	block tensor.Slots
+	index int
+}
+
+// Stacked is Channels on the stacked read path (see the package comment):
+// groups of group records per block.
+func Stacked(ctx context.Context, paths []string, window, batch, group int, seed uint64, step func(tensor.Slots)) (int, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	blocks := make(chan tensor.Slots, 2)
+	shuffled := make(chan []row, 2)
+	batches := make(chan tensor.Slots, 2) // the double buffer
+	errc := make(chan error, 3)
+	go func() {
+		defer close(blocks)
+		for _, path := range paths {
+			if err := readStacked(ctx, path, group, blocks); err != nil {
+				errc <- err
+				return
+			}
+		}
+	}()
+	go func() {
+		defer close(shuffled)
+		rng := rand.New(rand.NewPCG(seed, 0))
+		buf := make([]row, 0, max(window, 1))
+		flush := func() bool {
+			rng.Shuffle(len(buf), func(i, j int) { buf[i], buf[j] = buf[j], buf[i] })
+			for lo := 0; lo < len(buf); lo += group {
+				select {
+				case shuffled <- slices.Clone(buf[lo:min(lo+group, len(buf))]):
+				case <-ctx.Done():
+					return false
+				}
+			}
+			buf = buf[:0]
+			return true
+		}
+		for b := range blocks {
+			n, _ := b.Instances()
+			for i := range n {
+				if buf = append(buf, row{b, i}); len(buf) >= window && !flush() {
+					return
+				}
+			}
+		}
+		flush()
+	}()
+	go func() {
+		defer close(batches)
+		pending := make([]row, 0, batch)
+		emit := func() bool {
+			out, err := copyRows(pending)
+			if err != nil {
+				errc <- err
+				return false
+			}
+			clear(pending)
+			pending = pending[:0]
+			select {
+			case batches <- out:
+				return true
+			case <-ctx.Done():
+				return false
+			}
+		}
+		for rows := range shuffled {
+			for _, r := range rows {
+				if pending = append(pending, r); len(pending) == batch && !emit() {
+					return
+				}
+			}
+		}
+		if len(pending) > 0 {
+			emit()
+		}
+	}()
+	n := 0
+	for b := range batches {
+		step(b)
+		k, _ := b.Instances()
+		n += k
+	}
+	select {
+	case err := <-errc:
+		return n, err
+	default:
+		return n, ctx.Err()
+	}
+}
+
+func readStacked(ctx context.Context, path string, group int, out chan<- tensor.Slots) error {
+	r, err := readers.OpenRecordFile(path)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	st := tensor.NewStack(group)
+	send := func(b tensor.Slots) error {
+		if b == nil {
+			return nil
+		}
+		select {
+		case out <- b:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	for {
+		item, err := r.NextStacked(ctx, st)
+		if errors.Is(err, io.EOF) {
+			return send(st.Take())
+		}
+		if err != nil {
+			return err
+		}
+		if item != nil { // a record that does not stack: a block of its own
+			if err := send(st.Take()); err != nil {
+				return err
+			}
+			if err := send(item); err != nil {
+				return err
+			}
+		} else if st.Full() {
+			if err := send(st.Take()); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// copyRows copies rows of dense blocks into one fresh batch.
+func copyRows(rows []row) (tensor.Slots, error) {
+	out := make(tensor.Slots, len(rows[0].block))
+	for s := range out {
+		ref := rows[0].block[s]
+		shape := ref.Shape().Clone()
+		shape[0] = len(rows)
+		t, err := tensor.Zeros(ref.DType(), shape)
+		if err != nil {
+			return nil, err
+		}
+		data, size := t.Bytes(), len(ref.Bytes())/ref.Rows()
+		for i, r := range rows {
+			src := r.block[s].Bytes()
+			if len(src) != r.block[s].Rows()*size {
+				return nil, fmt.Errorf("baseline: slot %d of instance %d is not %d bytes a row", s, i, size)
+			}
+			copy(data[i*size:(i+1)*size], src[r.index*size:(r.index+1)*size])
+		}
+		out[s] = tensor.LoDTensor{Tensor: t}
+	}
+	return out, nil
+}
+
+// Touch is the simulated device's work in benchmarks: it reads every byte
+// of b, eight at a time, as a device's copy-in would, and returns their
+// sum so that the reads cannot be optimised away.
+func Touch(b []byte) uint64 {
+	var sum uint64
+	for len(b) >= 8 {
+		sum += binary.LittleEndian.Uint64(b)
+		b = b[8:]
+	}
+	for _, c := range b {
+		sum += uint64(c)
+	}
+	return sum
 }

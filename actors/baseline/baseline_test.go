@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -15,6 +16,23 @@ import (
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+type pipeline func(ctx context.Context, paths []string, window, batch int, seed uint64, step func(tensor.Slots)) (int, error)
+
+// pipelines are the two baselines; the stacked one with small blocks, so
+// that the tests' files make many.
+var pipelines = map[string]pipeline{
+	"channels": baseline.Channels,
+	"stacked": func(ctx context.Context, paths []string, window, batch int, seed uint64, step func(tensor.Slots)) (int, error) {
+		return baseline.Stacked(ctx, paths, window, batch, 8, seed, step)
+	},
+}
+
+func forEach(t *testing.T, test func(t *testing.T, run pipeline)) {
+	for name, run := range pipelines {
+		t.Run(name, func(t *testing.T) { test(t, run) })
+	}
+}
 
 // write makes a file of n records whose value slot is first+r.
 func write(t *testing.T, path string, first, n int) {
@@ -32,20 +50,24 @@ func write(t *testing.T, path string, first, n int) {
 	require.NoError(t, fh.Close())
 }
 
-func TestChannelsDeliversEverySampleOnceInBatches(t *testing.T) {
+func TestEverySampleOnceInBatches(t *testing.T) { forEach(t, everySampleOnceInBatches) }
+
+func everySampleOnceInBatches(t *testing.T, run pipeline) {
 	dir := t.TempDir()
 	a, b := filepath.Join(dir, "a.rio"), filepath.Join(dir, "b.rio")
 	write(t, a, 0, 70)
 	write(t, b, 70, 45)
 	seen := map[int64]int{}
 	var sizes []int
-	n, err := baseline.Channels(t.Context(), []string{a, b}, 32, 16, 7, func(s tensor.Slots) {
+	var order []int64
+	n, err := run(t.Context(), []string{a, b}, 32, 16, 7, func(s tensor.Slots) {
 		v, err := tensor.View[int64](s[0].Tensor)
 		require.NoError(t, err)
 		sizes = append(sizes, len(v))
 		for _, x := range v {
 			seen[x]++
 		}
+		order = append(order, v...)
 	})
 	require.NoError(t, err)
 	require.Equal(t, 115, n)
@@ -55,20 +77,25 @@ func TestChannelsDeliversEverySampleOnceInBatches(t *testing.T) {
 	}
 	require.Equal(t, 8, len(sizes), "115 samples in batches of 16: 7 full and one of 3")
 	require.Equal(t, 3, sizes[len(sizes)-1])
+	require.False(t, slices.IsSorted(order), "shuffled")
 }
 
-func TestChannelsReportsAReadError(t *testing.T) {
-	_, err := baseline.Channels(t.Context(), []string{filepath.Join(t.TempDir(), "missing.rio")}, 8, 4, 1, func(tensor.Slots) {})
-	require.ErrorIs(t, err, os.ErrNotExist)
+func TestReportsAReadError(t *testing.T) {
+	forEach(t, func(t *testing.T, run pipeline) {
+		_, err := run(t.Context(), []string{filepath.Join(t.TempDir(), "missing.rio")}, 8, 4, 1, func(tensor.Slots) {})
+		require.ErrorIs(t, err, os.ErrNotExist)
+	})
 }
 
 // A cancelled run stops its goroutines (goleak checks) and says why.
-func TestChannelsStopsOnCancel(t *testing.T) {
+func TestStopsOnCancel(t *testing.T) { forEach(t, stopsOnCancel) }
+
+func stopsOnCancel(t *testing.T, run pipeline) {
 	path := filepath.Join(t.TempDir(), "a.rio")
 	write(t, path, 0, 500)
 	ctx, cancel := context.WithCancel(t.Context())
 	steps := 0
-	_, err := baseline.Channels(ctx, []string{path}, 16, 4, 1, func(tensor.Slots) {
+	_, err := run(ctx, []string{path}, 16, 4, 1, func(tensor.Slots) {
 		if steps++; steps == 3 {
 			cancel()
 		}

@@ -57,13 +57,7 @@ after each of --passes passes.`,
 }
 
 // touch is the simulated device's work: it reads every byte of the images.
-func touch(s tensor.Slots) int {
-	sum := 0
-	for _, b := range s[0].Bytes() {
-		sum += int(b)
-	}
-	return sum
-}
+func touch(s tensor.Slots) { baseline.Touch(s[0].Bytes()) }
 
 func median(xs []time.Duration) time.Duration {
 	s := slices.Clone(xs)
@@ -104,7 +98,7 @@ func runBench(ctx context.Context, out io.Writer, o benchOptions) error {
 	fmt.Fprintf(out, "%d samples of a [1,28,28] uint8 image and an int64 label per file; shuffle %d, batch %d; %d runs each, medians; %s, %d CPUs\n\n",
 		o.samples, o.window, o.batch, o.repeat, runtime.Version(), runtime.NumCPU())
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "file\twhat\tsamples/s\tMB/s\tvs channels\tvs copy\t")
+	fmt.Fprintln(tw, "file\twhat\tsamples/s\tMB/s\tvs channels\tvs stacked\tvs copy\t")
 	var snappyPath string
 	for _, comp := range []recordio.Compressor{recordio.NoCompression, recordio.Snappy} {
 		paths, err := synthetic{files: 1, samples: o.samples, seed: 1, compressor: comp}.write(filepath.Join(dir, comp.String()))
@@ -122,55 +116,72 @@ func runBench(ctx context.Context, out io.Writer, o benchOptions) error {
 		payload := int64(o.samples) * (pixels + 8)
 		dst := make([]byte, len(data))
 		buf := make([]byte, 1<<20)
+		// The measurements take turns, and each starts from a collected
+		// heap, so that none pays for the garbage of the one before it.
 		times := map[string][]time.Duration{}
-		for range o.repeat {
+		timed := func(name string, run func() error) error {
+			runtime.GC()
 			t := time.Now()
-			copy(dst, data)
-			times["plain copy of the file's bytes"] = append(times["plain copy of the file's bytes"], time.Since(t))
-
-			t = time.Now()
-			fh, err := os.Open(path)
-			if err != nil {
+			if err := run(); err != nil {
 				return err
 			}
-			for off := int64(0); ; off += int64(len(buf)) {
-				n, err := fh.ReadAt(buf, off)
-				if n == 0 || err != nil {
-					break
-				}
-			}
-			fh.Close()
-			times["plain read of the file"] = append(times["plain read of the file"], time.Since(t))
-
-			t = time.Now()
-			if _, err := baseline.Channels(ctx, []string{path}, o.window, o.batch, 1, func(s tensor.Slots) { touch(s) }); err != nil {
-				return err
-			}
-			times["channel pipeline"] = append(times["channel pipeline"], time.Since(t))
-
-			for _, recycle := range []bool{false, true} {
-				el, _, err := actorRun(ctx, path, o, recycle, func(s tensor.Slots) { touch(s) })
+			times[name] = append(times[name], time.Since(t))
+			return nil
+		}
+		const (
+			copyRow, readRow = "plain copy of the file's bytes", "plain read of the file"
+			chRow, stRow     = "channel pipeline, a record at a time", "channel pipeline, stacked read path"
+			acRow, rcRow     = "actor pipeline", "actor pipeline, recycled batches"
+		)
+		runs := []struct {
+			name string
+			run  func() error
+		}{
+			{copyRow, func() error { copy(dst, data); return nil }},
+			{readRow, func() error {
+				fh, err := os.Open(path)
 				if err != nil {
 					return err
 				}
-				name := "actor pipeline"
-				if recycle {
-					name = "actor pipeline, recycled batches"
+				defer fh.Close()
+				for off := int64(0); ; off += int64(len(buf)) {
+					n, err := fh.ReadAt(buf, off)
+					if n == 0 || err != nil {
+						return nil
+					}
 				}
-				times[name] = append(times[name], el)
+			}},
+			{chRow, func() error {
+				_, err := baseline.Channels(ctx, []string{path}, o.window, o.batch, 1, touch)
+				return err
+			}},
+			{stRow, func() error {
+				_, err := baseline.Stacked(ctx, []string{path}, o.window, o.batch, actors.DefaultGroupSize, 1, touch)
+				return err
+			}},
+			{acRow, func() error { _, _, err := actorRun(ctx, path, o, false, touch); return err }},
+			{rcRow, func() error { _, _, err := actorRun(ctx, path, o, true, touch); return err }},
+		}
+		for i := range o.repeat {
+			for k := range runs { // each takes its turn at going first
+				r := runs[(i+k)%len(runs)]
+				if err := timed(r.name, r.run); err != nil {
+					return err
+				}
 			}
 		}
-		ch, cp := median(times["channel pipeline"]), median(times["plain copy of the file's bytes"])
-		for _, name := range []string{"plain copy of the file's bytes", "plain read of the file", "channel pipeline", "actor pipeline", "actor pipeline, recycled batches"} {
-			m := median(times[name])
-			vsCh, vsCp := "", ""
-			if name == "actor pipeline" || name == "actor pipeline, recycled batches" {
-				vsCh = fmt.Sprintf("%.2f", ch.Seconds()/m.Seconds())
-				vsCp = fmt.Sprintf("%.2f", cp.Seconds()/m.Seconds())
-			} else if name == "channel pipeline" {
-				vsCp = fmt.Sprintf("%.2f", cp.Seconds()/m.Seconds())
+		ch, st, cp := median(times[chRow]), median(times[stRow]), median(times[copyRow])
+		ratio := func(base, m time.Duration) string { return fmt.Sprintf("%.2f", base.Seconds()/m.Seconds()) }
+		for _, r := range runs {
+			m := median(times[r.name])
+			vsCh, vsSt, vsCp := "", "", ""
+			switch r.name {
+			case acRow, rcRow:
+				vsCh, vsSt, vsCp = ratio(ch, m), ratio(st, m), ratio(cp, m)
+			case chRow, stRow:
+				vsCp = ratio(cp, m)
 			}
-			fmt.Fprintf(tw, "%v\t%s\t%.0f\t%.0f\t%s\t%s\t\n", comp, name, float64(o.samples)/m.Seconds(), float64(payload)/m.Seconds()/1e6, vsCh, vsCp)
+			fmt.Fprintf(tw, "%v\t%s\t%.0f\t%.0f\t%s\t%s\t%s\t\n", comp, r.name, float64(o.samples)/m.Seconds(), float64(payload)/m.Seconds()/1e6, vsCh, vsSt, vsCp)
 		}
 	}
 	tw.Flush()

@@ -161,7 +161,7 @@ func TestSimCommand(t *testing.T) {
 func TestBenchCommand(t *testing.T) {
 	out, err := cli(t, "bench", "--samples", "1000", "--repeat", "1", "--passes", "3", "--shuffle", "100")
 	require.NoError(t, err)
-	for _, want := range []string{"plain copy of the file's bytes", "plain read of the file", "channel pipeline",
+	for _, want := range []string{"plain copy of the file's bytes", "plain read of the file", "channel pipeline, a record at a time", "channel pipeline, stacked read path",
 		"actor pipeline, recycled batches", "snappy", "busy", "first batch:", "allocations:", "heap in use after GC, 3 passes"} {
 		require.Contains(t, out, want)
 	}

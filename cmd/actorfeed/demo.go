@@ -218,11 +218,9 @@ func runDemo(ctx context.Context, out, errOut io.Writer, o demoOptions) error {
 			}
 			return model.step(ctx, it.Slots[0].Tensor, it.Slots[1].Tensor)
 		}}
-	p, err := scope.RunDevices("reader", actors.Devices{N: o.devices, Step: s.deviceStep})
-	if err != nil {
+	if err := s.launch(scope, "reader"); err != nil {
 		return err
 	}
-	s.p = p
 	fmt.Fprintf(out, "pipeline: %s -> %d devices training softmax regression (lr %g), %d passes\n",
 		describe(scope.Reader("reader").Stages()), o.devices, o.lr, o.passes)
 	s.progress = newProgress(errOut, o.every, countSamples(scope.Reader("reader").Stages(), o.passes))

@@ -187,16 +187,15 @@ func runPipeline(ctx context.Context, out, errOut io.Writer, o runOptions, chang
 		return err
 	}
 	s := &session{devices: o.devices, passes: o.passes, stepTime: o.step, names: baseNames(scope.Reader(reader).Stages()), watch: o.watch}
-	p, err := scope.RunDevices(reader, actors.Devices{N: o.devices, Step: s.deviceStep})
-	if err != nil {
-		return err
-	}
-	s.p = p
 	if o.emitIDs != "" {
+		var err error
 		if s.emit, err = newIDEmitter(o.emitIDs); err != nil {
 			return err
 		}
 		defer s.emit.close()
+	}
+	if err := s.launch(scope, reader); err != nil {
+		return err
 	}
 	fmt.Fprintf(out, "pipeline: %s on %d device(s), step %v, %d pass(es)\n", describe(scope.Reader(reader).Stages()), o.devices, o.step, o.passes)
 	s.progress = newProgress(errOut, o.every, countSamples(scope.Reader(reader).Stages(), o.passes))

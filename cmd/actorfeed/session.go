@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/actorfeed/actorfeed/actors"
+	"github.com/actorfeed/actorfeed/actors/program"
 	"github.com/actorfeed/actorfeed/messages"
 )
 
@@ -92,11 +93,26 @@ func (w *watchOptions) flags(f interface {
 	f.DurationVar(&w.sampleEvery, "sample-every", 100*time.Millisecond, "sampling interval of the report's time series")
 }
 
-// run runs every pass, resetting the pipeline between them.
-func (s *session) run(ctx context.Context, afterPass func(pass int) error) (err error) {
+// launch starts the scope's reader on the session's devices. The devices
+// step from the moment the pipeline exists, so everything deviceStep uses
+// (the emitter too) must be set before.
+func (s *session) launch(scope *program.Scope, reader string) error {
 	s.waits = make([][]time.Duration, s.devices)
 	s.idle = make([]time.Time, s.devices)
 	s.start = time.Now()
+	for d := range s.idle {
+		s.idle[d] = s.start
+	}
+	p, err := scope.RunDevices(reader, actors.Devices{N: s.devices, Step: s.deviceStep})
+	if err != nil {
+		return err
+	}
+	s.p = p
+	return nil
+}
+
+// run runs every pass, resetting the pipeline between them.
+func (s *session) run(ctx context.Context, afterPass func(pass int) error) (err error) {
 	if s.watch.metricsAddr != "" {
 		m, err := serveMetrics(s.watch.metricsAddr, func() *actors.Pipeline { return s.p })
 		if err != nil {

@@ -1,0 +1,173 @@
+package tensor
+
+import (
+	"encoding/binary"
+	"fmt"
+)
+
+// Stack stacks single-instance records along dimension 0 as it decodes
+// them, straight from their encoding into one block of storage: a file
+// reader's group of records becomes one tensor per slot, with no allocation
+// per record. A record stacks when every slot is dense (no LoD) with
+// exactly one row and it agrees in slot count, dtypes and shapes with the
+// first record stacked (the template, kept across Take). Other records are
+// left to Decode.
+type Stack struct {
+	capacity int
+	n        int
+	tmpl     []stackSlot
+	arena    []byte // capacity rows of every slot; nil until the first Append after Take
+}
+
+type stackSlot struct {
+	dtype    DType
+	shape    Shape // of one record: shape[0] == 1
+	rowBytes int
+	off      int // of the slot's region in the arena
+}
+
+// NewStack returns a stack that holds up to capacity records.
+func NewStack(capacity int) *Stack {
+	return &Stack{capacity: max(capacity, 1)}
+}
+
+// Len is the number of records stacked since the last Take.
+func (s *Stack) Len() int { return s.n }
+
+// Full reports whether the stack holds capacity records.
+func (s *Stack) Full() bool { return s.n == s.capacity }
+
+// AppendEncoded decodes rec, a record made by Encode, onto the stack and
+// returns nil. When rec does not stack (see Stack), or the stack is full, it
+// returns rec decoded by Decode instead, leaving the stack unchanged. A
+// malformed record is the error Decode returns.
+func (s *Stack) AppendEncoded(rec []byte) (Slots, error) {
+	if s.n == s.capacity || s.tmpl == nil || !s.matches(rec) {
+		slots, err := Decode(rec)
+		if err != nil || s.n > 0 || !s.setTemplate(slots) {
+			return slots, err
+		}
+	}
+	if s.arena == nil {
+		size := 0
+		for _, t := range s.tmpl {
+			size += (s.capacity*t.rowBytes + 7) &^ 7
+		}
+		s.arena = alignedBytes(size)
+	}
+	// matches checked the layout: copy each slot's data to its row.
+	off := headerSize
+	for i := range s.tmpl {
+		t := &s.tmpl[i]
+		off += slotHeaderSize + 8*len(t.shape) + 8
+		dst := t.off + s.n*t.rowBytes
+		copy(s.arena[dst:dst+t.rowBytes], rec[off:off+t.rowBytes])
+		off += t.rowBytes
+	}
+	s.n++
+	return nil, nil
+}
+
+// matches reports whether rec is laid out exactly as the template: same
+// header, slot count, dtypes, ranks and dimensions, no LoD, and data of the
+// size that says, with nothing after it. Such a record is a valid encoding.
+func (s *Stack) matches(rec []byte) bool {
+	if len(rec) < headerSize || string(rec[:4]) != encodingMagic ||
+		binary.LittleEndian.Uint16(rec[4:]) != encodingVersion ||
+		int(binary.LittleEndian.Uint16(rec[6:])) != len(s.tmpl) {
+		return false
+	}
+	off := headerSize
+	for i := range s.tmpl {
+		t := &s.tmpl[i]
+		rank := len(t.shape)
+		if len(rec)-off < slotHeaderSize+8*rank+8 {
+			return false
+		}
+		h := rec[off : off+slotHeaderSize]
+		if DType(h[0]) != t.dtype || int(h[1]) != rank || h[2] != 0 || h[3] != 0 {
+			return false
+		}
+		off += slotHeaderSize
+		for _, d := range t.shape {
+			if binary.LittleEndian.Uint64(rec[off:]) != uint64(d) {
+				return false
+			}
+			off += 8
+		}
+		if binary.LittleEndian.Uint64(rec[off:]) != uint64(t.rowBytes) {
+			return false
+		}
+		off += 8
+		if len(rec)-off < t.rowBytes {
+			return false
+		}
+		off += t.rowBytes
+	}
+	return off == len(rec)
+}
+
+// setTemplate makes slots, a decoded record, the template if it stacks (the
+// stack is empty).
+func (s *Stack) setTemplate(slots Slots) bool {
+	tmpl := make([]stackSlot, len(slots))
+	off := 0
+	for i, t := range slots {
+		if len(t.LoD) > 0 || t.Rank() == 0 || t.shape[0] != 1 {
+			return false
+		}
+		tmpl[i] = stackSlot{dtype: t.dtype, shape: t.shape.Clone(), rowBytes: len(t.data), off: off}
+		off += (s.capacity*len(t.data) + 7) &^ 7
+	}
+	if len(tmpl) == 0 {
+		return false
+	}
+	s.tmpl, s.arena = tmpl, nil
+	return true
+}
+
+// Row returns stacked record i as one instance, sharing the stack's
+// storage.
+func (s *Stack) Row(i int) (Slots, error) {
+	if i < 0 || i >= s.n {
+		return nil, fmt.Errorf("%w: row %d of %d stacked", ErrShape, i, s.n)
+	}
+	out := make(Slots, len(s.tmpl))
+	for k, t := range s.tmpl {
+		start := t.off + i*t.rowBytes
+		out[k] = LoDTensor{Tensor: Tensor{dtype: t.dtype, shape: t.shape, data: s.arena[start : start+t.rowBytes : start+t.rowBytes]}}
+	}
+	return out, nil
+}
+
+// Drop forgets the last record stacked.
+func (s *Stack) Drop() {
+	if s.n > 0 {
+		s.n--
+	}
+}
+
+// Take returns the records stacked, one tensor per slot with one row per
+// record, and empties the stack. The storage returned is the caller's: the
+// stack never writes it again. Take on an empty stack returns nil.
+func (s *Stack) Take() Slots {
+	if s.n == 0 {
+		return nil
+	}
+	out := make(Slots, len(s.tmpl))
+	dims := 0
+	for _, t := range s.tmpl {
+		dims += len(t.shape)
+	}
+	shapes := make([]int, dims)
+	for k, t := range s.tmpl {
+		shape := Shape(shapes[:len(t.shape):len(t.shape)])
+		shapes = shapes[len(t.shape):]
+		copy(shape, t.shape)
+		shape[0] = s.n
+		size := s.n * t.rowBytes
+		out[k] = LoDTensor{Tensor: Tensor{dtype: t.dtype, shape: shape, data: s.arena[t.off : t.off+size : t.off+size]}}
+	}
+	s.n, s.arena = 0, nil
+	return out
+}

@@ -1,0 +1,156 @@
+package tensor_test
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/actorfeed/actorfeed/tensor"
+)
+
+// sample is a Fashion-MNIST-like record: a [1,2,2] uint8 image and a [1,1]
+// int64 label.
+func sample(i int) tensor.Slots {
+	b := uint8(4 * i)
+	return tensor.Slots{
+		{Tensor: tensor.MustFromSlice(tensor.Shape{1, 2, 2}, []uint8{b, b + 1, b + 2, b + 3})},
+		{Tensor: tensor.MustFromSlice(tensor.Shape{1, 1}, []int64{int64(i)})},
+	}
+}
+
+func encode(t testing.TB, s tensor.Slots) []byte {
+	t.Helper()
+	b, err := tensor.Encode(s)
+	require.NoError(t, err)
+	return b
+}
+
+func TestStackEqualsConcatOfDecoded(t *testing.T) {
+	st := tensor.NewStack(4)
+	var recs []tensor.Slots
+	for i := range 4 {
+		rec := encode(t, sample(i))
+		out, err := st.AppendEncoded(rec)
+		require.NoError(t, err)
+		require.Nil(t, out, "stacked")
+		recs = append(recs, sample(i))
+		rec[len(rec)-1] = 0xff // the stack copied the record: its buffer may be reused
+	}
+	require.True(t, st.Full())
+	// Full: the next record is decoded instead.
+	out, err := st.AppendEncoded(encode(t, sample(9)))
+	require.NoError(t, err)
+	require.True(t, sample(9).Equal(out))
+
+	row, err := st.Row(2)
+	require.NoError(t, err)
+	require.True(t, sample(2).Equal(row))
+
+	got := st.Take()
+	want, err := tensor.Concat(recs)
+	require.NoError(t, err)
+	require.True(t, want.Equal(got), "stacked %v, want %v", got, want)
+	require.Equal(t, 0, st.Len())
+	require.Nil(t, st.Take(), "empty")
+
+	// The next group gets storage of its own: the first is never written
+	// again.
+	_, err = st.AppendEncoded(encode(t, sample(7)))
+	require.NoError(t, err)
+	require.True(t, want.Equal(got))
+	next := st.Take()
+	require.True(t, sample(7).Equal(next))
+}
+
+func TestStackLeavesOtherRecordsToDecode(t *testing.T) {
+	lod, err := tensor.NewLoDTensor(tensor.MustFromSlice(tensor.Shape{3, 1}, []int64{1, 2, 3}), tensor.LoD{{0, 3}})
+	require.NoError(t, err)
+	others := map[string]tensor.Slots{
+		"LoD":        {lod},
+		"two rows":   {{Tensor: tensor.MustFromSlice(tensor.Shape{2, 1}, []int64{1, 2})}},
+		"rank 0":     {{Tensor: tensor.MustFromSlice(tensor.Shape{}, []int64{1})}},
+		"other dims": {sample(0)[0], {Tensor: tensor.MustFromSlice(tensor.Shape{1, 2}, []int64{1, 2})}},
+		"other type": {sample(0)[0], {Tensor: tensor.MustFromSlice(tensor.Shape{1, 1}, []int32{1})}},
+		"one slot":   {sample(0)[0]},
+		"no slots":   {},
+	}
+	for name, rec := range others {
+		t.Run(name, func(t *testing.T) {
+			st := tensor.NewStack(4)
+			_, err := st.AppendEncoded(encode(t, sample(1)))
+			require.NoError(t, err)
+			out, err := st.AppendEncoded(encode(t, rec))
+			require.NoError(t, err)
+			require.True(t, rec.Equal(out), "decoded as Decode does")
+			require.Equal(t, 1, st.Len(), "the stack is unchanged")
+		})
+	}
+	// A record that does not stack on an empty stack is decoded too, and
+	// the next one that does starts a template.
+	st := tensor.NewStack(2)
+	out, err := st.AppendEncoded(encode(t, others["LoD"]))
+	require.NoError(t, err)
+	require.NotNil(t, out)
+	out, err = st.AppendEncoded(encode(t, others["two rows"][:1]))
+	require.NoError(t, err)
+	require.NotNil(t, out)
+	out, err = st.AppendEncoded(encode(t, sample(3)))
+	require.NoError(t, err)
+	require.Nil(t, out)
+	require.True(t, sample(3).Equal(st.Take()))
+}
+
+func TestStackRejectsWhatDecodeRejects(t *testing.T) {
+	st := tensor.NewStack(4)
+	_, err := st.AppendEncoded(encode(t, sample(0)))
+	require.NoError(t, err)
+	bad := encode(t, sample(1))
+	bad = bad[:len(bad)-1]
+	_, err = st.AppendEncoded(bad)
+	var de *tensor.DecodeError
+	require.ErrorAs(t, err, &de)
+	require.ErrorIs(t, err, tensor.ErrMalformed)
+	require.Equal(t, 1, st.Len())
+	st.Drop()
+	require.Equal(t, 0, st.Len())
+	_, err = st.Row(0)
+	require.ErrorIs(t, err, tensor.ErrShape)
+}
+
+// FuzzStack feeds arbitrary records to a stack after a good one: each is
+// stacked, decoded or rejected exactly as Decode would have it, never a
+// panic, and what is stacked equals what Decode makes.
+func FuzzStack(f *testing.F) {
+	good := encode(f, sample(1))
+	f.Add(good)
+	f.Add(good[:len(good)-3])
+	f.Add(append([]byte(nil), good[:9]...))
+	f.Add([]byte{})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		st := tensor.NewStack(3)
+		if _, err := st.AppendEncoded(encode(t, sample(0))); err != nil {
+			t.Fatal(err)
+		}
+		want, derr := tensor.Decode(b)
+		out, err := st.AppendEncoded(b)
+		switch {
+		case derr != nil:
+			if err == nil || !errors.Is(err, tensor.ErrMalformed) {
+				t.Fatalf("Decode fails with %v, the stack with %v", derr, err)
+			}
+			return
+		case err != nil:
+			t.Fatalf("Decode accepts it, the stack fails: %v", err)
+		case out != nil:
+			if !want.Equal(out) || st.Len() != 1 {
+				t.Fatalf("not stacked, but decoded %v (want %v), stack of %d", out, want, st.Len())
+			}
+			return
+		}
+		row, err := st.Row(1)
+		if err != nil || !want.Equal(row) {
+			t.Fatalf("stacked %v (%v), Decode makes %v", row, err, want)
+		}
+	})
+}
