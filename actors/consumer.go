@@ -22,19 +22,31 @@ type consumerCell struct {
 	in    inlet
 	self  *actor.PID
 
-	mu       sync.Mutex
-	changed  chan struct{} // closed and replaced on every change
-	queue    []*messages.Batch
-	consumed uint64 // items consumed this pass
-	end      *messages.End
-	failed   error
-	pass     uint32
+	mu        sync.Mutex
+	changed   chan struct{} // closed and replaced on every change
+	queue     []*messages.Batch
+	consumed  uint64 // items consumed this pass
+	unnoticed int    // consumed and not yet told to the actor (notify)
+	end       *messages.End
+	failed    error
+	pass      uint32
 }
 
 func newConsumerCell(pipe *shared, name, kind string, lane, lanes uint32, window int) *consumerCell {
 	c := &consumerCell{cell: cell{name: name, kind: kind, pipe: pipe}, lane: lane, lanes: lanes, changed: make(chan struct{})}
 	c.in.window = int64(window)
 	return c
+}
+
+// notify tells the actor items left the queue, once that can make it ask
+// for more: the inlet asks in steps of half its window, or when its queue
+// ran dry. mu must be held.
+func (c *consumerCell) notify() {
+	c.unnoticed++
+	if c.unnoticed >= max(1, int(c.in.window)/2) || len(c.queue) == 0 {
+		c.unnoticed = 0
+		c.pipe.root.Send(c.self, consumedMsg{})
+	}
 }
 
 // signal wakes the waiters; mu must be held.
@@ -59,7 +71,7 @@ func (c *consumerCell) take(ctx context.Context) (*messages.Batch, error) {
 	c.meter.items.Add(1)
 	c.meter.held.Store(int64(len(c.queue)))
 	c.pipe.noteConsumed(b)
-	c.pipe.root.Send(c.self, consumedMsg{})
+	c.notify()
 	return b, nil
 }
 
@@ -368,7 +380,9 @@ func (c *consumerCell) commitHead(b *messages.Batch, pass uint32, counted func()
 	c.meter.held.Store(int64(len(c.queue)))
 	c.pipe.noteConsumed(b)
 	c.signal()
-	c.pipe.root.Send(c.self, consumedMsg{})
-	c.pipe.changed()
+	c.notify()
+	if len(c.queue) == 0 { // Run waits for every device to be idle
+		c.pipe.changed()
+	}
 	return true
 }

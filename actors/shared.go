@@ -122,7 +122,7 @@ func (s *shared) passEnded(consumer string, e *messages.End) {
 	s.ended = make(chan struct{})
 }
 
-// changed wakes Run: a device consumed an item.
+// changed wakes Run: a device consumed the last item it held.
 func (s *shared) changed() {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -20,7 +21,8 @@ import (
 )
 
 type benchOptions struct {
-	samples, repeat, passes, batch, window int
+	samples, repeat, passes, batch, window, buffer, deviceBatch int
+	plot                                                     string
 }
 
 func newBench() *cobra.Command {
@@ -41,8 +43,8 @@ boundary, the time to the first batch, allocations per batch, and the heap
 after each of --passes passes.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if o.samples < 1000 || o.repeat < 1 || o.passes < 2 || o.batch < 1 || o.window < 0 {
-				return usageError{fmt.Errorf("--samples must be at least 1000, --repeat at least 1, --passes at least 2, --batch at least 1")}
+			if o.samples < 1000 || o.repeat < 1 || o.passes < 2 || o.batch < 1 || o.window < 0 || o.buffer < 1 || o.deviceBatch < 1 {
+				return usageError{fmt.Errorf("--samples must be at least 1000, --repeat at least 1, --passes at least 2, --batch, --buffer and --device-batch at least 1")}
 			}
 			return runBench(cmd.Context(), cmd.OutOrStdout(), o)
 		},
@@ -53,6 +55,9 @@ after each of --passes passes.`,
 	f.IntVar(&o.passes, "passes", 50, "passes of the memory measurement")
 	f.IntVar(&o.batch, "batch", 64, "batch size")
 	f.IntVar(&o.window, "shuffle", 1024, "shuffle window")
+	f.IntVar(&o.buffer, "buffer", 2, "double buffer window, in batches per device")
+	f.StringVar(&o.plot, "plot", "", "also draw the figures into this directory: throughput.png, device-waits.png, heap.png")
+	f.IntVar(&o.deviceBatch, "device-batch", 1024, "batch size of the device-busy measurement (its step must be a few ms for a timer to simulate it)")
 	return cmd
 }
 
@@ -71,7 +76,7 @@ func actorRun(ctx context.Context, path string, o benchOptions, recycle bool, st
 	start := time.Now()
 	var firstAt time.Time
 	p, err := actors.NewDevices([]actors.Stage{actors.Files{Paths: []string{path}}, actors.Shuffle{Window: o.window, Seed: 1},
-		actors.Batch{Size: o.batch}, actors.DoubleBuffer{Window: 2}},
+		actors.Batch{Size: o.batch}, actors.DoubleBuffer{Window: o.buffer}},
 		actors.Devices{N: 1, Recycle: recycle, Step: func(_ context.Context, it actors.Item) error {
 			if firstAt.IsZero() {
 				firstAt = time.Now()
@@ -90,6 +95,7 @@ func actorRun(ctx context.Context, path string, o benchOptions, recycle bool, st
 }
 
 func runBench(ctx context.Context, out io.Writer, o benchOptions) error {
+	var figs benchFigures
 	dir, err := os.MkdirTemp("", "actorfeed-bench-")
 	if err != nil {
 		return err
@@ -182,10 +188,24 @@ func runBench(ctx context.Context, out io.Writer, o benchOptions) error {
 				vsCp = ratio(cp, m)
 			}
 			fmt.Fprintf(tw, "%v\t%s\t%.0f\t%.0f\t%s\t%s\t%s\t\n", comp, r.name, float64(o.samples)/m.Seconds(), float64(payload)/m.Seconds()/1e6, vsCh, vsSt, vsCp)
+			if r.name != copyRow && r.name != readRow { // the bounds are two orders of magnitude above
+				figs.throughput = append(figs.throughput, benchBar{file: comp.String(), what: r.name, samples: float64(o.samples) / m.Seconds()})
+			}
 		}
 	}
 	tw.Flush()
-	return benchDevices(ctx, out, snappyPath, o)
+	if err := benchDevices(ctx, out, snappyPath, o, &figs); err != nil {
+		return err
+	}
+	if o.plot == "" {
+		return nil
+	}
+	written, err := plotBench(o.plot, figs)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "figures: %s\n", strings.Join(written, ", "))
+	return nil
 }
 
 // wait blocks for d without using the CPU, as a host thread waiting for
@@ -198,30 +218,49 @@ func wait(d time.Duration) {
 // benchDevices measures what the device sees: busy fraction, the wait at a
 // pass boundary, time to the first batch, allocations per batch, and the
 // heap over many passes.
-func benchDevices(ctx context.Context, out io.Writer, path string, o benchOptions) error {
-	// The pipeline's time per batch, from a pass with a free device.
+func benchDevices(ctx context.Context, out io.Writer, path string, o benchOptions, figs *benchFigures) error {
+	// The time to the first batch, at the batch size of the throughput
+	// runs.
 	var firsts []time.Duration
-	var per time.Duration
 	for range o.repeat {
-		el, first, err := actorRun(ctx, path, o, false, func(tensor.Slots) {})
+		_, first, err := actorRun(ctx, path, o, false, func(tensor.Slots) {})
 		if err != nil {
 			return err
 		}
 		firsts = append(firsts, first)
-		per = el / time.Duration((o.samples+o.batch-1)/o.batch)
 	}
+	// The busy measurement steps batches of --device-batch: a timer wakes
+	// up to a millisecond late on this kind of machine, so only a step of a
+	// few milliseconds is simulated faithfully. The pipeline's time per
+	// batch comes from passes with a free device (median).
+	dev := o
+	dev.batch = o.deviceBatch
+	nBatches := time.Duration((o.samples + dev.batch - 1) / dev.batch)
+	var pers []time.Duration
+	for range o.repeat {
+		el, _, err := actorRun(ctx, path, dev, false, func(tensor.Slots) {})
+		if err != nil {
+			return err
+		}
+		pers = append(pers, el/nBatches)
+	}
+	per := median(pers)
 	step := 2 * per
+	// Passes from the third on are warm: the double buffer reads a pass
+	// ahead from the second pass on. The busy fraction is over the warm
+	// passes' whole span, the Reset calls between them included.
+	const passes, firstWarm = 6, 2
 	var waits []time.Duration
 	var last time.Time
 	var boundary time.Duration
 	p, err := actors.NewDevices([]actors.Stage{actors.Files{Paths: []string{path}}, actors.Shuffle{Window: o.window, Seed: 1},
-		actors.Batch{Size: o.batch}, actors.DoubleBuffer{Window: 2}},
+		actors.Batch{Size: dev.batch}, actors.DoubleBuffer{Window: o.buffer}},
 		actors.Devices{N: 1, Step: func(_ context.Context, it actors.Item) error {
 			now := time.Now()
-			if !last.IsZero() {
+			if !last.IsZero() && it.Pass >= firstWarm {
 				w := now.Sub(last)
 				waits = append(waits, w)
-				if it.Seq == 0 && it.Pass >= 2 { // warm: the double buffer reads ahead from the second pass on
+				if it.Seq == 0 {
 					boundary = max(boundary, w)
 				}
 			}
@@ -233,31 +272,38 @@ func benchDevices(ctx context.Context, out io.Writer, path string, o benchOption
 		return err
 	}
 	defer p.Close()
-	var busy, elapsed time.Duration
-	for pass := range 4 {
+	var warmFrom time.Time
+	var before actors.DeviceStats
+	for pass := range passes {
+		if pass == firstWarm {
+			warmFrom, before = time.Now(), p.Stats().Devices[0]
+		}
 		if pass > 0 {
 			if err := p.Reset(); err != nil {
 				return err
 			}
 		}
-		before := p.Stats().Devices[0].Busy
-		t := time.Now()
 		if err := p.Run(ctx); err != nil {
 			return err
 		}
-		if pass > 0 { // warm
-			busy += p.Stats().Devices[0].Busy - before
-			elapsed += time.Since(t)
-		}
 	}
-	fmt.Fprintf(out, "\ndevice: step %v (twice the pipeline's %v per batch): busy %.1f%% once warm (passes 2-4), longest wait at a warm pass boundary %v, p99 wait %v\n",
-		step.Round(time.Microsecond), per.Round(time.Microsecond), 100*busy.Seconds()/elapsed.Seconds(), boundary.Round(time.Microsecond),
-		percentile(waits, 0.99).Round(time.Microsecond))
+	elapsed, after := time.Since(warmFrom), p.Stats().Devices[0]
+	busy, stepped := after.Busy-before.Busy, after.Batches-before.Batches
+	var total time.Duration
+	for _, w := range waits {
+		total += w
+	}
+	actual := busy / time.Duration(max(stepped, 1))
+	figs.waits, figs.step, figs.deviceBatch = waits, actual, dev.batch
+	fmt.Fprintf(out, "\ndevice, batches of %d, double buffer %d: step %v asked (twice the pipeline's %v per batch), %v taken (%.1fx): busy %.1f%% once warm (passes %d-%d), longest wait at a warm pass boundary %v, p99 wait %v, mean wait %v\n",
+		dev.batch, o.buffer, step.Round(time.Microsecond), per.Round(time.Microsecond), actual.Round(time.Microsecond), actual.Seconds()/per.Seconds(),
+		100*busy.Seconds()/elapsed.Seconds(), firstWarm+1, passes, boundary.Round(time.Microsecond), percentile(waits, 0.99).Round(time.Microsecond),
+		(total / time.Duration(max(len(waits), 1))).Round(100*time.Nanosecond))
 	fmt.Fprintf(out, "first batch: %v after start (median of %d)\n", median(firsts).Round(10*time.Microsecond), len(firsts))
 
 	// Allocations per batch and the heap over many passes, on one pipeline.
 	q, err := actors.NewDevices([]actors.Stage{actors.Files{Paths: []string{path}}, actors.Shuffle{Window: o.window, Seed: 1},
-		actors.Batch{Size: o.batch}, actors.DoubleBuffer{Window: 2}},
+		actors.Batch{Size: o.batch}, actors.DoubleBuffer{Window: o.buffer}},
 		actors.Devices{N: 1, Step: func(_ context.Context, it actors.Item) error { touch(it.Slots); return nil }}, actors.Options{})
 	if err != nil {
 		return err
@@ -288,6 +334,7 @@ func benchDevices(ctx context.Context, out io.Writer, path string, o benchOption
 		runtime.ReadMemStats(&ms)
 		heap = append(heap, ms.HeapInuse)
 	}
+	figs.heap = heap
 	mb := func(b uint64) string { return fmt.Sprintf("%.1f MB", float64(b)/1e6) }
 	sorted := slices.Clone(heap)
 	slices.Sort(sorted)

@@ -159,8 +159,14 @@ func TestSimCommand(t *testing.T) {
 }
 
 func TestBenchCommand(t *testing.T) {
-	out, err := cli(t, "bench", "--samples", "1000", "--repeat", "1", "--passes", "3", "--shuffle", "100")
+	figs := t.TempDir()
+	out, err := cli(t, "bench", "--samples", "1000", "--repeat", "1", "--passes", "3", "--shuffle", "100", "--device-batch", "100", "--plot", figs)
 	require.NoError(t, err)
+	for _, name := range []string{"throughput.png", "device-waits.png", "heap.png"} {
+		b, err := os.ReadFile(filepath.Join(figs, name))
+		require.NoError(t, err)
+		require.True(t, bytes.HasPrefix(b, []byte("\x89PNG")), "%s is a PNG", name)
+	}
 	for _, want := range []string{"plain copy of the file's bytes", "plain read of the file", "channel pipeline, a record at a time", "channel pipeline, stacked read path",
 		"actor pipeline, recycled batches", "snappy", "busy", "first batch:", "allocations:", "heap in use after GC, 3 passes"} {
 		require.Contains(t, out, want)

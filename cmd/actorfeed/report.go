@@ -5,7 +5,9 @@ import (
 	"image/color"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"time"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -197,4 +199,107 @@ func drawTree(path string, stages []actors.StageStats) (string, error) {
 		return "", err
 	}
 	return path, f.Close()
+}
+
+// benchFigures is what `actorfeed bench --plot` draws.
+type benchFigures struct {
+	throughput  []benchBar
+	waits       []time.Duration // the device's wait before each warm step
+	step        time.Duration   // the mean step those waits are measured against
+	deviceBatch int
+	heap        []uint64 // in use after GC, after each pass
+}
+
+type benchBar struct {
+	file, what string
+	samples    float64 // per second, median
+}
+
+// plotBench draws throughput.png (samples/s of each pipeline and file),
+// device-waits.png (the device's wait before each warm step, against the
+// step) and heap.png (the heap after each pass) into dir.
+func plotBench(dir string, f benchFigures) ([]string, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	var written []string
+	save := func(name string, p *plot.Plot, h vg.Length) error {
+		path := filepath.Join(dir, name)
+		if err := p.Save(8*vg.Inch, h, path); err != nil {
+			return fmt.Errorf("bench: %w", err)
+		}
+		written = append(written, path)
+		return nil
+	}
+
+	// Throughput: one group of bars per pipeline, one bar per file kind.
+	tp := plot.New()
+	tp.Title.Text = "Throughput (median), samples/s"
+	var whats, files []string
+	for _, b := range f.throughput {
+		if !slices.Contains(whats, b.what) {
+			whats = append(whats, b.what)
+		}
+		if !slices.Contains(files, b.file) {
+			files = append(files, b.file)
+		}
+	}
+	width := vg.Points(18)
+	for k, file := range files {
+		vals := make(plotter.Values, len(whats))
+		for _, b := range f.throughput {
+			if b.file == file {
+				vals[slices.Index(whats, b.what)] = b.samples
+			}
+		}
+		bars, err := plotter.NewBarChart(vals, width)
+		if err != nil {
+			return nil, err
+		}
+		bars.Color = plotutil.Color(k)
+		bars.Offset = width * vg.Length(2*k-len(files)+1) / 2
+		bars.Horizontal = true
+		tp.Add(bars)
+		tp.Legend.Add(file, bars)
+	}
+	tp.NominalY(whats...)
+	tp.Legend.Top = true
+	if err := save("throughput.png", tp, vg.Length(len(whats))*vg.Points(48)+vg.Inch); err != nil {
+		return nil, err
+	}
+
+	// The device's waits against its step.
+	wp := plot.New()
+	wp.Title.Text = fmt.Sprintf("Device wait before each warm step (batches of %d)", f.deviceBatch)
+	wp.X.Label.Text, wp.Y.Label.Text = "step", "µs"
+	waits := make(plotter.XYs, len(f.waits))
+	steps := make(plotter.XYs, len(f.waits))
+	for i, w := range f.waits {
+		waits[i] = plotter.XY{X: float64(i), Y: float64(w.Microseconds())}
+		steps[i] = plotter.XY{X: float64(i), Y: float64(f.step.Microseconds())}
+	}
+	wp.Legend.Top = true
+	if err := plotutil.AddLines(wp, "wait", waits, "one step", steps); err != nil {
+		return nil, err
+	}
+	if err := save("device-waits.png", wp, 4*vg.Inch); err != nil {
+		return nil, err
+	}
+
+	// The heap after each pass.
+	hp := plot.New()
+	hp.Title.Text = "Heap in use after GC, after each pass"
+	hp.X.Label.Text, hp.Y.Label.Text = "pass", "MB"
+	hp.Y.Min = 0
+	heap := make(plotter.XYs, len(f.heap))
+	for i, h := range f.heap {
+		heap[i] = plotter.XY{X: float64(i + 1), Y: float64(h) / 1e6}
+	}
+	if err := plotutil.AddLinePoints(hp, "heap", heap); err != nil {
+		return nil, err
+	}
+	if err := save("heap.png", hp, 4*vg.Inch); err != nil {
+		return nil, err
+	}
+	return written, nil
 }
