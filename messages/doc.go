@@ -4,8 +4,10 @@
 // sequence number), End, Failure, Cancel, Resubscribe and Assign.
 // docs/protocol.md states the rules. No message depends on being in
 // process; in process, FromSlots and Batch.ToSlots move tensors without
-// copying their data. Sample ids pack a file index and a record index
-// (SampleID, SplitID).
+// copying their data. A stage that regroups instances moves Refs (a part
+// and a row: Batch.Refs, Gather) and the batch stage copies them once
+// (JoinRefs). Sample ids pack a file index and a record index (SampleID,
+// SplitID).
 //
 // messages may import tensor and google.golang.org/protobuf. It must not
 // import readers, actors, supervisor, sim or cmd.

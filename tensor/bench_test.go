@@ -71,6 +71,41 @@ func BenchmarkDecode(b *testing.B) {
 	}
 }
 
+// BenchmarkStack decodes a group of 128 Fashion-MNIST-sized records per
+// iteration: one by one with Decode (each in storage of its own), and onto
+// a Stack (one block for the group). Per record: ns/op / 128.
+func BenchmarkStack(b *testing.B) {
+	const n = 128
+	enc, _ := tensor.Encode(tensor.Slots{
+		{Tensor: tensor.MustFromSlice(tensor.Shape{1, 28, 28}, make([]uint8, 784))},
+		{Tensor: tensor.MustFromSlice(tensor.Shape{1, 1}, []int64{3})},
+	})
+	b.Run("decode", func(b *testing.B) {
+		b.SetBytes(int64(n * len(enc)))
+		b.ReportAllocs()
+		for b.Loop() {
+			for range n {
+				if _, err := tensor.Decode(enc); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+	})
+	b.Run("stack", func(b *testing.B) {
+		st := tensor.NewStack(n)
+		b.SetBytes(int64(n * len(enc)))
+		b.ReportAllocs()
+		for b.Loop() {
+			for range n {
+				if out, err := st.AppendEncoded(enc); err != nil || out != nil {
+					b.Fatal("not stacked", err)
+				}
+			}
+			st.Take()
+		}
+	})
+}
+
 // BenchmarkBatchRecycled is batch assembly when the consumer hands each batch
 // back for reuse, against the same plain copy.
 func BenchmarkBatchRecycled(b *testing.B) {

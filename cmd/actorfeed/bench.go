@@ -12,6 +12,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/asynkron/protoactor-go/actor"
 	"github.com/spf13/cobra"
 
 	"github.com/actorfeed/actorfeed/actors"
@@ -22,7 +23,8 @@ import (
 
 type benchOptions struct {
 	samples, repeat, passes, batch, window, buffer, deviceBatch int
-	plot                                                     string
+	plot                                                        string
+	system                                                      *actor.ActorSystem // shared by the runs, as a trainer shares one
 }
 
 func newBench() *cobra.Command {
@@ -32,15 +34,18 @@ func newBench() *cobra.Command {
 		Short: "Measure the actor pipeline against the machine's limits and a channel pipeline, in one run",
 		Long: `Writes Fashion-MNIST-sized samples (a 784-byte image and a label) to RecordIO,
 uncompressed and snappy, and measures side by side, --repeat times each,
-taking turns: a plain copy of the file's bytes (memory bandwidth), a plain
-read of the file (page cache), the hand-written goroutine-and-channel pipeline
-(actors/baseline), and the actor pipeline open_files -> shuffle -> batch ->
-double buffer -> device, with fresh and with recycled batch storage. It
-reports medians and ratios, then the device's busy fraction with a simulated
-step twice the pipeline's time per batch (the step waits, as a host thread
-waiting for its accelerator does, without using the CPU), the longest data wait at a pass
-boundary, the time to the first batch, allocations per batch, and the heap
-after each of --passes passes.`,
+taking turns and each from a collected heap: a plain copy of the file's bytes
+(memory bandwidth), a plain read of the file (page cache), two hand-written
+goroutine-and-channel pipelines (actors/baseline: a record at a time, and on
+the actor pipeline's stacked read path), and the actor pipeline open_files ->
+shuffle -> batch -> double buffer -> device, with fresh and with recycled
+batch storage. Every device reads every image byte. It reports medians and
+ratios; then the time to the first batch; the device's busy fraction and
+waits with a simulated step twice the pipeline's time per batch (the step
+waits without using the CPU, as a host thread waiting for its accelerator
+does; batches of --device-batch, so that the step is long enough for a
+timer); allocations per batch; and the heap after each of --passes passes.
+--plot draws the figures.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if o.samples < 1000 || o.repeat < 1 || o.passes < 2 || o.batch < 1 || o.window < 0 || o.buffer < 1 || o.deviceBatch < 1 {
@@ -50,7 +55,7 @@ after each of --passes passes.`,
 		},
 	}
 	f := cmd.Flags()
-	f.IntVar(&o.samples, "samples", 20000, "samples in each file")
+	f.IntVar(&o.samples, "samples", 60000, "samples in each file (60,000: Fashion-MNIST's training set)")
 	f.IntVar(&o.repeat, "repeat", 5, "runs of each measurement (medians are reported)")
 	f.IntVar(&o.passes, "passes", 50, "passes of the memory measurement")
 	f.IntVar(&o.batch, "batch", 64, "batch size")
@@ -83,7 +88,7 @@ func actorRun(ctx context.Context, path string, o benchOptions, recycle bool, st
 			}
 			step(it.Slots)
 			return nil
-		}}, actors.Options{})
+		}}, actors.Options{System: o.system})
 	if err != nil {
 		return 0, 0, err
 	}
@@ -96,6 +101,8 @@ func actorRun(ctx context.Context, path string, o benchOptions, recycle bool, st
 
 func runBench(ctx context.Context, out io.Writer, o benchOptions) error {
 	var figs benchFigures
+	o.system = actors.NewSystem()
+	defer o.system.Shutdown()
 	dir, err := os.MkdirTemp("", "actorfeed-bench-")
 	if err != nil {
 		return err
