@@ -164,27 +164,16 @@ func stackedPipeline(ctx context.Context, path string) (int, error) {
 	return baseline.Stacked(ctx, []string{path}, benchWindow, benchBatch, actors.DefaultGroupSize, 1, func(s tensor.Slots) { consume(s) })
 }
 
-func BenchmarkPipelineStacked(b *testing.B) {
-	path := benchFile(b)
-	b.ReportAllocs()
-	b.ResetTimer()
-	samples := 0
-	for range b.N {
-		n, err := stackedPipeline(context.Background(), path)
-		require.NoError(b, err)
-		require.Equal(b, benchSamples, n)
-		samples += n
-	}
-	b.ReportMetric(float64(samples)/b.Elapsed().Seconds(), "samples/s")
-}
+func BenchmarkPipelineStacked(b *testing.B)  { benchBaseline(b, stackedPipeline) }
+func BenchmarkPipelineChannels(b *testing.B) { benchBaseline(b, channelPipeline) }
 
-func BenchmarkPipelineChannels(b *testing.B) {
+func benchBaseline(b *testing.B, run func(context.Context, string) (int, error)) {
 	path := benchFile(b)
 	b.ReportAllocs()
 	b.ResetTimer()
 	samples := 0
 	for range b.N {
-		n, err := channelPipeline(context.Background(), path)
+		n, err := run(context.Background(), path)
 		require.NoError(b, err)
 		require.Equal(b, benchSamples, n)
 		samples += n

@@ -303,10 +303,12 @@ func (a *workerActor) readFile(ctx context.Context, file int, pass uint32, from 
 			if err != nil && w.tripped(ctx) {
 				err = &stalled{file: c.src.Name(file), record: rec, after: c.pipe.opts.ReadTimeout}
 			}
-			if err == nil && c.slots != nil {
+			// Stacked records all have the first one's dtypes and shapes:
+			// checking the first of a group checks them all.
+			if err == nil && c.slots != nil && (!stacked || st.Len() == 1) {
 				check := item
 				if stacked {
-					check, err = st.Row(st.Len() - 1)
+					check, err = st.Row(0)
 				}
 				if err == nil {
 					err = readers.CheckSlots(c.slots, check)

@@ -96,18 +96,7 @@ func Channels(ctx context.Context, paths []string, window, batch int, seed uint6
 			emit()
 		}
 	}()
-	n := 0
-	for b := range batches {
-		step(b)
-		k, _ := b.Instances()
-		n += k
-	}
-	select {
-	case err := <-errc:
-		return n, err
-	default:
-		return n, ctx.Err()
-	}
+	return stepAll(ctx, batches, errc, step)
 }
 
 func readFile(ctx context.Context, path string, out chan<- tensor.Slots) error {
@@ -211,18 +200,7 @@ func Stacked(ctx context.Context, paths []string, window, batch, group int, seed
 			emit()
 		}
 	}()
-	n := 0
-	for b := range batches {
-		step(b)
-		k, _ := b.Instances()
-		n += k
-	}
-	select {
-	case err := <-errc:
-		return n, err
-	default:
-		return n, ctx.Err()
-	}
+	return stepAll(ctx, batches, errc, step)
 }
 
 func readStacked(ctx context.Context, path string, group int, out chan<- tensor.Slots) error {
@@ -303,4 +281,21 @@ func Touch(b []byte) uint64 {
 		sum += uint64(c)
 	}
 	return sum
+}
+
+// stepAll steps every batch until the batch stage closes its channel, and
+// returns the samples stepped and the first error of a stage, if any.
+func stepAll(ctx context.Context, batches <-chan tensor.Slots, errc <-chan error, step func(tensor.Slots)) (int, error) {
+	n := 0
+	for b := range batches {
+		step(b)
+		k, _ := b.Instances()
+		n += k
+	}
+	select {
+	case err := <-errc:
+		return n, err
+	default:
+		return n, ctx.Err()
+	}
 }
