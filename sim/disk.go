@@ -30,7 +30,7 @@ func dataset(dir string, sc Scenario) (paths []string, damaged []map[int]bool, t
 	truncated = make([]bool, sh.Files)
 	for f := range sh.Files {
 		path := filepath.Join(dir, fmt.Sprintf("part-%d.recordio", f))
-		if err := writeFile(path, f, sh.Records, sh.ChunkBytes); err != nil {
+		if err := writeFile(path, f, sh.Records, sh.ChunkBytes, sh.Ragged); err != nil {
 			return nil, nil, nil, err
 		}
 		paths = append(paths, path)
@@ -62,7 +62,7 @@ func dataset(dir string, sc Scenario) (paths []string, damaged []map[int]bool, t
 	return paths, damaged, truncated, nil
 }
 
-func writeFile(path string, f, records, chunk int) error {
+func writeFile(path string, f, records, chunk int, ragged bool) error {
 	fh, err := os.Create(path)
 	if err != nil {
 		return err
@@ -74,9 +74,16 @@ func writeFile(path string, f, records, chunk int) error {
 	}
 	var rec []byte
 	for r := range records {
+		second := tensor.LoDTensor{Tensor: tensor.MustFromSlice(tensor.Shape{1, 1}, []int32{int32(r % 10)})}
+		if ragged {
+			steps := 1 + r%3
+			if second, err = tensor.NewLoDTensor(tensor.MustFromSlice(tensor.Shape{steps, 1}, make([]int32, steps)), tensor.LoD{{0, steps}}); err != nil {
+				fh.Close()
+				return err
+			}
+		}
 		rec, err = tensor.AppendEncode(rec[:0], tensor.Slots{
-			{Tensor: tensor.MustFromSlice(tensor.Shape{1, 1}, []int64{value(f, r)})},
-			{Tensor: tensor.MustFromSlice(tensor.Shape{1, 1}, []int32{int32(r % 10)})},
+			{Tensor: tensor.MustFromSlice(tensor.Shape{1, 1}, []int64{value(f, r)})}, second,
 		})
 		if err == nil {
 			err = w.Write(rec)

@@ -55,5 +55,11 @@ func Regressions() []Scenario {
 			Faults: []Fault{{Kind: PanicStorm, Stage: actors.KindDevice, N: 8, Count: stormLength}}},
 		{Name: "recycle-drop-partial", Seed: 13, Shape: with(func(s *Shape) { s.Recycle, s.DropPartial, s.Devices = true, true, 3 }),
 			Faults: []Fault{{Kind: StagePanic, Stage: actors.KindDoubleBuffer, N: 5}, {Kind: SlowDevice, Device: 2, Delay: 200 * time.Microsecond}}},
+		// Records that do not stack (tensor.Stack) go through the shuffle and
+		// the batch stage as parts of one record each, across restarts and a
+		// damaged chunk.
+		{Name: "ragged-restarts", Seed: 15, Shape: with(func(s *Shape) { s.Ragged, s.Skip, s.Ordered = true, true, false }),
+			Faults: []Fault{{Kind: StagePanic, Stage: actors.KindShuffle, N: 4}, {Kind: StagePanic, Stage: actors.KindBatch, N: 6},
+				{Kind: FlipChunk, File: 1, Chunk: 2}}},
 	}
 }

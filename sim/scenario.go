@@ -29,6 +29,10 @@ type Shape struct {
 	Recycle        bool
 	Passes         int  // run passes (Reset between them)
 	Skip           bool // corrupt records are skipped, not fatal
+	// Ragged records carry a LoD sequence (1-3 steps) as their second slot,
+	// so they do not stack: file readers send them as parts of one record
+	// each, and batches are joined on the general path.
+	Ragged bool
 }
 
 // FaultKind names a fault.
@@ -119,6 +123,9 @@ func (s Scenario) Describe() string {
 	if sh.Skip {
 		parts = append(parts, "skip")
 	}
+	if sh.Ragged {
+		parts = append(parts, "ragged")
+	}
 	return strings.Join(parts, ", ")
 }
 
@@ -164,6 +171,9 @@ func Generate(seed uint64) Scenario {
 		sh.MultiPass = 2
 	}
 	sh.DropPartial = sh.Devices > 1 && chance(0.3)
+	// From the seed, not the generator, so that the draws above and below
+	// stay what they were before this choice existed.
+	sh.Ragged = seed%4 == 3
 
 	kinds := []string{actors.KindFileReader, actors.KindFiles, actors.KindBatch, actors.KindDoubleBuffer, actors.KindDevice}
 	if sh.Shuffle > 0 {
