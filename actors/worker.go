@@ -368,6 +368,12 @@ func (a *workerActor) readFile(ctx context.Context, file int, pass uint32, from 
 					}
 				}
 			}
+			if ctx.Err() != nil {
+				// Stopped while reopening (a reassignment): the read did not
+				// fail, it was abandoned, and the group is dropped as above.
+				c.tokens <- struct{}{}
+				return
+			}
 			fail = &readFailure{offset: offsetOf(err), record: int64(rec), err: err}
 			break
 		}

@@ -55,6 +55,15 @@ func Regressions() []Scenario {
 			Faults: []Fault{{Kind: PanicStorm, Stage: actors.KindDevice, N: 8, Count: stormLength}}},
 		{Name: "recycle-drop-partial", Seed: 13, Shape: with(func(s *Shape) { s.Recycle, s.DropPartial, s.Devices = true, true, 3 }),
 			Faults: []Fault{{Kind: StagePanic, Stage: actors.KindDoubleBuffer, N: 5}, {Kind: SlowDevice, Device: 2, Delay: 200 * time.Microsecond}}},
+		// Found by seed 1001637 (the first run with --parallel): a file
+		// reader was stopped (open_files restarted and reassigned its files)
+		// while it reopened a file after a stalled read. The reopen failed
+		// because of the stop, and the reader reported that as the file's
+		// failure.
+		{Name: "stopped-while-reopening", Seed: 1001637, Shape: Shape{Files: 2, Records: 69, ChunkBytes: 200, Threads: 4, Group: 2,
+			Shuffle: 200, Batch: 4, Devices: 3, Passes: 1},
+			Faults: []Fault{{Kind: StallRead, File: 0, N: 9}, {Kind: StallRead, File: 1, N: 18}, {Kind: StallRead, File: 1, N: 7},
+				{Kind: StagePanic, Stage: actors.KindFiles, N: 31}}},
 		// Records that do not stack (tensor.Stack) go through the shuffle and
 		// the batch stage as parts of one record each, across restarts and a
 		// damaged chunk.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -156,6 +157,19 @@ func TestSimCommand(t *testing.T) {
 	require.ErrorContains(t, err, "--scenarios")
 	_, err = cli(t, "sim", "--show", "some")
 	require.ErrorContains(t, err, "--show")
+	_, err = cli(t, "sim", "--parallel", "0")
+	require.ErrorContains(t, err, "--parallel")
+
+	// Several at a time: the table still lists them in seed order.
+	out, err = cli(t, "sim", "--scenarios", "6", "--seed", "20", "--parallel", "3", "--regressions=false")
+	require.NoError(t, err)
+	last := -1
+	for seed := 20; seed < 26; seed++ {
+		at := strings.Index(out, fmt.Sprintf("seed %d ", seed))
+		require.Greater(t, at, last, "seed %d in order", seed)
+		last = at
+	}
+	require.Contains(t, out, "6 scenarios in ")
 }
 
 func TestBenchCommand(t *testing.T) {

@@ -6,10 +6,12 @@ import (
 	"io"
 	"sort"
 	"strings"
+	"sync"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
+	"go.uber.org/goleak"
 
 	"github.com/actorfeed/actorfeed/sim"
 )
@@ -22,6 +24,7 @@ type simOptions struct {
 	regressions bool
 	deadline    time.Duration
 	show        string
+	parallel    int
 }
 
 func newSim() *cobra.Command {
@@ -37,12 +40,14 @@ fault-free order when reading is ordered, an error naming the stage and cause
 when one is due and before the deadline, live batches within the bound, no
 goroutine and no actor left. It prints a table, the seeds of failures, and
 exits non-zero on any violation. --replay SEED runs one seed again and shows
-its schedule and verdict.`,
+its schedule and verdict. --parallel N runs N scenarios at a time: the
+machine is then loaded, which reaches races that a scenario alone on an idle
+machine cannot; goroutine leaks are then checked once, after the last.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o.replaySet = cmd.Flags().Changed("replay")
-			if o.scenarios < 0 || o.deadline <= 0 || (o.show != "" && o.show != "all" && o.show != "fail") {
-				return usageError{fmt.Errorf("--scenarios must not be negative, --deadline must be positive, --show is all or fail")}
+			if o.scenarios < 0 || o.deadline <= 0 || o.parallel < 1 || (o.show != "" && o.show != "all" && o.show != "fail") {
+				return usageError{fmt.Errorf("--scenarios must not be negative, --deadline and --parallel must be positive, --show is all or fail")}
 			}
 			return runSim(cmd.Context(), cmd.OutOrStdout(), o)
 		},
@@ -54,6 +59,7 @@ its schedule and verdict.`,
 	f.BoolVar(&o.regressions, "regressions", true, "also run the named regression scenarios")
 	f.DurationVar(&o.deadline, "deadline", 20*time.Second, "deadline of one scenario")
 	f.StringVar(&o.show, "show", "", "rows of the table: all or fail (default all up to 100 scenarios)")
+	f.IntVar(&o.parallel, "parallel", 1, "scenarios run at a time")
 	return cmd
 }
 
@@ -81,11 +87,13 @@ func runSim(ctx context.Context, out io.Writer, o simOptions) error {
 	var failed []string
 	start := time.Now()
 	fired := map[sim.FaultKind]int{}
+	before := goleak.IgnoreCurrent() // the command's own goroutines
+	results := runScenarios(ctx, scenarios, o)
 	for i, sc := range scenarios {
-		if err := ctx.Err(); err != nil {
-			return err
+		res, ok := <-results[i]
+		if !ok {
+			return ctx.Err()
 		}
-		res := sim.Run(ctx, sc, sim.Options{Deadline: o.deadline})
 		for k, v := range res.Fired {
 			fired[k] += v
 		}
@@ -116,6 +124,13 @@ func runSim(ctx context.Context, out io.Writer, o simOptions) error {
 		}
 	}
 	tw.Flush()
+	if o.parallel > 1 {
+		// Each scenario's own check would have seen the others' goroutines.
+		if err := goleak.Find(before); err != nil {
+			failed = append(failed, "goroutines left after the last scenario")
+			fmt.Fprintf(out, "violation: goroutines left after the last scenario: %v\n", err)
+		}
+	}
 	fmt.Fprintf(out, "\n%d scenarios in %v: %d passed, %d failed\nfaults fired: %s\n", len(scenarios),
 		time.Since(start).Round(time.Millisecond), len(scenarios)-len(failed), len(failed), firedList(fired))
 	if len(failed) > 0 {
@@ -123,6 +138,37 @@ func runSim(ctx context.Context, out io.Writer, o simOptions) error {
 		return fmt.Errorf("%d of %d scenarios violated an invariant: %s", len(failed), len(scenarios), strings.Join(head(failed, 10), ", "))
 	}
 	return nil
+}
+
+// runScenarios runs the scenarios, o.parallel at a time, and returns one
+// channel per scenario that yields its result (closed without one when ctx
+// ended first).
+func runScenarios(ctx context.Context, scenarios []sim.Scenario, o simOptions) []chan sim.Result {
+	results := make([]chan sim.Result, len(scenarios))
+	for i := range results {
+		results[i] = make(chan sim.Result, 1)
+	}
+	opts := sim.Options{Deadline: o.deadline, NoLeakCheck: o.parallel > 1}
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range o.parallel {
+		wg.Go(func() {
+			for i := range next {
+				if ctx.Err() == nil {
+					results[i] <- sim.Run(ctx, scenarios[i], opts)
+				}
+				close(results[i])
+			}
+		})
+	}
+	go func() {
+		defer wg.Wait()
+		defer close(next)
+		for i := range scenarios {
+			next <- i
+		}
+	}()
+	return results
 }
 
 func firedList(m map[sim.FaultKind]int) string {
