@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"testing"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 
 	"github.com/actorfeed/actorfeed/actors"
 	"github.com/actorfeed/actorfeed/actors/baseline"
+	"github.com/actorfeed/actorfeed/actors/benchmark"
 	"github.com/actorfeed/actorfeed/readers/recordio"
 	"github.com/actorfeed/actorfeed/tensor"
 )
@@ -179,4 +181,55 @@ func benchBaseline(b *testing.B, run func(context.Context, string) (int, error))
 		samples += n
 	}
 	b.ReportMetric(float64(samples)/b.Elapsed().Seconds(), "samples/s")
+}
+
+// BenchmarkDevice is what a device sees, as `actorfeed bench` reports it
+// (package benchmark): busy fraction over the warm passes with a step twice
+// the pipeline's time per batch, the longest wait at a warm pass boundary
+// and the mean wait, in batches of 1024 (a step of a few ms, which a timer
+// can simulate), and the time to the first batch of 64. One iteration is one
+// measurement:
+//
+//	go test -run '^$' -bench 'Device|Memory' -benchtime 3x ./actors
+func BenchmarkDevice(b *testing.B) {
+	path := benchFile(b)
+	sys := actors.NewSystem()
+	small := benchmark.Config{Path: path, Window: benchWindow, Batch: benchBatch, System: sys}
+	large := small
+	large.Batch = 1024
+	var busy float64
+	var boundary, mean, first, step time.Duration
+	for range b.N {
+		d, err := large.Device(context.Background(), 3)
+		require.NoError(b, err)
+		_, f, err := small.Pass(context.Background(), false, consume)
+		require.NoError(b, err)
+		busy += d.Busy
+		boundary, mean, first = max(boundary, d.Boundary), mean+benchmark.Mean(d.Waits), first+f
+		step += d.StepTaken
+	}
+	n := float64(b.N)
+	b.ReportMetric(100*busy/n, "busy-%")
+	b.ReportMetric(float64(boundary.Microseconds()), "max-boundary-wait-µs")
+	b.ReportMetric(float64(step.Microseconds())/n, "step-µs")
+	b.ReportMetric(float64(mean.Microseconds())/n, "mean-wait-µs")
+	b.ReportMetric(float64(first.Microseconds())/n, "first-batch-µs")
+}
+
+// BenchmarkMemory runs 50 passes on one pipeline and reports allocations
+// per batch and the heap after the first, the median and the last pass.
+func BenchmarkMemory(b *testing.B) {
+	path := benchFile(b)
+	cfg := benchmark.Config{Path: path, Window: benchWindow, Batch: benchBatch, System: actors.NewSystem()}
+	for range b.N {
+		m, err := cfg.Memory(context.Background(), 50, consume)
+		require.NoError(b, err)
+		sorted := slices.Clone(m.Heap)
+		slices.Sort(sorted)
+		b.ReportMetric(m.AllocsPerBatch, "allocs/batch")
+		b.ReportMetric(float64(m.Heap[0])/1e6, "heap-first-MB")
+		b.ReportMetric(float64(sorted[len(sorted)/2])/1e6, "heap-median-MB")
+		b.ReportMetric(float64(m.Heap[len(m.Heap)-1])/1e6, "heap-last-MB")
+		b.ReportMetric(float64(m.PeakLive), "peak-live-batches")
+	}
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/actorfeed/actorfeed/actors"
 	"github.com/actorfeed/actorfeed/actors/baseline"
+	"github.com/actorfeed/actorfeed/actors/benchmark"
 	"github.com/actorfeed/actorfeed/readers/recordio"
 	"github.com/actorfeed/actorfeed/tensor"
 )
@@ -69,40 +70,11 @@ timer); allocations per batch; and the heap after each of --passes passes.
 // touch is the simulated device's work: it reads every byte of the images.
 func touch(s tensor.Slots) { baseline.Touch(s[0].Bytes()) }
 
-func median(xs []time.Duration) time.Duration {
-	s := slices.Clone(xs)
-	slices.Sort(s)
-	return s[len(s)/2]
-}
-
-// actorRun runs one pass of the actor pipeline over path on one device
-// and returns how long it took and the time to the first batch.
-func actorRun(ctx context.Context, path string, o benchOptions, recycle bool, step func(tensor.Slots)) (total, first time.Duration, err error) {
-	start := time.Now()
-	var firstAt time.Time
-	p, err := actors.NewDevices([]actors.Stage{actors.Files{Paths: []string{path}}, actors.Shuffle{Window: o.window, Seed: 1},
-		actors.Batch{Size: o.batch}, actors.DoubleBuffer{Window: o.buffer}},
-		actors.Devices{N: 1, Recycle: recycle, Step: func(_ context.Context, it actors.Item) error {
-			if firstAt.IsZero() {
-				firstAt = time.Now()
-			}
-			step(it.Slots)
-			return nil
-		}}, actors.Options{System: o.system})
-	if err != nil {
-		return 0, 0, err
-	}
-	defer p.Close()
-	if err := p.Run(ctx); err != nil {
-		return 0, 0, err
-	}
-	return time.Since(start), firstAt.Sub(start), nil
-}
-
 func runBench(ctx context.Context, out io.Writer, o benchOptions) error {
 	var figs benchFigures
-	o.system = actors.NewSystem()
-	defer o.system.Shutdown()
+	sys := actors.NewSystem()
+	defer sys.Shutdown()
+	o.system = sys
 	dir, err := os.MkdirTemp("", "actorfeed-bench-")
 	if err != nil {
 		return err
@@ -172,8 +144,8 @@ func runBench(ctx context.Context, out io.Writer, o benchOptions) error {
 				_, err := baseline.Stacked(ctx, []string{path}, o.window, o.batch, actors.DefaultGroupSize, 1, touch)
 				return err
 			}},
-			{acRow, func() error { _, _, err := actorRun(ctx, path, o, false, touch); return err }},
-			{rcRow, func() error { _, _, err := actorRun(ctx, path, o, true, touch); return err }},
+			{acRow, func() error { _, _, err := o.config(path).Pass(ctx, false, touch); return err }},
+			{rcRow, func() error { _, _, err := o.config(path).Pass(ctx, true, touch); return err }},
 		}
 		for i := range o.repeat {
 			for k := range runs { // each takes its turn at going first
@@ -183,10 +155,10 @@ func runBench(ctx context.Context, out io.Writer, o benchOptions) error {
 				}
 			}
 		}
-		ch, st, cp := median(times[chRow]), median(times[stRow]), median(times[copyRow])
+		ch, st, cp := benchmark.Median(times[chRow]), benchmark.Median(times[stRow]), benchmark.Median(times[copyRow])
 		ratio := func(base, m time.Duration) string { return fmt.Sprintf("%.2f", base.Seconds()/m.Seconds()) }
 		for _, r := range runs {
-			m := median(times[r.name])
+			m := benchmark.Median(times[r.name])
 			vsCh, vsSt, vsCp := "", "", ""
 			switch r.name {
 			case acRow, rcRow:
@@ -215,22 +187,20 @@ func runBench(ctx context.Context, out io.Writer, o benchOptions) error {
 	return nil
 }
 
-// wait blocks for d without using the CPU, as a host thread waiting for
-// its accelerator does.
-func wait(d time.Duration) {
-	t := time.NewTimer(d)
-	<-t.C
+// config is the measured pipeline over path.
+func (o benchOptions) config(path string) benchmark.Config {
+	return benchmark.Config{Path: path, Window: o.window, Batch: o.batch, Buffer: o.buffer, System: o.system}
 }
 
-// benchDevices measures what the device sees: busy fraction, the wait at a
-// pass boundary, time to the first batch, allocations per batch, and the
-// heap over many passes.
+// benchDevices measures what the device sees: the time to the first batch,
+// busy fraction and waits, allocations per batch, and the heap over many
+// passes.
 func benchDevices(ctx context.Context, out io.Writer, path string, o benchOptions, figs *benchFigures) error {
 	// The time to the first batch, at the batch size of the throughput
 	// runs.
 	var firsts []time.Duration
 	for range o.repeat {
-		_, first, err := actorRun(ctx, path, o, false, func(tensor.Slots) {})
+		_, first, err := o.config(path).Pass(ctx, false, func(tensor.Slots) {})
 		if err != nil {
 			return err
 		}
@@ -238,115 +208,32 @@ func benchDevices(ctx context.Context, out io.Writer, path string, o benchOption
 	}
 	// The busy measurement steps batches of --device-batch: a timer wakes
 	// up to a millisecond late on this kind of machine, so only a step of a
-	// few milliseconds is simulated faithfully. The pipeline's time per
-	// batch comes from passes with a free device (median).
-	dev := o
-	dev.batch = o.deviceBatch
-	nBatches := time.Duration((o.samples + dev.batch - 1) / dev.batch)
-	var pers []time.Duration
-	for range o.repeat {
-		el, _, err := actorRun(ctx, path, dev, false, func(tensor.Slots) {})
-		if err != nil {
-			return err
-		}
-		pers = append(pers, el/nBatches)
-	}
-	per := median(pers)
-	step := 2 * per
-	// Passes from the third on are warm: the double buffer reads a pass
-	// ahead from the second pass on. The busy fraction is over the warm
-	// passes' whole span, the Reset calls between them included.
-	const passes, firstWarm = 6, 2
-	var waits []time.Duration
-	var last time.Time
-	var boundary time.Duration
-	p, err := actors.NewDevices([]actors.Stage{actors.Files{Paths: []string{path}}, actors.Shuffle{Window: o.window, Seed: 1},
-		actors.Batch{Size: dev.batch}, actors.DoubleBuffer{Window: o.buffer}},
-		actors.Devices{N: 1, Step: func(_ context.Context, it actors.Item) error {
-			now := time.Now()
-			if !last.IsZero() && it.Pass >= firstWarm {
-				w := now.Sub(last)
-				waits = append(waits, w)
-				if it.Seq == 0 {
-					boundary = max(boundary, w)
-				}
-			}
-			wait(step)
-			last = time.Now()
-			return nil
-		}}, actors.Options{})
+	// few milliseconds is simulated faithfully.
+	dev := o.config(path)
+	dev.Batch = o.deviceBatch
+	d, err := dev.Device(ctx, o.repeat)
 	if err != nil {
 		return err
 	}
-	defer p.Close()
-	var warmFrom time.Time
-	var before actors.DeviceStats
-	for pass := range passes {
-		if pass == firstWarm {
-			warmFrom, before = time.Now(), p.Stats().Devices[0]
-		}
-		if pass > 0 {
-			if err := p.Reset(); err != nil {
-				return err
-			}
-		}
-		if err := p.Run(ctx); err != nil {
-			return err
-		}
-	}
-	elapsed, after := time.Since(warmFrom), p.Stats().Devices[0]
-	busy, stepped := after.Busy-before.Busy, after.Batches-before.Batches
-	var total time.Duration
-	for _, w := range waits {
-		total += w
-	}
-	actual := busy / time.Duration(max(stepped, 1))
-	figs.waits, figs.step, figs.deviceBatch = waits, actual, dev.batch
+	from, to := benchmark.WarmPasses()
+	figs.waits, figs.step, figs.deviceBatch = d.Waits, d.StepTaken, dev.Batch
 	fmt.Fprintf(out, "\ndevice, batches of %d, double buffer %d: step %v asked (twice the pipeline's %v per batch), %v taken (%.1fx): busy %.1f%% once warm (passes %d-%d), longest wait at a warm pass boundary %v, p99 wait %v, mean wait %v\n",
-		dev.batch, o.buffer, step.Round(time.Microsecond), per.Round(time.Microsecond), actual.Round(time.Microsecond), actual.Seconds()/per.Seconds(),
-		100*busy.Seconds()/elapsed.Seconds(), firstWarm+1, passes, boundary.Round(time.Microsecond), percentile(waits, 0.99).Round(time.Microsecond),
-		(total / time.Duration(max(len(waits), 1))).Round(100*time.Nanosecond))
-	fmt.Fprintf(out, "first batch: %v after start (median of %d)\n", median(firsts).Round(10*time.Microsecond), len(firsts))
+		dev.Batch, o.buffer, d.StepAsked.Round(time.Microsecond), d.PerBatch.Round(time.Microsecond), d.StepTaken.Round(time.Microsecond),
+		d.StepTaken.Seconds()/d.PerBatch.Seconds(), 100*d.Busy, from, to, d.Boundary.Round(time.Microsecond),
+		percentile(d.Waits, 0.99).Round(time.Microsecond), benchmark.Mean(d.Waits).Round(100*time.Nanosecond))
+	fmt.Fprintf(out, "first batch: %v after start (median of %d)\n", benchmark.Median(firsts).Round(10*time.Microsecond), len(firsts))
 
 	// Allocations per batch and the heap over many passes, on one pipeline.
-	q, err := actors.NewDevices([]actors.Stage{actors.Files{Paths: []string{path}}, actors.Shuffle{Window: o.window, Seed: 1},
-		actors.Batch{Size: o.batch}, actors.DoubleBuffer{Window: o.buffer}},
-		actors.Devices{N: 1, Step: func(_ context.Context, it actors.Item) error { touch(it.Slots); return nil }}, actors.Options{})
+	m, err := o.config(path).Memory(ctx, o.passes, touch)
 	if err != nil {
 		return err
 	}
-	defer q.Close()
-	var ms runtime.MemStats
-	var heap []uint64
-	var mallocs uint64
-	batches := 0
-	for pass := range o.passes {
-		if pass > 0 {
-			if err := q.Reset(); err != nil {
-				return err
-			}
-		}
-		runtime.ReadMemStats(&ms)
-		before := ms.Mallocs
-		b0 := q.Stats().Devices[0].Batches
-		if err := q.Run(ctx); err != nil {
-			return err
-		}
-		runtime.ReadMemStats(&ms)
-		if pass > 0 {
-			mallocs += ms.Mallocs - before
-			batches += q.Stats().Devices[0].Batches - b0
-		}
-		runtime.GC()
-		runtime.ReadMemStats(&ms)
-		heap = append(heap, ms.HeapInuse)
-	}
-	figs.heap = heap
+	figs.heap = m.Heap
 	mb := func(b uint64) string { return fmt.Sprintf("%.1f MB", float64(b)/1e6) }
-	sorted := slices.Clone(heap)
+	sorted := slices.Clone(m.Heap)
 	slices.Sort(sorted)
-	fmt.Fprintf(out, "allocations: %.0f per batch of %d (passes 2-%d)\n", float64(mallocs)/float64(batches), o.batch, o.passes)
+	fmt.Fprintf(out, "allocations: %.0f per batch of %d (passes 2-%d)\n", m.AllocsPerBatch, o.batch, o.passes)
 	fmt.Fprintf(out, "heap in use after GC, %d passes: first %s, median %s, last %s, max %s; peak batches alive %d\n",
-		o.passes, mb(heap[0]), mb(sorted[len(sorted)/2]), mb(heap[len(heap)-1]), mb(sorted[len(sorted)-1]), q.Stats().PeakLiveBatches)
+		o.passes, mb(m.Heap[0]), mb(sorted[len(sorted)/2]), mb(m.Heap[len(m.Heap)-1]), mb(sorted[len(sorted)-1]), m.PeakLive)
 	return nil
 }

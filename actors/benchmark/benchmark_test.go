@@ -1,0 +1,74 @@
+package benchmark_test
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/actorfeed/actorfeed/actors"
+	"github.com/actorfeed/actorfeed/actors/benchmark"
+	"github.com/actorfeed/actorfeed/readers/recordio"
+	"github.com/actorfeed/actorfeed/tensor"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// file writes n records of a [1,4] uint8 image and an int64 label.
+func file(t *testing.T, n int) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "b.rio")
+	fh, err := os.Create(path)
+	require.NoError(t, err)
+	w, err := recordio.NewWriter(fh, recordio.WriterOptions{MaxChunkBytes: 1000})
+	require.NoError(t, err)
+	for r := range n {
+		rec, err := tensor.Encode(tensor.Slots{
+			{Tensor: tensor.MustFromSlice(tensor.Shape{1, 4}, []uint8{1, 2, 3, uint8(r)})},
+			{Tensor: tensor.MustFromSlice(tensor.Shape{1, 1}, []int64{int64(r)})},
+		})
+		require.NoError(t, err)
+		require.NoError(t, w.Write(rec))
+	}
+	require.NoError(t, w.Close())
+	require.NoError(t, fh.Close())
+	return path
+}
+
+// The measurements run real pipelines: every sample reaches the device,
+// the device sees every warm step, and every pass is measured; nothing is
+// left running.
+func TestMeasurements(t *testing.T) {
+	sys := actors.NewSystem()
+	defer sys.Shutdown()
+	cfg := benchmark.Config{Path: file(t, 300), Window: 50, Batch: 20, System: sys}
+
+	samples := 0
+	total, first, err := cfg.Pass(t.Context(), true, func(s tensor.Slots) {
+		n, err := s.Instances()
+		require.NoError(t, err)
+		samples += n
+	})
+	require.NoError(t, err)
+	require.Equal(t, 300, samples)
+	require.Positive(t, first)
+	require.GreaterOrEqual(t, total, first)
+
+	d, err := cfg.Device(t.Context(), 2)
+	require.NoError(t, err)
+	from, to := benchmark.WarmPasses()
+	require.Len(t, d.Waits, (to-from+1)*15, "a wait before each step of the warm passes: 15 batches each")
+	require.Equal(t, 2*d.PerBatch, d.StepAsked)
+	require.GreaterOrEqual(t, d.StepTaken, d.StepAsked, "a timer never wakes early")
+	require.Greater(t, d.Busy, 0.0)
+	require.LessOrEqual(t, d.Busy, 1.0)
+
+	m, err := cfg.Memory(t.Context(), 4, func(tensor.Slots) {})
+	require.NoError(t, err)
+	require.Len(t, m.Heap, 4)
+	require.Positive(t, m.AllocsPerBatch)
+	require.Positive(t, m.PeakLive)
+	require.Empty(t, actors.Registered(sys), "no actor left")
+}
