@@ -64,6 +64,11 @@ func (c *consumerCell) take(ctx context.Context) (*messages.Batch, error) {
 	if err != nil || !ok {
 		return nil, err
 	}
+	return c.popLocked(), nil
+}
+
+// popLocked consumes the head of the queue; mu must be held.
+func (c *consumerCell) popLocked() *messages.Batch {
 	b := c.queue[0]
 	c.queue[0] = nil
 	c.queue = c.queue[1:]
@@ -72,7 +77,7 @@ func (c *consumerCell) take(ctx context.Context) (*messages.Batch, error) {
 	c.meter.held.Store(int64(len(c.queue)))
 	c.pipe.noteConsumed(b)
 	c.notify()
-	return b, nil
+	return b
 }
 
 // peek reports whether an item of the pass is ready or coming, waiting as
@@ -373,14 +378,8 @@ func (c *consumerCell) commitHead(b *messages.Batch, pass uint32, counted func()
 		return false
 	}
 	counted()
-	c.queue[0] = nil
-	c.queue = c.queue[1:]
-	c.consumed++
-	c.meter.items.Add(1)
-	c.meter.held.Store(int64(len(c.queue)))
-	c.pipe.noteConsumed(b)
+	c.popLocked()
 	c.signal()
-	c.notify()
 	if len(c.queue) == 0 { // Run waits for every device to be idle
 		c.pipe.changed()
 	}

@@ -54,9 +54,7 @@ func Channels(ctx context.Context, paths []string, window, batch int, seed uint6
 		flush := func() bool {
 			rng.Shuffle(len(buf), func(i, j int) { buf[i], buf[j] = buf[j], buf[i] })
 			for _, s := range buf {
-				select {
-				case shuffled <- s:
-				case <-ctx.Done():
+				if !send(ctx, shuffled, s) {
 					return false
 				}
 			}
@@ -80,12 +78,7 @@ func Channels(ctx context.Context, paths []string, window, batch int, seed uint6
 				return false
 			}
 			pending = pending[:0]
-			select {
-			case batches <- out:
-				return true
-			case <-ctx.Done():
-				return false
-			}
+			return send(ctx, batches, out)
 		}
 		for s := range shuffled {
 			if pending = append(pending, s); len(pending) == batch && !emit() {
@@ -113,9 +106,7 @@ func readFile(ctx context.Context, path string, out chan<- tensor.Slots) error {
 		if err != nil {
 			return err
 		}
-		select {
-		case out <- s:
-		case <-ctx.Done():
+		if !send(ctx, out, s) {
 			return ctx.Err()
 		}
 	}
@@ -152,9 +143,7 @@ func Stacked(ctx context.Context, paths []string, window, batch, group int, seed
 		flush := func() bool {
 			rng.Shuffle(len(buf), func(i, j int) { buf[i], buf[j] = buf[j], buf[i] })
 			for lo := 0; lo < len(buf); lo += group {
-				select {
-				case shuffled <- slices.Clone(buf[lo:min(lo+group, len(buf))]):
-				case <-ctx.Done():
+				if !send(ctx, shuffled, slices.Clone(buf[lo:min(lo+group, len(buf))])) {
 					return false
 				}
 			}
@@ -182,12 +171,7 @@ func Stacked(ctx context.Context, paths []string, window, batch, group int, seed
 			}
 			clear(pending)
 			pending = pending[:0]
-			select {
-			case batches <- out:
-				return true
-			case <-ctx.Done():
-				return false
-			}
+			return send(ctx, batches, out)
 		}
 		for rows := range shuffled {
 			for _, r := range rows {
@@ -210,34 +194,32 @@ func readStacked(ctx context.Context, path string, group int, out chan<- tensor.
 	}
 	defer r.Close()
 	st := tensor.NewStack(group)
-	send := func(b tensor.Slots) error {
+	flush := func(b tensor.Slots) error { // a block, unless there is none
 		if b == nil {
 			return nil
 		}
-		select {
-		case out <- b:
-			return nil
-		case <-ctx.Done():
+		if !send(ctx, out, b) {
 			return ctx.Err()
 		}
+		return nil
 	}
 	for {
 		item, err := r.NextStacked(ctx, st)
 		if errors.Is(err, io.EOF) {
-			return send(st.Take())
+			return flush(st.Take())
 		}
 		if err != nil {
 			return err
 		}
 		if item != nil { // a record that does not stack: a block of its own
-			if err := send(st.Take()); err != nil {
+			if err := flush(st.Take()); err != nil {
 				return err
 			}
-			if err := send(item); err != nil {
+			if err := flush(item); err != nil {
 				return err
 			}
 		} else if st.Full() {
-			if err := send(st.Take()); err != nil {
+			if err := flush(st.Take()); err != nil {
 				return err
 			}
 		}
@@ -297,5 +279,15 @@ func stepAll(ctx context.Context, batches <-chan tensor.Slots, errc <-chan error
 		return n, err
 	default:
 		return n, ctx.Err()
+	}
+}
+
+// send hands v on unless ctx ends first.
+func send[T any](ctx context.Context, ch chan<- T, v T) bool {
+	select {
+	case ch <- v:
+		return true
+	case <-ctx.Done():
+		return false
 	}
 }
