@@ -282,3 +282,44 @@ func TestRefsBoundsInstancesByIDs(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, tensor.Shape{1, 0}, s[0].Shape())
 }
+
+// Past 32 parts, Gather finds parts through a map instead of a scan; the
+// result is the same.
+func TestGatherManyParts(t *testing.T) {
+	recs := records(40)
+	b, err := messages.FromParts(recs, ids(40))
+	require.NoError(t, err)
+	refs, err := b.Refs(nil)
+	require.NoError(t, err)
+	var picked []messages.Ref
+	var want []tensor.Slots
+	for i := 39; i >= 0; i -= 2 { // every other one, backwards, and the first twice
+		picked, want = append(picked, refs[i]), append(want, recs[i])
+	}
+	picked, want = append(picked, refs[39]), append(want, recs[39])
+	g, err := messages.Gather(picked, ids(len(picked)))
+	require.NoError(t, err)
+	require.Len(t, g.Parts, 20, "each part named once")
+	got, err := g.ToSlots()
+	require.NoError(t, err)
+	w, err := tensor.Concat(want)
+	require.NoError(t, err)
+	require.True(t, w.Equal(got))
+}
+
+// Rows skip parts that hold no instances.
+func TestRowsPastAnEmptyPart(t *testing.T) {
+	recs := records(3)
+	empty := tensor.Slots{
+		{Tensor: tensor.MustFromSlice(tensor.Shape{0, 2, 2}, []uint8{})},
+		{Tensor: tensor.MustFromSlice(tensor.Shape{0, 1}, []int64{})},
+	}
+	b, err := messages.FromParts([]tensor.Slots{recs[0], empty, empty, recs[1], recs[2]}, ids(3))
+	require.NoError(t, err)
+	b.Rows = []uint32{2, 1, 0}
+	got, err := b.ToSlots()
+	require.NoError(t, err)
+	want, err := tensor.Concat([]tensor.Slots{recs[2], recs[1], recs[0]})
+	require.NoError(t, err)
+	require.True(t, want.Equal(got))
+}
