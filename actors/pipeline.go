@@ -268,6 +268,11 @@ func (s *supervisorActor) Receive(ctx actor.Context) {
 			pids[i] = actor.NewPID(ctx.ActorSystem().Address(), ctx.Self().Id+"/"+sp.name)
 			if sp.sink != nil {
 				sinks = append(sinks, pids[i])
+				// Before the spawn: its device may consume (and tell its
+				// actor so) before SpawnNamed returns.
+				sp.sink.mu.Lock()
+				sp.sink.self = pids[i]
+				sp.sink.mu.Unlock()
 			}
 		}
 		for i, sp := range s.plan {
@@ -295,9 +300,6 @@ func (s *supervisorActor) Receive(ctx actor.Context) {
 			}
 			s.byID[pid.Id] = sp.cell
 			if sp.sink != nil {
-				sp.sink.mu.Lock()
-				sp.sink.self = pid
-				sp.sink.mu.Unlock()
 				continue
 			}
 			if sp.workers {
