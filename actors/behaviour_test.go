@@ -284,15 +284,7 @@ func TestCorruptSkipPolicyCountsExactly(t *testing.T) {
 	p, err := actors.New([]actors.Stage{actors.Files{Paths: []string{path, chunked}, Threads: 2}, actors.Batch{Size: 8}},
 		actors.Options{System: sys, OnCorrupt: supervisor.SkipCorrupt})
 	require.NoError(t, err)
-	var ids []uint64
-	for {
-		it, ok, err := p.Next(ctx)
-		require.NoError(t, err)
-		if !ok {
-			break
-		}
-		ids = append(ids, it.IDs...)
-	}
+	ids := readPass(t, ctx, p, nil)
 	var want []uint64
 	for r := range 100 {
 		if !bad[r] {
@@ -332,16 +324,11 @@ func TestQueueSourceUnderPanics(t *testing.T) {
 				q.Close()
 			})
 			var vals []int64
-			for {
-				it, ok, err := p.Next(ctx)
-				require.NoError(t, err)
-				if !ok {
-					break
-				}
+			readPass(t, ctx, p, func(it actors.Item) {
 				v, err := tensor.View[int64](it.Slots[0].Tensor)
 				require.NoError(t, err)
 				vals = append(vals, v...)
-			}
+			})
 			wg.Wait()
 			require.Len(t, vals, 200)
 			for i, v := range vals {
@@ -446,21 +433,14 @@ func TestMapStageRetriesAfterItsFunctionPanics(t *testing.T) {
 	p, err := actors.New([]actors.Stage{actors.Files{Paths: paths, Ordered: true}, actors.Batch{Size: 10}, actors.Map{Fn: double}},
 		actors.Options{System: sys})
 	require.NoError(t, err)
-	var ids []uint64
-	for {
-		it, ok, err := p.Next(ctx)
-		require.NoError(t, err)
-		if !ok {
-			break
-		}
+	ids := readPass(t, ctx, p, func(it actors.Item) {
 		v, err := tensor.View[int64](it.Slots[0].Tensor)
 		require.NoError(t, err)
 		for i, id := range it.IDs {
 			f, r := messages.SplitID(id)
 			require.Equal(t, 2*int64(f*1_000_000+r), v[i])
 		}
-		ids = append(ids, it.IDs...)
-	}
+	})
 	require.Equal(t, allIDs(2, 100), ids, "ordered, each once")
 	require.Equal(t, 1, p.Stats().Restarts)
 	closeAndCheck(t, p, sys)
@@ -755,13 +735,7 @@ func TestRecordsThatDoNotStack(t *testing.T) {
 	p, err := actors.New([]actors.Stage{actors.Files{Paths: []string{path}}, actors.Shuffle{Window: 16, Seed: 3}, actors.Batch{Size: 7}},
 		actors.Options{System: sys, GroupSize: 4})
 	require.NoError(t, err)
-	var ids []uint64
-	for {
-		it, ok, err := p.Next(ctx)
-		require.NoError(t, err)
-		if !ok {
-			break
-		}
+	ids := readPass(t, ctx, p, func(it actors.Item) {
 		checkAligned(t, it)
 		seqs := it.Slots[1]
 		require.Len(t, seqs.LoD, 1)
@@ -775,8 +749,7 @@ func TestRecordsThatDoNotStack(t *testing.T) {
 				require.EqualValues(t, r, v)
 			}
 		}
-		ids = append(ids, it.IDs...)
-	}
+	})
 	requireExactlyOnce(t, allIDs(1, n), ids)
 	require.False(t, slices.IsSorted(ids), "shuffled")
 	closeAndCheck(t, p, sys)

@@ -85,16 +85,29 @@ func checkAligned(t testing.TB, it actors.Item) {
 func drain(t testing.TB, ctx context.Context, p *actors.Pipeline) ledger {
 	t.Helper()
 	var l ledger
+	l.ids = readPass(t, ctx, p, func(it actors.Item) {
+		checkAligned(t, it)
+		require.Equal(t, l.items, it.Seq, "items come in pass order")
+		l.items++
+	})
+	return l
+}
+
+// readPass reads a pass to its end, failing on any error, calls each (if
+// set) on every item and returns the ids in the order they came.
+func readPass(t testing.TB, ctx context.Context, p *actors.Pipeline, each func(actors.Item)) []uint64 {
+	t.Helper()
+	var ids []uint64
 	for {
 		it, ok, err := p.Next(ctx)
 		require.NoError(t, err)
 		if !ok {
-			return l
+			return ids
 		}
-		checkAligned(t, it)
-		require.Equal(t, l.items, it.Seq, "items come in pass order")
-		l.ids = append(l.ids, it.IDs...)
-		l.items++
+		if each != nil {
+			each(it)
+		}
+		ids = append(ids, it.IDs...)
 	}
 }
 

@@ -30,21 +30,14 @@ func panicOnce(n int) actors.MapFunc {
 // readNegated reads a pass, checking every value is its id negated.
 func readNegated(t *testing.T, ctx context.Context, p *actors.Pipeline) []uint64 {
 	t.Helper()
-	var ids []uint64
-	for {
-		it, ok, err := p.Next(ctx)
-		require.NoError(t, err)
-		if !ok {
-			return ids
-		}
+	return readPass(t, ctx, p, func(it actors.Item) {
 		v, err := tensor.View[int64](it.Slots[0].Tensor)
 		require.NoError(t, err)
 		for i, id := range it.IDs {
 			f, r := messages.SplitID(id)
 			require.Equal(t, -int64(f*1_000_000+r), v[i], "instance %d", i)
 		}
-		ids = append(ids, it.IDs...)
-	}
+	})
 }
 
 func TestXMapOrderedSurvivesAPanickingFunction(t *testing.T) {

@@ -139,23 +139,20 @@ func (b *Batch) ToSlots() (tensor.Slots, error) { return b.ToSlotsInto(nil) }
 // large enough (see JoinRefs): recycled must not be used afterwards and must
 // not share storage with the batch.
 func (b *Batch) ToSlotsInto(recycled tensor.Slots) (tensor.Slots, error) {
-	if len(b.GetRows()) == 0 {
-		var src []*Tensor
-		switch parts := b.GetParts(); {
-		case len(parts) == 0:
-			src = b.GetSlots()
-		case len(b.GetSlots()) > 0:
-			return nil, fmt.Errorf("%w: a batch with both slots and parts", ErrInvalid)
-		case len(parts) == 1:
+	if parts := b.GetParts(); len(b.GetRows()) == 0 && len(parts) <= 1 {
+		// Slots, or one part, used in place.
+		src := b.GetSlots()
+		if len(parts) == 1 {
+			if len(src) > 0 {
+				return nil, fmt.Errorf("%w: a batch with both slots and parts", ErrInvalid)
+			}
 			src = parts[0].GetSlots()
 		}
-		if src != nil || len(b.GetParts()) == 0 {
-			slots, err := newUnpacker(src).slots(src)
-			if err != nil {
-				return nil, err
-			}
-			return slots, b.checkIDs(slots)
+		slots, err := newUnpacker(src).slots(src)
+		if err != nil {
+			return nil, err
 		}
+		return slots, b.checkIDs(slots)
 	}
 	refs, err := b.Refs(make([]Ref, 0, len(b.GetIds())))
 	if err != nil {
