@@ -103,8 +103,8 @@ func BenchmarkPipelineActors(b *testing.B) {
 // fraction of the hand-written ones': "ratio" against baseline.Stacked,
 // which reads as the actor pipeline does (the actors' own overhead), and
 // "ratio-per-record" against baseline.Channels (a record at a time, as a
-// user would write it). With fresh storage for every batch, as the
-// baselines, and with Devices.Recycle.
+// user would write it). With fresh storage for every batch, and with
+// recycled batches (Devices.Recycle, and baseline.Stacked's Recycle).
 func BenchmarkPipelineRatio(b *testing.B) {
 	b.Run("fresh", func(b *testing.B) { pipelineRatio(b, false) })
 	b.Run("recycled", func(b *testing.B) { pipelineRatio(b, true) })
@@ -128,7 +128,7 @@ func pipelineRatio(b *testing.B, recycle bool) {
 		func() { timed(&inActors, func() { actorPipeline(b, sys, path, recycle) }) },
 		func() {
 			timed(&inStacked, func() {
-				n, err := stackedPipeline(context.Background(), path)
+				n, err := stackedPipeline(context.Background(), path, recycle)
 				require.NoError(b, err)
 				require.Equal(b, benchSamples, n)
 			})
@@ -162,11 +162,19 @@ func channelPipeline(ctx context.Context, path string) (int, error) {
 }
 
 // stackedPipeline is the same on the actor pipeline's read path.
-func stackedPipeline(ctx context.Context, path string) (int, error) {
-	return baseline.Stacked(ctx, []string{path}, benchWindow, benchBatch, actors.DefaultGroupSize, 1, func(s tensor.Slots) { consume(s) })
+func stackedPipeline(ctx context.Context, path string, recycle bool) (int, error) {
+	return baseline.Stacked(ctx, []string{path}, baseline.StackedOptions{Window: benchWindow, Batch: benchBatch,
+		Group: actors.DefaultGroupSize, Seed: 1, Recycle: recycle}, func(s tensor.Slots) { consume(s) })
 }
 
-func BenchmarkPipelineStacked(b *testing.B)  { benchBaseline(b, stackedPipeline) }
+func BenchmarkPipelineStacked(b *testing.B) {
+	for _, recycle := range []bool{false, true} {
+		b.Run(map[bool]string{false: "fresh", true: "recycled"}[recycle], func(b *testing.B) {
+			benchBaseline(b, func(ctx context.Context, path string) (int, error) { return stackedPipeline(ctx, path, recycle) })
+		})
+	}
+}
+
 func BenchmarkPipelineChannels(b *testing.B) { benchBaseline(b, channelPipeline) }
 
 func benchBaseline(b *testing.B, run func(context.Context, string) (int, error)) {

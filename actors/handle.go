@@ -219,6 +219,10 @@ type Stats struct {
 	// Recycled is the number of batches made in the storage of batches the
 	// devices had stepped (Devices.Recycle).
 	Recycled int
+	// RecycledGroups is the number of groups the file readers stacked into
+	// the storage of groups already batched (see Batch); the rest were
+	// fresh allocations.
+	RecycledGroups int
 	// Skipped is the number of corrupt records skipped in the current pass,
 	// known once the pass has ended (0 before).
 	Skipped uint64
@@ -229,7 +233,7 @@ type Stats struct {
 // Stats returns the pipeline's counters.
 func (p *Pipeline) Stats() Stats {
 	st := Stats{Restarts: int(p.pipe.restarts.Load()), PeakLiveBatches: int(p.pipe.peak.Load()),
-		Recycled: int(p.pipe.reused.Load())}
+		Recycled: int(p.pipe.reused.Load()), RecycledGroups: p.pipe.blocks.reusedCount()}
 	pass := uint32(p.Pass())
 	p.pipe.mu.Lock()
 	st.Skipped = p.pipe.skipped[pass]

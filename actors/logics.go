@@ -133,6 +133,10 @@ type batchLogic struct {
 	pass     uint32
 	pending  instances
 	pipe     *shared // where stepped batches' storage comes back, if it does
+	// blocks, when set, is told of every row joined (the readers' groups
+	// are recycled once joined; see blockPool).
+	blocks *blockPool
+	counts partCounts
 }
 
 // join copies instances [0, n) into a batch, in recycled storage when
@@ -148,6 +152,10 @@ func (l *batchLogic) join(n int) (*messages.Batch, error) {
 		return nil, fmt.Errorf("actors: batch: %w", err)
 	}
 	b.Pass = l.pass
+	// Nothing below fails: the rows are joined for good.
+	if l.blocks != nil {
+		l.blocks.joined(l.pending.refs[:n], &l.counts)
+	}
 	l.pending.cut(n)
 	return b, nil
 }

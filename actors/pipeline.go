@@ -75,6 +75,40 @@ func lastBeforeBuffer(stages []Stage, i int) bool {
 	return buffer && i+1 == len(stages)-1
 }
 
+// recyclesBlocks reports whether the batch stage at i is the one copy of the
+// file readers' groups (the stages before it are a source and shuffles,
+// which never read the bytes), so that their blocks may be recycled once it
+// joined them (blockPool); limit is how many idle blocks to keep: about as
+// many as the stages before hold at once.
+func recyclesBlocks(stages []Stage, i int, opts Options) (limit int, ok bool) {
+	if i < 1 {
+		return 0, false
+	}
+	switch s := stages[0].(type) {
+	case Files:
+		threads, buffer := s.Threads, s.Buffer
+		if threads == 0 {
+			threads = defaultThreads(len(s.Paths))
+		}
+		if buffer == 0 {
+			buffer = 3 * threads
+		}
+		limit = buffer + threads*opts.ReaderWindow
+	case Generator:
+		limit = 3 + opts.ReaderWindow
+	default:
+		return 0, false
+	}
+	for _, s := range stages[1:i] {
+		sh, ok := s.(Shuffle)
+		if !ok {
+			return 0, false
+		}
+		limit += (sh.Window+opts.GroupSize-1)/opts.GroupSize + 2
+	}
+	return limit, true
+}
+
 func build(stages []Stage, dev *Devices, opts Options) (*Pipeline, error) {
 	if err := validate(stages, dev); err != nil {
 		return nil, err
@@ -200,10 +234,23 @@ func (p *Pipeline) plan(stages []Stage, dev *Devices) ([]spawnable, error) {
 			case Shuffle:
 				tc.logic = &shuffleLogic{window: s.Window, seed: s.Seed, group: opts.GroupSize}
 			case Batch:
-				tc.logic = &batchLogic{size: s.Size, dropLast: s.DropLast, pipe: pipe}
+				bl := &batchLogic{size: s.Size, dropLast: s.DropLast, pipe: pipe}
+				if limit, ok := recyclesBlocks(stages, i, opts); ok && pipe.blocks == nil {
+					pipe.blocks = newBlockPool(limit)
+					bl.blocks = pipe.blocks
+				}
+				tc.logic = bl
 				pipe.counting = true
 				if dev != nil && dev.Recycle && lastBeforeBuffer(stages, i) {
-					pipe.recycled = make(chan tensor.Slots, 2*dev.N)
+					// As many as may be alive at once (docs/protocol.md): a
+					// batch is made in fresh storage only when none is free,
+					// so storage never exceeds the peak of live batches.
+					prefetch := opts.Window
+					if db, ok := stages[len(stages)-1].(DoubleBuffer); ok {
+						prefetch = max(db.Window, 2)
+					}
+					alive := opts.Capacity + opts.Window*((opts.GroupSize+s.Size-1)/s.Size) + 3*dev.N*prefetch
+					pipe.recycled = make(chan tensor.Slots, alive)
 				}
 			case Map:
 				tc.logic = &mapLogic{fn: s.Fn}

@@ -33,6 +33,10 @@ type shared struct {
 	recycled chan tensor.Slots
 	reused   atomic.Int64 // batches made in recycled storage
 
+	// blocks recycles the file readers' stacked groups once the batch
+	// stage copied them; nil unless the stages between are shuffles.
+	blocks *blockPool
+
 	mu      sync.Mutex
 	err     error
 	done    chan struct{}     // closed when the pipeline ends (error or shutdown)

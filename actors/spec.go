@@ -69,7 +69,11 @@ type Shuffle struct {
 	Seed   uint64
 }
 
-// Batch is create_batch_reader.
+// Batch is create_batch_reader. It copies the instances of each batch
+// into storage of its own. When the stages before it are the files and
+// shuffles only, nothing else reads the file readers' groups, and the
+// storage of a group is recycled for a later group once the batch stage
+// has copied all of its rows (Stats.RecycledGroups counts them).
 type Batch struct {
 	Size     int
 	DropLast bool

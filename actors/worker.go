@@ -276,6 +276,18 @@ func (a *workerActor) readFile(ctx context.Context, file int, pass uint32, from 
 	// decoded straight into one block per group (tensor.Stack); others
 	// travel as parts of their own.
 	st := tensor.NewStack(c.group)
+	blocks := c.pipe.blocks
+	if blocks != nil {
+		st.SetAlloc(blocks.alloc)
+	}
+	take := func() tensor.Slots { // the group stacked so far, registered for recycling
+		s, block := st.TakeBlock()
+		if s != nil && blocks != nil {
+			rows, _ := s.Instances()
+			blocks.register(block, rows)
+		}
+		return s
+	}
 	next := func() (tensor.Slots, bool, error) {
 		if sr, ok := r.(stackedReader); ok {
 			item, err := sr.NextStacked(w.ctx, st)
@@ -322,7 +334,7 @@ func (a *workerActor) readFile(ctx context.Context, file int, pass uint32, from 
 			}
 			if err == nil {
 				if !stacked {
-					if s := st.Take(); s != nil {
+					if s := take(); s != nil {
 						parts = append(parts, s)
 					}
 					parts = append(parts, item)
@@ -378,7 +390,7 @@ func (a *workerActor) readFile(ctx context.Context, file int, pass uint32, from 
 			break
 		}
 		w.disarm()
-		if s := st.Take(); s != nil {
+		if s := take(); s != nil {
 			parts = append(parts, s)
 		}
 		// A group reports every record it used up, skipped ones included, even

@@ -3,6 +3,7 @@ package tensor
 import (
 	"encoding/binary"
 	"fmt"
+	"unsafe"
 )
 
 // Stack stacks single-instance records along dimension 0 as it decodes
@@ -16,7 +17,8 @@ type Stack struct {
 	capacity int
 	n        int
 	tmpl     []stackSlot
-	arena    []byte // capacity rows of every slot; nil until the first Append after Take
+	arena    []byte                // capacity rows of every slot; nil until the first Append after Take
+	alloc    func(size int) []byte // recycled storage for a group, or nil
 }
 
 type stackSlot struct {
@@ -49,11 +51,15 @@ func (s *Stack) AppendEncoded(rec []byte) (Slots, error) {
 		}
 	}
 	if s.arena == nil {
-		size := 0
-		for _, t := range s.tmpl {
-			size += (s.capacity*t.rowBytes + 7) &^ 7
+		size := s.arenaSize()
+		if s.alloc != nil {
+			if b := s.alloc(size); len(b) == size && uintptr(unsafe.Pointer(unsafe.SliceData(b)))%8 == 0 {
+				s.arena = b
+			}
 		}
-		s.arena = alignedBytes(size)
+		if s.arena == nil {
+			s.arena = alignedBytes(size)
+		}
 	}
 	// matches checked the layout: copy each slot's data to its row.
 	off := headerSize
@@ -66,6 +72,15 @@ func (s *Stack) AppendEncoded(rec []byte) (Slots, error) {
 	}
 	s.n++
 	return nil, nil
+}
+
+// arenaSize is the bytes of a block of capacity records.
+func (s *Stack) arenaSize() int {
+	size := 0
+	for _, t := range s.tmpl {
+		size += (s.capacity*t.rowBytes + 7) &^ 7
+	}
+	return size
 }
 
 // matches reports whether rec is laid out exactly as the template: same
@@ -140,6 +155,14 @@ func (s *Stack) Row(i int) (Slots, error) {
 	return out, nil
 }
 
+// SetAlloc makes the stack take the block for each group from alloc
+// instead of allocating one: alloc gets the block's size in bytes and
+// returns storage that nobody reads any more (typically a block TakeBlock
+// returned whose group was consumed), or nil to have the stack allocate.
+// Storage of another size, or not 8-byte aligned, is not used. The stack
+// overwrites every row it hands out, so the storage need not be zeroed.
+func (s *Stack) SetAlloc(alloc func(size int) []byte) { s.alloc = alloc }
+
 // Drop forgets the last record stacked.
 func (s *Stack) Drop() {
 	if s.n > 0 {
@@ -149,10 +172,18 @@ func (s *Stack) Drop() {
 
 // Take returns the records stacked, one tensor per slot with one row per
 // record, and empties the stack. The storage returned is the caller's: the
-// stack never writes it again. Take on an empty stack returns nil.
+// stack never writes it again (unless alloc hands it back, see SetAlloc). Take on an
+// empty stack returns nil.
 func (s *Stack) Take() Slots {
+	out, _ := s.TakeBlock()
+	return out
+}
+
+// TakeBlock is Take, and also returns the block of storage the group's
+// tensors are views of (see SetAlloc).
+func (s *Stack) TakeBlock() (Slots, []byte) {
 	if s.n == 0 {
-		return nil
+		return nil, nil
 	}
 	out := make(Slots, len(s.tmpl))
 	dims := 0
@@ -168,6 +199,7 @@ func (s *Stack) Take() Slots {
 		size := s.n * t.rowBytes
 		out[k] = LoDTensor{Tensor: Tensor{dtype: t.dtype, shape: shape, data: s.arena[t.off : t.off+size : t.off+size]}}
 	}
+	block := s.arena
 	s.n, s.arena = 0, nil
-	return out
+	return out, block
 }

@@ -1,6 +1,7 @@
 package tensor_test
 
 import (
+	"bytes"
 	"errors"
 	"testing"
 
@@ -61,6 +62,77 @@ func TestStackEqualsConcatOfDecoded(t *testing.T) {
 	require.True(t, want.Equal(got))
 	next := st.Take()
 	require.True(t, sample(7).Equal(next))
+}
+
+// A stack with an allocator fills the block it is handed, every row of it
+// overwritten, and TakeBlock returns that block; storage of the wrong size
+// is not used.
+func TestStackFillsRecycledBlocks(t *testing.T) {
+	st := tensor.NewStack(3)
+	var handed [][]byte
+	var offer []byte
+	st.SetAlloc(func(size int) []byte {
+		b := offer
+		offer = nil
+		if b != nil {
+			handed = append(handed, b)
+		}
+		return b
+	})
+	fill := func(first, n int) (tensor.Slots, []byte) {
+		for i := first; i < first+n; i++ {
+			out, err := st.AppendEncoded(encode(t, sample(i)))
+			require.NoError(t, err)
+			require.Nil(t, out)
+		}
+		return st.TakeBlock()
+	}
+	g1, b1 := fill(0, 3) // no storage offered: allocated
+	require.Len(t, handed, 0)
+	requireSlotsEqual(t, concat(t, 0, 3), g1)
+
+	for i := range b1 {
+		b1[i] = 0xee // what a consumed group's storage may hold
+	}
+	offer = b1
+	g2, b2 := fill(10, 2) // a shorter group in the same block
+	require.Len(t, handed, 1)
+	require.Same(t, &b1[0], &b2[0], "the recycled block was used")
+	require.Same(t, &b1[0], &g2[0].Bytes()[0], "the group is a view of it")
+	requireSlotsEqual(t, concat(t, 10, 2), g2)
+
+	small := make([]byte, len(b1)-8) // the wrong size: not used
+	offer = small
+	g3, b3 := fill(20, 1)
+	require.Len(t, handed, 2, "offered")
+	require.Len(t, b3, len(b1))
+	require.NotSame(t, &small[0], &b3[0])
+	requireSlotsEqual(t, concat(t, 20, 1), g3)
+
+	g, b := st.TakeBlock()
+	require.Nil(t, g, "nothing stacked")
+	require.Nil(t, b)
+}
+
+// concat is samples [first, first+n) batched.
+func concat(t *testing.T, first, n int) tensor.Slots {
+	t.Helper()
+	var recs []tensor.Slots
+	for i := first; i < first+n; i++ {
+		recs = append(recs, sample(i))
+	}
+	want, err := tensor.Concat(recs)
+	require.NoError(t, err)
+	return want
+}
+
+func requireSlotsEqual(t *testing.T, want, got tensor.Slots) {
+	t.Helper()
+	require.Len(t, got, len(want))
+	for k := range want {
+		require.Equal(t, want[k].Shape(), got[k].Shape(), "slot %d", k)
+		require.Equal(t, want[k].Bytes(), got[k].Bytes(), "slot %d", k)
+	}
 }
 
 func TestStackLeavesOtherRecordsToDecode(t *testing.T) {
@@ -151,6 +223,19 @@ func FuzzStack(f *testing.F) {
 		row, err := st.Row(1)
 		if err != nil || !want.Equal(row) {
 			t.Fatalf("stacked %v (%v), Decode makes %v", row, err, want)
+		}
+		// Stacked into a recycled block that holds other bytes, the same.
+		re := tensor.NewStack(3)
+		re.SetAlloc(func(size int) []byte { return bytes.Repeat([]byte{0xa5}, size) })
+		for _, rec := range [][]byte{encode(t, sample(0)), b} {
+			if out, err := re.AppendEncoded(rec); err != nil || out != nil {
+				t.Fatalf("stacked once, not into a recycled block: %v, %v", out, err)
+			}
+		}
+		group := re.Take()
+		again, err := tensor.Concat([]tensor.Slots{sample(0), want})
+		if err != nil || !again.Equal(group) {
+			t.Fatalf("in a recycled block %v, want %v (%v)", group, again, err)
 		}
 	})
 }

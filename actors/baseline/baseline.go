@@ -114,23 +114,47 @@ func readFile(ctx context.Context, path string, out chan<- tensor.Slots) error {
 
 // row is one instance of a stacked block.
 type row struct {
-	block tensor.Slots
+	block *block
 	index int
 }
 
+// block is a group of stacked records, and how many of its rows are still
+// to be batched; the batch stage hands its storage back to the reader when
+// none are.
+type block struct {
+	slots   tensor.Slots
+	storage []byte
+	left    int
+}
+
+// StackedOptions configures Stacked.
+type StackedOptions struct {
+	Window, Batch int    // shuffle window and batch size, as Channels's
+	Group         int    // records per block
+	Seed          uint64 // of the shuffle
+	// Recycle makes batches in the storage of batches already stepped, as
+	// the actor pipeline does with Devices.Recycle; step must not keep
+	// the batch then.
+	Recycle bool
+}
+
 // Stacked is Channels on the stacked read path (see the package comment):
-// groups of group records per block.
-func Stacked(ctx context.Context, paths []string, window, batch, group int, seed uint64, step func(tensor.Slots)) (int, error) {
+// groups of o.Group records per block. A block's storage goes back to the
+// reader once all its rows were batched, as the actor pipeline's does.
+func Stacked(ctx context.Context, paths []string, o StackedOptions, step func(tensor.Slots)) (int, error) {
+	window, batch, group := o.Window, o.Batch, o.Group
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	blocks := make(chan tensor.Slots, 2)
+	blocks := make(chan *block, 2)
+	free := make(chan []byte, 8) // blocks whose rows were all batched
 	shuffled := make(chan []row, 2)
 	batches := make(chan tensor.Slots, 2) // the double buffer
+	spent := make(chan tensor.Slots, 8)   // batches the device stepped, with Recycle
 	errc := make(chan error, 3)
 	go func() {
 		defer close(blocks)
 		for _, path := range paths {
-			if err := readStacked(ctx, path, group, blocks); err != nil {
+			if err := readStacked(ctx, path, group, blocks, free); err != nil {
 				errc <- err
 				return
 			}
@@ -138,7 +162,7 @@ func Stacked(ctx context.Context, paths []string, window, batch, group int, seed
 	}()
 	go func() {
 		defer close(shuffled)
-		rng := rand.New(rand.NewPCG(seed, 0))
+		rng := rand.New(rand.NewPCG(o.Seed, 0))
 		buf := make([]row, 0, max(window, 1))
 		flush := func() bool {
 			rng.Shuffle(len(buf), func(i, j int) { buf[i], buf[j] = buf[j], buf[i] })
@@ -151,8 +175,7 @@ func Stacked(ctx context.Context, paths []string, window, batch, group int, seed
 			return true
 		}
 		for b := range blocks {
-			n, _ := b.Instances()
-			for i := range n {
+			for i := range b.left {
 				if buf = append(buf, row{b, i}); len(buf) >= window && !flush() {
 					return
 				}
@@ -164,10 +187,23 @@ func Stacked(ctx context.Context, paths []string, window, batch, group int, seed
 		defer close(batches)
 		pending := make([]row, 0, batch)
 		emit := func() bool {
-			out, err := copyRows(pending)
+			var reuse tensor.Slots
+			select {
+			case reuse = <-spent:
+			default:
+			}
+			out, err := copyRows(reuse, pending)
 			if err != nil {
 				errc <- err
 				return false
+			}
+			for _, r := range pending {
+				if r.block.left--; r.block.left == 0 && r.block.storage != nil {
+					select {
+					case free <- r.block.storage:
+					default:
+					}
+				}
 			}
 			clear(pending)
 			pending = pending[:0]
@@ -184,21 +220,39 @@ func Stacked(ctx context.Context, paths []string, window, batch, group int, seed
 			emit()
 		}
 	}()
-	return stepAll(ctx, batches, errc, step)
+	if !o.Recycle {
+		return stepAll(ctx, batches, errc, step)
+	}
+	return stepAll(ctx, batches, errc, func(b tensor.Slots) {
+		step(b)
+		select {
+		case spent <- b:
+		default:
+		}
+	})
 }
 
-func readStacked(ctx context.Context, path string, group int, out chan<- tensor.Slots) error {
+func readStacked(ctx context.Context, path string, group int, out chan<- *block, free <-chan []byte) error {
 	r, err := readers.OpenRecordFile(path)
 	if err != nil {
 		return err
 	}
 	defer r.Close()
 	st := tensor.NewStack(group)
-	flush := func(b tensor.Slots) error { // a block, unless there is none
+	st.SetAlloc(func(int) []byte {
+		select {
+		case b := <-free:
+			return b
+		default:
+			return nil
+		}
+	})
+	flush := func(b tensor.Slots, storage []byte) error { // a block, unless there is none
 		if b == nil {
 			return nil
 		}
-		if !send(ctx, out, b) {
+		n, _ := b.Instances()
+		if !send(ctx, out, &block{slots: b, storage: storage, left: n}) {
 			return ctx.Err()
 		}
 		return nil
@@ -206,41 +260,48 @@ func readStacked(ctx context.Context, path string, group int, out chan<- tensor.
 	for {
 		item, err := r.NextStacked(ctx, st)
 		if errors.Is(err, io.EOF) {
-			return flush(st.Take())
+			return flush(st.TakeBlock())
 		}
 		if err != nil {
 			return err
 		}
 		if item != nil { // a record that does not stack: a block of its own
-			if err := flush(st.Take()); err != nil {
+			if err := flush(st.TakeBlock()); err != nil {
 				return err
 			}
-			if err := flush(item); err != nil {
+			if err := flush(item, nil); err != nil {
 				return err
 			}
 		} else if st.Full() {
-			if err := flush(st.Take()); err != nil {
+			if err := flush(st.TakeBlock()); err != nil {
 				return err
 			}
 		}
 	}
 }
 
-// copyRows copies rows of dense blocks into one fresh batch.
-func copyRows(rows []row) (tensor.Slots, error) {
-	out := make(tensor.Slots, len(rows[0].block))
+// copyRows copies rows of dense blocks into one batch, in the storage of
+// reuse where it fits, fresh otherwise.
+func copyRows(reuse tensor.Slots, rows []row) (tensor.Slots, error) {
+	out := make(tensor.Slots, len(rows[0].block.slots))
 	for s := range out {
-		ref := rows[0].block[s]
+		ref := rows[0].block.slots[s]
 		shape := ref.Shape().Clone()
 		shape[0] = len(rows)
-		t, err := tensor.Zeros(ref.DType(), shape)
+		var t tensor.Tensor
+		var err error
+		if s < len(reuse) && len(reuse[s].Bytes()) == shape.NumElements()*ref.DType().Size() {
+			t, err = tensor.FromBytes(ref.DType(), shape, reuse[s].Bytes())
+		} else {
+			t, err = tensor.Zeros(ref.DType(), shape)
+		}
 		if err != nil {
 			return nil, err
 		}
 		data, size := t.Bytes(), len(ref.Bytes())/ref.Rows()
 		for i, r := range rows {
-			src := r.block[s].Bytes()
-			if len(src) != r.block[s].Rows()*size {
+			src := r.block.slots[s].Bytes()
+			if len(src) != r.block.slots[s].Rows()*size {
 				return nil, fmt.Errorf("baseline: slot %d of instance %d is not %d bytes a row", s, i, size)
 			}
 			copy(data[i*size:(i+1)*size], src[r.index*size:(r.index+1)*size])

@@ -19,13 +19,18 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 type pipeline func(ctx context.Context, paths []string, window, batch int, seed uint64, step func(tensor.Slots)) (int, error)
 
-// pipelines are the two baselines; the stacked one with small blocks, so
-// that the tests' files make many.
+// pipelines are the baselines; the stacked one with small blocks, so that
+// the tests' files make many, and their storage is recycled many times.
 var pipelines = map[string]pipeline{
 	"channels": baseline.Channels,
-	"stacked": func(ctx context.Context, paths []string, window, batch int, seed uint64, step func(tensor.Slots)) (int, error) {
-		return baseline.Stacked(ctx, paths, window, batch, 8, seed, step)
-	},
+	"stacked":  stacked(false),
+	"recycled": stacked(true),
+}
+
+func stacked(recycle bool) pipeline {
+	return func(ctx context.Context, paths []string, window, batch int, seed uint64, step func(tensor.Slots)) (int, error) {
+		return baseline.Stacked(ctx, paths, baseline.StackedOptions{Window: window, Batch: batch, Group: 8, Seed: seed, Recycle: recycle}, step)
+	}
 }
 
 func forEach(t *testing.T, test func(t *testing.T, run pipeline)) {
