@@ -233,6 +233,12 @@ func (p *Pipeline) plan(stages []Stage, dev *Devices) ([]spawnable, error) {
 			switch s := s.(type) {
 			case Shuffle:
 				tc.logic = &shuffleLogic{window: s.Window, seed: s.Seed, group: opts.GroupSize}
+				// A full window leaves at once, as about Window/GroupSize
+				// items. They are references into groups the stage holds
+				// anyway, so it holds them unsent and goes on filling the
+				// next window while the batch stage works through them;
+				// with Capacity alone it would wait for them to drain.
+				tc.capacity += (s.Window + opts.GroupSize - 1) / opts.GroupSize
 			case Batch:
 				bl := &batchLogic{size: s.Size, dropLast: s.DropLast, pipe: pipe}
 				if limit, ok := recyclesBlocks(stages, i, opts); ok && pipe.blocks == nil {

@@ -153,7 +153,10 @@ type Options struct {
 	// Default 2.
 	ReaderWindow int
 	// Capacity is how many produced items a decorator stage holds unsent
-	// before it stops asking for input. Default 2.
+	// before it stops asking for input. Default 2. A shuffle stage holds
+	// a window's worth of items more (ceil(Window/GroupSize)), references
+	// into groups it holds anyway, so that it fills the next window while
+	// the last is batched.
 	Capacity int
 	// Window is the demand window on links into decorators and into the
 	// pipeline's own sink. Default 2.
