@@ -104,7 +104,9 @@ func recyclesBlocks(stages []Stage, i int, opts Options) (limit int, ok bool) {
 		if !ok {
 			return 0, false
 		}
-		limit += (sh.Window+opts.GroupSize-1)/opts.GroupSize + 2
+		// The window being filled and the one handed on (see Shuffle's
+		// capacity in plan), and the partly used groups at their edges.
+		limit += 2*((sh.Window+opts.GroupSize-1)/opts.GroupSize) + 2
 	}
 	return limit, true
 }

@@ -51,6 +51,46 @@ func (c Config) Pass(ctx context.Context, recycle bool, step func(tensor.Slots))
 	return time.Since(start), firstAt.Sub(start), nil
 }
 
+// Running is one pipeline kept across passes, as a trainer keeps one: its
+// passes after the first are the pipeline's steady state, without the cost
+// of spawning it and filling its windows for the first batch.
+type Running struct {
+	p      *actors.Pipeline
+	passes int
+}
+
+// Start builds the pipeline with step as the device's work; recycle is
+// Devices.Recycle. Close it when done.
+func (c Config) Start(recycle bool, step func(tensor.Slots)) (*Running, error) {
+	p, err := c.pipeline(actors.Devices{N: 1, Recycle: recycle, Step: func(_ context.Context, it actors.Item) error {
+		step(it.Slots)
+		return nil
+	}})
+	if err != nil {
+		return nil, err
+	}
+	return &Running{p: p}, nil
+}
+
+// Pass runs the next pass (after a Reset, from the second on) and returns
+// how long it took, the Reset included.
+func (r *Running) Pass(ctx context.Context) (time.Duration, error) {
+	start := time.Now()
+	if r.passes > 0 {
+		if err := r.p.Reset(); err != nil {
+			return 0, err
+		}
+	}
+	r.passes++
+	if err := r.p.Run(ctx); err != nil {
+		return 0, err
+	}
+	return time.Since(start), nil
+}
+
+// Close stops the pipeline.
+func (r *Running) Close() error { return r.p.Close() }
+
 // Device is what a device sees when its step takes twice the pipeline's
 // time per batch.
 type Device struct {

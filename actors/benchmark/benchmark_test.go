@@ -56,6 +56,21 @@ func TestMeasurements(t *testing.T) {
 	require.Positive(t, first)
 	require.GreaterOrEqual(t, total, first)
 
+	run, err := cfg.Start(false, func(s tensor.Slots) {
+		n, err := s.Instances()
+		require.NoError(t, err)
+		samples += n
+	})
+	require.NoError(t, err)
+	for pass := range 3 {
+		samples = 0
+		took, err := run.Pass(t.Context())
+		require.NoError(t, err)
+		require.Positive(t, took)
+		require.Equal(t, 300, samples, "pass %d", pass)
+	}
+	require.NoError(t, run.Close())
+
 	d, err := cfg.Device(t.Context(), 2)
 	require.NoError(t, err)
 	from, to := benchmark.WarmPasses()

@@ -38,9 +38,11 @@ uncompressed and snappy, and measures side by side, --repeat times each,
 taking turns and each from a collected heap: a plain copy of the file's bytes
 (memory bandwidth), a plain read of the file (page cache), two hand-written
 goroutine-and-channel pipelines (actors/baseline: a record at a time, and on
-the actor pipeline's stacked read path), and the actor pipeline open_files ->
-shuffle -> batch -> double buffer -> device, with fresh and with recycled
-batch storage. Every device reads every image byte. It reports medians and
+the actor pipeline's stacked read path, with fresh and with recycled batch
+storage), and the actor pipeline open_files -> shuffle -> batch -> double
+buffer -> device: a pass of a running pipeline (Reset between passes, as a
+trainer runs epochs), with fresh and with recycled batch storage, and a new
+pipeline for each pass. Every device reads every image byte. It reports medians and
 ratios; then the time to the first batch; the device's busy fraction and
 waits with a simulated step twice the pipeline's time per batch (the step
 waits without using the CPU, as a host thread waiting for its accelerator
@@ -94,90 +96,8 @@ func runBench(ctx context.Context, out io.Writer, o benchOptions) error {
 		if comp == recordio.Snappy {
 			snappyPath = path
 		}
-		data, err := os.ReadFile(path) // also warms the page cache
-		if err != nil {
+		if err := benchThroughput(ctx, tw, comp, path, o, &figs); err != nil {
 			return err
-		}
-		payload := int64(o.samples) * (pixels + 8)
-		dst := make([]byte, len(data))
-		buf := make([]byte, 1<<20)
-		// The measurements take turns, and each starts from a collected
-		// heap, so that none pays for the garbage of the one before it.
-		times := map[string][]time.Duration{}
-		timed := func(name string, run func() error) error {
-			runtime.GC()
-			t := time.Now()
-			if err := run(); err != nil {
-				return err
-			}
-			times[name] = append(times[name], time.Since(t))
-			return nil
-		}
-		const (
-			copyRow, readRow = "plain copy of the file's bytes", "plain read of the file"
-			chRow, stRow     = "channel pipeline, a record at a time", "channel pipeline, stacked read path"
-			srRow            = "channel pipeline, stacked, recycled batches"
-			acRow, rcRow     = "actor pipeline", "actor pipeline, recycled batches"
-		)
-		runs := []struct {
-			name string
-			run  func() error
-		}{
-			{copyRow, func() error { copy(dst, data); return nil }},
-			{readRow, func() error {
-				fh, err := os.Open(path)
-				if err != nil {
-					return err
-				}
-				defer fh.Close()
-				for off := int64(0); ; off += int64(len(buf)) {
-					n, err := fh.ReadAt(buf, off)
-					if n == 0 || err != nil {
-						return nil
-					}
-				}
-			}},
-			{chRow, func() error {
-				_, err := baseline.Channels(ctx, []string{path}, o.window, o.batch, 1, touch)
-				return err
-			}},
-			{stRow, func() error {
-				_, err := baseline.Stacked(ctx, []string{path}, o.stacked(false), touch)
-				return err
-			}},
-			{srRow, func() error {
-				_, err := baseline.Stacked(ctx, []string{path}, o.stacked(true), touch)
-				return err
-			}},
-			{acRow, func() error { _, _, err := o.config(path).Pass(ctx, false, touch); return err }},
-			{rcRow, func() error { _, _, err := o.config(path).Pass(ctx, true, touch); return err }},
-		}
-		for i := range o.repeat {
-			for k := range runs { // each takes its turn at going first
-				r := runs[(i+k)%len(runs)]
-				if err := timed(r.name, r.run); err != nil {
-					return err
-				}
-			}
-		}
-		ch, cp := benchmark.Median(times[chRow]), benchmark.Median(times[copyRow])
-		st, sr := benchmark.Median(times[stRow]), benchmark.Median(times[srRow])
-		ratio := func(base, m time.Duration) string { return fmt.Sprintf("%.2f", base.Seconds()/m.Seconds()) }
-		for _, r := range runs {
-			m := benchmark.Median(times[r.name])
-			vsCh, vsSt, vsCp := "", "", ""
-			switch r.name {
-			case acRow: // against the baseline that, like it, makes fresh batches
-				vsCh, vsSt, vsCp = ratio(ch, m), ratio(st, m), ratio(cp, m)
-			case rcRow:
-				vsCh, vsSt, vsCp = ratio(ch, m), ratio(sr, m), ratio(cp, m)
-			case chRow, stRow, srRow:
-				vsCp = ratio(cp, m)
-			}
-			fmt.Fprintf(tw, "%v\t%s\t%.0f\t%.0f\t%s\t%s\t%s\t\n", comp, r.name, float64(o.samples)/m.Seconds(), float64(payload)/m.Seconds()/1e6, vsCh, vsSt, vsCp)
-			if r.name != copyRow && r.name != readRow { // the bounds are two orders of magnitude above
-				figs.throughput = append(figs.throughput, benchBar{file: comp.String(), what: r.name, samples: float64(o.samples) / m.Seconds()})
-			}
 		}
 	}
 	tw.Flush()
@@ -192,6 +112,120 @@ func runBench(ctx context.Context, out io.Writer, o benchOptions) error {
 		return err
 	}
 	fmt.Fprintf(out, "figures: %s\n", strings.Join(written, ", "))
+	return nil
+}
+
+// benchThroughput measures the pipelines over the file at path and writes
+// their rows to tw. The running pipelines it keeps for the measurement are
+// closed before it returns, so that they are not in the later measurements'
+// heap.
+func benchThroughput(ctx context.Context, tw io.Writer, comp recordio.Compressor, path string, o benchOptions, figs *benchFigures) error {
+	data, err := os.ReadFile(path) // also warms the page cache
+	if err != nil {
+		return err
+	}
+	payload := int64(o.samples) * (pixels + 8)
+	dst := make([]byte, len(data))
+	buf := make([]byte, 1<<20)
+	// The measurements take turns, and each starts from a collected
+	// heap, so that none pays for the garbage of the one before it.
+	times := map[string][]time.Duration{}
+	timed := func(name string, run func() error) error {
+		runtime.GC()
+		t := time.Now()
+		if err := run(); err != nil {
+			return err
+		}
+		times[name] = append(times[name], time.Since(t))
+		return nil
+	}
+	const (
+		copyRow, readRow = "plain copy of the file's bytes", "plain read of the file"
+		chRow, stRow     = "channel pipeline, a record at a time", "channel pipeline, stacked read path"
+		srRow            = "channel pipeline, stacked, recycled batches"
+		acRow, rcRow     = "actor pipeline", "actor pipeline, recycled batches"
+		nwRow            = "actor pipeline, a new one for each pass"
+	)
+	// The actor pipeline's throughput is that of a running pipeline, as
+	// a trainer keeps one across passes (Reset between them), after an
+	// untimed first pass; the last row builds a new one for every pass,
+	// spawning its actors and filling its windows each time.
+	fresh, err := o.config(path).Start(false, touch)
+	if err != nil {
+		return err
+	}
+	defer fresh.Close()
+	recycled, err := o.config(path).Start(true, touch)
+	if err != nil {
+		return err
+	}
+	defer recycled.Close()
+	for _, r := range []*benchmark.Running{fresh, recycled} {
+		if _, err := r.Pass(ctx); err != nil {
+			return err
+		}
+	}
+	runs := []struct {
+		name string
+		run  func() error
+	}{
+		{copyRow, func() error { copy(dst, data); return nil }},
+		{readRow, func() error {
+			fh, err := os.Open(path)
+			if err != nil {
+				return err
+			}
+			defer fh.Close()
+			for off := int64(0); ; off += int64(len(buf)) {
+				n, err := fh.ReadAt(buf, off)
+				if n == 0 || err != nil {
+					return nil
+				}
+			}
+		}},
+		{chRow, func() error {
+			_, err := baseline.Channels(ctx, []string{path}, o.window, o.batch, 1, touch)
+			return err
+		}},
+		{stRow, func() error {
+			_, err := baseline.Stacked(ctx, []string{path}, o.stacked(false), touch)
+			return err
+		}},
+		{srRow, func() error {
+			_, err := baseline.Stacked(ctx, []string{path}, o.stacked(true), touch)
+			return err
+		}},
+		{acRow, func() error { _, err := fresh.Pass(ctx); return err }},
+		{rcRow, func() error { _, err := recycled.Pass(ctx); return err }},
+		{nwRow, func() error { _, _, err := o.config(path).Pass(ctx, false, touch); return err }},
+	}
+	for i := range o.repeat {
+		for k := range runs { // each takes its turn at going first
+			r := runs[(i+k)%len(runs)]
+			if err := timed(r.name, r.run); err != nil {
+				return err
+			}
+		}
+	}
+	ch, cp := benchmark.Median(times[chRow]), benchmark.Median(times[copyRow])
+	st, sr := benchmark.Median(times[stRow]), benchmark.Median(times[srRow])
+	ratio := func(base, m time.Duration) string { return fmt.Sprintf("%.2f", base.Seconds()/m.Seconds()) }
+	for _, r := range runs {
+		m := benchmark.Median(times[r.name])
+		vsCh, vsSt, vsCp := "", "", ""
+		switch r.name {
+		case acRow, nwRow: // against the baseline that, like it, makes fresh batches
+			vsCh, vsSt, vsCp = ratio(ch, m), ratio(st, m), ratio(cp, m)
+		case rcRow:
+			vsCh, vsSt, vsCp = ratio(ch, m), ratio(sr, m), ratio(cp, m)
+		case chRow, stRow, srRow:
+			vsCp = ratio(cp, m)
+		}
+		fmt.Fprintf(tw, "%v\t%s\t%.0f\t%.0f\t%s\t%s\t%s\t\n", comp, r.name, float64(o.samples)/m.Seconds(), float64(payload)/m.Seconds()/1e6, vsCh, vsSt, vsCp)
+		if r.name != copyRow && r.name != readRow { // the bounds are two orders of magnitude above
+			figs.throughput = append(figs.throughput, benchBar{file: comp.String(), what: r.name, samples: float64(o.samples) / m.Seconds()})
+		}
+	}
 	return nil
 }
 

@@ -182,7 +182,7 @@ func TestBenchCommand(t *testing.T) {
 		require.True(t, bytes.HasPrefix(b, []byte("\x89PNG")), "%s is a PNG", name)
 	}
 	for _, want := range []string{"plain copy of the file's bytes", "plain read of the file", "channel pipeline, a record at a time", "channel pipeline, stacked read path",
-		"actor pipeline, recycled batches", "snappy", "busy", "first batch:", "allocations:", "heap in use after GC, 3 passes"} {
+		"channel pipeline, stacked, recycled batches", "actor pipeline, recycled batches", "actor pipeline, a new one for each pass", "snappy", "busy", "first batch:", "allocations:", "heap in use after GC, 3 passes"} {
 		require.Contains(t, out, want)
 	}
 	_, err = cli(t, "bench", "--samples", "10")
