@@ -86,13 +86,7 @@ func recyclesBlocks(stages []Stage, i int, opts Options) (limit int, ok bool) {
 	}
 	switch s := stages[0].(type) {
 	case Files:
-		threads, buffer := s.Threads, s.Buffer
-		if threads == 0 {
-			threads = defaultThreads(len(s.Paths))
-		}
-		if buffer == 0 {
-			buffer = 3 * threads
-		}
+		threads, buffer := s.readers()
 		limit = buffer + threads*opts.ReaderWindow
 	case Generator:
 		limit = 3 + opts.ReaderWindow
@@ -175,10 +169,7 @@ func (p *Pipeline) plan(stages []Stage, dev *Devices) ([]spawnable, error) {
 					return nil, err
 				}
 				src, files, ordered, slots = fs, len(s.Paths), s.Ordered, s.Slots
-				threads, buffer = s.Threads, s.Buffer
-				if threads == 0 {
-					threads = defaultThreads(files)
-				}
+				threads, buffer = s.readers()
 			case Generator:
 				src, threads = &fileSource{entries: []string{s.Name}, names: []string{s.Name}, indexes: map[int]*recordio.Index{},
 					open: func(context.Context, string) (readers.Reader, error) { return s.New() }}, 1

@@ -292,3 +292,15 @@ func validate(stages []Stage, dev *Devices) error {
 }
 
 func defaultThreads(files int) int { return max(1, min(files, runtime.NumCPU())) }
+
+// readers is the stage's file readers and buffer, defaults applied.
+func (s Files) readers() (threads, buffer int) {
+	threads, buffer = s.Threads, s.Buffer
+	if threads == 0 {
+		threads = defaultThreads(len(s.Paths))
+	}
+	if buffer == 0 {
+		buffer = 3 * threads
+	}
+	return threads, buffer
+}
