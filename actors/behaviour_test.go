@@ -44,9 +44,11 @@ func TestBackpressureBoundsLiveBatches(t *testing.T) {
 	// buffer (capacity, overshot by what the input groups it demanded can
 	// complete: window * group/batch), in flight to or queued in the double
 	// buffer (prefetch per lane), read ahead into the next pass by the
-	// double buffer (prefetch per lane), queued at a device (prefetch).
+	// double buffer (prefetch per lane), queued at a device
+	// (max(prefetch, MinConsumerQueue)).
 	const capacity, window = 2, 2
-	bound := capacity + window*group/batch + devices*prefetch + devices*prefetch + devices*prefetch
+	queue := max(prefetch, actors.MinConsumerQueue)
+	bound := capacity + window*group/batch + devices*prefetch + devices*prefetch + devices*queue
 	require.Positive(t, st.PeakLiveBatches)
 	require.LessOrEqual(t, st.PeakLiveBatches, bound)
 	total := 0

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -76,27 +77,30 @@ var actorModes = []struct {
 // function that stops it.
 func actorRun(b *testing.B, sys *actor.ActorSystem, path string, recycle, running bool) (pass func(), stop func()) {
 	cfg := benchmark.Config{Path: path, Window: benchWindow, Batch: benchBatch, System: sys}
-	stepped := 0
+	// The device's goroutine counts; a pipeline steps from the moment it
+	// exists, so the count is reset before a pass can begin: before the
+	// pipeline is built, and before each Reset.
+	var stepped atomic.Int64
 	step := func(s tensor.Slots) {
 		consume(s)
 		n, _ := s.Instances()
-		stepped += n
+		stepped.Add(int64(n))
 	}
 	if !running {
 		return func() {
-			stepped = 0
+			stepped.Store(0)
 			_, _, err := cfg.Pass(context.Background(), recycle, step)
 			require.NoError(b, err)
-			require.Equal(b, benchSamples, stepped)
+			require.Equal(b, int64(benchSamples), stepped.Load())
 		}, func() {}
 	}
 	r, err := cfg.Start(recycle, step)
 	require.NoError(b, err)
 	pass = func() {
-		stepped = 0
 		_, err := r.Pass(context.Background())
 		require.NoError(b, err)
-		require.Equal(b, benchSamples, stepped)
+		require.Equal(b, int64(benchSamples), stepped.Load())
+		stepped.Store(0)
 	}
 	pass() // spawns it and fills its windows, untimed
 	return pass, func() { require.NoError(b, r.Close()) }

@@ -39,11 +39,15 @@ func newConsumerCell(pipe *shared, name, kind string, lane, lanes uint32, window
 }
 
 // notify tells the actor items left the queue, once that can make it ask
-// for more: the inlet asks in steps of half its window, or when its queue
-// ran dry. mu must be held.
+// for more: the inlet asks in steps of half its window. A queue that ran
+// dry needs no message of its own: the actor tops its demand up to the
+// window whenever it handles a message and nothing is outstanding (see
+// inlet.replenish), so an empty queue with nothing outstanding means at
+// least a whole window was consumed since the actor last ran, and so half
+// a window was told. mu must be held.
 func (c *consumerCell) notify() {
 	c.unnoticed++
-	if c.unnoticed >= max(1, int(c.in.window)/2) || len(c.queue) == 0 {
+	if c.unnoticed >= max(1, int(c.in.window)/2) {
 		c.unnoticed = 0
 		c.pipe.root.Send(c.self, consumedMsg{})
 	}

@@ -100,9 +100,10 @@ type XMap struct {
 type MultiPass struct{ Passes int }
 
 // DoubleBuffer is create_double_buffer_reader: a prefetch window of Window
-// batches per consumer (default 2). Item k of a pass goes to consumer
-// k mod n. With DropPartial, a last step with fewer items than consumers is
-// dropped.
+// batches per consumer (default 2), and behind it each consumer queues up
+// to max(Window, MinConsumerQueue) batches. Item k of a pass goes to
+// consumer k mod n. With DropPartial, a last step with fewer items than
+// consumers is dropped.
 type DoubleBuffer struct {
 	Window      int
 	DropPartial bool

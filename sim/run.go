@@ -499,7 +499,8 @@ func liveBound(sh Shape, o actors.Options) int {
 	if sh.MultiPass > 0 {
 		b += capacity + window
 	}
-	return b + 3*sh.Devices*prefetch // lanes, read ahead, queued at the devices
+	// The lanes, the next pass read ahead, and queued at the devices.
+	return b + sh.Devices*(2*prefetch+max(prefetch, actors.MinConsumerQueue))
 }
 
 // devices are the scenario's device steps: they check each batch, record it
