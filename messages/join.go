@@ -60,14 +60,29 @@ func (b *Batch) Refs(dst []Ref) ([]Ref, error) {
 		return dst, fmt.Errorf("%w: %d rows for %d ids", ErrInvalid, len(rows), ids)
 	}
 	bases := make([]int, len(parts)+1)
+	uniform := len(parts) > 0 // every part holds as many instances as the first, at least one
 	for k, p := range parts {
 		n, err := p.instances()
 		if err != nil {
 			return dst, fmt.Errorf("part %d: %w", k, err)
 		}
 		bases[k+1] = bases[k] + n
+		uniform = uniform && n > 0 && n == bases[1]
 	}
 	total := bases[len(parts)]
+	if uniform {
+		n := bases[1]
+		// Parts of one size (a window of full stacked groups): the part
+		// holding instance r is r / n, without a search.
+		for i, r := range rows {
+			if int(r) >= total {
+				return dst, fmt.Errorf("%w: row %d of instance %d is past the parts' %d instances", ErrInvalid, r, i, total)
+			}
+			k := int(r) / n
+			dst = append(dst, Ref{Part: parts[k], Row: int(r) - k*n})
+		}
+		return dst, nil
+	}
 	for i, r := range rows {
 		if int(r) >= total {
 			return dst, fmt.Errorf("%w: row %d of instance %d is past the parts' %d instances", ErrInvalid, r, i, total)
@@ -115,10 +130,13 @@ func Gather(refs []Ref, ids []uint64) (*Batch, error) {
 	if len(ids) != len(refs) {
 		return nil, fmt.Errorf("%w: %d ids for %d instances", ErrInvalid, len(ids), len(refs))
 	}
-	parts := make([]*Part, 0, len(refs))
-	ints := make([]int, 0, 2*len(refs))
-	bases, counts := ints[:0:len(refs)], ints[len(refs):len(refs)]
-	var index map[*Part]int // once there are too many parts to search
+	// A shuffled group draws on a few parts (a window's groups), not one
+	// per instance: start small, append grows them past that.
+	c := min(len(refs), 16)
+	parts := make([]*Part, 0, c)
+	ints := make([]int, 2*c)
+	bases, counts := ints[:0:c], ints[c:c:2*c] // capped: appends past c reallocate
+	var index map[*Part]int                    // once there are too many parts to search
 	rows := make([]uint32, len(refs))
 	identity, total := true, 0
 	for i, r := range refs {

@@ -323,3 +323,53 @@ func TestRowsPastAnEmptyPart(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, want.Equal(got))
 }
+
+// Refs finds the part of every row, whether the parts are all one size (a
+// division) or not (a search), including sizes whose total looks uniform
+// (2+1+3 = 3 parts of 2) and rows at every part's edges.
+func TestRefsFindsEachRowsPart(t *testing.T) {
+	for _, sizes := range [][]int{{4, 4, 4}, {1, 1, 1, 1}, {2, 1, 3}, {3, 3, 1}, {1, 5}, {6}} {
+		recs := records(16)
+		var parts []tensor.Slots
+		type where struct{ part, row int }
+		var owner []where
+		next := 0
+		for k, n := range sizes {
+			block, err := tensor.Concat(recs[next : next+n])
+			require.NoError(t, err)
+			parts = append(parts, block)
+			for r := range n {
+				owner = append(owner, where{k, r})
+			}
+			next += n
+		}
+		b, err := messages.FromParts(parts, ids(next))
+		require.NoError(t, err)
+		rows := make([]uint32, next)
+		for i := range rows {
+			rows[i] = uint32(next - 1 - i) // every row once, backwards
+		}
+		b.Rows = rows
+		refs, err := b.Refs(nil)
+		require.NoError(t, err, "sizes %v", sizes)
+		require.Len(t, refs, next)
+		for i, ref := range refs {
+			w := owner[rows[i]]
+			require.Same(t, b.Parts[w.part], ref.Part, "sizes %v, row %d", sizes, rows[i])
+			require.Equal(t, w.row, ref.Row, "sizes %v, row %d", sizes, rows[i])
+		}
+		got, err := b.ToSlots()
+		require.NoError(t, err)
+		want := make([]tensor.Slots, next)
+		for i := range want {
+			want[i] = recs[next-1-i]
+		}
+		w, err := tensor.Concat(want)
+		require.NoError(t, err)
+		require.True(t, w.Equal(got), "sizes %v", sizes)
+
+		b.Rows[0] = uint32(next) // one past the last instance
+		_, err = b.Refs(nil)
+		require.ErrorIs(t, err, messages.ErrInvalid, "sizes %v", sizes)
+	}
+}
