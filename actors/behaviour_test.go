@@ -713,25 +713,16 @@ func batchItems(p *actors.Pipeline) int64 {
 // once, with its own sequence.
 func TestRecordsThatDoNotStack(t *testing.T) {
 	ctx := testCtx(t)
-	path := filepath.Join(t.TempDir(), "seq.rio")
-	fh, err := os.Create(path)
-	require.NoError(t, err)
-	w, err := recordio.NewWriter(fh, recordio.WriterOptions{MaxChunkBytes: 300})
-	require.NoError(t, err)
 	const n = 90
-	for r := range n {
+	path := writeRecords(t, filepath.Join(t.TempDir(), "seq.rio"), 300, n, func(r int) tensor.Slots {
 		seq := make([]int32, 1+r%3)
 		for k := range seq {
 			seq[k] = int32(r)
 		}
 		lt, err := tensor.NewLoDTensor(tensor.MustFromSlice(tensor.Shape{len(seq), 1}, seq), tensor.LoD{{0, len(seq)}})
 		require.NoError(t, err)
-		rec, err := tensor.Encode(tensor.Slots{sample(0, r)[0], lt})
-		require.NoError(t, err)
-		require.NoError(t, w.Write(rec))
-	}
-	require.NoError(t, w.Close())
-	require.NoError(t, fh.Close())
+		return tensor.Slots{sample(0, r)[0], lt}
+	})
 
 	sys := actors.NewSystem()
 	p, err := actors.New([]actors.Stage{actors.Files{Paths: []string{path}}, actors.Shuffle{Window: 16, Seed: 3}, actors.Batch{Size: 7}},

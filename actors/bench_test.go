@@ -2,7 +2,6 @@ package actors_test
 
 import (
 	"context"
-	"os"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -16,7 +15,6 @@ import (
 	"github.com/actorfeed/actorfeed/actors"
 	"github.com/actorfeed/actorfeed/actors/baseline"
 	"github.com/actorfeed/actorfeed/actors/benchmark"
-	"github.com/actorfeed/actorfeed/readers/recordio"
 	"github.com/actorfeed/actorfeed/tensor"
 )
 
@@ -38,24 +36,14 @@ const (
 
 func benchFile(b *testing.B) string {
 	b.Helper()
-	path := filepath.Join(b.TempDir(), "bench.rio")
-	fh, err := os.Create(path)
-	require.NoError(b, err)
-	w, err := recordio.NewWriter(fh, recordio.WriterOptions{})
-	require.NoError(b, err)
 	img := make([]uint8, 784)
-	for r := range benchSamples {
+	return writeRecords(b, filepath.Join(b.TempDir(), "bench.rio"), 0, benchSamples, func(r int) tensor.Slots {
 		img[0], img[1] = uint8(r), uint8(r>>8)
-		rec, err := tensor.Encode(tensor.Slots{
+		return tensor.Slots{
 			{Tensor: tensor.MustFromSlice(tensor.Shape{1, 28, 28}, img)},
 			{Tensor: tensor.MustFromSlice(tensor.Shape{1, 1}, []int64{int64(r % 10)})},
-		})
-		require.NoError(b, err)
-		require.NoError(b, w.Write(rec))
-	}
-	require.NoError(b, w.Close())
-	require.NoError(b, fh.Close())
-	return path
+		}
+	})
 }
 
 // consume is the simulated device's work on a batch: it reads every image

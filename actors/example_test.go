@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 
 	"github.com/actorfeed/actorfeed/actors"
+	"github.com/actorfeed/actorfeed/readers"
 	"github.com/actorfeed/actorfeed/readers/recordio"
 	"github.com/actorfeed/actorfeed/tensor"
 )
@@ -50,32 +51,21 @@ func exampleFiles() (paths []string, cleanup func()) {
 	if err != nil {
 		log.Fatal(err)
 	}
-	for f := range 2 {
-		path := filepath.Join(dir, fmt.Sprintf("part-%d.recordio", f))
-		fh, err := os.Create(path)
-		if err != nil {
-			log.Fatal(err)
-		}
-		w, err := recordio.NewWriter(fh, recordio.WriterOptions{})
-		if err != nil {
-			log.Fatal(err)
-		}
+	records := func(yield func(tensor.Slots, error) bool) {
 		for r := range 1000 {
-			rec, err := tensor.Encode(tensor.Slots{
+			if !yield(tensor.Slots{
 				{Tensor: tensor.MustFromSlice(tensor.Shape{1, 28, 28}, make([]uint8, 784))},
 				{Tensor: tensor.MustFromSlice(tensor.Shape{1, 1}, []int64{int64(r % 10)})},
-			})
-			if err == nil {
-				err = w.Write(rec)
-			}
-			if err != nil {
-				log.Fatal(err)
+			}, nil) {
+				return
 			}
 		}
-		if err := w.Close(); err != nil {
+	}
+	for f := range 2 {
+		path := filepath.Join(dir, fmt.Sprintf("part-%d.recordio", f))
+		if _, err := readers.WriteRecordFile(path, recordio.WriterOptions{}, records); err != nil {
 			log.Fatal(err)
 		}
-		fh.Close()
 		paths = append(paths, path)
 	}
 	return paths, func() { os.RemoveAll(dir) }

@@ -3,7 +3,6 @@ package actors_test
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/actorfeed/actorfeed/actors"
 	"github.com/actorfeed/actorfeed/messages"
+	"github.com/actorfeed/actorfeed/readers"
 	"github.com/actorfeed/actorfeed/readers/recordio"
 	"github.com/actorfeed/actorfeed/tensor"
 )
@@ -38,21 +38,27 @@ func writeFiles(t testing.TB, k, n, chunk int) []string {
 	dir := t.TempDir()
 	var paths []string
 	for f := range k {
-		p := filepath.Join(dir, fmt.Sprintf("part-%d.rio", f))
-		fh, err := os.Create(p)
-		require.NoError(t, err)
-		w, err := recordio.NewWriter(fh, recordio.WriterOptions{MaxChunkBytes: chunk})
-		require.NoError(t, err)
-		for r := range n {
-			rec, err := tensor.Encode(sample(f, r))
-			require.NoError(t, err)
-			require.NoError(t, w.Write(rec))
-		}
-		require.NoError(t, w.Close())
-		require.NoError(t, fh.Close())
-		paths = append(paths, p)
+		paths = append(paths, writeRecords(t, filepath.Join(dir, fmt.Sprintf("part-%d.rio", f)), chunk, n,
+			func(r int) tensor.Slots { return sample(f, r) }))
 	}
 	return paths
+}
+
+// writeRecords writes a RecordIO file of n records, record r being
+// sample(r), in chunks of at most chunk bytes (0: the default), and
+// returns its path.
+func writeRecords(t testing.TB, path string, chunk, n int, sample func(r int) tensor.Slots) string {
+	t.Helper()
+	wrote, err := readers.WriteRecordFile(path, recordio.WriterOptions{MaxChunkBytes: chunk}, func(yield func(tensor.Slots, error) bool) {
+		for r := range n {
+			if !yield(sample(r), nil) {
+				return
+			}
+		}
+	})
+	require.NoError(t, err)
+	require.Equal(t, n, wrote)
+	return path
 }
 
 func sample(f, r int) tensor.Slots {

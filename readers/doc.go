@@ -2,8 +2,9 @@
 // reader contract of the seeds (ReaderBase) in Go form, the file formats
 // behind a registry, the decorators that compose readers (shuffle, batch,
 // multi-pass, buffered prefetch, map, xmap, compose, chain, firstn, cache),
-// the random data generator, and the bounded feed queue that outside
-// producers push into.
+// the random data generator, the bounded feed queue that outside producers
+// push into, and WriteRecordFile, which writes the sample files that
+// RecordFile reads.
 //
 // # The contract
 //

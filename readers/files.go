@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"iter"
+	"os"
 
 	"github.com/actorfeed/actorfeed/readers/format"
 	"github.com/actorfeed/actorfeed/readers/idx"
@@ -48,6 +50,45 @@ func NewRecordFile(r io.ReaderAt, size int64, name string, c io.Closer) *RecordF
 }
 
 func openRecordIO(path string, _ OpenOptions) (Reader, error) { return OpenRecordFile(path) }
+
+// WriteRecordFile writes samples to a new RecordIO file at path, one
+// record (tensor.Encode) each, in the form RecordFile reads, and returns
+// how many it wrote. An error from samples, from encoding a sample or from
+// the file ends the writing, removes the file and is returned, naming the
+// file and the sample. readers.All turns a Reader into samples.
+func WriteRecordFile(path string, opts recordio.WriterOptions, samples iter.Seq2[tensor.Slots, error]) (n int, err error) {
+	fh, err := os.Create(path)
+	if err != nil {
+		return 0, err
+	}
+	defer func() {
+		if err = errors.Join(err, fh.Close()); err != nil {
+			os.Remove(path)
+			n = 0
+		}
+	}()
+	w, err := recordio.NewWriter(fh, opts)
+	if err != nil {
+		return 0, fmt.Errorf("readers: writing %s: %w", path, err)
+	}
+	var rec []byte
+	for s, err := range samples {
+		if err == nil {
+			rec, err = tensor.AppendEncode(rec[:0], s)
+		}
+		if err == nil {
+			err = w.Write(rec)
+		}
+		if err != nil {
+			return n, fmt.Errorf("readers: writing %s, sample %d: %w", path, n, err)
+		}
+		n++
+	}
+	if err := w.Close(); err != nil {
+		return n, fmt.Errorf("readers: writing %s: %w", path, err)
+	}
+	return n, nil
+}
 
 // Next decodes the next record. A record that is not a valid encoding is
 // reported as corruption at its chunk and record.

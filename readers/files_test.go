@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"iter"
 	"os"
 	"path/filepath"
 	"testing"
@@ -22,21 +23,65 @@ import (
 // writeInstances writes n (image [1,4] float32, label [1] int64) instances.
 func writeInstances(t testing.TB, path string, n int, c recordio.Compressor) {
 	t.Helper()
-	f, err := os.Create(path)
+	wrote, err := readers.WriteRecordFile(path, recordio.WriterOptions{Compressor: c, MaxChunkBytes: 1 << 10}, instances(n, nil))
 	require.NoError(t, err)
-	w, err := recordio.NewWriter(f, recordio.WriterOptions{Compressor: c, MaxChunkBytes: 1 << 10})
-	require.NoError(t, err)
-	for i := range n {
-		s := tensor.Slots{
-			{Tensor: tensor.MustFromSlice(tensor.Shape{1, 4}, []float32{float32(i), 1, 2, 3})},
-			{Tensor: tensor.MustFromSlice(tensor.Shape{1}, []int64{int64(i)})},
+	require.Equal(t, n, wrote)
+}
+
+// instances yields n of writeInstances' instances, then fail if not nil.
+func instances(n int, fail error) iter.Seq2[tensor.Slots, error] {
+	return func(yield func(tensor.Slots, error) bool) {
+		for i := range n {
+			s := tensor.Slots{
+				{Tensor: tensor.MustFromSlice(tensor.Shape{1, 4}, []float32{float32(i), 1, 2, 3})},
+				{Tensor: tensor.MustFromSlice(tensor.Shape{1}, []int64{int64(i)})},
+			}
+			if !yield(s, nil) {
+				return
+			}
 		}
-		b, err := tensor.Encode(s)
-		require.NoError(t, err)
-		require.NoError(t, w.Write(b))
+		if fail != nil {
+			yield(nil, fail)
+		}
 	}
-	require.NoError(t, w.Close())
-	require.NoError(t, f.Close())
+}
+
+// WriteRecordFile writes what RecordFile reads, and leaves no file behind
+// when the samples, their encoding or the file fail.
+func TestWriteRecordFile(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "ok.rio")
+	n, err := readers.WriteRecordFile(path, recordio.WriterOptions{Compressor: recordio.Snappy}, instances(300, nil))
+	require.NoError(t, err)
+	require.Equal(t, 300, n)
+	r, err := readers.OpenRecordFile(path)
+	require.NoError(t, err)
+	defer r.Close()
+	i := 0
+	for s, err := range readers.All(t.Context(), r) {
+		require.NoError(t, err)
+		label, err := tensor.View[int64](s[1].Tensor)
+		require.NoError(t, err)
+		require.Equal(t, []int64{int64(i)}, label)
+		i++
+	}
+	require.Equal(t, 300, i)
+
+	boom := errors.New("boom")
+	bad := filepath.Join(dir, "bad.rio")
+	n, err = readers.WriteRecordFile(bad, recordio.WriterOptions{}, instances(5, boom))
+	require.ErrorIs(t, err, boom)
+	require.ErrorContains(t, err, "bad.rio, sample 5")
+	require.Zero(t, n)
+	require.NoFileExists(t, bad)
+
+	unencodable := func(yield func(tensor.Slots, error) bool) { yield(tensor.Slots{{}}, nil) } // no dtype
+	_, err = readers.WriteRecordFile(bad, recordio.WriterOptions{}, unencodable)
+	require.ErrorContains(t, err, "bad.rio, sample 0")
+	require.NoFileExists(t, bad)
+
+	_, err = readers.WriteRecordFile(filepath.Join(dir, "no-such-dir", "x.rio"), recordio.WriterOptions{}, instances(1, nil))
+	require.ErrorIs(t, err, os.ErrNotExist)
 }
 
 func TestParseEntry(t *testing.T) {

@@ -63,41 +63,20 @@ func dataset(dir string, sc Scenario) (paths []string, damaged []map[int]bool, t
 }
 
 func writeFile(path string, f, records, chunk int, ragged bool) error {
-	fh, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	w, err := recordio.NewWriter(fh, recordio.WriterOptions{MaxChunkBytes: chunk})
-	if err != nil {
-		fh.Close()
-		return err
-	}
-	var rec []byte
-	for r := range records {
-		second := tensor.LoDTensor{Tensor: tensor.MustFromSlice(tensor.Shape{1, 1}, []int32{int32(r % 10)})}
-		if ragged {
-			steps := 1 + r%3
-			if second, err = tensor.NewLoDTensor(tensor.MustFromSlice(tensor.Shape{steps, 1}, make([]int32, steps)), tensor.LoD{{0, steps}}); err != nil {
-				fh.Close()
-				return err
+	_, err := readers.WriteRecordFile(path, recordio.WriterOptions{MaxChunkBytes: chunk}, func(yield func(tensor.Slots, error) bool) {
+		for r := range records {
+			second := tensor.LoDTensor{Tensor: tensor.MustFromSlice(tensor.Shape{1, 1}, []int32{int32(r % 10)})}
+			var err error
+			if ragged {
+				steps := 1 + r%3
+				second, err = tensor.NewLoDTensor(tensor.MustFromSlice(tensor.Shape{steps, 1}, make([]int32, steps)), tensor.LoD{{0, steps}})
+			}
+			if !yield(tensor.Slots{{Tensor: tensor.MustFromSlice(tensor.Shape{1, 1}, []int64{value(f, r)})}, second}, err) || err != nil {
+				return
 			}
 		}
-		rec, err = tensor.AppendEncode(rec[:0], tensor.Slots{
-			{Tensor: tensor.MustFromSlice(tensor.Shape{1, 1}, []int64{value(f, r)})}, second,
-		})
-		if err == nil {
-			err = w.Write(rec)
-		}
-		if err != nil {
-			fh.Close()
-			return err
-		}
-	}
-	if err := w.Close(); err != nil {
-		fh.Close()
-		return err
-	}
-	return fh.Close()
+	})
+	return err
 }
 
 func index(path string) (*recordio.Index, error) {

@@ -11,6 +11,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/actorfeed/actorfeed/actors/baseline"
+	"github.com/actorfeed/actorfeed/readers"
 	"github.com/actorfeed/actorfeed/readers/recordio"
 	"github.com/actorfeed/actorfeed/tensor"
 )
@@ -42,17 +43,14 @@ func forEach(t *testing.T, test func(t *testing.T, run pipeline)) {
 // write makes a file of n records whose value slot is first+r.
 func write(t *testing.T, path string, first, n int) {
 	t.Helper()
-	fh, err := os.Create(path)
+	_, err := readers.WriteRecordFile(path, recordio.WriterOptions{MaxChunkBytes: 500}, func(yield func(tensor.Slots, error) bool) {
+		for r := range n {
+			if !yield(tensor.Slots{{Tensor: tensor.MustFromSlice(tensor.Shape{1, 1}, []int64{int64(first + r)})}}, nil) {
+				return
+			}
+		}
+	})
 	require.NoError(t, err)
-	w, err := recordio.NewWriter(fh, recordio.WriterOptions{MaxChunkBytes: 500})
-	require.NoError(t, err)
-	for r := range n {
-		rec, err := tensor.Encode(tensor.Slots{{Tensor: tensor.MustFromSlice(tensor.Shape{1, 1}, []int64{int64(first + r)})}})
-		require.NoError(t, err)
-		require.NoError(t, w.Write(rec))
-	}
-	require.NoError(t, w.Close())
-	require.NoError(t, fh.Close())
 }
 
 func TestEverySampleOnceInBatches(t *testing.T) { forEach(t, everySampleOnceInBatches) }

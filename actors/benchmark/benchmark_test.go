@@ -1,7 +1,6 @@
 package benchmark_test
 
 import (
-	"os"
 	"path/filepath"
 	"testing"
 
@@ -10,6 +9,7 @@ import (
 
 	"github.com/actorfeed/actorfeed/actors"
 	"github.com/actorfeed/actorfeed/actors/benchmark"
+	"github.com/actorfeed/actorfeed/readers"
 	"github.com/actorfeed/actorfeed/readers/recordio"
 	"github.com/actorfeed/actorfeed/tensor"
 )
@@ -20,20 +20,17 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 func file(t *testing.T, n int) string {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "b.rio")
-	fh, err := os.Create(path)
+	_, err := readers.WriteRecordFile(path, recordio.WriterOptions{MaxChunkBytes: 1000}, func(yield func(tensor.Slots, error) bool) {
+		for r := range n {
+			if !yield(tensor.Slots{
+				{Tensor: tensor.MustFromSlice(tensor.Shape{1, 4}, []uint8{1, 2, 3, uint8(r)})},
+				{Tensor: tensor.MustFromSlice(tensor.Shape{1, 1}, []int64{int64(r)})},
+			}, nil) {
+				return
+			}
+		}
+	})
 	require.NoError(t, err)
-	w, err := recordio.NewWriter(fh, recordio.WriterOptions{MaxChunkBytes: 1000})
-	require.NoError(t, err)
-	for r := range n {
-		rec, err := tensor.Encode(tensor.Slots{
-			{Tensor: tensor.MustFromSlice(tensor.Shape{1, 4}, []uint8{1, 2, 3, uint8(r)})},
-			{Tensor: tensor.MustFromSlice(tensor.Shape{1, 1}, []int64{int64(r)})},
-		})
-		require.NoError(t, err)
-		require.NoError(t, w.Write(rec))
-	}
-	require.NoError(t, w.Close())
-	require.NoError(t, fh.Close())
 	return path
 }
 

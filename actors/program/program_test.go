@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"sort"
 	"testing"
@@ -36,20 +35,17 @@ func writeFiles(t *testing.T, k, n int) []string {
 	var paths []string
 	for f := range k {
 		p := filepath.Join(dir, fmt.Sprintf("part-%d.recordio", f))
-		fh, err := os.Create(p)
+		_, err := readers.WriteRecordFile(p, recordio.WriterOptions{MaxChunkBytes: 300}, func(yield func(tensor.Slots, error) bool) {
+			for r := range n {
+				if !yield(tensor.Slots{
+					{Tensor: tensor.MustFromSlice(tensor.Shape{1, 1}, []int64{int64(f*1_000_000 + r)})},
+					{Tensor: tensor.MustFromSlice(tensor.Shape{1, 1}, []int32{int32(r % 10)})},
+				}, nil) {
+					return
+				}
+			}
+		})
 		require.NoError(t, err)
-		w, err := recordio.NewWriter(fh, recordio.WriterOptions{MaxChunkBytes: 300})
-		require.NoError(t, err)
-		for r := range n {
-			rec, err := tensor.Encode(tensor.Slots{
-				{Tensor: tensor.MustFromSlice(tensor.Shape{1, 1}, []int64{int64(f*1_000_000 + r)})},
-				{Tensor: tensor.MustFromSlice(tensor.Shape{1, 1}, []int32{int32(r % 10)})},
-			})
-			require.NoError(t, err)
-			require.NoError(t, w.Write(rec))
-		}
-		require.NoError(t, w.Close())
-		require.NoError(t, fh.Close())
 		paths = append(paths, p)
 	}
 	return paths

@@ -109,32 +109,19 @@ var sink uint64
 func touch(b []byte) { sink += baseline.Touch(b) }
 
 func write(path string, n int) error {
-	fh, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	w, err := recordio.NewWriter(fh, recordio.WriterOptions{})
-	if err != nil {
-		return err
-	}
-	img := make([]uint8, 784)
-	for r := range n {
-		img[0], img[1] = uint8(r), uint8(r>>8)
-		rec, err := tensor.Encode(tensor.Slots{
-			{Tensor: tensor.MustFromSlice(tensor.Shape{1, 28, 28}, img)},
-			{Tensor: tensor.MustFromSlice(tensor.Shape{1, 1}, []int64{int64(r % 10)})},
-		})
-		if err == nil {
-			err = w.Write(rec)
+	img := make([]uint8, 784) // each record is encoded before the next is made
+	_, err := readers.WriteRecordFile(path, recordio.WriterOptions{}, func(yield func(tensor.Slots, error) bool) {
+		for r := range n {
+			img[0], img[1] = uint8(r), uint8(r>>8)
+			if !yield(tensor.Slots{
+				{Tensor: tensor.MustFromSlice(tensor.Shape{1, 28, 28}, img)},
+				{Tensor: tensor.MustFromSlice(tensor.Shape{1, 1}, []int64{int64(r % 10)})},
+			}, nil) {
+				return
+			}
 		}
-		if err != nil {
-			return err
-		}
-	}
-	if err := w.Close(); err != nil {
-		return err
-	}
-	return fh.Close()
+	})
+	return err
 }
 
 func actorPipeline(ctx context.Context, path string) (int, error) {

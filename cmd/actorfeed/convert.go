@@ -2,15 +2,12 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"os"
 
 	"github.com/spf13/cobra"
 
 	"github.com/actorfeed/actorfeed/readers"
 	"github.com/actorfeed/actorfeed/readers/recordio"
-	"github.com/actorfeed/actorfeed/tensor"
 )
 
 func newConvert() *cobra.Command {
@@ -46,37 +43,11 @@ Record i of the output is sample i of the input.`,
 
 // convertIDX writes every sample of the IDX file at path to a RecordIO file.
 // A failed conversion removes the partial output.
-func convertIDX(ctx context.Context, path, out string, c recordio.Compressor) (n int, err error) {
+func convertIDX(ctx context.Context, path, out string, c recordio.Compressor) (int, error) {
 	r, err := readers.Open("idx:"+path, readers.OpenOptions{})
 	if err != nil {
 		return 0, err
 	}
 	defer r.Close()
-	fh, err := os.Create(out)
-	if err != nil {
-		return 0, err
-	}
-	defer func() {
-		if err = errors.Join(err, fh.Close()); err != nil {
-			os.Remove(out)
-		}
-	}()
-	w, err := recordio.NewWriter(fh, recordio.WriterOptions{Compressor: c})
-	if err != nil {
-		return 0, err
-	}
-	var rec []byte
-	for s, err := range readers.All(ctx, r) {
-		if err != nil {
-			return n, err
-		}
-		if rec, err = tensor.AppendEncode(rec[:0], s); err != nil {
-			return n, err
-		}
-		if err := w.Write(rec); err != nil {
-			return n, err
-		}
-		n++
-	}
-	return n, w.Close()
+	return readers.WriteRecordFile(out, recordio.WriterOptions{Compressor: c}, readers.All(ctx, r))
 }

@@ -1,12 +1,12 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 
+	"github.com/actorfeed/actorfeed/readers"
 	"github.com/actorfeed/actorfeed/readers/recordio"
 	"github.com/actorfeed/actorfeed/tensor"
 )
@@ -72,34 +72,22 @@ func (s synthetic) prototypes() [classes][]uint8 {
 }
 
 // writeFile writes samples first..first+n-1 of the set.
-func (s synthetic) writeFile(path string, protos [classes][]uint8, first, n int) (err error) {
-	fh, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	defer func() { err = errors.Join(err, fh.Close()) }()
-	w, err := recordio.NewWriter(fh, recordio.WriterOptions{Compressor: s.compressor})
-	if err != nil {
-		return err
-	}
-	img := make([]uint8, imageSide*imageSide)
-	var rec []byte
-	for g := first; g < first+n; g++ {
-		rng := rand.New(rand.NewPCG(s.seed, uint64(g)))
-		label := rng.IntN(classes)
-		for k, p := range protos[label] {
-			img[k] = uint8((int(p)*3 + rng.IntN(256)) / 4)
+func (s synthetic) writeFile(path string, protos [classes][]uint8, first, n int) error {
+	img := make([]uint8, imageSide*imageSide) // each sample is encoded before the next is made
+	_, err := readers.WriteRecordFile(path, recordio.WriterOptions{Compressor: s.compressor}, func(yield func(tensor.Slots, error) bool) {
+		for g := first; g < first+n; g++ {
+			rng := rand.New(rand.NewPCG(s.seed, uint64(g)))
+			label := rng.IntN(classes)
+			for k, p := range protos[label] {
+				img[k] = uint8((int(p)*3 + rng.IntN(256)) / 4)
+			}
+			if !yield(tensor.Slots{
+				{Tensor: tensor.MustFromSlice(tensor.Shape{1, imageSide, imageSide}, img)},
+				{Tensor: tensor.MustFromSlice(tensor.Shape{1}, []int64{int64(label)})},
+			}, nil) {
+				return
+			}
 		}
-		rec, err = tensor.AppendEncode(rec[:0], tensor.Slots{
-			{Tensor: tensor.MustFromSlice(tensor.Shape{1, imageSide, imageSide}, img)},
-			{Tensor: tensor.MustFromSlice(tensor.Shape{1}, []int64{int64(label)})},
-		})
-		if err != nil {
-			return err
-		}
-		if err := w.Write(rec); err != nil {
-			return err
-		}
-	}
-	return w.Close()
+	})
+	return err
 }
