@@ -55,7 +55,8 @@ func openRecordIO(path string, _ OpenOptions) (Reader, error) { return OpenRecor
 // record (tensor.Encode) each, in the form RecordFile reads, and returns
 // how many it wrote. An error from samples, from encoding a sample or from
 // the file ends the writing, removes the file and is returned, naming the
-// file and the sample. readers.All turns a Reader into samples.
+// file and the sample, with a count of 0. readers.All turns a Reader into
+// samples.
 func WriteRecordFile(path string, opts recordio.WriterOptions, samples iter.Seq2[tensor.Slots, error]) (n int, err error) {
 	fh, err := os.Create(path)
 	if err != nil {
