@@ -51,16 +51,12 @@ func exampleFiles() (paths []string, cleanup func()) {
 	if err != nil {
 		log.Fatal(err)
 	}
-	records := func(yield func(tensor.Slots, error) bool) {
-		for r := range 1000 {
-			if !yield(tensor.Slots{
-				{Tensor: tensor.MustFromSlice(tensor.Shape{1, 28, 28}, make([]uint8, 784))},
-				{Tensor: tensor.MustFromSlice(tensor.Shape{1, 1}, []int64{int64(r % 10)})},
-			}, nil) {
-				return
-			}
-		}
-	}
+	records := readers.Samples(1000, func(r int) (tensor.Slots, error) {
+		return tensor.Slots{
+			{Tensor: tensor.MustFromSlice(tensor.Shape{1, 28, 28}, make([]uint8, 784))},
+			{Tensor: tensor.MustFromSlice(tensor.Shape{1, 1}, []int64{int64(r % 10)})},
+		}, nil
+	})
 	for f := range 2 {
 		path := filepath.Join(dir, fmt.Sprintf("part-%d.recordio", f))
 		if _, err := readers.WriteRecordFile(path, recordio.WriterOptions{}, records); err != nil {

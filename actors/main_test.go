@@ -49,13 +49,8 @@ func writeFiles(t testing.TB, k, n, chunk int) []string {
 // returns its path.
 func writeRecords(t testing.TB, path string, chunk, n int, sample func(r int) tensor.Slots) string {
 	t.Helper()
-	wrote, err := readers.WriteRecordFile(path, recordio.WriterOptions{MaxChunkBytes: chunk}, func(yield func(tensor.Slots, error) bool) {
-		for r := range n {
-			if !yield(sample(r), nil) {
-				return
-			}
-		}
-	})
+	wrote, err := readers.WriteRecordFile(path, recordio.WriterOptions{MaxChunkBytes: chunk},
+		readers.Samples(n, func(r int) (tensor.Slots, error) { return sample(r), nil }))
 	require.NoError(t, err)
 	require.Equal(t, n, wrote)
 	return path

@@ -1,7 +1,6 @@
 package actors
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -118,7 +117,7 @@ const MinConsumerQueue = 4
 // consumerWindow is the demand window of the pipeline's consumers.
 func consumerWindow(stages []Stage, opts Options) int {
 	if db, ok := stages[len(stages)-1].(DoubleBuffer); ok {
-		return max(db.Window, MinConsumerQueue)
+		return max(db.window(), MinConsumerQueue)
 	}
 	return opts.Window
 }
@@ -213,10 +212,7 @@ func (p *Pipeline) plan(stages []Stage, dev *Devices) ([]spawnable, error) {
 				return &filesActor{c: fc}
 			}})
 		case DoubleBuffer:
-			window := s.Window
-			if window == 0 {
-				window = 2
-			}
+			window := s.window()
 			fc := &fanoutCell{cell: cell{name: name, kind: KindDoubleBuffer, pipe: pipe}, outs: make([]outlet, consumers),
 				window: window, dropPartial: s.DropPartial}
 			fc.in.window = int64(consumers * window)
@@ -262,11 +258,11 @@ func (p *Pipeline) plan(stages []Stage, dev *Devices) ([]spawnable, error) {
 					// As many as may be alive at once (docs/protocol.md): a
 					// batch is made in fresh storage only when none is free,
 					// so storage never exceeds the peak of live batches.
-					prefetch, queue := opts.Window, opts.Window
+					prefetch := opts.Window
 					if db, ok := stages[len(stages)-1].(DoubleBuffer); ok {
-						prefetch, queue = cmp.Or(db.Window, 2), consumerWindow(stages, opts)
+						prefetch = db.window()
 					}
-					alive := opts.Capacity + opts.Window*((opts.GroupSize+s.Size-1)/s.Size) + dev.N*(2*prefetch+queue)
+					alive := opts.Capacity + opts.Window*((opts.GroupSize+s.Size-1)/s.Size) + dev.N*(2*prefetch+consumerWindow(stages, opts))
 					pipe.recycled = make(chan tensor.Slots, alive)
 				}
 			case Map:

@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"runtime"
@@ -108,6 +109,9 @@ type DoubleBuffer struct {
 	Window      int
 	DropPartial bool
 }
+
+// window is Window, default applied.
+func (d DoubleBuffer) window() int { return cmp.Or(d.Window, 2) }
 
 func (Files) kind() string        { return KindFiles }
 func (Queue) kind() string        { return KindFiles }

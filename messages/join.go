@@ -70,30 +70,23 @@ func (b *Batch) Refs(dst []Ref) ([]Ref, error) {
 		uniform = uniform && n > 0 && n == bases[1]
 	}
 	total := bases[len(parts)]
-	if uniform {
-		n := bases[1]
-		// Parts of one size (a window of full stacked groups): the part
-		// holding instance r is r / n, without a search.
-		for i, r := range rows {
-			if int(r) >= total {
-				return dst, fmt.Errorf("%w: row %d of instance %d is past the parts' %d instances", ErrInvalid, r, i, total)
-			}
-			k := int(r) / n
-			dst = append(dst, Ref{Part: parts[k], Row: int(r) - k*n})
-		}
-		return dst, nil
-	}
 	for i, r := range rows {
 		if int(r) >= total {
 			return dst, fmt.Errorf("%w: row %d of instance %d is past the parts' %d instances", ErrInvalid, r, i, total)
 		}
-		// The part holding instance r: bases[k] <= r < bases[k+1].
-		k, found := slices.BinarySearch(bases, int(r))
-		if !found {
-			k--
-		}
-		for bases[k+1] == bases[k] { // an empty part: r is in a later one
-			k++
+		// The part holding instance r: bases[k] <= r < bases[k+1]. Parts of
+		// one size (a window of full stacked groups) need no search.
+		var k int
+		if uniform {
+			k = int(r) / bases[1]
+		} else {
+			var found bool
+			if k, found = slices.BinarySearch(bases, int(r)); !found {
+				k--
+			}
+			for bases[k+1] == bases[k] { // an empty part: r is in a later one
+				k++
+			}
 		}
 		dst = append(dst, Ref{Part: parts[k], Row: int(r) - bases[k]})
 	}

@@ -51,12 +51,25 @@ func NewRecordFile(r io.ReaderAt, size int64, name string, c io.Closer) *RecordF
 
 func openRecordIO(path string, _ OpenOptions) (Reader, error) { return OpenRecordFile(path) }
 
+// Samples yields sample(0), ..., sample(n-1), for WriteRecordFile; it stops
+// after the first error, which it yields.
+func Samples(n int, sample func(i int) (tensor.Slots, error)) iter.Seq2[tensor.Slots, error] {
+	return func(yield func(tensor.Slots, error) bool) {
+		for i := range n {
+			s, err := sample(i)
+			if !yield(s, err) || err != nil {
+				return
+			}
+		}
+	}
+}
+
 // WriteRecordFile writes samples to a new RecordIO file at path, one
 // record (tensor.Encode) each, in the form RecordFile reads, and returns
 // how many it wrote. An error from samples, from encoding a sample or from
 // the file ends the writing, removes the file and is returned, naming the
 // file and the sample, with a count of 0. readers.All turns a Reader into
-// samples.
+// samples, and Samples a function of the sample's index.
 func WriteRecordFile(path string, opts recordio.WriterOptions, samples iter.Seq2[tensor.Slots, error]) (n int, err error) {
 	fh, err := os.Create(path)
 	if err != nil {

@@ -30,20 +30,19 @@ func writeInstances(t testing.TB, path string, n int, c recordio.Compressor) {
 
 // instances yields n of writeInstances' instances, then fail if not nil.
 func instances(n int, fail error) iter.Seq2[tensor.Slots, error] {
-	return func(yield func(tensor.Slots, error) bool) {
-		for i := range n {
-			s := tensor.Slots{
-				{Tensor: tensor.MustFromSlice(tensor.Shape{1, 4}, []float32{float32(i), 1, 2, 3})},
-				{Tensor: tensor.MustFromSlice(tensor.Shape{1}, []int64{int64(i)})},
-			}
-			if !yield(s, nil) {
-				return
-			}
-		}
-		if fail != nil {
-			yield(nil, fail)
-		}
+	m := n
+	if fail != nil {
+		m++
 	}
+	return readers.Samples(m, func(i int) (tensor.Slots, error) {
+		if i == n {
+			return nil, fail
+		}
+		return tensor.Slots{
+			{Tensor: tensor.MustFromSlice(tensor.Shape{1, 4}, []float32{float32(i), 1, 2, 3})},
+			{Tensor: tensor.MustFromSlice(tensor.Shape{1}, []int64{int64(i)})},
+		}, nil
+	})
 }
 
 // WriteRecordFile writes what RecordFile reads, and leaves no file behind

@@ -63,19 +63,17 @@ func dataset(dir string, sc Scenario) (paths []string, damaged []map[int]bool, t
 }
 
 func writeFile(path string, f, records, chunk int, ragged bool) error {
-	_, err := readers.WriteRecordFile(path, recordio.WriterOptions{MaxChunkBytes: chunk}, func(yield func(tensor.Slots, error) bool) {
-		for r := range records {
-			second := tensor.LoDTensor{Tensor: tensor.MustFromSlice(tensor.Shape{1, 1}, []int32{int32(r % 10)})}
+	_, err := readers.WriteRecordFile(path, recordio.WriterOptions{MaxChunkBytes: chunk}, readers.Samples(records, func(r int) (tensor.Slots, error) {
+		second := tensor.LoDTensor{Tensor: tensor.MustFromSlice(tensor.Shape{1, 1}, []int32{int32(r % 10)})}
+		if ragged {
+			steps := 1 + r%3
 			var err error
-			if ragged {
-				steps := 1 + r%3
-				second, err = tensor.NewLoDTensor(tensor.MustFromSlice(tensor.Shape{steps, 1}, make([]int32, steps)), tensor.LoD{{0, steps}})
-			}
-			if !yield(tensor.Slots{{Tensor: tensor.MustFromSlice(tensor.Shape{1, 1}, []int64{value(f, r)})}, second}, err) || err != nil {
-				return
+			if second, err = tensor.NewLoDTensor(tensor.MustFromSlice(tensor.Shape{steps, 1}, make([]int32, steps)), tensor.LoD{{0, steps}}); err != nil {
+				return nil, err
 			}
 		}
-	})
+		return tensor.Slots{{Tensor: tensor.MustFromSlice(tensor.Shape{1, 1}, []int64{value(f, r)})}, second}, nil
+	}))
 	return err
 }
 

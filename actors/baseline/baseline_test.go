@@ -43,13 +43,9 @@ func forEach(t *testing.T, test func(t *testing.T, run pipeline)) {
 // write makes a file of n records whose value slot is first+r.
 func write(t *testing.T, path string, first, n int) {
 	t.Helper()
-	_, err := readers.WriteRecordFile(path, recordio.WriterOptions{MaxChunkBytes: 500}, func(yield func(tensor.Slots, error) bool) {
-		for r := range n {
-			if !yield(tensor.Slots{{Tensor: tensor.MustFromSlice(tensor.Shape{1, 1}, []int64{int64(first + r)})}}, nil) {
-				return
-			}
-		}
-	})
+	_, err := readers.WriteRecordFile(path, recordio.WriterOptions{MaxChunkBytes: 500}, readers.Samples(n, func(r int) (tensor.Slots, error) {
+		return tensor.Slots{{Tensor: tensor.MustFromSlice(tensor.Shape{1, 1}, []int64{int64(first + r)})}}, nil
+	}))
 	require.NoError(t, err)
 }
 

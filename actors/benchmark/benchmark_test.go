@@ -20,16 +20,12 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 func file(t *testing.T, n int) string {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "b.rio")
-	_, err := readers.WriteRecordFile(path, recordio.WriterOptions{MaxChunkBytes: 1000}, func(yield func(tensor.Slots, error) bool) {
-		for r := range n {
-			if !yield(tensor.Slots{
-				{Tensor: tensor.MustFromSlice(tensor.Shape{1, 4}, []uint8{1, 2, 3, uint8(r)})},
-				{Tensor: tensor.MustFromSlice(tensor.Shape{1, 1}, []int64{int64(r)})},
-			}, nil) {
-				return
-			}
-		}
-	})
+	_, err := readers.WriteRecordFile(path, recordio.WriterOptions{MaxChunkBytes: 1000}, readers.Samples(n, func(r int) (tensor.Slots, error) {
+		return tensor.Slots{
+			{Tensor: tensor.MustFromSlice(tensor.Shape{1, 4}, []uint8{1, 2, 3, uint8(r)})},
+			{Tensor: tensor.MustFromSlice(tensor.Shape{1, 1}, []int64{int64(r)})},
+		}, nil
+	}))
 	require.NoError(t, err)
 	return path
 }

@@ -35,16 +35,12 @@ func writeFiles(t *testing.T, k, n int) []string {
 	var paths []string
 	for f := range k {
 		p := filepath.Join(dir, fmt.Sprintf("part-%d.recordio", f))
-		_, err := readers.WriteRecordFile(p, recordio.WriterOptions{MaxChunkBytes: 300}, func(yield func(tensor.Slots, error) bool) {
-			for r := range n {
-				if !yield(tensor.Slots{
-					{Tensor: tensor.MustFromSlice(tensor.Shape{1, 1}, []int64{int64(f*1_000_000 + r)})},
-					{Tensor: tensor.MustFromSlice(tensor.Shape{1, 1}, []int32{int32(r % 10)})},
-				}, nil) {
-					return
-				}
-			}
-		})
+		_, err := readers.WriteRecordFile(p, recordio.WriterOptions{MaxChunkBytes: 300}, readers.Samples(n, func(r int) (tensor.Slots, error) {
+			return tensor.Slots{
+				{Tensor: tensor.MustFromSlice(tensor.Shape{1, 1}, []int64{int64(f*1_000_000 + r)})},
+				{Tensor: tensor.MustFromSlice(tensor.Shape{1, 1}, []int32{int32(r % 10)})},
+			}, nil
+		}))
 		require.NoError(t, err)
 		paths = append(paths, p)
 	}

@@ -110,17 +110,13 @@ func touch(b []byte) { sink += baseline.Touch(b) }
 
 func write(path string, n int) error {
 	img := make([]uint8, 784) // each record is encoded before the next is made
-	_, err := readers.WriteRecordFile(path, recordio.WriterOptions{}, func(yield func(tensor.Slots, error) bool) {
-		for r := range n {
-			img[0], img[1] = uint8(r), uint8(r>>8)
-			if !yield(tensor.Slots{
-				{Tensor: tensor.MustFromSlice(tensor.Shape{1, 28, 28}, img)},
-				{Tensor: tensor.MustFromSlice(tensor.Shape{1, 1}, []int64{int64(r % 10)})},
-			}, nil) {
-				return
-			}
-		}
-	})
+	_, err := readers.WriteRecordFile(path, recordio.WriterOptions{}, readers.Samples(n, func(r int) (tensor.Slots, error) {
+		img[0], img[1] = uint8(r), uint8(r>>8)
+		return tensor.Slots{
+			{Tensor: tensor.MustFromSlice(tensor.Shape{1, 28, 28}, img)},
+			{Tensor: tensor.MustFromSlice(tensor.Shape{1, 1}, []int64{int64(r % 10)})},
+		}, nil
+	}))
 	return err
 }
 

@@ -74,20 +74,16 @@ func (s synthetic) prototypes() [classes][]uint8 {
 // writeFile writes samples first..first+n-1 of the set.
 func (s synthetic) writeFile(path string, protos [classes][]uint8, first, n int) error {
 	img := make([]uint8, imageSide*imageSide) // each sample is encoded before the next is made
-	_, err := readers.WriteRecordFile(path, recordio.WriterOptions{Compressor: s.compressor}, func(yield func(tensor.Slots, error) bool) {
-		for g := first; g < first+n; g++ {
-			rng := rand.New(rand.NewPCG(s.seed, uint64(g)))
-			label := rng.IntN(classes)
-			for k, p := range protos[label] {
-				img[k] = uint8((int(p)*3 + rng.IntN(256)) / 4)
-			}
-			if !yield(tensor.Slots{
-				{Tensor: tensor.MustFromSlice(tensor.Shape{1, imageSide, imageSide}, img)},
-				{Tensor: tensor.MustFromSlice(tensor.Shape{1}, []int64{int64(label)})},
-			}, nil) {
-				return
-			}
+	_, err := readers.WriteRecordFile(path, recordio.WriterOptions{Compressor: s.compressor}, readers.Samples(n, func(i int) (tensor.Slots, error) {
+		rng := rand.New(rand.NewPCG(s.seed, uint64(first+i)))
+		label := rng.IntN(classes)
+		for k, p := range protos[label] {
+			img[k] = uint8((int(p)*3 + rng.IntN(256)) / 4)
 		}
-	})
+		return tensor.Slots{
+			{Tensor: tensor.MustFromSlice(tensor.Shape{1, imageSide, imageSide}, img)},
+			{Tensor: tensor.MustFromSlice(tensor.Shape{1}, []int64{int64(label)})},
+		}, nil
+	}))
 	return err
 }
