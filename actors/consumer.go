@@ -39,12 +39,12 @@ func newConsumerCell(pipe *shared, name, kind string, lane, lanes uint32, window
 }
 
 // notify tells the actor items left the queue, once that can make it ask
-// for more: the inlet asks in steps of half its window. A queue that ran
-// dry needs no message of its own: the actor tops its demand up to the
-// window whenever it handles a message and nothing is outstanding (see
-// inlet.replenish), so an empty queue with nothing outstanding means at
-// least a whole window was consumed since the actor last ran, and so half
-// a window was told. mu must be held.
+// for more: the inlet asks in steps of half its window (inlet.replenish).
+// A queue that ran dry needs no message of its own: when the actor last
+// held back its demand, more than half a window was queued, so the device
+// consumed at least one half-window since, and the last notice of it came
+// with less than half a window left in the queue: room for a step. mu must
+// be held.
 func (c *consumerCell) notify() {
 	c.unnoticed++
 	if c.unnoticed >= max(1, int(c.in.window)/2) {

@@ -107,8 +107,17 @@ func (a *filesActor) Receive(ctx actor.Context) {
 	default:
 		return
 	}
+	a.settle(send)
+}
+
+// settle sends the subscriber what it asked for, then grants the readers
+// what that freed. In this order: what flush sends leaves the buffer, and
+// credit must see that room now. No message may come to prompt it later:
+// the subscriber may be waiting for groups it already asked for, with
+// nothing left to ask (inlet.replenish waits for half its window).
+func (a *filesActor) settle(send func(*actor.PID, any)) {
+	a.c.out.flush(send)
 	a.credit(send)
-	c.out.flush(send)
 }
 
 // startPass forgets the last pass and hands the first files to the readers.
@@ -268,6 +277,7 @@ func (a *filesActor) credit(send func(*actor.PID, any)) {
 			budget -= c.work[w].outstanding
 		}
 	}
+	step := max(1, min(c.window, c.buffer)/2)
 	for w := range c.work {
 		ws := &c.work[w]
 		if ws.file < 0 {
@@ -279,7 +289,11 @@ func (a *filesActor) credit(send func(*actor.PID, any)) {
 		} else {
 			want = min(want, budget)
 		}
-		if want <= 0 {
+		// In steps of half of what a reader may have in flight, as
+		// inlet.replenish and for the same reason; a smaller grant waits
+		// for groups to arrive or leave the buffer, which calls credit
+		// again.
+		if want <= 0 || want < step {
 			continue
 		}
 		if !c.ordered || ws.file == c.head {

@@ -119,8 +119,8 @@ func (o *outlet) flush(send func(*actor.PID, any)) {
 
 // inlet is the subscriber's half of a link. It takes items strictly in
 // sequence order from the current epoch and keeps the publisher's demand
-// topped up to its window, in steps of at least half the window so that
-// demand travels in few messages.
+// topped up to its window, in steps of at least half of what the stage can
+// take (see replenish) so that demand travels in few messages.
 type inlet struct {
 	pub         *actor.PID
 	epoch       uint64
@@ -128,8 +128,21 @@ type inlet struct {
 	next        uint64 // next sequence number expected
 	outstanding int64  // demanded and not yet received
 	window      int64
-	ended       bool
-	open        bool // subscribed at least once
+	// reach is the most room its stage ever reports (its capacity), when
+	// that is less than the window; 0 means the window.
+	reach int64
+	ended bool
+	open  bool // subscribed at least once
+}
+
+// step is the smallest top-up replenish sends: half of the most the link
+// can have outstanding.
+func (in *inlet) step() int64 {
+	most := in.window
+	if in.reach > 0 {
+		most = min(most, in.reach)
+	}
+	return max(1, most/2)
 }
 
 // subscribe opens the link again under a new epoch from sequence number
@@ -212,17 +225,23 @@ func (in *inlet) admitEnd(send func(*actor.PID, any), m *messages.End, room int)
 func (in *inlet) current(epoch uint64) bool { return epoch == in.epoch && !in.ended }
 
 // replenish tops the outstanding demand up to min(window, room), once the
-// top-up is worth a message. ack is the sequence number below which every
-// item has been taken in for good.
+// top-up is worth a message: at least step(). ack is the sequence number
+// below which every item has been taken in for good.
+//
+// A smaller top-up waits, even with nothing outstanding, and the link
+// cannot stall for it: a room less than step() is less than the stage's
+// reach, so the stage holds items (unsent output, a queue) that its
+// downstream takes, and every item taken calls replenish again, with more
+// room. At the sink, a device's queue drains by itself. Upstream, this is
+// what keeps a stage that is full by one item from asking for items one
+// at a time: demand goes out in halves of the stage's room, as Reactive
+// Streams' request(n) batching does.
 func (in *inlet) replenish(send func(*actor.PID, any), room int, ack uint64) {
 	if !in.open || in.ended {
 		return
 	}
 	want := min(in.window, int64(max(room, 0))) - in.outstanding
-	if want <= 0 {
-		return
-	}
-	if want < max(1, in.window/2) && in.outstanding > 0 {
+	if want <= 0 || want < in.step() {
 		return
 	}
 	in.outstanding += want

@@ -110,3 +110,48 @@ func TestCancelIsIdempotent(t *testing.T) {
 	r.out.flush(out.send)
 	require.Empty(t, out, "nothing sent on a cancelled link")
 }
+
+// A stage asks in halves of what it can take: a stage full but for one
+// item does not ask for items one at a time, even with nothing outstanding.
+func TestInletAsksInHalvesOfItsReach(t *testing.T) {
+	in := inlet{window: 8, reach: 4, pub: actor.NewPID("local", "pub")}
+	var out sent
+	in.subscribe(out.send, 0, 0, 4)
+	require.EqualValues(t, 4, in.outstanding, "the window, as far as the stage reaches")
+	for range 4 { // four items arrive; the stage sends none of them on yet
+		require.True(t, in.admit(out.send, in.epoch, in.next, 0))
+		in.commit()
+	}
+	require.Zero(t, in.outstanding)
+	in.replenish(out.send, 1, in.next)
+	require.Len(t, out, 1, "one item of room is less than half the reach: wait for more")
+	in.replenish(out.send, 2, in.next)
+	require.Len(t, out, 2)
+	d := out[1].(*messages.Demand)
+	require.EqualValues(t, 2, d.N)
+	require.EqualValues(t, 4, d.Ack)
+	in.replenish(out.send, 3, in.next)
+	require.Len(t, out, 2, "one more with two outstanding: wait")
+	in.replenish(out.send, 4, in.next)
+	require.Len(t, out, 3)
+	require.EqualValues(t, 2, out[2].(*messages.Demand).N)
+}
+
+// Whatever its window and reach, a stage with nothing outstanding and
+// nothing held asks for something: the rule that holds small top-ups back
+// never stalls a link (see replenish).
+func TestInletAlwaysAsksWhenTheStageIsEmpty(t *testing.T) {
+	for window := int64(1); window <= 9; window++ {
+		for reach := int64(0); reach <= 9; reach++ {
+			in := inlet{window: window, reach: reach, open: true, pub: actor.NewPID("local", "pub")}
+			room := int(reach)
+			if reach == 0 {
+				room = int(window) // no reach: the window bounds the room
+			}
+			var out sent
+			in.replenish(out.send, room, 0)
+			require.Len(t, out, 1, "window %d, reach %d", window, reach)
+			require.EqualValues(t, min(window, int64(room)), out[0].(*messages.Demand).N)
+		}
+	}
+}

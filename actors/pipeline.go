@@ -270,6 +270,7 @@ func (p *Pipeline) plan(stages []Stage, dev *Devices) ([]spawnable, error) {
 			case MultiPass:
 				tc.logic = &multiPassLogic{passes: s.Passes}
 			}
+			tc.in.reach = int64(tc.capacity)
 			p.cells = append(p.cells, &tc.cell)
 			plan = append(plan, spawnable{name: name, cell: &tc.cell, producer: func(up *actor.PID, _ []*actor.PID) actor.Actor {
 				tc.in.pub = up

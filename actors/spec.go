@@ -164,7 +164,9 @@ type Options struct {
 	// the last is batched.
 	Capacity int
 	// Window is the demand window on links into decorators and into the
-	// pipeline's own sink. Default 2.
+	// pipeline's own sink. Default 2. A stage asks for more in steps of
+	// half of min(Window, Capacity), so with both at 8 one Demand message
+	// stands for about four items (docs/protocol.md).
 	Window int
 	// OnCorrupt says what file readers do with corrupt records.
 	OnCorrupt supervisor.CorruptPolicy

@@ -62,6 +62,7 @@ func newXMapCell(pipe *shared, name string, s XMap, capacity, window int) *xmapC
 	c := &xmapCell{cell: cell{name: name, kind: KindXMap, pipe: pipe}, relay: relay{capacity: capacity},
 		fn: s.Fn, workers: s.Workers, limit: s.Workers + s.Buffer, ordered: s.Ordered}
 	c.in.window = int64(max(window, c.limit))
+	c.in.reach = int64(min(c.limit, capacity))
 	return c
 }
 

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -377,7 +378,7 @@ func execute(ctx context.Context, sc Scenario, paths []string, deadline time.Dur
 	}
 	sys := actors.NewSystem()
 	opts := actors.Options{System: sys, GroupSize: sh.Group, OnCorrupt: policy, Retry: Retry, Intensity: Intensity,
-		ReadTimeout: ReadTimeout, Open: d.open}
+		ReadTimeout: ReadTimeout, Open: d.open, Window: sh.Window, Capacity: sh.Capacity, ReaderWindow: sh.ReaderWindow}
 	if len(panics.at) > 0 {
 		opts.Faults = panics
 	}
@@ -494,7 +495,8 @@ func chain(sc Scenario, paths []string) []actors.Stage {
 // buffer's windows (the lanes', and the next pass read ahead) and the
 // devices'.
 func liveBound(sh Shape, o actors.Options) int {
-	capacity, window, prefetch := 2, 2, 2
+	// Options' documented defaults where the scenario keeps them.
+	capacity, window, prefetch := cmp.Or(o.Capacity, 2), cmp.Or(o.Window, 2), 2
 	b := capacity + window*((sh.Group+sh.Batch-1)/sh.Batch)
 	if sh.MultiPass > 0 {
 		b += capacity + window

@@ -33,6 +33,10 @@ type Shape struct {
 	// so they do not stack: file readers send them as parts of one record
 	// each, and batches are joined on the general path.
 	Ragged bool
+	// Window, Capacity and ReaderWindow are the pipeline's actors.Options
+	// of the same names, the demand windows and stage buffers; 0 is the
+	// default.
+	Window, Capacity, ReaderWindow int
 }
 
 // FaultKind names a fault.
@@ -126,6 +130,9 @@ func (s Scenario) Describe() string {
 	if sh.Ragged {
 		parts = append(parts, "ragged")
 	}
+	if sh.Window > 0 || sh.Capacity > 0 || sh.ReaderWindow > 0 {
+		parts = append(parts, fmt.Sprintf("links %d/%d/%d", sh.Window, sh.Capacity, sh.ReaderWindow))
+	}
 	return strings.Join(parts, ", ")
 }
 
@@ -174,6 +181,13 @@ func Generate(seed uint64) Scenario {
 	// From the seed, not the generator, so that the draws above and below
 	// stay what they were before this choice existed.
 	sh.Ragged = seed%4 == 3
+	// The same for the links' windows and buffers: from a generator of
+	// their own. Half the scenarios keep the defaults.
+	links := rand.New(rand.NewPCG(seed, 0x11a5))
+	if links.IntN(2) == 1 {
+		sizes := []int{0, 1, 3, 4, 8}
+		sh.Window, sh.Capacity, sh.ReaderWindow = sizes[links.IntN(5)], sizes[links.IntN(5)], sizes[links.IntN(5)]
+	}
 
 	kinds := []string{actors.KindFileReader, actors.KindFiles, actors.KindBatch, actors.KindDoubleBuffer, actors.KindDevice}
 	if sh.Shuffle > 0 {

@@ -25,7 +25,7 @@ type Config struct {
 
 func (c Config) pipeline(dev actors.Devices) (*actors.Pipeline, error) {
 	return actors.NewDevices([]actors.Stage{actors.Files{Paths: []string{c.Path}}, actors.Shuffle{Window: c.Window, Seed: 1},
-		actors.Batch{Size: c.Batch}, actors.DoubleBuffer{Window: max(c.Buffer, 1)}}, dev, actors.Options{System: c.System})
+		actors.Batch{Size: c.Batch}, actors.DoubleBuffer{Window: c.Buffer}}, dev, actors.Options{System: c.System})
 }
 
 // Pass builds the pipeline, runs one pass with step as the device's work,
