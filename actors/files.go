@@ -114,7 +114,7 @@ func (a *filesActor) Receive(ctx actor.Context) {
 // what that freed. In this order: what flush sends leaves the buffer, and
 // credit must see that room now. No message may come to prompt it later:
 // the subscriber may be waiting for groups it already asked for, with
-// nothing left to ask (inlet.replenish waits for half its window).
+// nothing left to ask (inlet.replenish waits for a step of half its reach).
 func (a *filesActor) settle(send func(*actor.PID, any)) {
 	a.c.out.flush(send)
 	a.credit(send)
