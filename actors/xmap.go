@@ -129,6 +129,13 @@ func (a *xmapActor) onItem(send func(*actor.PID, any), msg any) bool {
 		if !c.in.admitEnd(send, m, a.room()) {
 			return false
 		}
+		if c.drained {
+			// The End again: the upstream restarted before the last
+			// results were pushed, the link was opened again (the inlet
+			// ends only then, in maybeEnd) and the End replayed. Its
+			// skipped records were counted the first time.
+			return false
+		}
 		c.skipped += m.Skipped
 		c.drained = true
 	default:
