@@ -47,7 +47,7 @@ func newConsumerCell(pipe *shared, name, kind string, lane, lanes uint32, window
 // be held.
 func (c *consumerCell) notify() {
 	c.unnoticed++
-	if c.unnoticed >= max(1, int(c.in.window)/2) {
+	if c.unnoticed >= int(c.in.step()) {
 		c.unnoticed = 0
 		c.pipe.root.Send(c.self, consumedMsg{})
 	}

@@ -277,7 +277,7 @@ func (a *filesActor) credit(send func(*actor.PID, any)) {
 			budget -= c.work[w].outstanding
 		}
 	}
-	step := max(1, min(c.window, c.buffer)/2)
+	step := demandStep(min(c.window, c.buffer))
 	for w := range c.work {
 		ws := &c.work[w]
 		if ws.file < 0 {

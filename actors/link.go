@@ -142,8 +142,14 @@ func (in *inlet) step() int64 {
 	if in.reach > 0 {
 		most = min(most, in.reach)
 	}
-	return max(1, most/2)
+	return demandStep(most)
 }
+
+// demandStep is the smallest grant worth a message on a link that can have
+// at most most items outstanding: half of them, at least 1. Every grant of
+// demand in the pipeline waits for it (inlet.replenish, open_files' credit
+// to its readers, a device's notices to its actor).
+func demandStep[T int | int64](most T) T { return max(1, most/2) }
 
 // subscribe opens the link again under a new epoch from sequence number
 // from, granting up to room items at once.
