@@ -293,7 +293,7 @@ func (a *filesActor) credit(send func(*actor.PID, any)) {
 		// inlet.replenish and for the same reason; a smaller grant waits
 		// for groups to arrive or leave the buffer, which calls credit
 		// again.
-		if want <= 0 || want < step {
+		if want < step { // step is at least 1
 			continue
 		}
 		if !c.ordered || ws.file == c.head {

@@ -247,7 +247,7 @@ func (in *inlet) replenish(send func(*actor.PID, any), room int, ack uint64) {
 		return
 	}
 	want := min(in.window, int64(max(room, 0))) - in.outstanding
-	if want <= 0 || want < in.step() {
+	if want < in.step() { // step is at least 1
 		return
 	}
 	in.outstanding += want
