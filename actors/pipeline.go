@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	cmap "github.com/orcaman/concurrent-map"
 
 	"github.com/actorfeed/actorfeed/messages"
 	"github.com/actorfeed/actorfeed/readers"
@@ -54,13 +55,33 @@ func NewDevices(stages []Stage, dev Devices, opts Options) (*Pipeline, error) {
 }
 
 // NewSystem returns an actor system set up as pipelines need it: no log
-// output and dead letters reported at once (so no logging goroutine
-// outlives a test).
+// output, dead letters reported at once (so no logging goroutine outlives
+// a test), and a small process registry. protoactor's registry is 1,024
+// maps of 32 shards each, 66,000 objects (2.75 MB) that the collector
+// marks on every cycle for as long as the system lives: about a tenth of
+// a running pipeline's CPU with fresh batches (docs/performance.md). A
+// pipeline has a few dozen actors; registryBuckets maps (256 shards) are
+// still plenty to keep lookups free of contention.
 func NewSystem() *actor.ActorSystem {
-	return actor.NewActorSystem(
+	sys := actor.NewActorSystem(
 		actor.WithDeadLetterThrottleInterval(time.Millisecond),
 		actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
+	// Nothing runs in the system yet; its own processes (deadletter,
+	// eventstream) move to the small registry.
+	old := sys.ProcessRegistry.LocalPIDs
+	small := &actor.SliceMap{LocalPIDs: make([]cmap.ConcurrentMap, registryBuckets)}
+	for i := range small.LocalPIDs {
+		small.LocalPIDs[i] = cmap.New()
+	}
+	for _, bucket := range old.LocalPIDs {
+		bucket.IterCb(func(id string, p any) { small.GetBucket(id).Set(id, p) })
+	}
+	sys.ProcessRegistry.LocalPIDs = small
+	return sys
 }
+
+// registryBuckets is how many maps NewSystem's process registry has.
+const registryBuckets = 8
 
 // built asks the pipeline's supervisor actor whether it spawned its stages.
 type built struct{}

@@ -12,11 +12,11 @@ import (
 func Registered(sys *actor.ActorSystem) []string {
 	var ids []string
 	for _, bucket := range sys.ProcessRegistry.LocalPIDs.LocalPIDs {
-		for _, id := range bucket.Keys() {
+		bucket.IterCb(func(id string, _ any) {
 			if id != "deadletter" && id != "eventstream" {
 				ids = append(ids, id)
 			}
-		}
+		})
 	}
 	slices.Sort(ids)
 	return ids
