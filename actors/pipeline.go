@@ -387,6 +387,8 @@ func (s *supervisorActor) Receive(ctx actor.Context) {
 			}
 			prev, workers = pid, nil
 		}
+	case *actor.Stopping:
+		s.strategy.Halt() // a failure from now on must not restart a stage told to stop
 	case built:
 		ctx.Respond(built{})
 	}

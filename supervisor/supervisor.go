@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -74,7 +75,8 @@ func (t *Tracker) Restarts() int {
 // Strategy is a protoactor SupervisorStrategy for the stages of one
 // pipeline: a failed stage is restarted alone (its neighbours re-open their
 // links to it by protocol) while the Tracker allows; past that, OnBreach is
-// told and every stage is stopped.
+// told and every stage is stopped. Once the stages are being stopped, by a
+// breach or by Halt, it restarts none.
 type Strategy struct {
 	Tracker *Tracker
 	// OnBreach runs in the supervising actor when a failure exceeds the
@@ -82,12 +84,30 @@ type Strategy struct {
 	OnBreach func(child *actor.PID, reason any)
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time
+
+	halted atomic.Bool
 }
 
 var _ actor.SupervisorStrategy = (*Strategy)(nil)
 
+// Halt tells the strategy that the supervising actor is stopping its
+// children: it restarts none from now on. Call it when the supervising
+// actor receives *actor.Stopping, which comes before protoactor sends its
+// children Stop.
+//
+// A failure can reach the supervisor after it told the failed child to
+// stop. protoactor then queues the Restart behind the Stop, and the child,
+// stopped and gone from the process registry, is started again by it: an
+// actor nobody can stop, with whatever goroutines its Started starts.
+func (s *Strategy) Halt() { s.halted.Store(true) }
+
 // HandleFailure implements actor.SupervisorStrategy.
 func (s *Strategy) HandleFailure(_ *actor.ActorSystem, sup actor.Supervisor, child *actor.PID, _ *actor.RestartStatistics, reason, _ any) {
+	if s.halted.Load() {
+		// The child has its Stop queued; it stops from its suspended
+		// mailbox (system messages still run).
+		return
+	}
 	now := time.Now
 	if s.Now != nil {
 		now = s.Now
@@ -96,6 +116,7 @@ func (s *Strategy) HandleFailure(_ *actor.ActorSystem, sup actor.Supervisor, chi
 		sup.RestartChildren(child)
 		return
 	}
+	s.Halt()
 	if s.OnBreach != nil {
 		s.OnBreach(child, reason)
 	}
