@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"strings"
 	"testing"
 
@@ -170,6 +171,26 @@ func TestSimCommand(t *testing.T) {
 		last = at
 	}
 	require.Contains(t, out, "6 scenarios in ")
+}
+
+// With --parallel, goroutines are checked once, after the last scenario;
+// the ones left are traced to their scenario by the label it ran under.
+func TestStartedByNamesTheScenario(t *testing.T) {
+	release, running := make(chan struct{}), make(chan struct{})
+	done := make(chan struct{})
+	pprof.Do(t.Context(), pprof.Labels(scenarioLabel, "seed 42"), func(context.Context) {
+		go func() { // started as a stage's goroutine is, inside the scenario
+			go func() {
+				defer close(done)
+				close(running)
+				<-release
+			}()
+		}()
+	})
+	<-running
+	require.Contains(t, startedBy(), "seed 42")
+	close(release)
+	<-done
 }
 
 func TestBenchCommand(t *testing.T) {

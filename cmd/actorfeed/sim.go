@@ -1,9 +1,15 @@
 package main
 
 import (
+	"bytes"
+	"cmp"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
+	"runtime/pprof"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -42,7 +48,8 @@ goroutine and no actor left. It prints a table, the seeds of failures, and
 exits non-zero on any violation. --replay SEED runs one seed again and shows
 its schedule and verdict. --parallel N runs N scenarios at a time: the
 machine is then loaded, which reaches races that a scenario alone on an idle
-machine cannot; goroutine leaks are then checked once, after the last.`,
+machine cannot; goroutine leaks are then checked once, after the last,
+and traced to the scenarios that started them.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o.replaySet = cmd.Flags().Changed("replay")
@@ -97,10 +104,7 @@ func runSim(ctx context.Context, out io.Writer, o simOptions) error {
 		for k, v := range res.Fired {
 			fired[k] += v
 		}
-		name := sc.Name
-		if name == "" {
-			name = fmt.Sprintf("seed %d", sc.Seed)
-		}
+		name := scenarioName(sc)
 		if res.Verdict != sim.Pass {
 			failed = append(failed, name)
 		}
@@ -127,8 +131,11 @@ func runSim(ctx context.Context, out io.Writer, o simOptions) error {
 	if o.parallel > 1 {
 		// Each scenario's own check would have seen the others' goroutines.
 		if err := goleak.Find(before); err != nil {
+			by := startedBy()
 			failed = append(failed, "goroutines left after the last scenario")
-			fmt.Fprintf(out, "violation: goroutines left after the last scenario: %v\n", err)
+			failed = append(failed, by...)
+			fmt.Fprintf(out, "violation: goroutines left after the last scenario, started by %s: %v\n",
+				cmp.Or(strings.Join(by, ", "), "no scenario"), err)
 		}
 	}
 	fmt.Fprintf(out, "\n%d scenarios in %v: %d passed, %d failed\nfaults fired: %s\n", len(scenarios),
@@ -155,7 +162,11 @@ func runScenarios(ctx context.Context, scenarios []sim.Scenario, o simOptions) [
 		wg.Go(func() {
 			for i := range next {
 				if ctx.Err() == nil {
-					results[i] <- sim.Run(ctx, scenarios[i], opts)
+					// Goroutines inherit the label, so a leak checked once
+					// at the end still names its scenario (startedBy).
+					pprof.Do(ctx, pprof.Labels(scenarioLabel, scenarioName(scenarios[i])), func(ctx context.Context) {
+						results[i] <- sim.Run(ctx, scenarios[i], opts)
+					})
 				}
 				close(results[i])
 			}
@@ -169,6 +180,38 @@ func runScenarios(ctx context.Context, scenarios []sim.Scenario, o simOptions) [
 		}
 	}()
 	return results
+}
+
+func scenarioName(sc sim.Scenario) string {
+	if sc.Name != "" {
+		return sc.Name
+	}
+	return fmt.Sprintf("seed %d", sc.Seed)
+}
+
+// scenarioLabel is the profiler label runScenarios runs each scenario
+// under.
+const scenarioLabel = "sim-scenario"
+
+// startedBy names the scenarios that live goroutines were started by,
+// from the labels in the goroutine profile.
+func startedBy() []string {
+	var buf bytes.Buffer
+	if err := pprof.Lookup("goroutine").WriteTo(&buf, 1); err != nil {
+		return nil
+	}
+	seen := map[string]bool{}
+	for line := range strings.Lines(buf.String()) {
+		labels, ok := strings.CutPrefix(strings.TrimSpace(line), "# labels: ")
+		if !ok {
+			continue
+		}
+		var m map[string]string
+		if json.Unmarshal([]byte(labels), &m) == nil && m[scenarioLabel] != "" {
+			seen[m[scenarioLabel]] = true
+		}
+	}
+	return slices.Sorted(maps.Keys(seen))
 }
 
 func firedList(m map[sim.FaultKind]int) string {
