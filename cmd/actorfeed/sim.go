@@ -131,9 +131,17 @@ func runSim(ctx context.Context, out io.Writer, o simOptions) error {
 	if o.parallel > 1 {
 		// Each scenario's own check would have seen the others' goroutines.
 		if err := goleak.Find(before); err != nil {
+			// The scenarios that started them failed; goroutines no
+			// scenario started count as one failure more.
 			by := startedBy()
-			failed = append(failed, "goroutines left after the last scenario")
-			failed = append(failed, by...)
+			if len(by) == 0 {
+				failed = append(failed, "goroutines left after the last scenario")
+			}
+			for _, name := range by {
+				if !slices.Contains(failed, name) {
+					failed = append(failed, name)
+				}
+			}
 			fmt.Fprintf(out, "violation: goroutines left after the last scenario, started by %s: %v\n",
 				cmp.Or(strings.Join(by, ", "), "no scenario"), err)
 		}
