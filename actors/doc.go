@@ -13,5 +13,6 @@
 // are the decorated readers.
 //
 // actors may import tensor, readers, messages, supervisor and
-// protoactor-go. It must not import sim or cmd.
+// protoactor-go (with orcaman/concurrent-map, the type of protoactor's
+// process registry, which NewSystem replaces with a small one). It must not import sim or cmd.
 package actors

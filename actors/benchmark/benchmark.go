@@ -74,8 +74,8 @@ func (c Config) Start(recycle bool, step func(tensor.Slots)) (*Running, error) {
 
 // Pass runs the next pass (after a Reset, from the second on) and returns
 // how long it took, the Reset included. The first pass starts at Start, so
-// its time is only the part left when Pass is called: time passes from the
-// second on.
+// its time is only the part left when Pass is called: measure from the
+// second pass on.
 func (r *Running) Pass(ctx context.Context) (time.Duration, error) {
 	start := time.Now()
 	if r.passes > 0 {

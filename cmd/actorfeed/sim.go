@@ -190,6 +190,8 @@ func runScenarios(ctx context.Context, scenarios []sim.Scenario, o simOptions) [
 	return results
 }
 
+// scenarioName is how the table, the replay line and the leak check name a
+// scenario: a regression by its name, a random one by its seed.
 func scenarioName(sc sim.Scenario) string {
 	if sc.Name != "" {
 		return sc.Name
