@@ -14,5 +14,6 @@
 //
 // actors may import tensor, readers, messages, supervisor and
 // protoactor-go (with orcaman/concurrent-map, the type of protoactor's
-// process registry, which NewSystem replaces with a small one). It must not import sim or cmd.
+// process registry, which NewSystem replaces with a small one). It must not
+// import sim or cmd.
 package actors
