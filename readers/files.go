@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"io"
 	"iter"
-	"os"
 
+	"github.com/actorfeed/actorfeed/internal/atomicfile"
 	"github.com/actorfeed/actorfeed/readers/format"
 	"github.com/actorfeed/actorfeed/readers/idx"
 	"github.com/actorfeed/actorfeed/readers/recordio"
@@ -64,23 +64,20 @@ func Samples(n int, sample func(i int) (tensor.Slots, error)) iter.Seq2[tensor.S
 	}
 }
 
-// WriteRecordFile writes samples to a new RecordIO file at path, one
-// record (tensor.Encode) each, in the form RecordFile reads, and returns
-// how many it wrote. An error from samples, from encoding a sample or from
-// the file ends the writing, removes the file and is returned, naming the
-// file and the sample, with a count of 0. readers.All turns a Reader into
+// WriteRecordFile writes samples to a RecordIO file at path, one record
+// (tensor.Encode) each, in the form RecordFile reads, and returns how many
+// it wrote. The file appears complete or not at all: it is written beside
+// path under a temporary name, synced, and renamed over path at the end. An
+// error from samples, from encoding a sample or from the file ends the
+// writing, leaves path as it was (an existing file is kept) and is
+// returned, naming the file and the sample, with a count of 0. readers.All turns a Reader into
 // samples, and Samples a function of the sample's index.
 func WriteRecordFile(path string, opts recordio.WriterOptions, samples iter.Seq2[tensor.Slots, error]) (n int, err error) {
-	fh, err := os.Create(path)
+	fh, err := atomicfile.Create(path)
 	if err != nil {
-		return 0, err
+		return 0, fmt.Errorf("readers: writing %s: %w", path, err)
 	}
-	defer func() {
-		if err = errors.Join(err, fh.Close()); err != nil {
-			os.Remove(path)
-			n = 0
-		}
-	}()
+	defer fh.Cleanup()
 	w, err := recordio.NewWriter(fh, opts)
 	if err != nil {
 		return 0, fmt.Errorf("readers: writing %s: %w", path, err)
@@ -94,12 +91,15 @@ func WriteRecordFile(path string, opts recordio.WriterOptions, samples iter.Seq2
 			err = w.Write(rec)
 		}
 		if err != nil {
-			return n, fmt.Errorf("readers: writing %s, sample %d: %w", path, n, err)
+			return 0, fmt.Errorf("readers: writing %s, sample %d: %w", path, n, err)
 		}
 		n++
 	}
 	if err := w.Close(); err != nil {
-		return n, fmt.Errorf("readers: writing %s: %w", path, err)
+		return 0, fmt.Errorf("readers: writing %s: %w", path, err)
+	}
+	if err := fh.CloseAtomicallyReplace(); err != nil {
+		return 0, fmt.Errorf("readers: writing %s: %w", path, err)
 	}
 	return n, nil
 }

@@ -88,7 +88,7 @@ func runBench(ctx context.Context, out io.Writer, o benchOptions) error {
 	fmt.Fprintln(tw, "file\twhat\tsamples/s\tMB/s\tvs channels\tvs stacked\tvs copy\t")
 	var snappyPath string
 	for _, comp := range []recordio.Compressor{recordio.NoCompression, recordio.Snappy} {
-		paths, err := synthetic{files: 1, samples: o.samples, seed: 1, compressor: comp}.write(filepath.Join(dir, comp.String()))
+		paths, err := synthetic{files: 1, samples: o.samples, seed: 1, compressor: comp}.write(ctx, filepath.Join(dir, comp.String()))
 		if err != nil {
 			return err
 		}

@@ -6,7 +6,9 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/actorfeed/actorfeed/internal/atomicfile"
 	"github.com/actorfeed/actorfeed/readers"
+	"github.com/actorfeed/actorfeed/readers/idx"
 	"github.com/actorfeed/actorfeed/readers/recordio"
 )
 
@@ -42,8 +44,17 @@ Record i of the output is sample i of the input.`,
 }
 
 // convertIDX writes every sample of the IDX file at path to a RecordIO file.
-// A failed conversion removes the partial output.
+// The output appears complete or not at all: a failed or stopped conversion
+// leaves out as it was. An output that is one of the inputs is refused
+// before anything is read.
 func convertIDX(ctx context.Context, path, out string, c recordio.Compressor) (int, error) {
+	inputs := []string{path}
+	if labels, ok := idx.CompanionLabels(path); ok {
+		inputs = append(inputs, labels)
+	}
+	if err := atomicfile.Refuse(out, inputs...); err != nil {
+		return 0, err
+	}
 	r, err := readers.Open("idx:"+path, readers.OpenOptions{})
 	if err != nil {
 		return 0, err

@@ -12,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/actorfeed/actorfeed/internal/atomicfile"
 	"github.com/actorfeed/actorfeed/readers"
 	"github.com/actorfeed/actorfeed/readers/idx"
 )
@@ -208,4 +209,35 @@ func TestBenchCommand(t *testing.T) {
 	}
 	_, err = cli(t, "bench", "--samples", "10")
 	require.ErrorContains(t, err, "--samples")
+}
+
+// convert deleted an existing --out when the conversion failed, and with
+// --out naming the input it turned the IDX file into RecordIO.
+func TestConvertNeverDestroysAFile(t *testing.T) {
+	dir := t.TempDir()
+	images := filepath.Join(dir, "x-images-idx3-ubyte")
+	writeIDX(t, images, 50)
+	whole, err := os.ReadFile(images)
+	require.NoError(t, err)
+	cut := filepath.Join(dir, "cut-images-idx3-ubyte")
+	require.NoError(t, os.WriteFile(cut, whole[:len(whole)-100], 0o644))
+	out := filepath.Join(dir, "out.recordio")
+	require.NoError(t, os.WriteFile(out, []byte("precious"), 0o644))
+
+	_, err = cli(t, "convert", cut, "--out", out)
+	require.ErrorContains(t, err, cut)
+	got, err := os.ReadFile(out)
+	require.NoError(t, err)
+	require.Equal(t, "precious", string(got), "a failed conversion keeps the existing output")
+
+	link := filepath.Join(dir, "link.recordio")
+	require.NoError(t, os.Symlink(images, link))
+	for _, o := range []string{images, link} {
+		_, err = cli(t, "convert", images, "--out", o)
+		require.ErrorIs(t, err, atomicfile.ErrOutputIsInput)
+		got, err = os.ReadFile(images)
+		require.NoError(t, err)
+		require.Equal(t, whole, got, "the input is untouched")
+	}
+	onlyFiles(t, dir, "x-images-idx3-ubyte", "cut-images-idx3-ubyte", "out.recordio", "link.recordio")
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -35,7 +36,9 @@ func fileName(f int) string { return fmt.Sprintf("part-%05d.recordio", f) }
 // write writes the data set to dir (created if missing) and returns the
 // paths of its files. File f holds samples/files records, the first
 // samples%files files one more.
-func (s synthetic) write(dir string) ([]string, error) {
+// A stop through ctx ends the writing at once; the file being written is
+// not left behind.
+func (s synthetic) write(ctx context.Context, dir string) ([]string, error) {
 	if s.files < 1 || s.samples < s.files {
 		return nil, fmt.Errorf("need at least 1 file and at least one sample per file, got %d files for %d samples", s.files, s.samples)
 	}
@@ -51,7 +54,7 @@ func (s synthetic) write(dir string) ([]string, error) {
 			n++
 		}
 		paths[f] = filepath.Join(dir, fileName(f))
-		if err := s.writeFile(paths[f], protos, first, n); err != nil {
+		if err := s.writeFile(ctx, paths[f], protos, first, n); err != nil {
 			return nil, err
 		}
 		first += n
@@ -72,9 +75,12 @@ func (s synthetic) prototypes() [classes][]uint8 {
 }
 
 // writeFile writes samples first..first+n-1 of the set.
-func (s synthetic) writeFile(path string, protos [classes][]uint8, first, n int) error {
+func (s synthetic) writeFile(ctx context.Context, path string, protos [classes][]uint8, first, n int) error {
 	img := make([]uint8, imageSide*imageSide) // each sample is encoded before the next is made
 	_, err := readers.WriteRecordFile(path, recordio.WriterOptions{Compressor: s.compressor}, readers.Samples(n, func(i int) (tensor.Slots, error) {
+		if err := context.Cause(ctx); err != nil {
+			return nil, err
+		}
 		rng := rand.New(rand.NewPCG(s.seed, uint64(first+i)))
 		label := rng.IntN(classes)
 		for k, p := range protos[label] {

@@ -77,7 +77,7 @@ summary of the run. It fails when the final test accuracy is below
 var fashionMNIST = idx.FashionMNISTDir
 
 // demoData finds or makes the demo's data: training files and test files.
-func demoData(o demoOptions, dir string) (train, test []string, source string, err error) {
+func demoData(ctx context.Context, o demoOptions, dir string) (train, test []string, source string, err error) {
 	if len(o.data) > 0 {
 		if train, err = expand(o.data); err != nil {
 			return nil, nil, "", err
@@ -94,11 +94,11 @@ func demoData(o demoOptions, dir string) (train, test []string, source string, e
 		return train, test, "Fashion-MNIST (" + fashionMNIST + "), split into 4 RecordIO files", err
 	}
 	s := synthetic{files: 4, samples: o.samples, seed: o.seed, compressor: recordio.Snappy}
-	if train, err = s.write(dir); err != nil {
+	if train, err = s.write(ctx, dir); err != nil {
 		return nil, nil, "", err
 	}
 	held := synthetic{files: 1, samples: 2000, seed: o.seed, compressor: recordio.Snappy, first: o.samples}
-	test, err = held.write(filepath.Join(dir, "test"))
+	test, err = held.write(ctx, filepath.Join(dir, "test"))
 	return train, test, fmt.Sprintf("synthetic, %d samples (install dataset-fashion-mnist for real data)", o.samples), err
 }
 
@@ -191,7 +191,7 @@ func runDemo(ctx context.Context, out, errOut io.Writer, o demoOptions) error {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	train, testFiles, source, err := demoData(o, dir)
+	train, testFiles, source, err := demoData(ctx, o, dir)
 	if err != nil {
 		return err
 	}

@@ -32,7 +32,7 @@ classifier can learn the set.`,
 				return usageError{fmt.Errorf("--files must be at least 1 and --samples at least --files (got %d and %d)", s.files, s.samples)}
 			}
 			s.compressor = c
-			paths, err := s.write(out)
+			paths, err := s.write(cmd.Context(), out)
 			if err != nil {
 				return err
 			}

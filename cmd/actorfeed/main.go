@@ -6,26 +6,81 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"syscall"
 
 	"github.com/spf13/cobra"
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	ctx, stop := stopOnSignal(context.Background())
 	err := newRoot().ExecuteContext(ctx)
+	var in interrupted
+	if errors.As(context.Cause(ctx), &in) && !errors.As(err, &in) && errors.Is(err, context.Canceled) {
+		err = fmt.Errorf("%w: %w", in, err) // a reader that saw ctx.Err() was stopped by the signal
+	}
 	stop()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "actorfeed:", err)
-		var ue usageError
-		if errors.As(err, &ue) {
-			os.Exit(2)
-		}
-		os.Exit(1)
+		os.Exit(exitCode(err))
 	}
 }
 
 // usageError marks an error in how the command was called.
 type usageError struct{ error }
+
+// interrupted is the cause of a run's context when a signal stopped it.
+type interrupted struct{ sig syscall.Signal }
+
+func (i interrupted) Error() string { return fmt.Sprintf("stopped by %s", signalName(i.sig)) }
+
+func signalName(s syscall.Signal) string {
+	switch s {
+	case syscall.SIGINT:
+		return "SIGINT"
+	case syscall.SIGTERM:
+		return "SIGTERM"
+	}
+	return s.String()
+}
+
+// stopOnSignal cancels ctx, with an interrupted cause, on SIGINT or SIGTERM:
+// container runtimes and batch schedulers stop a trainer with SIGTERM, a
+// person with Ctrl-C, and both must stop it the same way (promptly, with
+// complete outputs and the summary so far). A second signal is left to its
+// default action, so a stuck stop can still be killed.
+func stopOnSignal(parent context.Context) (context.Context, func()) {
+	ctx, cancel := context.WithCancelCause(parent)
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() {
+		select {
+		case s := <-sigs:
+			signal.Stop(sigs)
+			cancel(interrupted{s.(syscall.Signal)})
+		case <-done:
+		}
+	}()
+	return ctx, func() {
+		signal.Stop(sigs)
+		close(done)
+		cancel(nil)
+	}
+}
+
+// exitCode is 2 for a bad command line, 128+N for a stop by signal N (as a
+// shell reports a process killed by it), and 1 for any other failure.
+func exitCode(err error) int {
+	var ue usageError
+	var in interrupted
+	switch {
+	case errors.As(err, &ue):
+		return 2
+	case errors.As(err, &in):
+		return 128 + int(in.sig)
+	}
+	return 1
+}
 
 func newRoot() *cobra.Command {
 	root := &cobra.Command{

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -12,7 +13,15 @@ import (
 	"go.uber.org/goleak"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// TestMain runs the tests, or, in a process that proc started, the command
+// line itself: tests that signal or kill actorfeed drive a real process.
+func TestMain(m *testing.M) {
+	if os.Getenv(beCLI) == "1" {
+		main()
+		os.Exit(0)
+	}
+	goleak.VerifyTestMain(m)
+}
 
 func demoDefaults() demoOptions {
 	return demoOptions{batch: 64, shuffle: 1024, passes: 2, devices: 2, seed: 1, samples: 4000, lr: 0.1, minAccuracy: 0.8, every: time.Hour,
@@ -51,10 +60,10 @@ func TestDemoOnFashionMNIST(t *testing.T) {
 func TestDemoFailsOnMisalignedData(t *testing.T) {
 	dir := t.TempDir()
 	s := synthetic{files: 2, samples: 2000, seed: 3}
-	train, err := s.write(filepath.Join(dir, "train"))
+	train, err := s.write(t.Context(), filepath.Join(dir, "train"))
 	require.NoError(t, err)
 	scrambled := synthetic{files: 1, samples: 1000, seed: 99} // other prototypes: labels mean nothing
-	test, err := scrambled.write(filepath.Join(dir, "test"))
+	test, err := scrambled.write(t.Context(), filepath.Join(dir, "test"))
 	require.NoError(t, err)
 	o := demoDefaults()
 	o.data, o.test = train, test

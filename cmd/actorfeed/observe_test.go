@@ -25,7 +25,7 @@ func TestMetricsAreServedOnLoopback(t *testing.T) {
 
 	dir := t.TempDir()
 	s := synthetic{files: 2, samples: 400, seed: 1}
-	paths, err := s.write(dir)
+	paths, err := s.write(t.Context(), dir)
 	require.NoError(t, err)
 	sys := actors.NewSystem()
 	p, err := actors.NewDevices([]actors.Stage{actors.Files{Paths: paths}, actors.Batch{Size: 20}}, actors.Devices{N: 2}, actors.Options{System: sys})

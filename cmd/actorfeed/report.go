@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"image/color"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -17,6 +18,7 @@ import (
 	"gonum.org/v1/plot/vg/vgimg"
 
 	"github.com/actorfeed/actorfeed/actors"
+	"github.com/actorfeed/actorfeed/internal/atomicfile"
 )
 
 // writeReport draws a run into dir: throughput.png, devices.png,
@@ -32,7 +34,7 @@ func writeReport(dir string, series []sample, stages []actors.StageStats, device
 	var written []string
 	save := func(name string, p *plot.Plot) error {
 		path := filepath.Join(dir, name)
-		if err := p.Save(8*vg.Inch, 4*vg.Inch, path); err != nil {
+		if err := savePlot(p, 8*vg.Inch, 4*vg.Inch, path); err != nil {
 			return fmt.Errorf("report: %w", err)
 		}
 		written = append(written, path)
@@ -110,7 +112,7 @@ func writeReport(dir string, series []sample, stages []actors.StageStats, device
 	}
 	written = append(written, tree)
 	dot := filepath.Join(dir, "actors.dot")
-	if err := os.WriteFile(dot, []byte(treeDOT(stages)), 0o644); err != nil {
+	if err := atomicfile.Write(dot, func(w io.Writer) error { _, err := io.WriteString(w, treeDOT(stages)); return err }); err != nil {
 		return nil, err
 	}
 	return append(written, dot), nil
@@ -190,15 +192,16 @@ func drawTree(path string, stages []actors.StageStats) (string, error) {
 		dc.StrokeLines(line, []vg.Point{{X: 120, Y: supY}, {X: 200, Y: y}})
 		box(200, y, 420, fmt.Sprintf("%s   %d items, %d restarts", s.Stage, s.Items, s.Restarts))
 	}
-	f, err := os.Create(path)
+	return path, atomicfile.Write(path, func(w io.Writer) error { _, err := (vgimg.PngCanvas{Canvas: c}).WriteTo(w); return err })
+}
+
+// savePlot draws p as a PNG file of width x height at path, atomically.
+func savePlot(p *plot.Plot, width, height vg.Length, path string) error {
+	wt, err := p.WriterTo(width, height, "png")
 	if err != nil {
-		return "", err
+		return err
 	}
-	if _, err := (vgimg.PngCanvas{Canvas: c}).WriteTo(f); err != nil {
-		f.Close()
-		return "", err
-	}
-	return path, f.Close()
+	return atomicfile.Write(path, func(w io.Writer) error { _, err := wt.WriteTo(w); return err })
 }
 
 // benchFigures is what `actorfeed bench --plot` draws.
@@ -225,7 +228,7 @@ func plotBench(dir string, f benchFigures) ([]string, error) {
 	var written []string
 	save := func(name string, p *plot.Plot, h vg.Length) error {
 		path := filepath.Join(dir, name)
-		if err := p.Save(8*vg.Inch, h, path); err != nil {
+		if err := savePlot(p, 8*vg.Inch, h, path); err != nil {
 			return fmt.Errorf("bench: %w", err)
 		}
 		written = append(written, path)

@@ -187,23 +187,26 @@ func runPipeline(ctx context.Context, out, errOut io.Writer, o runOptions, chang
 		return err
 	}
 	s := &session{devices: o.devices, passes: o.passes, stepTime: o.step, names: baseNames(scope.Reader(reader).Stages()), watch: o.watch}
-	if o.emitIDs != "" {
-		var err error
-		if s.emit, err = newIDEmitter(o.emitIDs); err != nil {
-			return err
-		}
-		defer s.emit.close()
+	if err := s.prepareOutputs(o.emitIDs, scope.Reader(reader).Stages()); err != nil {
+		return err
 	}
+	defer s.emit.close()
 	if err := s.launch(scope, reader); err != nil {
 		return err
 	}
 	fmt.Fprintf(out, "pipeline: %s on %d device(s), step %v, %d pass(es)\n", describe(scope.Reader(reader).Stages()), o.devices, o.step, o.passes)
 	s.progress = newProgress(errOut, o.every, countSamples(scope.Reader(reader).Stages(), o.passes))
-	if err := s.run(ctx, nil); err != nil {
+	err := s.run(ctx, nil)
+	s.p.Close() // the devices write ids: stop them before the file is closed
+	if err != nil && context.Cause(ctx) == nil {
 		return err
 	}
+	s.stopped = context.Cause(ctx)
 	s.summary(out)
-	return nil
+	if cerr := s.emit.close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 // describe names a chain of stages.

@@ -15,9 +15,13 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/google/renameio/v2"
+
 	"github.com/actorfeed/actorfeed/actors"
 	"github.com/actorfeed/actorfeed/actors/program"
+	"github.com/actorfeed/actorfeed/internal/atomicfile"
 	"github.com/actorfeed/actorfeed/messages"
+	"github.com/actorfeed/actorfeed/readers"
 )
 
 // session runs a pipeline's passes on its devices and keeps what a person
@@ -42,6 +46,7 @@ type session struct {
 	idle    []time.Time       // per device: when its last step ended
 	start   time.Time
 	elapsed time.Duration
+	stopped error // why the run was stopped before its end (a signal), for the summary
 }
 
 // deviceStep wraps the session's step: it measures the device's wait for
@@ -93,6 +98,33 @@ func (w *watchOptions) flags(f interface {
 	f.DurationVar(&w.sampleEvery, "sample-every", 100*time.Millisecond, "sampling interval of the report's time series")
 }
 
+// prepareOutputs checks every output of the run before it starts, so that a
+// long run's work is never lost to a bad path at its end: the ids file is
+// created (under its temporary name) and must not be one of the data files,
+// and the report's directory is made.
+func (s *session) prepareOutputs(emitIDs string, stages []actors.Stage) error {
+	if s.watch.report != "" {
+		if err := os.MkdirAll(s.watch.report, 0o755); err != nil {
+			return fmt.Errorf("--report: %w", err)
+		}
+	}
+	if emitIDs == "" {
+		return nil
+	}
+	if f, ok := stages[0].(actors.Files); ok {
+		paths := make([]string, len(f.Paths))
+		for i, e := range f.Paths {
+			_, paths[i], _ = readers.ParseEntry(e)
+		}
+		if err := atomicfile.Refuse(emitIDs, paths...); err != nil {
+			return fmt.Errorf("--emit-ids: %w", err)
+		}
+	}
+	var err error
+	s.emit, err = newIDEmitter(emitIDs)
+	return err
+}
+
 // launch starts the scope's reader on the session's devices. The devices
 // step from the moment the pipeline exists, so everything deviceStep uses
 // (the emitter too) must be set before.
@@ -111,8 +143,11 @@ func (s *session) launch(scope *program.Scope, reader string) error {
 	return nil
 }
 
-// run runs every pass, resetting the pipeline between them.
+// run runs every pass, resetting the pipeline between them. However it
+// ends (done, failed or stopped), the time it ran is kept for the summary
+// and the report is drawn of what was sampled.
 func (s *session) run(ctx context.Context, afterPass func(pass int) error) (err error) {
+	defer func() { s.elapsed = time.Since(s.start) }()
 	if s.watch.metricsAddr != "" {
 		m, err := serveMetrics(s.watch.metricsAddr, func() *actors.Pipeline { return s.p })
 		if err != nil {
@@ -125,9 +160,10 @@ func (s *session) run(ctx context.Context, afterPass func(pass int) error) (err 
 		s.recorder = newRecorder(s.watch.sampleEvery)
 		s.recorder.start(s.p, s.start)
 		defer func() {
-			series := s.recorder.stop()
+			written, rerr := writeReport(s.watch.report, s.recorder.stop(), s.p.StageStats(), s.devices)
+			s.reported = written
 			if err == nil {
-				s.reported, err = writeReport(s.watch.report, series, s.p.StageStats(), s.devices)
+				err = rerr // a run that failed or stopped reports that, not a report too short to draw
 			}
 		}()
 	}
@@ -136,27 +172,32 @@ func (s *session) run(ctx context.Context, afterPass func(pass int) error) (err 
 		defer s.progress.stop()
 	}
 	for pass := range s.passes {
-		if pass > 0 {
-			if err := s.p.Reset(); err != nil {
-				return err
-			}
-		}
-		s.mu.Lock()
-		for d := range s.idle {
-			s.idle[d] = time.Now()
-		}
-		s.mu.Unlock()
-		if err := s.p.Run(ctx); err != nil {
+		if err := s.runPass(ctx, pass, afterPass); err != nil {
 			return err
 		}
-		if afterPass != nil {
-			if err := afterPass(pass); err != nil {
-				return err
-			}
+	}
+	return s.emit.flush()
+}
+
+// runPass runs pass number pass.
+func (s *session) runPass(ctx context.Context, pass int, afterPass func(pass int) error) error {
+	if pass > 0 {
+		if err := s.p.Reset(); err != nil {
+			return err
 		}
 	}
-	s.elapsed = time.Since(s.start)
-	return s.emit.flush()
+	s.mu.Lock()
+	for d := range s.idle {
+		s.idle[d] = time.Now()
+	}
+	s.mu.Unlock()
+	if err := s.p.Run(ctx); err != nil {
+		return err
+	}
+	if afterPass != nil {
+		return afterPass(pass)
+	}
+	return nil
 }
 
 // summary is the table a run ends with.
@@ -168,6 +209,9 @@ func (s *session) summary(w io.Writer) {
 		batches += d.Batches
 	}
 	secs := s.elapsed.Seconds()
+	if s.stopped != nil {
+		fmt.Fprintf(w, "\n%v: the summary so far", s.stopped)
+	}
 	fmt.Fprintf(w, "\n%d samples in %d batches, %d pass(es), %v: %.0f samples/s\n", samples, batches, s.passes,
 		s.elapsed.Round(time.Millisecond), float64(samples)/secs)
 	fmt.Fprintf(w, "restarts %d, skipped records %d (last pass), peak batches alive %d\n", st.Restarts, st.Skipped, st.PeakLiveBatches)
@@ -206,16 +250,21 @@ func round(d time.Duration) time.Duration {
 
 // idEmitter writes one JSON line per consumed batch:
 // {"pass":P,"device":D,"seq":S,"ids":["<file base name>#<record>",...]}.
+// The file is written under a temporary name and renamed into place by
+// close, holding whole lines only: a run that fails or is stopped leaves
+// the ids of every batch its devices consumed, and a process killed before
+// close leaves the old file (if any) untouched, never half a line.
 type idEmitter struct {
-	mu sync.Mutex
-	f  *os.File
-	w  *bufio.Writer
+	mu     sync.Mutex
+	f      *renameio.PendingFile
+	w      *bufio.Writer
+	closed bool
 }
 
 func newIDEmitter(path string) (*idEmitter, error) {
-	f, err := os.Create(path)
+	f, err := atomicfile.Create(path)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("--emit-ids: %w", err)
 	}
 	return &idEmitter{f: f, w: bufio.NewWriter(f)}, nil
 }
@@ -257,15 +306,21 @@ func (e *idEmitter) flush() error {
 	return e.w.Flush()
 }
 
+// close writes out the lines and puts the file in place; it is called once
+// the devices have stopped. Closing twice does nothing.
 func (e *idEmitter) close() error {
-	if e == nil {
+	if e == nil || e.closed {
 		return nil
 	}
-	err := e.flush()
-	if cerr := e.f.Close(); err == nil {
-		err = cerr
+	e.closed = true
+	defer e.f.Cleanup()
+	if err := e.flush(); err != nil {
+		return fmt.Errorf("--emit-ids: %w", err)
 	}
-	return err
+	if err := e.f.CloseAtomicallyReplace(); err != nil {
+		return fmt.Errorf("--emit-ids: %w", err)
+	}
+	return nil
 }
 
 // baseNames are the names sample ids use for the files of a Files stage.

@@ -1,0 +1,193 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// beCLI makes the test binary run main (see TestMain).
+const beCLI = "ACTORFEED_BE_CLI"
+
+// proc is actorfeed running as a process of its own.
+type proc struct {
+	cmd            *exec.Cmd
+	stdout, stderr bytes.Buffer
+	lines          chan string // stdout, line by line, while it runs
+}
+
+// start runs actorfeed with args in dir.
+func start(t *testing.T, dir string, args ...string) *proc {
+	t.Helper()
+	p := &proc{cmd: exec.Command(os.Args[0], args...), lines: make(chan string, 1024)}
+	p.cmd.Dir = dir
+	p.cmd.Env = append(os.Environ(), beCLI+"=1")
+	p.cmd.Stderr = &p.stderr
+	out, err := p.cmd.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, p.cmd.Start())
+	go func() {
+		defer close(p.lines)
+		sc := bufio.NewScanner(io.TeeReader(out, &p.stdout))
+		for sc.Scan() {
+			p.lines <- sc.Text()
+		}
+	}()
+	t.Cleanup(func() { p.cmd.Process.Kill(); p.cmd.Wait() })
+	return p
+}
+
+// waitLine waits for a line of stdout that starts with prefix.
+func (p *proc) waitLine(t *testing.T, prefix string) {
+	t.Helper()
+	for line := range p.lines {
+		if strings.HasPrefix(line, prefix) {
+			return
+		}
+	}
+	t.Fatalf("the process ended without printing %q: %s", prefix, p.stderr.String())
+}
+
+// waitFile waits until a file whose name starts with prefix exists in dir:
+// the writing has begun.
+func waitFile(t *testing.T, dir, prefix string) {
+	t.Helper()
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		entries, _ := os.ReadDir(dir)
+		for _, e := range entries {
+			if strings.HasPrefix(e.Name(), prefix) {
+				return
+			}
+		}
+	}
+	t.Fatalf("no file %s* appeared in %s", prefix, dir)
+}
+
+// stop sends sig and waits for the process to end, returning its exit code
+// and how long it took.
+func (p *proc) stop(t *testing.T, sig syscall.Signal) (int, time.Duration) {
+	t.Helper()
+	from := time.Now()
+	require.NoError(t, p.cmd.Process.Signal(sig))
+	for range p.lines { // drain stdout to its end
+	}
+	err := p.cmd.Wait()
+	took := time.Since(from)
+	var ee *exec.ExitError
+	require.ErrorAs(t, err, &ee, "stopped by %v, it must exit non-zero", sig)
+	return ee.ExitCode(), took
+}
+
+// stopBound is how long a stopped command may take to exit. The promise is
+// about 1 s; this bound leaves room for the race detector on a loaded CI
+// machine, and is a guard against a hang rather than a measurement.
+const stopBound = 5 * time.Second
+
+// SIGTERM (how schedulers and container runtimes stop a trainer) killed
+// every command at once, leaving half a JSON line; SIGINT was ignored by
+// gen. Both now stop a run promptly with complete outputs and the summary.
+func TestSignalStopsRunWithCompleteOutputs(t *testing.T) {
+	data := genSet(t, 2, 20000)
+	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT} {
+		dir := t.TempDir()
+		p := start(t, dir, "run", "--data", filepath.Join(data, "*.recordio"), "--devices", "2", "--step", "2ms", "--passes", "50",
+			"--emit-ids", "ids.jsonl", "--report", "report", "--sample-every", "10ms")
+		p.waitLine(t, "pipeline:")
+		waitLines(t, filepath.Join(dir, "ids.jsonl"))
+		code, took := p.stop(t, sig)
+		t.Logf("%v: exit %d after %v", sig, code, took)
+		require.Equal(t, 128+int(sig), code)
+		require.Less(t, took, stopBound)
+		require.Contains(t, p.stdout.String(), "the summary so far")
+		require.Contains(t, p.stderr.String(), "stopped by SIG")
+		ids, err := os.ReadFile(filepath.Join(dir, "ids.jsonl"))
+		require.NoError(t, err, "the ids of the consumed batches are kept")
+		require.True(t, bytes.HasSuffix(ids, []byte("\n")))
+		for _, line := range bytes.Split(bytes.TrimSuffix(ids, []byte("\n")), []byte("\n")) {
+			var l idLine
+			require.NoError(t, json.Unmarshal(line, &l), "every line is whole: %q", line)
+		}
+		onlyFiles(t, dir, "ids.jsonl", "report")
+		onlyFiles(t, filepath.Join(dir, "report"), "actors.dot", "actors.png", "buffers.png", "devices.png", "throughput.png")
+	}
+}
+
+// waitLines waits until the ids file, still under its temporary name, has
+// a batch in it: the devices are stepping.
+func waitLines(t *testing.T, path string) {
+	t.Helper()
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		entries, _ := os.ReadDir(filepath.Dir(path))
+		for _, e := range entries {
+			if info, err := e.Info(); err == nil && strings.HasPrefix(e.Name(), "."+filepath.Base(path)) && info.Size() > 0 {
+				return
+			}
+		}
+	}
+	t.Fatalf("no batch was written to %s", path)
+}
+
+// onlyFiles checks that dir holds exactly names: no temporary or partial
+// file is left.
+func onlyFiles(t *testing.T, dir string, names ...string) {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	var got []string
+	for _, e := range entries {
+		got = append(got, e.Name())
+	}
+	require.ElementsMatch(t, names, got, "in %s", dir)
+}
+
+func TestSignalStopsGenAndConvertLeavingNoPartialFile(t *testing.T) {
+	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT} {
+		dir := t.TempDir()
+		p := start(t, dir, "gen", "--out", "data", "--files", "1", "--samples", "5000000")
+		waitFile(t, filepath.Join(dir, "data"), ".part-")
+		code, took := p.stop(t, sig)
+		t.Logf("gen, %v: exit %d after %v", sig, code, took)
+		require.Equal(t, 128+int(sig), code)
+		require.Less(t, took, stopBound)
+		onlyFiles(t, filepath.Join(dir, "data"))
+
+		images := filepath.Join(dir, "big-images-idx3-ubyte")
+		writeIDX(t, images, 200000)
+		require.NoError(t, os.WriteFile(filepath.Join(dir, "old.recordio"), []byte("kept"), 0o644))
+		p = start(t, dir, "convert", images, "--out", "old.recordio", "--compressor", "gzip")
+		waitFile(t, dir, ".old.recordio")
+		code, took = p.stop(t, sig)
+		t.Logf("convert, %v: exit %d after %v", sig, code, took)
+		require.Equal(t, 128+int(sig), code)
+		require.Less(t, took, stopBound)
+		onlyFiles(t, dir, "data", "big-images-idx3-ubyte", "old.recordio")
+		old, err := os.ReadFile(filepath.Join(dir, "old.recordio"))
+		require.NoError(t, err)
+		require.Equal(t, "kept", string(old), "a stopped conversion leaves the existing output as it was")
+	}
+}
+
+// writeIDX writes an uncompressed IDX images file of n 28x28 images.
+func writeIDX(t *testing.T, path string, n int) {
+	t.Helper()
+	hdr := []byte{0, 0, 8, 3}
+	for _, d := range []uint32{uint32(n), 28, 28} {
+		hdr = binary.BigEndian.AppendUint32(hdr, d)
+	}
+	body := make([]byte, n*28*28)
+	for i := range body {
+		body[i] = byte(i * 7)
+	}
+	require.NoError(t, os.WriteFile(path, append(hdr, body...), 0o644))
+}
