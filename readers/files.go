@@ -139,12 +139,50 @@ func (r *RecordFile) next(ctx context.Context, st *tensor.Stack) (tensor.Slots, 
 		item, err = tensor.Decode(rec)
 	}
 	if err != nil {
-		r.badRec = true
-		pos := r.sc.Position()
-		return nil, &format.Error{Format: "recordio", File: r.path, Chunk: pos.Chunk, Record: pos.Record,
-			Offset: pos.ChunkOffset, Err: fmt.Errorf("%w: record is not a tensor encoding: %w", format.ErrCorrupt, err)}
+		return nil, r.badRecord(fmt.Errorf("%w: record is not a tensor encoding: %w", format.ErrCorrupt, err))
+	}
+	if item != nil { // a stacked record matched a one-instance layout
+		if err := oneInstance(item); err != nil {
+			return nil, r.badRecord(err)
+		}
 	}
 	return item, nil
+}
+
+// DecodeRecord decodes a record of a RecordIO file of instances, as
+// RecordFile does: a record that is not a tensor encoding, or that does not
+// hold exactly one instance, is corrupt (format.ErrCorrupt).
+func DecodeRecord(rec []byte) (tensor.Slots, error) {
+	item, err := tensor.Decode(rec)
+	if err != nil {
+		return nil, fmt.Errorf("%w: record is not a tensor encoding: %w", format.ErrCorrupt, err)
+	}
+	if err := oneInstance(item); err != nil {
+		return nil, err
+	}
+	return item, nil
+}
+
+// oneInstance checks that a decoded record is one instance: a record of no
+// slots, of a rank-0 or [0]-shaped tensor, or of slots that disagree would
+// make a batch whose ids and rows do not match.
+func oneInstance(item tensor.Slots) error {
+	n, err := item.Instances()
+	if err != nil {
+		return fmt.Errorf("%w: record is not one instance: %w", format.ErrCorrupt, err)
+	}
+	if n != 1 {
+		return format.Corrupt("record holds %d instances; a record is one instance: a row in every slot (rank 1 or more), or one sequence", n)
+	}
+	return nil
+}
+
+// badRecord reports the last record scanned as corrupt, where it is, and
+// lets SkipCorrupt skip it alone.
+func (r *RecordFile) badRecord(err error) error {
+	r.badRec = true
+	pos := r.sc.Position()
+	return &format.Error{Format: "recordio", File: r.path, Chunk: pos.Chunk, Record: pos.Record, Offset: pos.ChunkOffset, Err: err}
 }
 
 // SkipCorrupt gets past the corruption the last Next reported: an

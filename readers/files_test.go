@@ -360,7 +360,7 @@ func TestSeekIndexedReadsNoHeader(t *testing.T) {
 	require.NoError(t, err)
 	require.Greater(t, len(x.Chunks), 10)
 	headers := cr.reads
-	require.Equal(t, len(x.Chunks), headers, "the index reads every chunk header")
+	require.Equal(t, len(x.Chunks)+2*2, headers, "the index reads every chunk header, and the two markers' headers and payloads")
 
 	cr.reads = 0
 	again := readers.NewRecordFile(cr, st.Size(), path, nil)
@@ -375,4 +375,44 @@ func TestSeekIndexedReadsNoHeader(t *testing.T) {
 	w, err := want.Next(t.Context())
 	require.NoError(t, err)
 	require.True(t, w.Equal(item))
+}
+
+// Records that decode but are not one instance ([0]-shaped, rank 0, no
+// slots, slots that disagree) failed later as "1 ids for 0 instances", an
+// error that named no file and that --on-corrupt skip could not skip. They
+// are corrupt records, named where they are, and skippable one by one.
+func TestRecordThatIsNotOneInstanceIsCorrupt(t *testing.T) {
+	bad := map[string]tensor.Slots{
+		"[0]-shaped":     {{Tensor: tensor.MustFromSlice(tensor.Shape{0}, []int64{})}},
+		"rank 0":         {{Tensor: tensor.MustFromSlice(tensor.Shape{}, []int64{7})}},
+		"no slots":       {},
+		"two rows":       {{Tensor: tensor.MustFromSlice(tensor.Shape{2}, []int64{1, 2})}},
+		"slots disagree": {{Tensor: tensor.MustFromSlice(tensor.Shape{1}, []int64{1})}, {Tensor: tensor.MustFromSlice(tensor.Shape{2}, []int64{1, 2})}},
+	}
+	for name, rec := range bad {
+		t.Run(name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "x.recordio")
+			_, err := readers.WriteRecordFile(path, recordio.WriterOptions{}, readers.Samples(3, func(i int) (tensor.Slots, error) {
+				return []tensor.Slots{item(1), rec, item(3)}[i], nil
+			}))
+			require.NoError(t, err)
+			r, err := readers.OpenRecordFile(path)
+			require.NoError(t, err)
+			defer r.Close()
+			_, err = r.Next(t.Context())
+			require.NoError(t, err)
+			_, err = r.Next(t.Context())
+			require.ErrorIs(t, err, format.ErrCorrupt)
+			var fe *format.Error
+			require.ErrorAs(t, err, &fe)
+			assert.Equal(t, 1, fe.Record)
+			assert.Equal(t, path, fe.File)
+			n, ok := r.SkipCorrupt()
+			require.True(t, ok)
+			require.Equal(t, 1, n)
+			got, err := r.Next(t.Context())
+			require.NoError(t, err)
+			require.True(t, got.Equal(item(3)), "reading goes on after the skipped record")
+		})
+	}
 }

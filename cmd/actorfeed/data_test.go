@@ -14,7 +14,10 @@ import (
 
 	"github.com/actorfeed/actorfeed/internal/atomicfile"
 	"github.com/actorfeed/actorfeed/readers"
+	"github.com/actorfeed/actorfeed/readers/format"
 	"github.com/actorfeed/actorfeed/readers/idx"
+	"github.com/actorfeed/actorfeed/readers/recordio"
+	"github.com/actorfeed/actorfeed/tensor"
 )
 
 // cli runs the command line args and returns its output and error.
@@ -126,7 +129,7 @@ func TestBadInputExitsWithOneLine(t *testing.T) {
 		want string
 	}{
 		{[]string{"inspect", filepath.Join(dir, "missing.recordio")}, "no such file"},
-		{[]string{"inspect", corrupt}, "chunk 0"},
+		{[]string{"inspect", corrupt}, "chunk 1"}, // chunk 0 is the begin marker
 		{[]string{"inspect"}, "accepts 1 arg"},
 		{[]string{"inspect", "parquet:" + good}, "parquet"},
 		{[]string{"gen", "--files", "2"}, "--out"},
@@ -240,4 +243,45 @@ func TestConvertNeverDestroysAFile(t *testing.T) {
 		require.Equal(t, whole, got, "the input is untouched")
 	}
 	onlyFiles(t, dir, "x-images-idx3-ubyte", "cut-images-idx3-ubyte", "out.recordio", "link.recordio")
+}
+
+// A file cut at a chunk boundary was called healthy by inspect and read as
+// a shorter data set by run; a record that is not a tensor passed inspect
+// and failed run. Both commands now agree, and say where.
+func TestInspectAndRunAgreeOnCutAndUndecodableFiles(t *testing.T) {
+	dir := genSet(t, 1, 3000)
+	good := filepath.Join(dir, fileName(0))
+	out, err := cli(t, "inspect", good)
+	require.NoError(t, err)
+	require.Contains(t, out, "whole:   complete")
+
+	data, err := os.ReadFile(good)
+	require.NoError(t, err)
+	fh, err := os.Open(good)
+	require.NoError(t, err)
+	x, err := recordio.LoadIndex(fh, int64(len(data)), good)
+	fh.Close()
+	require.NoError(t, err)
+	require.Greater(t, len(x.Chunks), 1)
+	cut := filepath.Join(dir, "cut.recordio")
+	require.NoError(t, os.WriteFile(cut, data[:x.Chunks[0].End()], 0o644))
+
+	notTensor := filepath.Join(dir, "nottensor.recordio")
+	_, err = readers.WriteRecordFile(notTensor, recordio.WriterOptions{}, readers.Samples(1, func(int) (tensor.Slots, error) {
+		return tensor.Slots{}, nil // no slots: not one instance
+	}))
+	require.NoError(t, err)
+
+	for path, want := range map[string]string{cut: "cut short", notTensor: "record 0"} {
+		out, err := cli(t, "inspect", path)
+		require.ErrorIs(t, err, format.ErrCorrupt, "inspect %s", path)
+		require.ErrorContains(t, err, want)
+		require.ErrorContains(t, err, path)
+		if path == cut {
+			require.Contains(t, out, "whole:   cut short")
+		}
+		_, err = cli(t, "run", "--data", path)
+		require.ErrorContains(t, err, want, "run %s", path)
+		require.ErrorContains(t, err, path)
+	}
 }

@@ -74,6 +74,9 @@ func inspectRecordIO(out io.Writer, path string) error {
 	for _, c := range index.Chunks {
 		recs, err := recordio.ReadChunk(fh, size, path, c)
 		verdict := "ok"
+		if err == nil {
+			err = decodeChunk(path, c, recs)
+		}
 		if err != nil {
 			verdict = "BAD"
 			bad = append(bad, err)
@@ -86,10 +89,25 @@ func inspectRecordIO(out io.Writer, path string) error {
 	if shapes != "" {
 		fmt.Fprintf(out, "slots:   %s (first record)\n", shapes)
 	}
+	fmt.Fprintf(out, "whole:   %v\n", index.Completeness)
 	if len(bad) > 0 {
 		return fmt.Errorf("%d of %d chunks are damaged; the first: %w", len(bad), len(index.Chunks), bad[0])
 	}
-	fmt.Fprintln(out, "verdict: every checksum matches")
+	if index.Completeness == recordio.CutShort {
+		return fmt.Errorf("%s: %w: the file ends without the trailer its first chunk announced: cut short after record %d", path, format.ErrCorrupt, index.NumRecords)
+	}
+	fmt.Fprintln(out, "verdict: every checksum matches, every record is one instance")
+	return nil
+}
+
+// decodeChunk decodes every record of a chunk as run reads it, so that
+// inspect passes exactly the files run reads.
+func decodeChunk(path string, c recordio.ChunkInfo, recs [][]byte) error {
+	for i, rec := range recs {
+		if _, err := readers.DecodeRecord(rec); err != nil {
+			return &format.Error{Format: "recordio", File: path, Chunk: c.Index, Record: c.FirstRecord + i, Offset: c.Offset, Err: err}
+		}
+	}
 	return nil
 }
 

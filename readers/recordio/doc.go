@@ -18,6 +18,11 @@
 // length followed by that many bytes. A chunk is the unit of random access
 // (Index, ReadChunk), of sharding and of resuming.
 //
+// Files written here begin with a marker chunk and end with a trailer
+// chunk (marker.go; both of 0 records, which Paddle's reader skips) so that
+// a file cut at a chunk boundary is told from a whole one: see
+// Index.Completeness.
+//
 // Where the original is weak this package is strict: a header cut short is
 // io.ErrUnexpectedEOF rather than a clean end of file; declared sizes are
 // checked against the file size before anything is allocated; a payload must

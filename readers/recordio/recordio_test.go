@@ -116,7 +116,7 @@ func TestChunkReadableAlone(t *testing.T) {
 
 	c, within, ok := idx.Locate(chunk.FirstRecord + 3)
 	require.True(t, ok)
-	assert.Equal(t, k, c.Index)
+	assert.Equal(t, chunk.Index, c.Index)
 	assert.Equal(t, 3, within)
 	_, _, ok = idx.Locate(len(records))
 	assert.False(t, ok)
@@ -180,9 +180,9 @@ func TestFlippedByteIsCorruption(t *testing.T) {
 				var fe *format.Error
 				require.True(t, errors.As(err, &fe))
 				assert.Equal(t, bad, fe.File)
-				assert.Equal(t, 1, fe.Chunk, "flip at %d: %v", off, err)
+				assert.Equal(t, chunk.Index, fe.Chunk, "flip at %d: %v", off, err)
 				assert.Equal(t, chunk.Offset, fe.Offset)
-				assert.Contains(t, err.Error(), "chunk 1")
+				assert.Contains(t, err.Error(), fmt.Sprintf("chunk %d", chunk.Index))
 				assert.Contains(t, err.Error(), fmt.Sprintf("offset %d", chunk.Offset))
 				assert.Contains(t, err.Error(), bad)
 			}
@@ -190,37 +190,50 @@ func TestFlippedByteIsCorruption(t *testing.T) {
 	}
 }
 
+// A file cut anywhere, a chunk boundary included, is truncation: the
+// begin marker announced a trailer that is missing. Without markers (as
+// Paddle writes), a cut exactly between chunks is a shorter valid file.
 func TestTruncationIsUnexpectedEOF(t *testing.T) {
-	records := makeRecords(40, 11)
-	dir := t.TempDir()
-	path := filepath.Join(dir, "good.recordio")
-	writeFile(t, path, records, recordio.WriterOptions{MaxChunkBytes: 1 << 10})
-	good, err := os.ReadFile(path)
-	require.NoError(t, err)
-	f, size := openFile(t, path)
-	idx, err := recordio.LoadIndex(f, size, path)
-	require.NoError(t, err)
+	for _, noMarkers := range []bool{false, true} {
+		records := makeRecords(40, 11)
+		dir := t.TempDir()
+		path := filepath.Join(dir, "good.recordio")
+		writeFile(t, path, records, recordio.WriterOptions{MaxChunkBytes: 1 << 10, NoMarkers: noMarkers})
+		good, err := os.ReadFile(path)
+		require.NoError(t, err)
+		f, size := openFile(t, path)
+		idx, err := recordio.LoadIndex(f, size, path)
+		require.NoError(t, err)
+		require.Equal(t, map[bool]recordio.Completeness{false: recordio.Complete, true: recordio.Unmarked}[noMarkers], idx.Completeness)
 
-	bad := filepath.Join(dir, "cut.recordio")
-	ends := map[int64]bool{}
-	for _, c := range idx.Chunks {
-		ends[c.End()] = true
-	}
-	for cut := int64(1); cut < int64(len(good)); cut++ {
-		require.NoError(t, os.WriteFile(bad, good[:cut], 0o644))
-		got, err := scanAll(t, bad)
-		if ends[cut] { // a cut exactly between chunks is a shorter, valid file
-			require.NoError(t, err, "cut at %d", cut)
-			continue
+		bad := filepath.Join(dir, "cut.recordio")
+		ends := map[int64]bool{}
+		for _, c := range idx.Chunks {
+			ends[c.End()] = true
 		}
-		require.ErrorIs(t, err, io.ErrUnexpectedEOF, "cut at %d", cut)
-		require.ErrorIs(t, err, format.ErrCorrupt)
-		var fe *format.Error
-		require.True(t, errors.As(err, &fe))
-		assert.Equal(t, bad, fe.File)
-		assert.GreaterOrEqual(t, fe.Chunk, 0)
-		assert.GreaterOrEqual(t, fe.Offset, int64(0))
-		assert.Less(t, len(got), len(records))
+		for cut := int64(1); cut < int64(len(good)); cut++ {
+			require.NoError(t, os.WriteFile(bad, good[:cut], 0o644))
+			got, err := scanAll(t, bad)
+			if noMarkers && ends[cut] {
+				require.NoError(t, err, "cut at %d", cut)
+				continue
+			}
+			require.ErrorIs(t, err, io.ErrUnexpectedEOF, "cut at %d", cut)
+			require.ErrorIs(t, err, format.ErrCorrupt)
+			var fe *format.Error
+			require.True(t, errors.As(err, &fe))
+			assert.Equal(t, bad, fe.File)
+			assert.GreaterOrEqual(t, fe.Chunk, 0)
+			assert.GreaterOrEqual(t, fe.Offset, int64(0))
+			assert.LessOrEqual(t, len(got), len(records)) // a cut in the trailer leaves every record readable, and the file still unproven
+			if !noMarkers && ends[cut] {
+				assert.ErrorContains(t, err, "cut short")
+				f, size := openFile(t, bad)
+				x, err := recordio.LoadIndex(f, size, bad)
+				require.NoError(t, err, "the index lists a cut file as far as it goes")
+				assert.Equal(t, recordio.CutShort, x.Completeness)
+			}
+		}
 	}
 }
 
@@ -253,7 +266,7 @@ func TestEmptyFileAndEmptyRecords(t *testing.T) {
 // compressor, stored size, record count.
 func TestHeaderLayout(t *testing.T) {
 	var buf bytes.Buffer
-	w, err := recordio.NewWriter(&buf, recordio.WriterOptions{})
+	w, err := recordio.NewWriter(&buf, recordio.WriterOptions{NoMarkers: true})
 	require.NoError(t, err)
 	require.NoError(t, w.Write([]byte("ab")))
 	require.NoError(t, w.Close())

@@ -112,6 +112,30 @@ func (c *chunkReader) load(info ChunkInfo) error {
 	return nil
 }
 
+// marker reads chunk info as a marker chunk (marker.go); ok is false when
+// it is none, including a damaged one, which load then reports. A failed
+// read is returned as load would return it.
+func (c *chunkReader) marker(info ChunkInfo) (m marker, ok bool, err error) {
+	if !mayBeMarker(info.Header) {
+		return marker{}, false, nil
+	}
+	var buf [markerSize]byte
+	if _, err := c.r.ReadAt(buf[:], info.Offset+HeaderSize); err != nil {
+		return marker{}, false, c.fail(info.Index, info.Offset, readErr(err, "chunk payload"))
+	}
+	if crc32.ChecksumIEEE(buf[:]) != info.Checksum {
+		return marker{}, false, nil
+	}
+	m, ok = parseMarker(buf[:])
+	return m, ok, nil
+}
+
+// cutShort is the error at the end of a file whose begin marker announced
+// a trailer that never came.
+func (c *chunkReader) cutShort(k int) error {
+	return c.fail(k, c.size, format.Truncated("the file ends without the trailer its begin marker announced: cut short after %d chunks", k))
+}
+
 func (c *chunkReader) decompress(comp Compressor) ([]byte, error) {
 	var zr io.Reader
 	switch comp {
@@ -218,6 +242,7 @@ type Scanner struct {
 	err    error
 	bad    ChunkInfo // the chunk whose payload failed verification
 	badOK  bool      // bad is set: its header was sound
+	seg    segment   // the markers seen, to prove the file whole at its end
 }
 
 // NewScanner returns a Scanner over the size bytes of r.
@@ -243,18 +268,35 @@ func (s *Scanner) Scan() bool {
 	}
 	for s.i >= s.n {
 		h, err := s.c.header(s.next.Index, s.next.Offset)
+		if errors.Is(err, io.EOF) && s.seg.completeness() == CutShort {
+			err = s.c.cutShort(s.next.Index)
+		}
 		if err != nil {
 			s.err = err
 			return false
 		}
 		info := s.next
 		info.Header = h
+		m, ok, err := s.c.marker(info)
+		if err != nil {
+			s.err = err
+			return false
+		}
+		if ok {
+			if err := s.seg.mark(m); err != nil {
+				s.err = s.c.fail(info.Index, info.Offset, err)
+				return false
+			}
+			s.next = ChunkInfo{Index: info.Index + 1, Offset: info.End(), FirstRecord: info.FirstRecord}
+			continue
+		}
 		if err := s.c.load(info); err != nil {
 			s.err = err
 			s.bad, s.badOK = info, true
 			return false
 		}
 		s.loaded = info
+		s.seg.data(int(h.NumRecords))
 		s.i, s.n = 0, int(h.NumRecords)
 		s.next = ChunkInfo{Index: info.Index + 1, Offset: info.End(), FirstRecord: info.FirstRecord + s.n}
 	}
@@ -273,9 +315,10 @@ func (s *Scanner) SkipChunk() (records int, ok bool) {
 	if s.err == nil || !s.badOK {
 		return 0, false
 	}
-	bad := s.bad
+	bad, seg := s.bad, s.seg
+	seg.data(int(bad.NumRecords)) // the trailer counts it
 	*s = Scanner{c: s.c, next: ChunkInfo{Index: bad.Index + 1, Offset: bad.End(), FirstRecord: bad.FirstRecord + int(bad.NumRecords)},
-		loaded: ChunkInfo{Index: -1}}
+		loaded: ChunkInfo{Index: -1}, seg: seg}
 	return int(bad.NumRecords), true
 }
 
@@ -306,28 +349,47 @@ func (s *Scanner) Next() (start ChunkInfo, skip int) {
 	return s.next, 0
 }
 
-// Index lists the chunks of a file.
+// Index lists the data chunks of a file (its markers left out).
 type Index struct {
 	Chunks     []ChunkInfo
 	NumRecords int
+	// Completeness is whether the file proves it is whole. A CutShort file
+	// is listed as far as it goes; reading it to its end fails.
+	Completeness Completeness
 }
 
 // LoadIndex reads every chunk header of the file (not the payloads), checking
 // magic numbers and that each declared size fits the file. It reads
-// len(Chunks) headers; checksums are verified only when a chunk is read.
+// len(Chunks) headers, and the small payload of each marker chunk, whose
+// counts it checks; checksums of data chunks are verified only when a chunk
+// is read.
 func LoadIndex(r io.ReaderAt, size int64, name string) (*Index, error) {
 	c := newChunkReader(r, size, name, 0)
 	idx := &Index{}
 	next := ChunkInfo{}
+	var seg segment
 	for {
 		h, err := c.header(next.Index, next.Offset)
 		if errors.Is(err, io.EOF) {
+			idx.Completeness = seg.completeness()
 			return idx, nil
 		}
 		if err != nil {
 			return nil, err
 		}
 		next.Header = h
+		m, ok, err := c.marker(next)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			if err := seg.mark(m); err != nil {
+				return nil, c.fail(next.Index, next.Offset, err)
+			}
+			next = ChunkInfo{Index: next.Index + 1, Offset: next.End(), FirstRecord: idx.NumRecords}
+			continue
+		}
+		seg.data(int(h.NumRecords))
 		idx.Chunks = append(idx.Chunks, next)
 		idx.NumRecords += int(h.NumRecords)
 		next = ChunkInfo{Index: next.Index + 1, Offset: next.End(), FirstRecord: idx.NumRecords}

@@ -22,6 +22,10 @@ type WriterOptions struct {
 	// MaxChunkBytes bounds the record bytes of one chunk; a record larger
 	// than it gets a chunk of its own. Default DefaultMaxChunkBytes.
 	MaxChunkBytes int
+	// NoMarkers leaves out the begin marker and the trailer (marker.go) that
+	// let a reader prove the file is whole. Default false: they are
+	// written, and Paddle's reader skips them.
+	NoMarkers bool
 }
 
 // Writer appends records to a RecordIO stream, one chunk at a time.
@@ -35,6 +39,7 @@ type Writer struct {
 	snappy *snappy.Writer
 	gzip   *gzip.Writer
 	closed bool
+	begun  bool // the begin marker is written
 
 	records, chunks int
 }
@@ -96,6 +101,9 @@ func (w *Writer) Flush() error {
 		StoredSize: uint32(len(payload)),
 		NumRecords: w.count,
 	}
+	if err := w.begin(); err != nil {
+		return err
+	}
 	w.hdr = h.append(w.hdr[:0])
 	if _, err := w.w.Write(w.hdr); err != nil {
 		return fmt.Errorf("recordio: write chunk %d header: %w", w.chunks, err)
@@ -140,13 +148,34 @@ func (w *Writer) compress() ([]byte, error) {
 	return w.packed.Bytes(), nil
 }
 
-// Close flushes the last chunk. It does not close the underlying writer.
-// Closing twice is a no-op.
+// begin writes the begin marker before the first chunk.
+func (w *Writer) begin() error {
+	if w.begun || w.opts.NoMarkers {
+		return nil
+	}
+	w.begun = true
+	if _, err := w.w.Write(marker{kind: beginMarker}.chunk()); err != nil {
+		return fmt.Errorf("recordio: write the begin marker: %w", err)
+	}
+	return nil
+}
+
+// Close flushes the last chunk and writes the trailer. It does not close
+// the underlying writer. Closing twice is a no-op.
 func (w *Writer) Close() error {
 	if w.closed {
 		return nil
 	}
 	err := w.Flush()
+	if err == nil {
+		err = w.begin()
+	}
+	if err == nil && !w.opts.NoMarkers {
+		end := marker{kind: endMarker, chunks: uint64(w.chunks), records: uint64(w.records)}
+		if _, werr := w.w.Write(end.chunk()); werr != nil {
+			err = fmt.Errorf("recordio: write the trailer: %w", werr)
+		}
+	}
 	w.closed = true
 	return err
 }
