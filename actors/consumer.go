@@ -2,6 +2,7 @@ package actors
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 
@@ -30,6 +31,7 @@ type consumerCell struct {
 	end       *messages.End
 	failed    error
 	pass      uint32
+	stepGen   uint64 // the device loop that may commit: a loop abandoned by a stop never does
 }
 
 func newConsumerCell(pipe *shared, name, kind string, lane, lanes uint32, window int) *consumerCell {
@@ -284,16 +286,36 @@ type deviceRun struct {
 }
 
 func (a *consumerActor) startDevice(ctx actor.Context) {
-	if a.device != nil {
-		a.steps.start(ctx, context.WithValue(context.Background(), deviceKey{}, int(a.c.lane)), a.runDevice)
+	if a.device == nil {
+		return
 	}
+	c := a.c
+	c.mu.Lock()
+	c.stepGen++
+	gen := c.stepGen
+	c.mu.Unlock()
+	a.steps.start(ctx, context.WithValue(context.Background(), deviceKey{}, int(c.lane)), func(ctx context.Context) { a.runDevice(ctx, gen) })
 }
 
-func (a *consumerActor) stopDevice() { a.steps.stop() }
+// stopDevice cancels the device's loop and waits for its step to return, at
+// most Options.StopGrace: a step that ignores its ctx is abandoned (and
+// reported by Close), so that neither Close nor a restart hangs on it. An
+// abandoned step that returns later commits nothing: the batch is stepped
+// again by the device's next loop, if any.
+func (a *consumerActor) stopDevice() {
+	c := a.c
+	if a.steps.stopWithin(c.pipe.opts.StopGrace) {
+		return
+	}
+	c.mu.Lock()
+	c.stepGen++
+	c.mu.Unlock()
+	c.pipe.abandon(fmt.Sprintf("device %d's step", c.lane))
+}
 
 // runDevice steps batches as they come, timing the wait for data and the
 // step. A batch counts as consumed only once its step returned.
-func (a *consumerActor) runDevice(ctx context.Context) {
+func (a *consumerActor) runDevice(ctx context.Context, gen uint64) {
 	c, d := a.c, a.device
 	for {
 		waitFrom := time.Now()
@@ -329,7 +351,10 @@ func (a *consumerActor) runDevice(ctx context.Context) {
 		// The statistics count the batch before the commit can be seen, so
 		// Run, which returns once every batch is committed, never returns
 		// with the last one uncounted.
-		if !c.commitHead(b, pass, func() { d.stats.add(start.Sub(waitFrom), busy, item.Instances) }) {
+		if !c.commitHead(b, pass, gen, func() { d.stats.add(start.Sub(waitFrom), busy, item.Instances) }) {
+			if ctx.Err() != nil {
+				return // abandoned by a stop: this loop is over
+			}
 			continue // the pass was restarted under the step: not consumed
 		}
 		// Committed, the batch is never stepped or sent again: its storage
@@ -373,12 +398,12 @@ func (c *consumerCell) waitHead(ctx context.Context) (*messages.Batch, uint32, e
 	}
 }
 
-// commitHead consumes b if it is still the head of the same pass, calling
-// counted first.
-func (c *consumerCell) commitHead(b *messages.Batch, pass uint32, counted func()) bool {
+// commitHead consumes b if it is still the head of the same pass and the
+// loop of generation gen still owns the device, calling counted first.
+func (c *consumerCell) commitHead(b *messages.Batch, pass uint32, gen uint64, counted func()) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if len(c.queue) == 0 || c.queue[0] != b || c.pass != pass {
+	if len(c.queue) == 0 || c.queue[0] != b || c.pass != pass || c.stepGen != gen {
 		return false
 	}
 	counted()

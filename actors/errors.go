@@ -19,8 +19,13 @@ var (
 	// ErrShutdown is returned by a pipeline that was shut down or closed.
 	ErrShutdown = errors.New("actors: pipeline shut down")
 	// ErrReadsInFlight is returned by Reset while a Next or HasNext call is
-	// in flight.
+	// in flight, or while Run is.
 	ErrReadsInFlight = errors.New("actors: reset refused while reads are in flight")
+	// ErrAbandoned is wrapped by Close and Shutdown when user code (a
+	// device's step, an xmap function) did not return within
+	// Options.StopGrace of its cancellation. The pipeline is closed all the
+	// same; the error names the code, whose goroutine may still run.
+	ErrAbandoned = errors.New("actors: user code did not return after cancellation and was abandoned")
 	// ErrStage is wrapped by every *StageError.
 	ErrStage = errors.New("actors: stage failed")
 	// ErrBadSpec is wrapped when a pipeline spec is invalid.

@@ -71,8 +71,9 @@ func (p *Pipeline) shutdownErr(err error) error {
 // Reset starts the next pass clean (the seeds' ReInit): every stage drops
 // what it holds of the current pass and the sources start over. It is a
 // mailbox protocol: the consumers subscribe for the new pass and each stage
-// passes the subscription upstream. Reset while Next or HasNext is in flight
-// returns ErrReadsInFlight.
+// passes the subscription upstream. Reset while Next, HasNext or Run is in
+// flight returns ErrReadsInFlight: it would end the pass they are reading
+// early, with no error.
 func (p *Pipeline) Reset() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -111,6 +112,10 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	if p.devices == nil {
 		return fmt.Errorf("%w: this pipeline has no devices; use Next", ErrProtocol)
 	}
+	p.mu.Lock()
+	p.inflight++
+	p.mu.Unlock()
+	defer p.leave()
 	for {
 		p.mu.Lock()
 		pass, closed := p.pass, p.closed
@@ -157,7 +162,9 @@ func (p *Pipeline) devicesIdle() bool {
 // Shutdown stops the pipeline, letting every stage handle what its mailbox
 // already holds, and waits for the stages and their goroutines to end. When
 // ctx ends first it aborts as Close does. Afterwards every call returns
-// ErrShutdown.
+// ErrShutdown. It returns within Options.StopGrace of its abort whatever
+// user code does: code that ignores its cancellation is abandoned, and
+// Shutdown then returns an error wrapping ErrAbandoned that names it.
 func (p *Pipeline) Shutdown(ctx context.Context) error {
 	if !p.markClosed() {
 		return nil
@@ -171,21 +178,23 @@ func (p *Pipeline) Shutdown(ctx context.Context) error {
 		p.sys.Root.Stop(p.top)
 		<-done
 	}
-	p.finish()
-	return nil
+	return p.finish()
 }
 
 // Close aborts the pipeline at once: stages stop without handling what their
-// mailboxes hold. It waits for the stages and their goroutines to end.
+// mailboxes hold. It waits for the stages and their goroutines to end,
+// within Options.StopGrace for user code that ignores its cancellation,
+// which it abandons and names in an error wrapping ErrAbandoned; the
+// pipeline is closed all the same.
 func (p *Pipeline) Close() error {
 	if !p.markClosed() {
 		return nil
 	}
-	if err := p.sys.Root.StopFuture(p.top).Wait(); err != nil && !errors.Is(err, context.DeadlineExceeded) {
-		return err
+	err := p.sys.Root.StopFuture(p.top).Wait()
+	if errors.Is(err, context.DeadlineExceeded) {
+		err = nil // stopped without an answer in time: the actors are gone all the same
 	}
-	p.finish()
-	return nil
+	return errors.Join(err, p.finish())
 }
 
 func (p *Pipeline) markClosed() bool {
@@ -199,7 +208,9 @@ func (p *Pipeline) markClosed() bool {
 	return true
 }
 
-func (p *Pipeline) finish() {
+// finish releases what the actors used once they are gone, and reports the
+// user code they abandoned.
+func (p *Pipeline) finish() error {
 	p.pool.close()
 	for _, q := range p.queues {
 		q.Close()
@@ -207,6 +218,7 @@ func (p *Pipeline) finish() {
 	if p.own {
 		p.sys.Shutdown()
 	}
+	return p.pipe.abandonedErr()
 }
 
 // Stats are a pipeline's counters.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -44,6 +45,25 @@ type shared struct {
 	ends    map[string]uint32 // consumer -> pass it saw the end of
 	ended   chan struct{}     // closed and replaced when a consumer ends a pass
 	skipped map[uint32]uint64 // pass -> corrupt records skipped
+	// abandoned names the user code that a stop gave up waiting for.
+	abandoned []string
+}
+
+// abandon records user code that a stop gave up waiting for.
+func (s *shared) abandon(what string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.abandoned = append(s.abandoned, what)
+}
+
+// abandonedErr is ErrAbandoned naming what was abandoned, or nil.
+func (s *shared) abandonedErr() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.abandoned) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%w (%v after cancellation): %s", ErrAbandoned, s.opts.StopGrace, strings.Join(s.abandoned, ", "))
 }
 
 func newShared(opts Options, root *actor.RootContext) *shared {

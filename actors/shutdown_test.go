@@ -2,12 +2,16 @@ package actors_test
 
 import (
 	"context"
+	"errors"
+	"runtime"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
 
 	"github.com/actorfeed/actorfeed/actors"
+	"github.com/actorfeed/actorfeed/tensor"
 )
 
 // within fails the test unless fn returns within d: Shutdown and Close are
@@ -113,4 +117,128 @@ func TestHasNext(t *testing.T) {
 	}
 	require.Equal(t, 3, n)
 	closeAndCheck(t, p, sys)
+}
+
+// stuckForever is user code that ignores its context: it returns only when
+// the test ends, and is the one goroutine a stop may leave behind.
+func stuckForever(release <-chan struct{}) { <-release }
+
+// A device step that ignored its ctx made Close take 10 s and return
+// "future: timeout", leaving the pool's goroutines alive; Shutdown with a
+// 500 ms deadline was still blocked after 40 s. Both now return within
+// StopGrace of the abort, naming the abandoned step, and leave nothing of
+// actorfeed's behind.
+func TestCloseAndShutdownAbandonAStepThatNeverReturns(t *testing.T) {
+	paths := writeFiles(t, 2, 200, 600)
+	for _, how := range []string{"close", "shutdown"} {
+		t.Run(how, func(t *testing.T) {
+			release := make(chan struct{})
+			defer close(release)
+			stuck := make(chan struct{}, 1)
+			step := func(ctx context.Context, _ actors.Item) error {
+				if actors.DeviceFrom(ctx) == 1 {
+					stuck <- struct{}{}
+					stuckForever(release)
+				}
+				return nil
+			}
+			sys := actors.NewSystem()
+			p, err := actors.NewDevices([]actors.Stage{actors.Files{Paths: paths}, actors.Batch{Size: 10}},
+				actors.Devices{N: 2, Step: step}, actors.Options{System: sys, StopGrace: 200 * time.Millisecond})
+			require.NoError(t, err)
+			<-stuck
+			var stopErr error
+			within(t, 2*time.Second, func() error { // a guard against the hang; the bound is StopGrace
+				if how == "close" {
+					stopErr = p.Close()
+				} else {
+					ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+					defer cancel()
+					stopErr = p.Shutdown(ctx)
+				}
+				return nil
+			})
+			require.ErrorIs(t, stopErr, actors.ErrAbandoned)
+			require.ErrorContains(t, stopErr, "device 1's step")
+			require.Empty(t, actors.Registered(sys))
+			sys.Shutdown()
+			goleak.VerifyNone(t, goleak.IgnoreCurrent(), goleak.IgnoreAnyFunction("github.com/actorfeed/actorfeed/actors_test.stuckForever"))
+			require.NoError(t, p.Close(), "a second close is a no-op")
+		})
+	}
+}
+
+// An xmap function that never returns is abandoned the same way.
+func TestCloseAbandonsAMapFunctionThatNeverReturns(t *testing.T) {
+	paths := writeFiles(t, 1, 100, 600)
+	release := make(chan struct{})
+	defer close(release)
+	stuck := make(chan struct{}, 1)
+	fn := func(s tensor.Slots) (tensor.Slots, error) {
+		select {
+		case stuck <- struct{}{}:
+		default:
+		}
+		stuckForever(release)
+		return s, nil
+	}
+	sys := actors.NewSystem()
+	p, err := actors.New([]actors.Stage{actors.Files{Paths: paths}, actors.XMap{Fn: fn, Workers: 2}, actors.Batch{Size: 10}},
+		actors.Options{System: sys, StopGrace: 200 * time.Millisecond})
+	require.NoError(t, err)
+	<-stuck
+	var stopErr error
+	within(t, 2*time.Second, func() error { stopErr = p.Close(); return nil })
+	require.ErrorIs(t, stopErr, actors.ErrAbandoned)
+	require.ErrorContains(t, stopErr, "xmap's function")
+	require.Empty(t, actors.Registered(sys))
+	sys.Shutdown()
+	goleak.VerifyNone(t, goleak.IgnoreCurrent(), goleak.IgnoreAnyFunction("github.com/actorfeed/actorfeed/actors_test.stuckForever"))
+}
+
+// Reset while Run was in flight returned nil, and the running pass ended
+// early (384 of 2000 samples) with no error. It is refused as Reset is
+// while Next is in flight, and the pass runs to its end.
+func TestResetIsRefusedWhileRunIsInFlight(t *testing.T) {
+	paths := writeFiles(t, 2, 300, 600)
+	gate := make(chan struct{})
+	stepped := make(chan struct{}, 1)
+	step := func(ctx context.Context, it actors.Item) error {
+		select {
+		case stepped <- struct{}{}:
+		default:
+		}
+		select {
+		case <-gate:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		return nil
+	}
+	sys := actors.NewSystem()
+	p, err := actors.NewDevices([]actors.Stage{actors.Files{Paths: paths}, actors.Batch{Size: 10}},
+		actors.Devices{N: 1, Step: step}, actors.Options{System: sys})
+	require.NoError(t, err)
+	defer p.Close()
+	ran := make(chan error, 1)
+	go func() { ran <- p.Run(testCtx(t)) }()
+	<-stepped
+	// Run is in flight once it has looked at the pass: wait for that by
+	// retrying Reset until it is refused, before any step is let through.
+	for {
+		err := p.Reset()
+		if errors.Is(err, actors.ErrReadsInFlight) {
+			break
+		}
+		require.NoError(t, err)
+		select {
+		case err := <-ran:
+			t.Fatalf("Run returned %v after a Reset under it", err)
+		default:
+		}
+		runtime.Gosched()
+	}
+	close(gate)
+	require.NoError(t, <-ran)
+	require.Equal(t, 600, p.Stats().Devices[0].Instances, "the pass ran to its end")
 }

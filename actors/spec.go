@@ -191,7 +191,18 @@ type Options struct {
 	// Open opens files for the file readers; default OpenFile. Fault
 	// injection wraps it.
 	Open func(ctx context.Context, entry string) (readers.Reader, error)
+	// StopGrace is how long stopping a stage (Close, Shutdown, a restart)
+	// waits for user code it runs (a device's step, an xmap function, Open)
+	// to return once its context is cancelled. Code still running then is
+	// abandoned: it is never waited for again and nothing it returns is
+	// used, and Close reports it (ErrAbandoned). Default DefaultStopGrace.
+	StopGrace time.Duration
 }
+
+// DefaultStopGrace is Options.StopGrace's default: well above what a step
+// that heeds its context takes to return, and short enough that Close stays
+// within about a second whatever user code does.
+const DefaultStopGrace = 500 * time.Millisecond
 
 func (o *Options) defaults() {
 	if o.GroupSize <= 0 {
@@ -214,6 +225,9 @@ func (o *Options) defaults() {
 	}
 	if o.Intensity.MaxRestarts == 0 && o.Intensity.Within == 0 {
 		o.Intensity = supervisor.DefaultIntensity
+	}
+	if o.StopGrace <= 0 {
+		o.StopGrace = DefaultStopGrace
 	}
 	if o.Open == nil {
 		o.Open = OpenFile

@@ -2,8 +2,8 @@ package actors
 
 import (
 	"context"
-	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 
@@ -64,31 +64,60 @@ func (m *meter) gauge(held int, demand int64) {
 // that supervision sees it.
 type task struct {
 	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	done   chan struct{} // closed when the goroutine returns
 }
 
 func (t *task) start(ctx actor.Context, base context.Context, run func(context.Context)) {
 	rctx, cancel := context.WithCancel(base)
-	t.cancel = cancel
+	done := make(chan struct{})
+	t.cancel, t.done = cancel, done
 	self, sys := ctx.Self(), ctx.ActorSystem()
-	t.wg.Go(func() {
+	go func() {
+		defer close(done)
 		defer func() {
 			if r := recover(); r != nil {
 				sys.Root.Send(self, &crashed{reason: r})
 			}
 		}()
 		run(rctx)
-	})
+	}()
 }
 
 // stop cancels the goroutine and waits for it; stopping a task that never
 // started, or twice, does nothing.
-func (t *task) stop() {
-	if t.cancel != nil {
-		t.cancel()
-		t.wg.Wait()
-		t.cancel = nil
+func (t *task) stop() { t.stopWithin(-1) }
+
+// stopWithin cancels the goroutine and waits for it at most grace (without
+// limit when grace is negative). It reports false when the goroutine was
+// still running then: it is abandoned, and must not touch what the actor
+// owns if it ever returns. Only user code ignoring its ctx gets there: a
+// stop that waited for it would hang Close (docs/reliability.md).
+func (t *task) stopWithin(grace time.Duration) bool {
+	if t.cancel == nil {
+		return true
 	}
+	t.cancel()
+	t.cancel = nil
+	return join(t.done, 1, grace)
+}
+
+// join waits for n signals on done (or its close), for at most grace when
+// grace is not negative, and reports whether they all came.
+func join(done <-chan struct{}, n int, grace time.Duration) bool {
+	var expire <-chan time.Time
+	if grace >= 0 {
+		timer := time.NewTimer(grace)
+		defer timer.Stop()
+		expire = timer.C
+	}
+	for range n {
+		select {
+		case <-done:
+		case <-expire:
+			return false
+		}
+	}
+	return true
 }
 
 // crashed carries a panic of an owned goroutine into its actor.

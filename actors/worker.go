@@ -93,7 +93,14 @@ func (a *workerActor) Receive(ctx actor.Context) {
 			c.announce(send)
 		}
 		return
-	case *actor.Stopping, *actor.Restarting:
+	case *actor.Stopping:
+		// The pipeline is closing: a reader blocked in Options.Open (user
+		// code) or in the kernel must not hang Close.
+		if !a.read.stopWithin(c.pipe.opts.StopGrace) {
+			c.pipe.abandon(fmt.Sprintf("stage %s's read", c.name))
+		}
+		return
+	case *actor.Restarting:
 		a.stop()
 		return
 	case *crashed:

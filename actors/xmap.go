@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"sync"
 
 	"github.com/asynkron/protoactor-go/actor"
 
@@ -52,10 +51,10 @@ type mapped struct {
 // goroutines, which it starts when it starts (or a pass begins) and cancels
 // and joins when it stops or restarts.
 type xmapActor struct {
-	c      *xmapCell
-	jobs   chan job
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	c        *xmapCell
+	jobs     chan job
+	cancel   context.CancelFunc
+	finished chan struct{} // a signal per worker that returned
 }
 
 func newXMapCell(pipe *shared, name string, s XMap, capacity, window int) *xmapCell {
@@ -211,21 +210,25 @@ func (a *xmapActor) start(ctx actor.Context) {
 	if c.waiting == nil {
 		c.inflight, c.waiting, c.pushed = map[uint64]*messages.Batch{}, map[uint64]*mapped{}, map[uint64]bool{}
 	}
-	a.jobs = make(chan job, c.limit)
+	jobs, finished := make(chan job, c.limit), make(chan struct{}, c.workers)
+	a.jobs, a.finished = jobs, finished
 	rctx, cancel := context.WithCancel(context.Background())
 	a.cancel = cancel
 	self, root, pass := ctx.Self(), ctx.ActorSystem().Root, c.out.pass
+	// The workers hold this incarnation's channels, not the actor's fields:
+	// a worker abandoned by stop never takes a later incarnation's job.
 	for range c.workers {
-		a.wg.Go(func() {
+		go func() {
+			defer func() { finished <- struct{}{} }()
 			for {
 				select {
-				case j := <-a.jobs:
+				case j := <-jobs:
 					root.Send(self, a.work(j, pass))
 				case <-rctx.Done():
 					return
 				}
 			}
-		})
+		}()
 	}
 }
 
@@ -242,11 +245,16 @@ func (a *xmapActor) work(j job, pass uint32) (m *mapped) {
 }
 
 // stop cancels the workers and waits for them: a worker finishes the item
-// it is on first.
+// it is on first. A function that does not return within
+// Options.StopGrace is abandoned (Close reports it): its result carries an
+// old run number, so it is never used.
 func (a *xmapActor) stop() {
-	if a.cancel != nil {
-		a.cancel()
-		a.wg.Wait()
-		a.cancel = nil
+	if a.cancel == nil {
+		return
+	}
+	a.cancel()
+	a.cancel = nil
+	if !join(a.finished, a.c.workers, a.c.pipe.opts.StopGrace) {
+		a.c.pipe.abandon(fmt.Sprintf("stage %s's function", a.c.name))
 	}
 }
