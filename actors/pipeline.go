@@ -2,6 +2,7 @@ package actors
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"runtime"
@@ -144,7 +145,7 @@ func consumerWindow(stages []Stage, opts Options) int {
 }
 
 func build(stages []Stage, dev *Devices, opts Options) (*Pipeline, error) {
-	if err := validate(stages, dev); err != nil {
+	if err := errors.Join(validate(stages, dev), opts.validate()); err != nil {
 		return nil, err
 	}
 	opts.defaults()

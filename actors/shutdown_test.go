@@ -3,6 +3,8 @@ package actors_test
 import (
 	"context"
 	"errors"
+	"math"
+	"strings"
 	"runtime"
 	"testing"
 	"time"
@@ -241,4 +243,62 @@ func TestResetIsRefusedWhileRunIsInFlight(t *testing.T) {
 	close(gate)
 	require.NoError(t, <-ran)
 	require.Equal(t, 600, p.Stats().Devices[0].Instances, "the pass ran to its end")
+}
+
+// Sizes near math.MaxInt overflowed the window arithmetic (a shuffle or
+// double buffer that delivered nothing, forever) or panicked in makeslice.
+// Every size is checked when the pipeline is built, naming the field.
+func TestSizesBeyondTheLimitsAreRefusedAtConstruction(t *testing.T) {
+	paths := writeFiles(t, 1, 10, 600)
+	files := actors.Files{Paths: paths}
+	for name, tc := range map[string]struct {
+		stages []actors.Stage
+		dev    *actors.Devices
+		opts   actors.Options
+		want   string
+	}{
+		"shuffle":       {stages: []actors.Stage{files, actors.Shuffle{Window: math.MaxInt}}, want: "window"},
+		"shuffle-1":     {stages: []actors.Stage{files, actors.Shuffle{Window: math.MaxInt - 1}}, want: "window"},
+		"double buffer": {stages: []actors.Stage{files, actors.DoubleBuffer{Window: math.MaxInt}}, want: "window"},
+		"batch":         {stages: []actors.Stage{files, actors.Batch{Size: math.MaxInt}}, want: "size"},
+		"threads":       {stages: []actors.Stage{actors.Files{Paths: paths, Threads: math.MaxInt}}, want: "threads"},
+		"buffer":        {stages: []actors.Stage{actors.Files{Paths: paths, Buffer: math.MaxInt}}, want: "buffer"},
+		"xmap":          {stages: []actors.Stage{files, actors.XMap{Fn: func(s tensor.Slots) (tensor.Slots, error) { return s, nil }, Workers: 1, Buffer: math.MaxInt}}, want: "buffer"},
+		"passes":        {stages: []actors.Stage{files, actors.MultiPass{Passes: math.MaxInt}}, want: "passes"},
+		"devices":       {stages: []actors.Stage{files, actors.Batch{Size: 2}}, dev: &actors.Devices{N: math.MaxInt}, want: "N"},
+		"options":       {stages: []actors.Stage{files}, opts: actors.Options{Window: math.MaxInt}, want: "Window"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			sys := actors.NewSystem()
+			defer sys.Shutdown()
+			tc.opts.System = sys
+			var err error
+			if tc.dev != nil {
+				_, err = actors.NewDevices(tc.stages, *tc.dev, tc.opts)
+			} else {
+				_, err = actors.New(tc.stages, tc.opts)
+			}
+			require.ErrorIs(t, err, actors.ErrBadSpec)
+			require.ErrorContains(t, err, tc.want)
+			require.ErrorContains(t, err, "limit")
+			require.Empty(t, actors.Registered(sys))
+		})
+	}
+}
+
+// Threads beyond the number of files start no more readers than files.
+func TestThreadsAreCappedByTheFiles(t *testing.T) {
+	paths := writeFiles(t, 2, 50, 600)
+	sys := actors.NewSystem()
+	p, err := actors.New([]actors.Stage{actors.Files{Paths: paths, Threads: actors.MaxConcurrency}}, actors.Options{System: sys})
+	require.NoError(t, err)
+	defer p.Close()
+	readers := 0
+	for _, st := range p.StageStats() {
+		if strings.Contains(st.Stage, "/reader-") {
+			readers++
+		}
+	}
+	require.Equal(t, 2, readers)
+	require.Len(t, drain(t, testCtx(t), p).ids, 100)
 }

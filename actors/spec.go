@@ -3,6 +3,7 @@ package actors
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"runtime"
 	"time"
@@ -37,7 +38,8 @@ type Stage interface{ kind() string }
 // create_recordio_file_reader.
 type Files struct {
 	Paths []string
-	// Threads is thread_num; default min(len(Paths), NumCPU).
+	// Threads is thread_num; default min(len(Paths), NumCPU), and never
+	// more than len(Paths): a file is read by one reader at a time.
 	Threads int
 	// Buffer is buffer_size, in groups of Options.GroupSize samples;
 	// default 3 * Threads, as upstream.
@@ -254,8 +256,8 @@ func validate(stages []Stage, dev *Devices) error {
 			if len(s.Paths) == 0 {
 				return fmt.Errorf("%w: %s: no files", ErrBadSpec, where)
 			}
-			if s.Threads < 0 || s.Buffer < 0 {
-				return fmt.Errorf("%w: %s: threads %d and buffer %d must not be negative", ErrBadSpec, where, s.Threads, s.Buffer)
+			if err := errors.Join(checkSize(where, "threads", s.Threads, 0, MaxConcurrency), checkSize(where, "buffer", s.Buffer, 0, MaxQueue)); err != nil {
+				return err
 			}
 		case Generator:
 			if i != 0 {
@@ -272,12 +274,12 @@ func validate(stages []Stage, dev *Devices) error {
 				return fmt.Errorf("%w: %s: no queue", ErrBadSpec, where)
 			}
 		case Shuffle:
-			if s.Window < 0 {
-				return fmt.Errorf("%w: %s: window %d is negative", ErrBadSpec, where, s.Window)
+			if err := checkSize(where, "window", s.Window, 0, MaxWindow); err != nil {
+				return err
 			}
 		case Batch:
-			if s.Size < 1 {
-				return fmt.Errorf("%w: %s: size %d must be at least 1", ErrBadSpec, where, s.Size)
+			if err := checkSize(where, "size", s.Size, 1, MaxBatch); err != nil {
+				return err
 			}
 		case Map:
 			if s.Fn == nil {
@@ -287,19 +289,19 @@ func validate(stages []Stage, dev *Devices) error {
 			if s.Fn == nil {
 				return fmt.Errorf("%w: %s: no function", ErrBadSpec, where)
 			}
-			if s.Workers < 0 || s.Buffer < 0 {
-				return fmt.Errorf("%w: %s: workers %d and buffer %d must not be negative", ErrBadSpec, where, s.Workers, s.Buffer)
+			if err := errors.Join(checkSize(where, "workers", s.Workers, 0, MaxConcurrency), checkSize(where, "buffer", s.Buffer, 0, MaxQueue)); err != nil {
+				return err
 			}
 		case MultiPass:
-			if s.Passes < 1 {
-				return fmt.Errorf("%w: %s: passes %d must be at least 1", ErrBadSpec, where, s.Passes)
+			if err := checkSize(where, "passes", s.Passes, 1, MaxPasses); err != nil {
+				return err
 			}
 		case DoubleBuffer:
 			if i != len(stages)-1 {
 				return fmt.Errorf("%w: %s: the double buffer must be the last stage", ErrBadSpec, where)
 			}
-			if s.Window < 0 {
-				return fmt.Errorf("%w: %s: window %d is negative", ErrBadSpec, where, s.Window)
+			if err := checkSize(where, "window", s.Window, 0, MaxQueue); err != nil {
+				return err
 			}
 		default:
 			return fmt.Errorf("%w: %s: unknown stage type %T", ErrBadSpec, where, s)
@@ -308,8 +310,8 @@ func validate(stages []Stage, dev *Devices) error {
 			return fmt.Errorf("%w: %s: the first stage must be a source (Files, Generator or Queue)", ErrBadSpec, where)
 		}
 	}
-	if dev != nil && dev.N < 1 {
-		return fmt.Errorf("%w: devices: %d devices", ErrBadSpec, dev.N)
+	if dev != nil {
+		return checkSize("devices", "N", dev.N, 1, MaxConcurrency)
 	}
 	return nil
 }
@@ -318,7 +320,7 @@ func defaultThreads(files int) int { return max(1, min(files, runtime.NumCPU()))
 
 // readers is the stage's file readers and buffer, defaults applied.
 func (s Files) readers() (threads, buffer int) {
-	threads, buffer = s.Threads, s.Buffer
+	threads, buffer = min(s.Threads, len(s.Paths)), s.Buffer // a reader per file at most
 	if threads == 0 {
 		threads = defaultThreads(len(s.Paths))
 	}

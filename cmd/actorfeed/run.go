@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -86,12 +87,24 @@ func (o *runOptions) check(cmd *cobra.Command) error {
 		return fmt.Errorf("give the files to read with --data, or a program with --spec")
 	case o.spec != "" && len(o.data) > 0:
 		return fmt.Errorf("--data and --spec exclude each other: a program names its own files")
-	case o.batch < 1, o.passes < 1, o.devices < 1:
-		return fmt.Errorf("--batch, --passes and --devices must be at least 1")
-	case o.shuffle < 0, o.threads < 0, o.step < 0:
-		return fmt.Errorf("--shuffle, --threads and --step must not be negative")
+	case o.step < 0:
+		return fmt.Errorf("--step must not be negative")
 	case o.every <= 0, o.watch.sampleEvery <= 0:
 		return fmt.Errorf("--progress-every and --sample-every must be positive")
+	}
+	for _, f := range []struct {
+		flag       string
+		v, min, max int
+	}{
+		{"--batch", o.batch, 1, actors.MaxBatch},
+		{"--passes", o.passes, 1, math.MaxInt32},
+		{"--devices", o.devices, 1, actors.MaxConcurrency},
+		{"--shuffle", o.shuffle, 0, actors.MaxWindow},
+		{"--threads", o.threads, 0, actors.MaxConcurrency},
+	} {
+		if f.v < f.min || f.v > f.max {
+			return fmt.Errorf("%s %d is out of range: it must be from %d to %d", f.flag, f.v, f.min, f.max)
+		}
 	}
 	if _, err := supervisor.ParseCorruptPolicy(o.onCorrupt); err != nil {
 		return fmt.Errorf("--on-corrupt: %w", err)

@@ -121,6 +121,12 @@ func TestRunBadInput(t *testing.T) {
 		{[]string{"run", "--spec", badYAML}, "attribute thread"},
 		{[]string{"run", "--spec", notYAML}, "program: spec"},
 		{[]string{"run", "--spec", filepath.Join(dir, "missing.yaml")}, "no such file"},
+		{[]string{"run", "--data", corrupt, "--devices", "9223372036854775807"}, "--devices 9223372036854775807 is out of range"},
+		{[]string{"run", "--data", corrupt, "--shuffle", "9223372036854775806"}, "--shuffle 9223372036854775806 is out of range"},
+		{[]string{"run", "--data", corrupt, "--threads", "100000"}, "--threads 100000 is out of range"},
+		{[]string{"run", "--data", corrupt, "--emit-ids", corrupt}, "the output is one of the inputs"},
+		{[]string{"run", "--data", "recordio:/dev/zero"}, "not a regular file"},
+		{[]string{"sim", "--parallel", "1000000"}, "--parallel 1000000"},
 	} {
 		_, err := cli(t, tc.args...)
 		require.Error(t, err, "%v", tc.args)

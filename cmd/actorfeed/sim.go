@@ -33,6 +33,10 @@ type simOptions struct {
 	parallel    int
 }
 
+// maxParallel bounds --parallel: scenarios beyond a few per core only
+// contend, and each holds a pipeline's memory.
+const maxParallel = 256
+
 func newSim() *cobra.Command {
 	o := simOptions{}
 	cmd := &cobra.Command{
@@ -53,6 +57,9 @@ and traced to the scenarios that started them.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o.replaySet = cmd.Flags().Changed("replay")
+			if o.parallel > maxParallel {
+				return usageError{fmt.Errorf("--parallel %d is more than %d: each scenario runs a pipeline of its own", o.parallel, maxParallel)}
+			}
 			if o.scenarios < 0 || o.deadline <= 0 || o.parallel < 1 || (o.show != "" && o.show != "all" && o.show != "fail") {
 				return usageError{fmt.Errorf("--scenarios must not be negative, --deadline and --parallel must be positive, --show is all or fail")}
 			}
