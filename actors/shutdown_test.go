@@ -4,8 +4,8 @@ import (
 	"context"
 	"errors"
 	"math"
-	"strings"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 

@@ -93,7 +93,7 @@ func (o *runOptions) check(cmd *cobra.Command) error {
 		return fmt.Errorf("--progress-every and --sample-every must be positive")
 	}
 	for _, f := range []struct {
-		flag       string
+		flag        string
 		v, min, max int
 	}{
 		{"--batch", o.batch, 1, actors.MaxBatch},
