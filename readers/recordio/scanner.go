@@ -35,7 +35,7 @@ type chunkReader struct {
 
 	hdr     [HeaderSize]byte
 	stored  []byte
-	decoded bytes.Buffer
+	decoded []byte // the last decoded payload; its capacity is kept for the next
 	starts  []int  // offsets of the records in cur
 	cur     []byte // the loaded chunk's decoded payload
 	snappy  *snappy.Reader
@@ -90,6 +90,9 @@ func readErr(err error, what string) error {
 // load reads, verifies and decodes chunk info, leaving its records
 // described by c.decoded and c.starts.
 func (c *chunkReader) load(info ChunkInfo) error {
+	if int64(info.StoredSize) > c.maxStored(info.Compressor) {
+		return c.fail(info.Index, info.Offset, format.Corrupt("chunk of %d stored bytes exceeds the %d-byte limit", info.StoredSize, c.maxStored(info.Compressor)))
+	}
 	n := int(info.StoredSize)
 	if cap(c.stored) < n {
 		c.stored = make([]byte, n)
@@ -137,20 +140,60 @@ func (c *chunkReader) cutShort(k int) error {
 }
 
 func (c *chunkReader) decompress(comp Compressor) ([]byte, error) {
-	var zr io.Reader
+	if comp == NoCompression {
+		return c.stored, nil // its size was checked against the limit before it was read
+	}
+	zr, err := c.open(comp)
+	if err != nil {
+		return nil, err
+	}
+	// Decode into the buffer kept from earlier chunks. Only a chunk that
+	// outgrows it is measured first, by decoding it to nowhere, and then
+	// decoded again into a buffer of exactly its size: a stream that
+	// decompresses beyond the limit (a gzip bomb) is refused having
+	// allocated nothing, and a large chunk never costs a doubling buffer's
+	// slack. The decoded bytes a reader holds are so at most the limit.
+	n, err := io.ReadFull(zr, c.decoded[:cap(c.decoded)])
+	switch {
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		return c.decoded[:n], nil // the stream ended within the buffer
+	case err != nil:
+		return nil, format.Corrupt("%v payload: %v", comp, err)
+	}
+	rest, err := io.Copy(io.Discard, io.LimitReader(zr, int64(c.maxDecoded)-int64(n)+1))
+	if err != nil {
+		return nil, format.Corrupt("%v payload: %v", comp, err)
+	}
+	if rest == 0 {
+		return c.decoded[:n], nil
+	}
+	total := int64(n) + rest
+	if total > int64(c.maxDecoded) {
+		return nil, format.Corrupt("%v payload decompresses beyond the %d-byte limit", comp, c.maxDecoded)
+	}
+	c.decoded = nil // let the collector have it before the larger one is made
+	// A quarter more room (within the limit) spares the next, slightly
+	// larger chunk a second decoding.
+	c.decoded = make([]byte, total, min(int64(c.maxDecoded), total+total/4))
+	if zr, err = c.open(comp); err != nil {
+		return nil, err
+	}
+	if _, err := io.ReadFull(zr, c.decoded); err != nil {
+		return nil, format.Corrupt("%v payload: %v", comp, err)
+	}
+	return c.decoded, nil
+}
+
+// open starts decompressing the stored payload, reusing the decompressor.
+func (c *chunkReader) open(comp Compressor) (io.Reader, error) {
 	switch comp {
-	case NoCompression:
-		if len(c.stored) > c.maxDecoded {
-			return nil, format.Corrupt("chunk of %d bytes exceeds the %d-byte limit", len(c.stored), c.maxDecoded)
-		}
-		return c.stored, nil
 	case Snappy:
 		if c.snappy == nil {
 			c.snappy = snappy.NewReader(bytes.NewReader(c.stored))
 		} else {
 			c.snappy.Reset(bytes.NewReader(c.stored))
 		}
-		zr = c.snappy
+		return c.snappy, nil
 	case Gzip:
 		if c.gzip == nil {
 			g, err := gzip.NewReader(bytes.NewReader(c.stored))
@@ -161,21 +204,19 @@ func (c *chunkReader) decompress(comp Compressor) ([]byte, error) {
 		} else if err := c.gzip.Reset(bytes.NewReader(c.stored)); err != nil {
 			return nil, format.Corrupt("gzip payload: %v", err)
 		}
-		zr = c.gzip
-	default:
-		return nil, format.Corrupt("unknown compressor %d", uint32(comp))
+		return c.gzip, nil
 	}
-	c.decoded.Reset()
-	// Reading through a limit grows the buffer only as output arrives, so a
-	// damaged size field cannot make us allocate ahead of the data.
-	n, err := c.decoded.ReadFrom(io.LimitReader(zr, int64(c.maxDecoded)+1))
-	if err != nil {
-		return nil, format.Corrupt("%v payload: %v", comp, err)
+	return nil, format.Corrupt("unknown compressor %d", uint32(comp))
+}
+
+// maxStored bounds a chunk's stored size before it is read: the limit on
+// its decoded size, plus the most any compressor expands incompressible
+// data (snappy's worst case is n + n/6 + 32 bytes).
+func (c *chunkReader) maxStored(comp Compressor) int64 {
+	if comp == NoCompression {
+		return int64(c.maxDecoded)
 	}
-	if n > int64(c.maxDecoded) {
-		return nil, format.Corrupt("%v payload decompresses beyond the %d-byte limit", comp, c.maxDecoded)
-	}
-	return c.decoded.Bytes(), nil
+	return int64(c.maxDecoded) + int64(c.maxDecoded)/6 + 1<<16
 }
 
 // split checks that payload holds exactly n length-prefixed records and
