@@ -134,6 +134,9 @@ func (e *SpecError) Unwrap() error {
 // fields, types) and every op's type, attributes and variables, without
 // opening any file.
 func Parse(data []byte) (*Spec, error) {
+	if len(data) > MaxSpecBytes {
+		return nil, &SpecError{Msg: fmt.Sprintf("the spec has %d bytes, more than the limit %d", len(data), MaxSpecBytes)}
+	}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
 	var y specYAML
@@ -146,6 +149,9 @@ func Parse(data []byte) (*Spec, error) {
 	}
 	if len(y.Startup) == 0 {
 		return nil, &SpecError{Msg: "startup: want a list of ops that create readers, got none"}
+	}
+	if n := len(y.Startup) + len(y.mainOps()); n > MaxOps {
+		return nil, &SpecError{Msg: fmt.Sprintf("the spec has %d ops, more than the limit %d", n, MaxOps)}
 	}
 	s := &Spec{Startup: program(y.Startup), Passes: 1}
 	if y.Main != nil {
@@ -181,6 +187,23 @@ func Parse(data []byte) (*Spec, error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+// Limits on a spec, checked before it is decoded (size) and before its ops
+// are checked (count): a program is a few ops; a file of megabytes or
+// thousands of ops is a mistake or an attack, and decoding it took memory
+// in proportion (640 MB for 11 MB of ops).
+const (
+	MaxSpecBytes = 1 << 20
+	MaxOps       = 1024
+)
+
+// mainOps is the main program's ops, if any.
+func (y specYAML) mainOps() []opYAML {
+	if y.Main == nil {
+		return nil
+	}
+	return y.Main.Ops
 }
 
 func program(ops []opYAML) Program {

@@ -1,6 +1,7 @@
 package program_test
 
 import (
+	"errors"
 	"os"
 	"regexp"
 	"strings"
@@ -94,4 +95,31 @@ func TestDocumentedExamplesParse(t *testing.T) {
 		_, err := program.Parse([]byte(b[1]))
 		require.NoError(t, err, "example %d:\n%s", i, b[1])
 	}
+}
+
+// An 11 MB spec of 200k ops took 640 MB to decode. A spec is bounded in
+// size before it is decoded and in ops before they are checked.
+func TestParseBoundsTheSpec(t *testing.T) {
+	op := "  - {op: open_files, out: f, attrs: {file_names: [x.rio]}}\n"
+	_, err := program.Parse([]byte("startup:\n" + strings.Repeat(op, program.MaxSpecBytes/len(op)+1)))
+	require.ErrorContains(t, err, "more than the limit")
+	_, err = program.Parse([]byte("startup:\n" + strings.Repeat(op, program.MaxOps+1)))
+	require.ErrorContains(t, err, "ops, more than the limit 1024")
+}
+
+// FuzzParse: any input is a spec or a SpecError, never a panic.
+func FuzzParse(f *testing.F) {
+	f.Add([]byte("startup:\n  - {op: open_files, out: f, attrs: {file_names: [x.rio], thread_num: 2}}\n  - {op: create_shuffle_reader, in: f, out: s, attrs: {buffer_size: 64}}\n  - {op: create_batch_reader, in: s, out: b, attrs: {batch_size: 8}}\nmain:\n  passes: 2\n  ops:\n    - {op: read, in: b, out: [x]}\ndevices: {reader: b, n: 2, step: 1ms}\n"))
+	f.Add([]byte("startup: [\n"))
+	f.Add([]byte("a: &a [*a, *a]\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		s, err := program.Parse(data)
+		if err == nil && s == nil {
+			t.Fatal("no spec and no error")
+		}
+		var se *program.SpecError
+		if err != nil && !errors.As(err, &se) {
+			t.Fatalf("not a SpecError: %v", err)
+		}
+	})
 }
