@@ -303,11 +303,25 @@ func (a *workerActor) readFile(ctx context.Context, file int, pass uint32, from 
 		item, err := r.Next(w.ctx)
 		return item, false, err
 	}
+	// A panic in the reader (user code) while a read-ahead slot is held
+	// gives the slot back before it reaches the actor: the restarted reader
+	// needs it. Without this, ReaderWindow panics left a reader with no slot,
+	// waiting forever instead of restarting until the intensity error.
+	holding := false
+	defer func() {
+		if holding {
+			if r := recover(); r != nil {
+				c.tokens <- struct{}{}
+				panic(r)
+			}
+		}
+	}()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-c.tokens:
+			holding = true
 		}
 		first, skipped := rec, uint64(0)
 		var parts []tensor.Slots
@@ -423,6 +437,7 @@ func (a *workerActor) readFile(ctx context.Context, file int, pass uint32, from 
 		if end {
 			e = &messages.End{Pass: pass, Count: rec}
 		}
+		holding = false // the slot goes with the group, or came back above
 		a.put(b, e, fail, poke)
 		if end || fail != nil {
 			return

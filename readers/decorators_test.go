@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"slices"
 	"testing"
 
@@ -414,4 +415,21 @@ func TestClosedReadersRefuse(t *testing.T) {
 	assert.ErrorIs(t, err, readers.ErrClosed)
 	assert.ErrorIs(t, r.Reset(), readers.ErrClosed)
 	assert.NoError(t, r.Close())
+}
+
+// A random-data shape too large to allocate panicked (makeslice) at every
+// read, so a pipeline over it restarted its reader forever. It is an error
+// when the reader is made.
+func TestRandomDataRefusesShapesTooLargeToAllocate(t *testing.T) {
+	for _, shapes := range [][]tensor.Shape{
+		{{1 << 20, 1 << 20}},
+		{{math.MaxInt / 2, 3}},
+		{{1 << 14, 1 << 14}, {1 << 14, 1 << 14}},
+	} {
+		_, err := readers.RandomData(readers.RandomOptions{Shapes: shapes})
+		require.ErrorIs(t, err, tensor.ErrShape, "%v", shapes)
+		require.ErrorContains(t, err, "MaxRandomElements")
+	}
+	_, err := readers.RandomData(readers.RandomOptions{Shapes: []tensor.Shape{{1, 28, 28}}})
+	require.NoError(t, err)
 }

@@ -17,6 +17,11 @@ type RandomOptions struct {
 	Seed     uint64
 }
 
+// MaxRandomElements bounds the elements of one random sample, all slots
+// together (1 GiB of float32): a shape too large to allocate is an error
+// when the reader is made, not a panic at every read.
+const MaxRandomElements = 1 << 28
+
 type randomData struct {
 	opts   RandomOptions
 	rng    *rand.Rand
@@ -29,10 +34,16 @@ func RandomData(opts RandomOptions) (Reader, error) {
 	if len(opts.Shapes) == 0 {
 		return nil, fmt.Errorf("%w: random data needs at least one slot shape", tensor.ErrShape)
 	}
+	total := 0
 	for i, s := range opts.Shapes {
 		if s.Rank() < 2 || !s.Concrete() {
 			return nil, fmt.Errorf("%w: random data slot %d: shape %v must be concrete and of rank >= 2", tensor.ErrShape, i, s)
 		}
+		n := s.NumElements()
+		if n < 0 || n > MaxRandomElements-total {
+			return nil, fmt.Errorf("%w: random data slot %d: shape %v makes samples of more than %d float32 elements (MaxRandomElements)", tensor.ErrShape, i, s, MaxRandomElements)
+		}
+		total += n
 	}
 	if !(opts.Min <= opts.Max) {
 		return nil, fmt.Errorf("readers: random data: min %v above max %v", opts.Min, opts.Max)
