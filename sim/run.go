@@ -56,6 +56,9 @@ type Verdict string
 const (
 	Pass Verdict = "pass"
 	Fail Verdict = "FAIL"
+	// Stopped is the verdict of a scenario whose caller's ctx ended before
+	// it did (an interrupt): it says nothing about the invariants.
+	Stopped Verdict = "stopped"
 )
 
 // Result is what Run found.
@@ -123,7 +126,7 @@ func Run(ctx context.Context, sc Scenario, o Options) (res Result) {
 		res.Violations = append(res.Violations, fmt.Sprintf(format, args...))
 	}
 	defer func() {
-		if len(res.Violations) > 0 {
+		if len(res.Violations) > 0 && res.Verdict != Stopped {
 			res.Verdict = Fail
 		}
 	}()
@@ -151,6 +154,12 @@ func Run(ctx context.Context, sc Scenario, o Options) (res Result) {
 
 	l, run := execute(ctx, sc, paths, o.Deadline, true)
 	res.Err, res.Restarts, res.Skipped, res.Fired, res.Samples = run.err, run.restarts, run.skipped, run.fired, run.samples
+	if ctx.Err() != nil {
+		// Interrupted by the caller, not by the scenario's own deadline: a
+		// pass cut short is no hang, and nothing else can be judged.
+		res.Verdict, res.Violations = Stopped, nil
+		return res
+	}
 	for _, v := range run.violations {
 		violate("%s", v)
 	}

@@ -51,6 +51,9 @@ summary of the run. It fails when the final test accuracy is below
 			if o.batch < 1 || o.passes < 1 || o.devices < 1 || o.shuffle < 0 || o.samples < 100 || o.lr <= 0 || o.every <= 0 || o.watch.sampleEvery <= 0 {
 				return usageError{fmt.Errorf("--batch, --passes and --devices must be at least 1, --samples at least 100, --shuffle at least 0, --lr, --progress-every and --sample-every positive")}
 			}
+			if err := o.watch.check(); err != nil {
+				return usageError{err}
+			}
 			if len(o.data) > 0 && len(o.test) == 0 {
 				return usageError{fmt.Errorf("--data needs --test, the data set to measure the accuracy on")}
 			}
@@ -211,7 +214,7 @@ func runDemo(ctx context.Context, out, errOut io.Writer, o demoOptions) error {
 		return err
 	}
 	model := newSoftmax(o.devices, float32(o.lr))
-	s := &session{devices: o.devices, passes: o.passes, names: baseNames(scope.Reader("reader").Stages()), watch: o.watch,
+	s := &session{devices: o.devices, passes: o.passes, names: baseNames(scope.Reader("reader").Stages()), watch: o.watch, log: out,
 		step: func(ctx context.Context, it actors.Item) error {
 			if len(it.Slots) < 2 {
 				return fmt.Errorf("records hold %d slots, want an image and a label", len(it.Slots))

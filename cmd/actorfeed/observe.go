@@ -76,19 +76,25 @@ type metricsServer struct {
 
 // loopback makes an address without a host listen on 127.0.0.1 only;
 // an explicit host (0.0.0.0 included) is the user's choice.
-func loopback(addr string) (string, error) {
+func loopback(addr string, expose bool) (string, error) {
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
 		return "", fmt.Errorf("--metrics-addr %q: want host:port, such as 127.0.0.1:9100", addr)
 	}
+	if _, err := net.LookupPort("tcp", port); err != nil {
+		return "", fmt.Errorf("--metrics-addr %q: bad port: %w", addr, err)
+	}
 	if host == "" {
 		host = "127.0.0.1"
+	}
+	if ip := net.ParseIP(host); !expose && host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+		return "", fmt.Errorf("--metrics-addr %q is reachable from other machines: add --metrics-expose to mean it", addr)
 	}
 	return net.JoinHostPort(host, port), nil
 }
 
-func serveMetrics(addr string, p func() *actors.Pipeline) (*metricsServer, error) {
-	addr, err := loopback(addr)
+func serveMetrics(addr string, expose bool, p func() *actors.Pipeline) (*metricsServer, error) {
+	addr, err := loopback(addr, expose)
 	if err != nil {
 		return nil, err
 	}

@@ -14,14 +14,19 @@ import (
 )
 
 func TestMetricsAreServedOnLoopback(t *testing.T) {
-	addr, err := loopback(":9100")
+	addr, err := loopback(":9100", false)
 	require.NoError(t, err)
 	require.Equal(t, "127.0.0.1:9100", addr, "a bare port listens on loopback only")
-	addr, err = loopback("0.0.0.0:9100")
+	// 0.0.0.0 listened on every interface silently: it takes --metrics-expose.
+	_, err = loopback("0.0.0.0:9100", false)
+	require.ErrorContains(t, err, "--metrics-expose")
+	addr, err = loopback("0.0.0.0:9100", true)
 	require.NoError(t, err)
-	require.Equal(t, "0.0.0.0:9100", addr, "an explicit host is the user's choice")
-	_, err = loopback("9100")
+	require.Equal(t, "0.0.0.0:9100", addr)
+	_, err = loopback("9100", false)
 	require.ErrorContains(t, err, "host:port")
+	_, err = loopback("127.0.0.1:abc", false)
+	require.ErrorContains(t, err, "bad port")
 
 	dir := t.TempDir()
 	s := synthetic{files: 2, samples: 400, seed: 1}
@@ -31,7 +36,7 @@ func TestMetricsAreServedOnLoopback(t *testing.T) {
 	p, err := actors.NewDevices([]actors.Stage{actors.Files{Paths: paths}, actors.Batch{Size: 20}}, actors.Devices{N: 2}, actors.Options{System: sys})
 	require.NoError(t, err)
 	require.NoError(t, p.Run(t.Context()))
-	m, err := serveMetrics("127.0.0.1:0", func() *actors.Pipeline { return p })
+	m, err := serveMetrics("127.0.0.1:0", false, func() *actors.Pipeline { return p })
 	require.NoError(t, err)
 	resp, err := http.Get("http://" + m.addr + "/metrics")
 	require.NoError(t, err)

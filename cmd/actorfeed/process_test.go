@@ -191,3 +191,16 @@ func writeIDX(t *testing.T, path string, n int) {
 	}
 	require.NoError(t, os.WriteFile(path, append(hdr, body...), 0o644))
 }
+
+// sim interrupted after 116 ms reported "violation: no result within 20s:
+// sim: hang": an interrupt is no violation, and the run says how far it got.
+func TestSignalStopsSimWithoutAViolation(t *testing.T) {
+	p := start(t, t.TempDir(), "sim", "--scenarios", "5000", "--seed", "3")
+	p.waitLine(t, "running 5")
+	code, took := p.stop(t, syscall.SIGINT)
+	t.Logf("sim, SIGINT: exit %d after %v", code, took)
+	require.Equal(t, 128+int(syscall.SIGINT), code)
+	require.Less(t, took, stopBound)
+	require.NotContains(t, p.stdout.String(), "violation")
+	require.Regexp(t, `stopped by SIGINT after \d+ of 5\d\d\d scenarios`, p.stdout.String())
+}

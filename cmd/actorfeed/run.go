@@ -89,8 +89,11 @@ func (o *runOptions) check(cmd *cobra.Command) error {
 		return fmt.Errorf("--data and --spec exclude each other: a program names its own files")
 	case o.step < 0:
 		return fmt.Errorf("--step must not be negative")
-	case o.every <= 0, o.watch.sampleEvery <= 0:
-		return fmt.Errorf("--progress-every and --sample-every must be positive")
+	case o.every <= 0:
+		return fmt.Errorf("--progress-every must be positive")
+	}
+	if err := o.watch.check(); err != nil {
+		return err
 	}
 	for _, f := range []struct {
 		flag        string
@@ -199,7 +202,7 @@ func runPipeline(ctx context.Context, out, errOut io.Writer, o runOptions, chang
 	if err := scope.Run(ctx, startup); err != nil {
 		return err
 	}
-	s := &session{devices: o.devices, passes: o.passes, stepTime: o.step, names: baseNames(scope.Reader(reader).Stages()), watch: o.watch}
+	s := &session{devices: o.devices, passes: o.passes, stepTime: o.step, names: baseNames(scope.Reader(reader).Stages()), watch: o.watch, log: out}
 	if err := s.prepareOutputs(o.emitIDs, scope.Reader(reader).Stages()); err != nil {
 		return err
 	}

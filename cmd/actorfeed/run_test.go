@@ -127,14 +127,20 @@ func TestRunBadInput(t *testing.T) {
 		{[]string{"run", "--data", corrupt, "--emit-ids", corrupt}, "the output is one of the inputs"},
 		{[]string{"run", "--data", "recordio:/dev/zero"}, "not a regular file"},
 		{[]string{"sim", "--parallel", "1000000"}, "--parallel 1000000"},
+		{[]string{"run", "--data", corrupt, "--metrics-addr", "0.0.0.0:9100"}, "--metrics-expose"},
+		{[]string{"run", "--data", corrupt, "--metrics-addr", "abc"}, "host:port"},
 	} {
 		_, err := cli(t, tc.args...)
 		require.Error(t, err, "%v", tc.args)
 		require.Contains(t, err.Error(), tc.want, "%v", tc.args)
 	}
+	// The address bound is printed, also for port 0.
+	out, err := cli(t, "run", "--data", filepath.Join(dir, fileName(0)), "--metrics-addr", "127.0.0.1:0")
+	require.NoError(t, err)
+	require.Regexp(t, `metrics: http://127\.0\.0\.1:[1-9][0-9]*/metrics`, out)
 	// Under the skip policy the run succeeds and counts what it skipped: the
 	// file's one chunk fails its checksum, so all its 500 records.
-	out, err := cli(t, "run", "--data", corrupt, "--on-corrupt", "skip")
+	out, err = cli(t, "run", "--data", corrupt, "--on-corrupt", "skip")
 	require.NoError(t, err)
 	require.Contains(t, out, "0 samples in 0 batches")
 	require.Contains(t, out, "skipped records 500 ")

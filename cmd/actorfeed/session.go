@@ -46,7 +46,21 @@ type session struct {
 	idle    []time.Time       // per device: when its last step ended
 	start   time.Time
 	elapsed time.Duration
-	stopped error // why the run was stopped before its end (a signal), for the summary
+	stopped error     // why the run was stopped before its end (a signal), for the summary
+	log     io.Writer // where the run says what it serves, if anywhere
+}
+
+// check validates the watch flags before anything runs.
+func (w *watchOptions) check() error {
+	if w.sampleEvery <= 0 {
+		return fmt.Errorf("--sample-every must be positive")
+	}
+	if w.metricsAddr != "" {
+		if _, err := loopback(w.metricsAddr, w.expose); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // deviceStep wraps the session's step: it measures the device's wait for
@@ -85,15 +99,18 @@ func (s *session) deviceStep(ctx context.Context, it actors.Item) error {
 // watchOptions say how a run is observed besides the summary.
 type watchOptions struct {
 	metricsAddr string // serve Prometheus metrics here while running
+	expose      bool   // metricsAddr may be reachable from other machines
 	report      string // write the report's pictures to this directory
 	sampleEvery time.Duration
 }
 
 func (w *watchOptions) flags(f interface {
 	StringVar(*string, string, string, string)
+	BoolVar(*bool, string, bool, string)
 	DurationVar(*time.Duration, string, time.Duration, string)
 }) {
 	f.StringVar(&w.metricsAddr, "metrics-addr", "", "serve Prometheus metrics at host:port while running (a bare :port listens on 127.0.0.1)")
+	f.BoolVar(&w.expose, "metrics-expose", false, "allow a --metrics-addr that other machines can reach (such as 0.0.0.0:9100)")
 	f.StringVar(&w.report, "report", "", "write pictures of the run to this directory: throughput, device utilisation, buffer depth per stage, the actor tree")
 	f.DurationVar(&w.sampleEvery, "sample-every", 100*time.Millisecond, "sampling interval of the report's time series")
 }
@@ -149,11 +166,14 @@ func (s *session) launch(scope *program.Scope, reader string) error {
 func (s *session) run(ctx context.Context, afterPass func(pass int) error) (err error) {
 	defer func() { s.elapsed = time.Since(s.start) }()
 	if s.watch.metricsAddr != "" {
-		m, err := serveMetrics(s.watch.metricsAddr, func() *actors.Pipeline { return s.p })
+		m, err := serveMetrics(s.watch.metricsAddr, s.watch.expose, func() *actors.Pipeline { return s.p })
 		if err != nil {
 			return err
 		}
 		s.metricsURL = "http://" + m.addr + "/metrics"
+		if s.log != nil {
+			fmt.Fprintf(s.log, "metrics: %s\n", s.metricsURL) // the address bound, also for port 0
+		}
 		defer func() { err = errors.Join(err, m.stop()) }()
 	}
 	if s.watch.report != "" {

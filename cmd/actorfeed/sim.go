@@ -96,6 +96,7 @@ func runSim(ctx context.Context, out io.Writer, o simOptions) error {
 			show = "fail"
 		}
 	}
+	fmt.Fprintf(out, "running %d scenarios, %d at a time\n", len(scenarios), o.parallel)
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "scenario\tshape\tfaults fired\trestarts\tskipped\tsamples\ttime\tverdict")
 	var failed []string
@@ -105,8 +106,11 @@ func runSim(ctx context.Context, out io.Writer, o simOptions) error {
 	results := runScenarios(ctx, scenarios, o)
 	for i, sc := range scenarios {
 		res, ok := <-results[i]
-		if !ok {
-			return ctx.Err()
+		if !ok || res.Verdict == sim.Stopped {
+			tw.Flush()
+			fmt.Fprintf(out, "\n%v after %d of %d scenarios in %v: %d passed, %d failed\n", context.Cause(ctx), i, len(scenarios),
+				time.Since(start).Round(time.Millisecond), i-len(failed), len(failed))
+			return context.Cause(ctx)
 		}
 		for k, v := range res.Fired {
 			fired[k] += v

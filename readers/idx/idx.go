@@ -113,6 +113,7 @@ type Reader struct {
 	header  Header
 	next    int // index of the next sample
 	gzipped bool
+	ended   bool // the end of the stream was checked
 	buf     bytes.Buffer
 }
 
@@ -182,7 +183,7 @@ func (r *Reader) Header() Header { return r.header }
 func (r *Reader) Next() (tensor.Tensor, error) {
 	h := r.header
 	if r.next >= h.Samples() {
-		return tensor.Tensor{}, io.EOF
+		return tensor.Tensor{}, r.atEnd()
 	}
 	n := h.sampleBytes()
 	off := int64(h.Size) + int64(r.next)*int64(n)
@@ -207,6 +208,26 @@ func (r *Reader) Next() (tensor.Tensor, error) {
 	toLittleEndian(t.Bytes(), r.buf.Bytes(), h.DType.Size())
 	r.next++
 	return t, nil
+}
+
+// atEnd checks, once, that the stream ends with the last declared sample:
+// bytes after it are corruption in a gzipped file as in a raw one (whose
+// size NewReader checked), and reading to the end of a gzip stream is what
+// verifies its checksum.
+func (r *Reader) atEnd() error {
+	if r.ended {
+		return io.EOF
+	}
+	off := int64(r.header.Size) + int64(r.next)*int64(r.header.sampleBytes())
+	_, err := r.r.ReadByte()
+	switch {
+	case err == nil:
+		return fail(r.name, off, format.Corrupt("bytes after the %d declared samples", r.header.Samples()))
+	case !errors.Is(err, io.EOF):
+		return fail(r.name, off, fmt.Errorf("%w: after the last sample: %w", format.ErrCorrupt, err))
+	}
+	r.ended = true
+	return io.EOF
 }
 
 // toLittleEndian copies big-endian elements of the given size into dst.

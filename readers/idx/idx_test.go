@@ -3,6 +3,7 @@ package idx_test
 import (
 	"bytes"
 	"encoding/binary"
+	"fmt"
 	"errors"
 	"io"
 	"os"
@@ -230,4 +231,27 @@ func FuzzHeader(f *testing.F) {
 			}
 		}
 	})
+}
+
+// A raw file with bytes after its declared samples was rejected and the
+// same file gzipped accepted. One rule for both: corruption, found at the
+// end of the samples.
+func TestBytesAfterTheSamplesAreCorruptRawOrGzipped(t *testing.T) {
+	dir := t.TempDir()
+	for _, gz := range []bool{false, true} {
+		path := filepath.Join(dir, fmt.Sprintf("x-%v-ubyte", gz))
+		writeIDX(t, path, 0x08, []uint32{2, 3}, []byte{1, 2, 3, 4, 5, 6, 7}, gz)
+		r, err := idx.Open(path)
+		if err == nil {
+			defer r.Close()
+			for range 2 {
+				_, err = r.Next()
+				require.NoError(t, err, "gzip=%v", gz)
+			}
+			_, err = r.Next()
+		}
+		require.ErrorIs(t, err, format.ErrCorrupt, "gzip=%v", gz)
+		require.ErrorContains(t, err, "bytes after the 2 declared samples")
+		require.ErrorContains(t, err, path)
+	}
 }
