@@ -3,9 +3,9 @@ package recordio_test
 import (
 	"bytes"
 	"encoding/binary"
-	"hash/crc32"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"math/rand/v2"
 	"os"
