@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -145,6 +146,13 @@ type batchLogic struct {
 func (l *batchLogic) join(n int) (*messages.Batch, error) {
 	slots, err := messages.JoinRefs(l.pending.refs[:n], l.pipe.reusable())
 	if err != nil {
+		var ie *tensor.InstanceError
+		if errors.As(err, &ie) && ie.Instance < n {
+			// Without declared slots (Files.Slots) the first record that
+			// differs is found here: say which it is.
+			return nil, fmt.Errorf("actors: batch: %s does not batch with %s, the first of its batch: %w",
+				l.pipe.sampleName(l.pending.ids[ie.Instance]), l.pipe.sampleName(l.pending.ids[0]), err)
+		}
 		return nil, fmt.Errorf("actors: batch: %w", err)
 	}
 	b, err := messages.FromSlots(slots, slices.Clone(l.pending.ids[:n]))

@@ -219,6 +219,7 @@ func (p *Pipeline) plan(stages []Stage, dev *Devices) ([]spawnable, error) {
 			if buffer == 0 {
 				buffer = 3 * threads
 			}
+			pipe.source = src
 			for w := range threads {
 				wc := newWorkerCell(pipe, fmt.Sprintf("%s/reader-%d", name, w), src, opts.ReaderWindow)
 				wc.slots = slots

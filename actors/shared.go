@@ -47,6 +47,18 @@ type shared struct {
 	skipped map[uint32]uint64 // pass -> corrupt records skipped
 	// abandoned names the user code that a stop gave up waiting for.
 	abandoned []string
+	// source is the pipeline's source, which names the files in sample ids.
+	source Source
+}
+
+// sampleName names a sample by its id: its record and file.
+func (s *shared) sampleName(id uint64) string {
+	f, r := messages.SplitID(id)
+	name := fmt.Sprintf("file %d", f)
+	if s.source != nil {
+		name = s.source.Name(f)
+	}
+	return fmt.Sprintf("record %d of %s", r, name)
 }
 
 // abandon records user code that a stop gave up waiting for.

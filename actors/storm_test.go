@@ -2,12 +2,15 @@ package actors_test
 
 import (
 	"context"
+	"fmt"
+	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/actorfeed/actorfeed/actors"
 	"github.com/actorfeed/actorfeed/readers"
+	"github.com/actorfeed/actorfeed/readers/recordio"
 	"github.com/actorfeed/actorfeed/supervisor"
 	"github.com/actorfeed/actorfeed/tensor"
 )
@@ -31,4 +34,28 @@ func TestRestartStormEndsInTheIntensityError(t *testing.T) {
 	defer p.Close()
 	_, _, err = p.Next(testCtx(t))
 	require.ErrorIs(t, err, supervisor.ErrRestartIntensity)
+}
+
+// Records of mixed shapes, with no slots declared, failed in the batch
+// stage naming no file or record. The error names the record that broke
+// the batch.
+func TestMixedShapesNameTheRecordThatBrokeTheBatch(t *testing.T) {
+	dir := t.TempDir()
+	var paths []string
+	for _, width := range []int{4, 5} {
+		path := filepath.Join(dir, fmt.Sprintf("w%d.recordio", width))
+		_, err := readers.WriteRecordFile(path, recordio.WriterOptions{}, readers.Samples(3, func(int) (tensor.Slots, error) {
+			return tensor.Slots{{Tensor: tensor.MustFromSlice(tensor.Shape{1, width}, make([]float32, width))}}, nil
+		}))
+		require.NoError(t, err)
+		paths = append(paths, path)
+	}
+	sys := actors.NewSystem()
+	p, err := actors.New([]actors.Stage{actors.Files{Paths: paths, Ordered: true}, actors.Batch{Size: 6}}, actors.Options{System: sys})
+	require.NoError(t, err)
+	defer p.Close()
+	_, _, err = p.Next(testCtx(t))
+	require.ErrorIs(t, err, tensor.ErrShape)
+	require.ErrorContains(t, err, "record 0 of "+paths[1])
+	require.ErrorContains(t, err, "record 0 of "+paths[0]+", the first of its batch")
 }

@@ -85,6 +85,9 @@ func Concat(instances []Slots) (Slots, error) {
 // allocating. recycled must not be used afterwards and must not share
 // storage with the instances (as it would if they were Split from it); nil
 // allocates as Concat.
+//
+// An instance that does not match the first is an *InstanceError saying
+// which, so that a caller can name where it came from.
 func ConcatInto(recycled Slots, instances []Slots) (Slots, error) {
 	if len(instances) == 0 {
 		return nil, fmt.Errorf("%w: concat of no instances", ErrShape)
@@ -92,7 +95,7 @@ func ConcatInto(recycled Slots, instances []Slots) (Slots, error) {
 	first := instances[0]
 	for k := range instances {
 		if len(instances[k]) != len(first) {
-			return nil, fmt.Errorf("%w: instance %d has %d slots, instance 0 has %d", ErrShape, k, len(instances[k]), len(first))
+			return nil, &InstanceError{Instance: k, Err: fmt.Errorf("%w: instance %d has %d slots, instance 0 has %d", ErrShape, k, len(instances[k]), len(first))}
 		}
 	}
 	out := make(Slots, len(first))
@@ -120,13 +123,13 @@ func concatSlot(instances []Slots, slot int, reuse []byte) (LoDTensor, error) {
 	for k := range instances {
 		t := &instances[k][slot]
 		if t.dtype != ref.dtype {
-			return LoDTensor{}, fmt.Errorf("%w: slot %d: instance %d is %v, instance 0 is %v", ErrDType, slot, k, t.dtype, ref.dtype)
+			return LoDTensor{}, &InstanceError{Instance: k, Err: fmt.Errorf("%w: slot %d: instance %d is %v, instance 0 is %v", ErrDType, slot, k, t.dtype, ref.dtype)}
 		}
 		if len(t.shape) != len(ref.shape) || !Shape(t.shape[1:]).Equal(tail) {
-			return LoDTensor{}, fmt.Errorf("%w: slot %d: shape %v of instance %d does not match shape %v of instance 0", ErrShape, slot, t.shape, k, ref.shape)
+			return LoDTensor{}, &InstanceError{Instance: k, Err: fmt.Errorf("%w: slot %d: shape %v of instance %d does not match shape %v of instance 0", ErrShape, slot, t.shape, k, ref.shape)}
 		}
 		if len(t.LoD) != len(ref.LoD) {
-			return LoDTensor{}, fmt.Errorf("%w: slot %d: instance %d has %d LoD levels, instance 0 has %d", ErrLoD, slot, k, len(t.LoD), len(ref.LoD))
+			return LoDTensor{}, &InstanceError{Instance: k, Err: fmt.Errorf("%w: slot %d: instance %d has %d LoD levels, instance 0 has %d", ErrLoD, slot, k, len(t.LoD), len(ref.LoD))}
 		}
 		rows += t.shape[0]
 		size += len(t.data)
@@ -185,3 +188,14 @@ func Split(batch Slots) ([]Slots, error) {
 	}
 	return out, nil
 }
+
+// InstanceError is a failure to batch caused by one instance (its slots,
+// dtype, shape or LoD levels differ from the first instance's). It wraps
+// ErrShape, ErrDType or ErrLoD.
+type InstanceError struct {
+	Instance int // index of the instance in the batch
+	Err      error
+}
+
+func (e *InstanceError) Error() string { return e.Err.Error() }
+func (e *InstanceError) Unwrap() error { return e.Err }
