@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -36,9 +37,9 @@ the command fails naming the first damaged chunk.`,
 			}
 			switch name {
 			case "recordio":
-				return inspectRecordIO(cmd.OutOrStdout(), path)
+				return inspectRecordIO(cmd.Context(), cmd.OutOrStdout(), path)
 			case "idx":
-				return inspectIDX(cmd.OutOrStdout(), path)
+				return inspectIDX(cmd.Context(), cmd.OutOrStdout(), path)
 			}
 			return fmt.Errorf("%s: cannot inspect format %q (recordio or idx)", path, name)
 		},
@@ -56,7 +57,9 @@ func formatOf(path string) string {
 	return "recordio"
 }
 
-func inspectRecordIO(out io.Writer, path string) error {
+// inspectRecordIO lists and checks every chunk; a stop through ctx ends it
+// between chunks.
+func inspectRecordIO(ctx context.Context, out io.Writer, path string) error {
 	fh, size, err := format.OpenFile("recordio", path)
 	if err != nil {
 		return err
@@ -72,6 +75,10 @@ func inspectRecordIO(out io.Writer, path string) error {
 	var shapes string
 	var bad []error
 	for _, c := range index.Chunks {
+		if err := context.Cause(ctx); err != nil {
+			tw.Flush()
+			return err
+		}
 		recs, err := recordio.ReadChunk(fh, size, path, c)
 		verdict := "ok"
 		if err == nil {
@@ -127,7 +134,7 @@ func describeRecord(rec []byte) string {
 	return strings.Join(parts, ", ")
 }
 
-func inspectIDX(out io.Writer, path string) error {
+func inspectIDX(ctx context.Context, out io.Writer, path string) error {
 	r, err := idx.Open(path)
 	if err != nil {
 		return err
@@ -141,6 +148,9 @@ func inspectIDX(out io.Writer, path string) error {
 	}
 	n := 0
 	for {
+		if err := context.Cause(ctx); err != nil {
+			return err
+		}
 		if _, err := r.Next(); errors.Is(err, io.EOF) {
 			break
 		} else if err != nil {

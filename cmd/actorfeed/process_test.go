@@ -204,3 +204,16 @@ func TestSignalStopsSimWithoutAViolation(t *testing.T) {
 	require.NotContains(t, p.stdout.String(), "violation")
 	require.Regexp(t, `stopped by SIGINT after \d+ of 5\d\d\d scenarios`, p.stdout.String())
 }
+
+// inspect read a large file to its end after SIGTERM and exited 0.
+func TestSignalStopsInspect(t *testing.T) {
+	dir := t.TempDir()
+	_, err := cli(t, "gen", "--out", dir, "--files", "1", "--samples", "60000", "--compressor", "none")
+	require.NoError(t, err)
+	p := start(t, dir, "inspect", fileName(0))
+	p.waitLine(t, "format:")
+	code, took := p.stop(t, syscall.SIGTERM)
+	t.Logf("inspect, SIGTERM: exit %d after %v", code, took)
+	require.Equal(t, 128+int(syscall.SIGTERM), code)
+	require.Less(t, took, stopBound)
+}
