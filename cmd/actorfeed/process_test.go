@@ -217,3 +217,35 @@ func TestSignalStopsInspect(t *testing.T) {
 	require.Equal(t, 128+int(syscall.SIGTERM), code)
 	require.Less(t, took, stopBound)
 }
+
+// A named pipe given to run (as data, where counting the samples opened it,
+// or as the spec) blocked the process in open(2), deaf to signals. It is
+// refused at once.
+func TestNamedPipesAreRefusedNotOpened(t *testing.T) {
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "pipe.recordio")
+	require.NoError(t, syscall.Mkfifo(fifo, 0o600))
+	for _, args := range [][]string{
+		{"run", "--data", fifo},
+		{"run", "--spec", fifo},
+		{"inspect", fifo},
+		{"convert", fifo, "--out", filepath.Join(dir, "out.recordio")},
+	} {
+		p := start(t, dir, args...)
+		done := make(chan error, 1)
+		go func() {
+			for range p.lines {
+			}
+			done <- p.cmd.Wait()
+		}()
+		select {
+		case err := <-done:
+			var ee *exec.ExitError
+			require.ErrorAs(t, err, &ee, "%v", args)
+			require.Equal(t, 1, ee.ExitCode(), "%v", args)
+			require.Contains(t, p.stderr.String(), "not a regular file (named pipe)", "%v", args)
+		case <-time.After(time.Minute): // a guard against the hang
+			t.Fatalf("%v blocked on a named pipe", args)
+		}
+	}
+}

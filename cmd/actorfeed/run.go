@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -15,6 +14,7 @@ import (
 	"github.com/actorfeed/actorfeed/actors"
 	"github.com/actorfeed/actorfeed/actors/program"
 	"github.com/actorfeed/actorfeed/readers"
+	"github.com/actorfeed/actorfeed/readers/format"
 	"github.com/actorfeed/actorfeed/readers/recordio"
 	"github.com/actorfeed/actorfeed/supervisor"
 )
@@ -169,7 +169,7 @@ func runPipeline(ctx context.Context, out, errOut io.Writer, o runOptions, chang
 	var startup *program.Program
 	reader := "reader"
 	if o.spec != "" {
-		data, err := os.ReadFile(o.spec)
+		data, err := readSpec(o.spec)
 		if err != nil {
 			return err
 		}
@@ -225,6 +225,17 @@ func runPipeline(ctx context.Context, out, errOut io.Writer, o runOptions, chang
 	return err
 }
 
+// readSpec reads a YAML program: a regular file (a named pipe would block),
+// and no more of it than a spec may hold.
+func readSpec(path string) ([]byte, error) {
+	f, _, err := format.OpenFile("spec", path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return io.ReadAll(io.LimitReader(f, program.MaxSpecBytes+1)) // Parse refuses a spec that fills it
+}
+
 // describe names a chain of stages.
 func describe(stages []actors.Stage) string {
 	parts := make([]string, len(stages))
@@ -264,16 +275,11 @@ func countSamples(stages []actors.Stage, passes int) int64 {
 		if err != nil || (name != "" && name != "recordio") || (name == "" && formatOf(path) != "recordio") {
 			return -1
 		}
-		fh, err := os.Open(path)
+		fh, size, err := format.OpenFile("recordio", path) // never blocks on a named pipe
 		if err != nil {
 			return -1
 		}
-		st, err := fh.Stat()
-		if err != nil {
-			fh.Close()
-			return -1
-		}
-		idx, err := recordio.LoadIndex(fh, st.Size(), path)
+		idx, err := recordio.LoadIndex(fh, size, path)
 		fh.Close()
 		if err != nil {
 			return -1
