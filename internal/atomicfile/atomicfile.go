@@ -19,10 +19,18 @@ import (
 // of the inputs it is made from.
 var ErrOutputIsInput = errors.New("atomicfile: the output is one of the inputs")
 
+// ErrNotRegular is returned by Create when the destination exists and is
+// not a regular file: renaming over /dev/null, a named pipe or a directory
+// would replace it, so such a destination is refused.
+var ErrNotRegular = errors.New("atomicfile: the destination is not a regular file")
+
 // Create starts a file that replaces path when committed with
 // CloseAtomicallyReplace; Cleanup (deferred) removes it otherwise. It is
 // created in path's directory, so the rename never crosses file systems.
 func Create(path string) (*renameio.PendingFile, error) {
+	if st, err := os.Stat(path); err == nil && !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("%w: %s is %v", ErrNotRegular, path, st.Mode().Type())
+	}
 	return renameio.NewPendingFile(path, renameio.WithTempDir(filepath.Dir(path)), renameio.WithPermissions(0o644))
 }
 

@@ -44,3 +44,16 @@ func TestRefuseFindsTheInputThroughALink(t *testing.T) {
 	require.ErrorIs(t, atomicfile.Refuse(link, filepath.Join(dir, "other"), in), atomicfile.ErrOutputIsInput)
 	require.NoError(t, atomicfile.Refuse(filepath.Join(dir, "new"), in))
 }
+
+// Renaming over /dev/null as root would replace the device with a regular
+// file (--emit-ids /dev/null).
+// A destination that is not a regular file is refused.
+func TestCreateRefusesToReplaceWhatIsNotARegularFile(t *testing.T) {
+	for _, path := range []string{os.DevNull, t.TempDir()} {
+		_, err := atomicfile.Create(path)
+		require.ErrorIs(t, err, atomicfile.ErrNotRegular, path)
+	}
+	st, err := os.Stat(os.DevNull)
+	require.NoError(t, err)
+	require.NotZero(t, st.Mode()&os.ModeCharDevice, "/dev/null is still a device")
+}
