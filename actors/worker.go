@@ -273,7 +273,13 @@ func (a *workerActor) readFile(ctx context.Context, file int, pass uint32, from 
 	}
 	if err := supervisor.Retry(ctx, c.retry, func(int) error { return open() }); err != nil {
 		if ctx.Err() == nil {
-			a.put(nil, nil, &readFailure{offset: -1, record: int64(from), err: err}, poke)
+			// A file that cannot be opened fails at no record: say so,
+			// and where reading was to resume when it was not the start.
+			record := int64(from)
+			if from == 0 {
+				record = -1
+			}
+			a.put(nil, nil, &readFailure{offset: -1, record: record, err: fmt.Errorf("cannot open: %w", err)}, poke)
 		}
 		return
 	}

@@ -5,11 +5,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"time"
 
 	"go.yaml.in/yaml/v3"
 
 	"github.com/actorfeed/actorfeed/actors"
+	"github.com/actorfeed/actorfeed/readers"
 )
 
 // Spec is a program written in YAML (docs/programs.md): a startup program
@@ -204,6 +206,41 @@ func (y specYAML) mainOps() []opYAML {
 		return nil
 	}
 	return y.Main.Ops
+}
+
+// ResolvePaths makes the relative file paths of the startup program's
+// file readers (open_files' file_names, create_recordio_file_reader's
+// filename) relative to dir, the directory of the spec file, so that a spec
+// means the same files from wherever it is run. A format: prefix is kept.
+func (s *Spec) ResolvePaths(dir string) {
+	resolve := func(v any) any {
+		e, ok := v.(string)
+		if !ok {
+			return v
+		}
+		name, path, err := readers.ParseEntry(e)
+		if err != nil || path == "" || filepath.IsAbs(path) {
+			return v
+		}
+		if path = filepath.Join(dir, path); name != "" {
+			return name + ":" + path
+		}
+		return path
+	}
+	for _, op := range s.Startup.Ops {
+		for key, v := range op.Attrs {
+			switch {
+			case op.Type == "open_files" && key == "file_names":
+				if list, ok := v.([]any); ok {
+					for i := range list {
+						list[i] = resolve(list[i])
+					}
+				}
+			case op.Type == "create_recordio_file_reader" && key == "filename":
+				op.Attrs[key] = resolve(v)
+			}
+		}
+	}
 }
 
 func program(ops []opYAML) Program {

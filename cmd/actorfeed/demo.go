@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"time"
@@ -48,8 +49,17 @@ summary of the run. It fails when the final test accuracy is below
 --min-accuracy: images and labels that came apart on the way would show there.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if o.batch < 1 || o.passes < 1 || o.devices < 1 || o.shuffle < 0 || o.samples < 100 || o.lr <= 0 || o.every <= 0 || o.watch.sampleEvery <= 0 {
-				return usageError{fmt.Errorf("--batch, --passes and --devices must be at least 1, --samples at least 100, --shuffle at least 0, --lr, --progress-every and --sample-every positive")}
+			if err := checkInts(
+				intFlag{"--batch", o.batch, 1, actors.MaxBatch},
+				intFlag{"--passes", o.passes, 1, math.MaxInt32},
+				intFlag{"--devices", o.devices, 1, actors.MaxConcurrency},
+				intFlag{"--shuffle", o.shuffle, 0, actors.MaxWindow},
+				intFlag{"--samples", o.samples, 100, math.MaxInt32},
+			); err != nil {
+				return usageError{err}
+			}
+			if o.lr <= 0 || o.every <= 0 {
+				return usageError{fmt.Errorf("--lr and --progress-every must be positive")}
 			}
 			if err := o.watch.check(); err != nil {
 				return usageError{err}

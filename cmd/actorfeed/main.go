@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -88,8 +89,32 @@ func newRoot() *cobra.Command {
 		Short:         "Feed training data to ML trainers",
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		// A word that names no command is a bad command line, said in one
+		// line (cobra's own error spans several and has no type).
+		Args:                       cobra.ArbitraryArgs,
+		SuggestionsMinimumDistance: 2,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return cmd.Help()
+			}
+			msg := fmt.Sprintf("unknown command %q", args[0])
+			if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
+				msg += fmt.Sprintf(" (did you mean %s?)", strings.Join(s, " or "))
+			}
+			return usageError{errors.New(msg + "; actorfeed --help lists them")}
+		},
 	}
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	root.AddCommand(newDemo(), newRun(), newSim(), newBench(), newGen(), newInspect(), newConvert())
+	for _, c := range root.Commands() {
+		if args := c.Args; args != nil { // a missing or extra argument is a bad command line
+			c.Args = func(cmd *cobra.Command, a []string) error {
+				if err := args(cmd, a); err != nil {
+					return usageError{err}
+				}
+				return nil
+			}
+		}
+	}
 	return root
 }

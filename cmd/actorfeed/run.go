@@ -87,6 +87,15 @@ func (o *runOptions) check(cmd *cobra.Command) error {
 		return fmt.Errorf("give the files to read with --data, or a program with --spec")
 	case o.spec != "" && len(o.data) > 0:
 		return fmt.Errorf("--data and --spec exclude each other: a program names its own files")
+	}
+	if o.spec != "" {
+		for _, name := range []string{"batch", "shuffle", "seed", "threads", "ordered", "drop-last"} {
+			if cmd.Flags().Changed(name) {
+				return fmt.Errorf("--%s has no effect with --spec: the program sets it (docs/programs.md)", name)
+			}
+		}
+	}
+	switch {
 	case o.step < 0:
 		return fmt.Errorf("--step must not be negative")
 	case o.every <= 0:
@@ -95,19 +104,14 @@ func (o *runOptions) check(cmd *cobra.Command) error {
 	if err := o.watch.check(); err != nil {
 		return err
 	}
-	for _, f := range []struct {
-		flag        string
-		v, min, max int
-	}{
-		{"--batch", o.batch, 1, actors.MaxBatch},
-		{"--passes", o.passes, 1, math.MaxInt32},
-		{"--devices", o.devices, 1, actors.MaxConcurrency},
-		{"--shuffle", o.shuffle, 0, actors.MaxWindow},
-		{"--threads", o.threads, 0, actors.MaxConcurrency},
-	} {
-		if f.v < f.min || f.v > f.max {
-			return fmt.Errorf("%s %d is out of range: it must be from %d to %d", f.flag, f.v, f.min, f.max)
-		}
+	if err := checkInts(
+		intFlag{"--batch", o.batch, 1, actors.MaxBatch},
+		intFlag{"--passes", o.passes, 1, math.MaxInt32},
+		intFlag{"--devices", o.devices, 1, actors.MaxConcurrency},
+		intFlag{"--shuffle", o.shuffle, 0, actors.MaxWindow},
+		intFlag{"--threads", o.threads, 0, actors.MaxConcurrency},
+	); err != nil {
+		return err
 	}
 	if _, err := supervisor.ParseCorruptPolicy(o.onCorrupt); err != nil {
 		return fmt.Errorf("--on-corrupt: %w", err)
@@ -115,31 +119,67 @@ func (o *runOptions) check(cmd *cobra.Command) error {
 	return nil
 }
 
+// intFlag is an integer flag's value and the range it must be in.
+type intFlag struct {
+	flag        string
+	v, min, max int
+}
+
+// checkInts names the first flag out of its range: one flag a message.
+func checkInts(flags ...intFlag) error {
+	for _, f := range flags {
+		if f.v < f.min || f.v > f.max {
+			return fmt.Errorf("%s %d is out of range: it must be from %d to %d", f.flag, f.v, f.min, f.max)
+		}
+	}
+	return nil
+}
+
 // expand resolves --data: globs are expanded (a pattern that matches
-// nothing is an error), plain paths are kept as given.
+// nothing is an error), plain paths are kept as given, and a file named
+// twice (by overlapping globs, or a glob and a path) is read once. A glob
+// without a format prefix whose pattern names no format ('data/*') leaves
+// the format to each file it matches.
 func expand(entries []string) ([]string, error) {
 	var out []string
+	seen := map[string]bool{}
+	add := func(entry, path string) {
+		key := path
+		if abs, err := filepath.Abs(path); err == nil {
+			key = abs
+		}
+		if !seen[key] {
+			seen[key] = true
+			out = append(out, entry)
+		}
+	}
 	for _, e := range entries {
 		name, path, err := readers.ParseEntry(e)
 		if err != nil {
-			return nil, err
+			if !strings.ContainsAny(e, "*?[") || strings.Contains(e, ":") {
+				return nil, usageError{fmt.Errorf("--data %q: %w", e, err)}
+			}
+			name, path = "", e // each match names its own format
 		}
 		if !strings.ContainsAny(path, "*?[") {
-			out = append(out, e)
+			add(e, path)
 			continue
 		}
 		matches, err := filepath.Glob(path)
 		if err != nil {
-			return nil, fmt.Errorf("--data %q: %w", e, err)
+			return nil, usageError{fmt.Errorf("--data %q: %w", e, err)}
 		}
 		if len(matches) == 0 {
 			return nil, fmt.Errorf("--data %q matches no file", e)
 		}
 		for _, m := range matches {
+			entry := m
 			if name != "" {
-				m = name + ":" + m
+				entry = name + ":" + m
+			} else if _, _, err := readers.ParseEntry(m); err != nil {
+				return nil, fmt.Errorf("--data %q matches %s: %w", e, m, err)
 			}
-			out = append(out, m)
+			add(entry, m)
 		}
 	}
 	return out, nil
@@ -177,6 +217,7 @@ func runPipeline(ctx context.Context, out, errOut io.Writer, o runOptions, chang
 		if err != nil {
 			return fmt.Errorf("%s: %w", o.spec, err)
 		}
+		spec.ResolvePaths(filepath.Dir(o.spec))
 		startup = &spec.Startup
 		if d := spec.Devices; d != nil {
 			reader = d.Reader
@@ -191,6 +232,14 @@ func runPipeline(ctx context.Context, out, errOut io.Writer, o runOptions, chang
 			}
 		} else {
 			reader = spec.Startup.Ops[len(spec.Startup.Ops)-1].Out[0]
+			if spec.Main != nil {
+				// The devices take the place of the main program's reads:
+				// its reader, for its passes.
+				reader = readOf(spec.Main, reader)
+				if !changed("passes") {
+					o.passes = spec.Passes
+				}
+			}
 		}
 	} else {
 		files, err := expand(o.data)
@@ -223,6 +272,16 @@ func runPipeline(ctx context.Context, out, errOut io.Writer, o runOptions, chang
 		err = cerr
 	}
 	return err
+}
+
+// readOf is the reader a main program reads, or def if it reads none.
+func readOf(main *program.Program, def string) string {
+	for _, op := range main.Ops {
+		if op.Type == "read" {
+			return op.In
+		}
+	}
+	return def
 }
 
 // readSpec reads a YAML program: a regular file (a named pipe would block),

@@ -145,3 +145,88 @@ func TestRunBadInput(t *testing.T) {
 	require.Contains(t, out, "0 samples in 0 batches")
 	require.Contains(t, out, "skipped records 500 ")
 }
+
+// docs/programs.md's first example (main: passes: 3) ran 1 pass; its
+// relative paths resolved against the current directory, not the spec's.
+func TestRunSpecTakesMainPassesAndResolvesPathsAgainstTheSpec(t *testing.T) {
+	dir := genSet(t, 2, 300)
+	spec := filepath.Join(dir, "p.yaml")
+	require.NoError(t, os.WriteFile(spec, []byte(`startup:
+  - {op: open_files, out: files, attrs: {file_names: [part-00000.recordio, "recordio:part-00001.recordio"]}}
+  - {op: create_batch_reader, in: files, out: batches, attrs: {batch_size: 50}}
+  - {op: create_double_buffer_reader, in: batches, out: reader}
+main:
+  passes: 3
+  ops:
+    - {op: read, in: reader, out: [image, label]}
+`), 0o644))
+	out, err := cli(t, "run", "--spec", spec) // run from elsewhere: paths are the spec's
+	require.NoError(t, err)
+	require.Contains(t, out, "900 samples in 18 batches, 3 pass(es)")
+
+	out, err = cli(t, "run", "--spec", spec, "--passes", "1")
+	require.NoError(t, err)
+	require.Contains(t, out, "300 samples", "--passes overrides the program")
+
+	missing := filepath.Join(dir, "missing.yaml")
+	require.NoError(t, os.WriteFile(missing, []byte("startup:\n  - {op: open_files, out: f, attrs: {file_names: [nothere.recordio]}}\n"), 0o644))
+	_, err = cli(t, "run", "--spec", missing)
+	require.ErrorContains(t, err, "cannot open")
+	require.ErrorContains(t, err, filepath.Join(dir, "nothere.recordio"))
+	require.NotContains(t, err.Error(), "record 0", "a file that cannot be opened fails at no record")
+
+	for _, flag := range []string{"--batch", "--shuffle", "--seed", "--threads"} {
+		_, err = cli(t, "run", "--spec", spec, flag, "7")
+		var ue usageError
+		require.ErrorAs(t, err, &ue, flag)
+		require.ErrorContains(t, err, flag+" has no effect with --spec")
+	}
+}
+
+// Two directories of part-00000.recordio gave colliding ids, and the
+// README's exactly-once check counted duplicates where there were none.
+func TestEmitIDsAreUniqueAcrossDirectories(t *testing.T) {
+	a, b := genSet(t, 1, 100), genSet(t, 1, 100, "--seed", "2")
+	ids := filepath.Join(t.TempDir(), "ids.jsonl")
+	_, err := cli(t, "run", "--data", filepath.Join(a, fileName(0)), "--data", filepath.Join(b, fileName(0)), "--emit-ids", ids)
+	require.NoError(t, err)
+	var want []string
+	for _, dir := range []string{a, b} {
+		for r := range 100 {
+			want = append(want, fmt.Sprintf("%s/%s#%d", filepath.Base(dir), fileName(0), r))
+		}
+	}
+	readIDs(t, ids, 1, 1, want)
+}
+
+// Overlapping globs read a file twice without a word, and 'data/*' failed
+// with "no format for data/*" although every file it matches is RecordIO.
+func TestDataGlobsAreDeduplicatedAndResolvedPerFile(t *testing.T) {
+	dir := genSet(t, 2, 200)
+	out, err := cli(t, "run", "--data", filepath.Join(dir, "*"))
+	require.NoError(t, err)
+	require.Contains(t, out, "open_files(2 files)")
+	require.Contains(t, out, "200 samples")
+	out, err = cli(t, "run", "--data", filepath.Join(dir, "*.recordio"), "--data", filepath.Join(dir, "part-0000[0].recordio"),
+		"--data", filepath.Join(dir, ".", fileName(1)))
+	require.NoError(t, err)
+	require.Contains(t, out, "open_files(2 files)")
+	require.Contains(t, out, "200 samples", "each file once")
+}
+
+// A bad command line exits 2 with one line: an unknown command, a missing
+// or extra argument, an entry with no path (they exited 1).
+func TestBadCommandLinesAreUsageErrors(t *testing.T) {
+	for _, args := range [][]string{
+		{"runn"},
+		{"inspect"},
+		{"inspect", "a.rio", "b.rio"},
+		{"gen", "extra", "--out", t.TempDir()},
+		{"run", "--data", "recordio:"},
+		{"run", "--data", "x.rio", "--metrics-addr", "abc"},
+	} {
+		_, err := cli(t, args...)
+		require.Error(t, err, "%v", args)
+		require.Equal(t, 2, exitCode(err), "%v: %v", args, err)
+	}
+}

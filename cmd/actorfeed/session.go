@@ -346,17 +346,44 @@ func (e *idEmitter) close() error {
 	return nil
 }
 
-// baseNames are the names sample ids use for the files of a Files stage.
+// baseNames are the names sample ids use for the files of a Files stage:
+// each path relative to the deepest directory that holds them all, so that
+// files of one directory are named by their base names and files of the
+// same name in two directories stay apart (a/part-00000.recordio,
+// b/part-00000.recordio).
 func baseNames(stages []actors.Stage) []string {
 	switch s := stages[0].(type) {
 	case actors.Files:
-		names := make([]string, len(s.Paths))
-		for i, p := range s.Paths {
-			names[i] = filepath.Base(p)
+		paths := make([]string, len(s.Paths))
+		for i, e := range s.Paths {
+			_, p, _ := readers.ParseEntry(e)
+			if abs, err := filepath.Abs(p); err == nil {
+				p = abs
+			}
+			paths[i] = p
+		}
+		root := commonDir(paths)
+		names := make([]string, len(paths))
+		for i, p := range paths {
+			if rel, err := filepath.Rel(root, p); err == nil {
+				p = rel
+			}
+			names[i] = filepath.ToSlash(p)
 		}
 		return names
 	case actors.Generator:
 		return []string{s.Name}
 	}
 	return []string{"queue"}
+}
+
+// commonDir is the deepest directory that holds every path.
+func commonDir(paths []string) string {
+	root := filepath.Dir(paths[0])
+	for _, p := range paths[1:] {
+		for root != filepath.Dir(root) && !strings.HasPrefix(p, root+string(filepath.Separator)) {
+			root = filepath.Dir(root)
+		}
+	}
+	return root
 }
