@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"iter"
 	"os"
 	"path/filepath"
 
@@ -12,6 +13,7 @@ import (
 	"github.com/actorfeed/actorfeed/readers"
 	"github.com/actorfeed/actorfeed/readers/idx"
 	"github.com/actorfeed/actorfeed/readers/recordio"
+	"github.com/actorfeed/actorfeed/tensor"
 )
 
 func newConvert() *cobra.Command {
@@ -21,10 +23,18 @@ func newConvert() *cobra.Command {
 		Short: "Convert an IDX data set (Fashion-MNIST) to RecordIO",
 		Long: `Reads an IDX file, raw or gzipped, and writes one RecordIO record per sample.
 For an images file (…images-idx3-ubyte[.gz]) the labels file next to it is
-paired by the MNIST naming convention, and each record holds (image, label).
+paired by the MNIST naming convention, and each record holds (image, label),
+the label widened to int64 as gen writes it.
 Record i of the output is sample i of the input.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			path := args[0]
+			if name, p, err := readers.ParseEntry(path); err == nil && p != path { // a format: prefix, as run and inspect take
+				if name != "idx" {
+					return usageError{fmt.Errorf("%s: convert reads IDX files, not %s", args[0], name)}
+				}
+				path = p
+			}
 			c, err := recordio.ParseCompressor(comp)
 			if err != nil {
 				return usageError{fmt.Errorf("--compressor: %w", err)}
@@ -32,7 +42,7 @@ Record i of the output is sample i of the input.`,
 			if out == "" {
 				return usageError{fmt.Errorf("--out is required")}
 			}
-			n, err := convertIDX(cmd.Context(), args[0], out, c)
+			n, err := convertIDX(cmd.Context(), path, out, c)
 			if err != nil {
 				return err
 			}
@@ -65,5 +75,26 @@ func convertIDX(ctx context.Context, path, out string, c recordio.Compressor) (i
 		return 0, err
 	}
 	defer r.Close()
-	return readers.WriteRecordFile(out, recordio.WriterOptions{Compressor: c}, readers.All(ctx, r))
+	return readers.WriteRecordFile(out, recordio.WriterOptions{Compressor: c}, int64Labels(readers.All(ctx, r)))
+}
+
+// int64Labels makes a uint8 label slot (IDX's) an int64 one, so that a
+// converted data set has the shape gen writes: [1,28,28] uint8 images and
+// [1] int64 labels.
+func int64Labels(samples iter.Seq2[tensor.Slots, error]) iter.Seq2[tensor.Slots, error] {
+	return func(yield func(tensor.Slots, error) bool) {
+		for s, err := range samples {
+			if err == nil && len(s) == 2 && s[1].DType() == tensor.Uint8 && len(s[1].LoD) == 0 {
+				v, _ := tensor.View[uint8](s[1].Tensor)
+				wide := make([]int64, len(v))
+				for i, b := range v {
+					wide[i] = int64(b)
+				}
+				s[1] = tensor.LoDTensor{Tensor: tensor.MustFromSlice(s[1].Shape(), wide)}
+			}
+			if !yield(s, err) {
+				return
+			}
+		}
+	}
 }

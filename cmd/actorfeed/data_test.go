@@ -88,13 +88,14 @@ func TestConvertInspectRoundTripsFashionMNIST(t *testing.T) {
 	dir := fashionDir(t)
 	images := filepath.Join(dir, "t10k-images-idx3-ubyte.gz")
 	out := filepath.Join(t.TempDir(), "t10k.recordio")
-	msg, err := cli(t, "convert", images, "--out", out, "--compressor", "gzip")
+	msg, err := cli(t, "convert", "idx:"+images, "--out", out, "--compressor", "gzip") // the format: prefix run takes
+
 	require.NoError(t, err)
 	require.Contains(t, msg, "wrote 10000 records")
 	msg, err = cli(t, "inspect", out)
 	require.NoError(t, err)
 	require.Contains(t, msg, "10000 records")
-	require.Contains(t, msg, "slots:   0: uint8[1,28,28], 1: uint8[1]")
+	require.Contains(t, msg, "slots:   0: uint8[1,28,28], 1: int64[1]", "the shape gen writes")
 	require.Contains(t, msg, "verdict: every checksum matches")
 
 	// Record i is sample i.
@@ -109,7 +110,10 @@ func TestConvertInspectRoundTripsFashionMNIST(t *testing.T) {
 		require.NoError(t, err)
 		g, err := got.Next(t.Context())
 		require.NoError(t, err)
-		require.True(t, w.Equal(g), "sample %d", i)
+		require.True(t, w[0].Equal(g[0]), "sample %d: image", i)
+		wl, _ := tensor.View[uint8](w[1].Tensor)
+		gl, _ := tensor.View[int64](g[1].Tensor)
+		require.Equal(t, int64(wl[0]), gl[0], "sample %d: label", i)
 	}
 }
 
@@ -158,6 +162,13 @@ func TestSimCommand(t *testing.T) {
 	require.NoError(t, err)
 	require.Contains(t, out, "schedule: ")
 	require.Contains(t, out, "1 scenarios")
+	// A regression replays by name (--replay panic-storm could not).
+	out, err = cli(t, "sim", "--replay", "panic-storm")
+	require.NoError(t, err)
+	require.Contains(t, out, "panic-storm")
+	require.Contains(t, out, "1 scenarios")
+	_, err = cli(t, "sim", "--replay", "no-such-regression")
+	require.ErrorContains(t, err, "neither a seed nor a regression")
 	_, err = cli(t, "sim", "--scenarios", "-1")
 	require.ErrorContains(t, err, "--scenarios")
 	_, err = cli(t, "sim", "--show", "some")

@@ -142,7 +142,7 @@ func shard(images, dir string, k int) (paths []string, err error) {
 	}
 	var rec []byte
 	n := 0
-	for s, err := range readers.All(context.Background(), r) {
+	for s, err := range int64Labels(readers.All(context.Background(), r)) { // the shape gen and convert write
 		if err != nil {
 			return nil, err
 		}

@@ -11,6 +11,7 @@ import (
 	"runtime/pprof"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"text/tabwriter"
@@ -25,7 +26,7 @@ import (
 type simOptions struct {
 	scenarios   int
 	seed        uint64
-	replay      uint64
+	replay      string // a seed or a regression's name
 	replaySet   bool
 	regressions bool
 	deadline    time.Duration
@@ -49,8 +50,9 @@ exactly the damaged ones missing and counted, under the skip policy), the
 fault-free order when reading is ordered, an error naming the stage and cause
 when one is due and before the deadline, live batches within the bound, no
 goroutine and no actor left. It prints a table, the seeds of failures, and
-exits non-zero on any violation. --replay SEED runs one seed again and shows
-its schedule and verdict. --parallel N runs N scenarios at a time: the
+exits non-zero on any violation. --replay SEED (or the name of a regression,
+such as panic-storm) runs that scenario again and shows its schedule and
+verdict. --parallel N runs N scenarios at a time: the
 machine is then loaded, which reaches races that a scenario alone on an idle
 machine cannot; goroutine leaks are then checked once, after the last,
 and traced to the scenarios that started them.`,
@@ -69,7 +71,7 @@ and traced to the scenarios that started them.`,
 	f := cmd.Flags()
 	f.IntVar(&o.scenarios, "scenarios", 100, "random scenarios to run")
 	f.Uint64Var(&o.seed, "seed", 1, "seed of the first scenario")
-	f.Uint64Var(&o.replay, "replay", 0, "run only the scenario of this seed, and show it in full")
+	f.StringVar(&o.replay, "replay", "", "run only the scenario of this seed, or the regression of this name, and show it in full")
 	f.BoolVar(&o.regressions, "regressions", true, "also run the named regression scenarios")
 	f.DurationVar(&o.deadline, "deadline", 20*time.Second, "deadline of one scenario")
 	f.StringVar(&o.show, "show", "", "rows of the table: all or fail (default all up to 100 scenarios)")
@@ -80,7 +82,11 @@ and traced to the scenarios that started them.`,
 func runSim(ctx context.Context, out io.Writer, o simOptions) error {
 	var scenarios []sim.Scenario
 	if o.replaySet {
-		scenarios = []sim.Scenario{sim.Generate(o.replay)}
+		sc, err := replayed(o.replay)
+		if err != nil {
+			return usageError{err}
+		}
+		scenarios = []sim.Scenario{sc}
 	} else {
 		if o.regressions {
 			scenarios = append(scenarios, sim.Regressions()...)
@@ -160,7 +166,7 @@ func runSim(ctx context.Context, out io.Writer, o simOptions) error {
 	fmt.Fprintf(out, "\n%d scenarios in %v: %d passed, %d failed\nfaults fired: %s\n", len(scenarios),
 		time.Since(start).Round(time.Millisecond), len(scenarios)-len(failed), len(failed), firedList(fired))
 	if len(failed) > 0 {
-		fmt.Fprintf(out, "replay a failure with: actorfeed sim --replay SEED (%s)\n", strings.Join(failed, ", "))
+		fmt.Fprintf(out, "replay a failure with: actorfeed sim --replay SEED or NAME (%s)\n", strings.Join(failed, ", "))
 		return fmt.Errorf("%d of %d scenarios violated an invariant: %s", len(failed), len(scenarios), strings.Join(head(failed, 10), ", "))
 	}
 	return nil
@@ -208,6 +214,21 @@ func scenarioName(sc sim.Scenario) string {
 		return sc.Name
 	}
 	return fmt.Sprintf("seed %d", sc.Seed)
+}
+
+// replayed is the scenario --replay names: a seed, or a regression's name.
+func replayed(what string) (sim.Scenario, error) {
+	if seed, err := strconv.ParseUint(strings.TrimPrefix(what, "seed "), 10, 64); err == nil {
+		return sim.Generate(seed), nil
+	}
+	var names []string
+	for _, sc := range sim.Regressions() {
+		if sc.Name == what {
+			return sc, nil
+		}
+		names = append(names, sc.Name)
+	}
+	return sim.Scenario{}, fmt.Errorf("--replay %q is neither a seed nor a regression (%s)", what, strings.Join(names, ", "))
 }
 
 // scenarioLabel is the profiler label runScenarios runs each scenario
