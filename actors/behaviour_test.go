@@ -531,7 +531,7 @@ func TestGeneratorSource(t *testing.T) {
 	}
 }
 
-// Declared slots are checked on every record (the seeds' FileReader).
+// Declared slots are checked on every record (PaddlePaddle Fluid's FileReader).
 func TestFilesDeclaredSlotsAreChecked(t *testing.T) {
 	ctx := testCtx(t)
 	paths := writeFiles(t, 1, 20, 400)

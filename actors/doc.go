@@ -5,7 +5,7 @@
 // control are mailbox protocols, and a restarted stage loses and duplicates
 // nothing: its state lives in a cell that outlives the actor instance.
 //
-// New builds a pipeline read with Next (the seeds' read op and
+// New builds a pipeline read with Next (PaddlePaddle Fluid's read op and
 // ReaderHolder); NewDevices builds one that feeds device actors. Files is
 // open_files (and create_recordio_file_reader), Queue is
 // create_py_array_reader, and Shuffle, Batch, Map, XMap (xmap_readers, on

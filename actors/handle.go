@@ -68,7 +68,7 @@ func (p *Pipeline) shutdownErr(err error) error {
 	return err
 }
 
-// Reset starts the next pass clean (the seeds' ReInit): every stage drops
+// Reset starts the next pass clean (PaddlePaddle Fluid's ReInit): every stage drops
 // what it holds of the current pass and the sources start over. It is a
 // mailbox protocol: the consumers subscribe for the new pass and each stage
 // passes the subscription upstream. Reset while Next, HasNext or Run is in

@@ -20,7 +20,7 @@ import (
 	"github.com/actorfeed/actorfeed/tensor"
 )
 
-// Pipeline is the handle on a running chain of stage actors (the seeds'
+// Pipeline is the handle on a running chain of stage actors (PaddlePaddle Fluid's
 // ReaderHolder): it hides every stage's type. A pipeline built by New is
 // read with Next (safe from several goroutines at once) and HasNext; one
 // built by NewDevices feeds device actors and is driven with Run. Reset

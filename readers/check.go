@@ -51,7 +51,7 @@ type checked struct {
 }
 
 // Checked returns a reader that verifies every item of r with CheckSlots
-// (the seeds' FileReader::ReadNext). A mismatch is returned as an error; the
+// (PaddlePaddle Fluid's FileReader::ReadNext). A mismatch is returned as an error; the
 // reader can go on after it.
 func Checked(r Reader, specs []SlotSpec) Reader {
 	return &checked{Reader: r, specs: specs}

@@ -1,5 +1,5 @@
 // Package readers is the synchronous reader library of actorfeed: the
-// reader contract of the seeds (ReaderBase) in Go form, the file formats
+// reader contract of PaddlePaddle Fluid (ReaderBase) in Go form, the file formats
 // behind a registry, the decorators that compose readers (shuffle, batch,
 // multi-pass, buffered prefetch, map, xmap, compose, chain, firstn, cache),
 // the random data generator, the bounded feed queue that outside producers
@@ -9,10 +9,10 @@
 // # The contract
 //
 // A Reader yields one instance or one batch per Next as a tensor.Slots, and
-// io.EOF at the end of the data. Reset (the seeds' ReInit) starts over; a
+// io.EOF at the end of the data. Reset (PaddlePaddle Fluid's ReInit) starts over; a
 // reader that cannot start over returns ErrResetUnsupported. Close releases
 // files and goroutines; Next after Close returns ErrClosed. HasNext lives in
-// Holder (the seeds' ReaderHolder), which looks one item ahead: that is sound
+// Holder (PaddlePaddle Fluid's ReaderHolder), which looks one item ahead: that is sound
 // for a single consumer, which is what a Reader serves. A Reader is not safe
 // for concurrent use; the actor runtime (package actors) is the concurrent
 // layer.

@@ -27,7 +27,7 @@ var (
 )
 
 // FeedQueue is the bounded blocking queue that outside producers push
-// instances into and a reader pops from (the seeds' PyArrayFeedQueue). It is
+// instances into and a reader pops from (PaddlePaddle Fluid's PyArrayFeedQueue). It is
 // safe for concurrent use by any number of producers and consumers.
 type FeedQueue struct {
 	specs []SlotSpec

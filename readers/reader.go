@@ -14,7 +14,7 @@ type Reader interface {
 	// Next returns the next instance or batch; io.EOF at the end of the
 	// data. A blocked Next returns ctx.Err() when ctx is done.
 	Next(ctx context.Context) (tensor.Slots, error)
-	// Reset starts the data over from the beginning (the seeds' ReInit).
+	// Reset starts the data over from the beginning (PaddlePaddle Fluid's ReInit).
 	Reset() error
 	// Close releases the reader's resources. Closing twice is harmless.
 	Close() error
@@ -67,7 +67,7 @@ func (r *sliceReader) Reset() error {
 
 func (r *sliceReader) Close() error { r.closed = true; return nil }
 
-// Holder wraps any reader behind one type (the seeds' ReaderHolder) and adds
+// Holder wraps any reader behind one type (PaddlePaddle Fluid's ReaderHolder) and adds
 // HasNext by reading one item ahead. It is itself a Reader.
 type Holder struct {
 	r      Reader

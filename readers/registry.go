@@ -88,7 +88,7 @@ func validFormatName(s string) bool {
 }
 
 // ParseEntry splits a file list entry into a format name and a path. An
-// entry is "format:path", split on the first ':' (the seeds' name prefix
+// entry is "format:path", split on the first ':' (PaddlePaddle Fluid's name prefix
 // rule), or a bare path whose suffix names the format. A prefix before ':'
 // that could not be a format name (it holds '/', '.' or upper case) is taken
 // as part of a bare path.

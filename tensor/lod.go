@@ -13,7 +13,7 @@ import (
 // and one of them. An empty LoD means "no sequence information".
 type LoD [][]int
 
-// Validate checks the rules of the seeds for a tensor with height rows:
+// Validate checks the rules of PaddlePaddle Fluid for a tensor with height rows:
 // every level starts at 0, has at least two offsets and never descends; the
 // last offset of a level equals the number of sequences of the next level
 // (its offset count minus one); the last offset of the lowest level equals

@@ -90,7 +90,7 @@ func TestZerosAndRowSlices(t *testing.T) {
 	assert.ErrorIs(t, err, tensor.ErrShape)
 }
 
-// The LoD validity cases of the seeds' README.
+// The LoD validity cases of PaddlePaddle Fluid's README.
 func TestLoDValidateSeedRules(t *testing.T) {
 	valid := []struct {
 		lod    tensor.LoD

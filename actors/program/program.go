@@ -74,7 +74,7 @@ func (e *OpError) Unwrap() []error {
 	return []error{ErrBadProgram}
 }
 
-// Reader is a reader variable (the seeds' ReaderHolder): the chain of
+// Reader is a reader variable (PaddlePaddle Fluid's ReaderHolder): the chain of
 // stages that creates it, and its pipeline once started.
 type Reader struct {
 	name   string
@@ -269,7 +269,7 @@ func (s *Scope) Run(ctx context.Context, prog *Program) error {
 	return nil
 }
 
-// Loop runs main the way the seeds' main programs do: while the reader that
+// Loop runs main the way PaddlePaddle Fluid's main programs do: while the reader that
 // main reads has a next batch, run main's ops; at the end of a pass, reset
 // the reader and go on until passes passes were read (with a multi-pass
 // reader, passes is 1). each, when set, runs after every iteration with the

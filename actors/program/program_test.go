@@ -82,7 +82,7 @@ func sorted(x []int64) []int64 {
 	return x
 }
 
-// startup is the seeds' startup program: open_files -> batch -> (multi
+// startup is PaddlePaddle Fluid's startup program: open_files -> batch -> (multi
 // pass) -> double buffer.
 func startup(paths []string, passNum int) *program.Program {
 	p := &program.Program{Ops: []program.Op{
@@ -103,7 +103,7 @@ func startup(paths []string, passNum int) *program.Program {
 
 var readOp = program.Op{Type: "read", In: "double_buffer_reader", Out: []string{"value", "label"}}
 
-// The seeds' first main program: has_next decides between reading and, at
+// PaddlePaddle Fluid's first main program: has_next decides between reading and, at
 // the end of a pass, reset and counting passes.
 func TestSeedsMainProgramWithReset(t *testing.T) {
 	ctx := testCtx(t)
@@ -135,7 +135,7 @@ func TestSeedsMainProgramWithReset(t *testing.T) {
 	require.Empty(t, actors.Registered(s.Options.System))
 }
 
-// The seeds' second main program: a multi-pass reader, read until has_next
+// PaddlePaddle Fluid's second main program: a multi-pass reader, read until has_next
 // says false.
 func TestSeedsMainProgramWithMultiPass(t *testing.T) {
 	ctx := testCtx(t)

@@ -15,7 +15,7 @@ import (
 )
 
 func yamlProgram(paths []string) string {
-	return `# the seeds' startup program, and a main program looped for 2 passes
+	return `# PaddlePaddle Fluid's startup program, and a main program looped for 2 passes
 startup:
   - op: open_files
     out: multiple_reader
