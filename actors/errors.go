@@ -26,6 +26,9 @@ var (
 	// Options.StopGrace of its cancellation. The pipeline is closed all the
 	// same; the error names the code, whose goroutine may still run.
 	ErrAbandoned = errors.New("actors: user code did not return after cancellation and was abandoned")
+	// ErrPassDone is returned by Run when the current pass already ran to
+	// its end: call Reset to start the next.
+	ErrPassDone = errors.New("actors: the pass already ran to its end; call Reset to start the next")
 	// ErrStage is wrapped by every *StageError.
 	ErrStage = errors.New("actors: stage failed")
 	// ErrBadSpec is wrapped when a pipeline spec is invalid.

@@ -107,15 +107,29 @@ func (p *Pipeline) Pass() int {
 }
 
 // Run waits until every device has consumed the current pass, and returns
-// the first error of any stage or device. Call Reset to run another pass.
-func (p *Pipeline) Run(ctx context.Context) error {
+// the first error of any stage or device. Call Reset to run another pass:
+// Run on a pass that already ran to its end returns ErrPassDone (it would
+// deliver nothing).
+func (p *Pipeline) Run(ctx context.Context) (err error) {
 	if p.devices == nil {
 		return fmt.Errorf("%w: this pipeline has no devices; use Next", ErrProtocol)
 	}
 	p.mu.Lock()
+	if p.ran && p.ranPass == p.pass {
+		p.mu.Unlock()
+		return fmt.Errorf("%w: pass %d", ErrPassDone, p.pass)
+	}
 	p.inflight++
+	pass := p.pass
 	p.mu.Unlock()
-	defer p.leave()
+	defer func() {
+		p.mu.Lock()
+		if err == nil {
+			p.ran, p.ranPass = true, pass
+		}
+		p.mu.Unlock()
+		p.leave()
+	}()
 	for {
 		p.mu.Lock()
 		pass, closed := p.pass, p.closed

@@ -40,6 +40,8 @@ type Pipeline struct {
 	pass     uint32
 	inflight int
 	closed   bool
+	ran      bool   // Run returned nil for ranPass
+	ranPass  uint32 // the last pass Run saw to its end
 }
 
 // New builds and starts a pipeline read with Next. stages[0] is a source;

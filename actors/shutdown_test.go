@@ -302,3 +302,19 @@ func TestThreadsAreCappedByTheFiles(t *testing.T) {
 	require.Equal(t, 2, readers)
 	require.Len(t, drain(t, testCtx(t), p).ids, 100)
 }
+
+// Run again without Reset returned nil having delivered nothing; it says to
+// call Reset.
+func TestRunAgainWithoutResetIsAnError(t *testing.T) {
+	paths := writeFiles(t, 1, 50, 600)
+	sys := actors.NewSystem()
+	p, err := actors.NewDevices([]actors.Stage{actors.Files{Paths: paths}, actors.Batch{Size: 10}},
+		actors.Devices{N: 1, Step: func(context.Context, actors.Item) error { return nil }}, actors.Options{System: sys})
+	require.NoError(t, err)
+	defer p.Close()
+	require.NoError(t, p.Run(testCtx(t)))
+	require.ErrorIs(t, p.Run(testCtx(t)), actors.ErrPassDone)
+	require.NoError(t, p.Reset())
+	require.NoError(t, p.Run(testCtx(t)))
+	require.Equal(t, 100, p.Stats().Devices[0].Instances)
+}
