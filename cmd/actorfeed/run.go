@@ -49,7 +49,8 @@ any program written in YAML (--spec; docs/programs.md). Devices take --step per
 batch. It shows progress while it runs and ends with a summary: samples,
 batches, samples/s, each device's busy fraction and data-wait p50/p95,
 restarts and skipped records. --emit-ids writes one JSON line per consumed
-batch, {"pass":P,"device":D,"seq":S,"ids":["<file base name>#<record>",...]},
+batch, {"pass":P,"device":D,"seq":S,"ids":["<file>#<record>",...]} (files named
+relative to the deepest directory that holds them all),
 from which exactly-once delivery can be checked.`,
 		Example: `  actorfeed gen --out data --files 4 --samples 20000
   actorfeed run --data 'data/*.recordio' --batch 64 --devices 2 --step 2ms --passes 3
