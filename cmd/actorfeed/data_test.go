@@ -238,8 +238,9 @@ func TestConvertNeverDestroysAFile(t *testing.T) {
 	out := filepath.Join(dir, "out.recordio")
 	require.NoError(t, os.WriteFile(out, []byte("precious"), 0o644))
 
-	_, err = cli(t, "convert", cut, "--out", out)
-	require.ErrorContains(t, err, cut)
+	_, stderr, code := execCLI(t, dir, "convert", cut, "--out", out)
+	require.Equal(t, 1, code)
+	require.Contains(t, stderr, cut)
 	got, err := os.ReadFile(out)
 	require.NoError(t, err)
 	require.Equal(t, "precious", string(got), "a failed conversion keeps the existing output")
@@ -247,8 +248,9 @@ func TestConvertNeverDestroysAFile(t *testing.T) {
 	link := filepath.Join(dir, "link.recordio")
 	require.NoError(t, os.Symlink(images, link))
 	for _, o := range []string{images, link} {
-		_, err = cli(t, "convert", images, "--out", o)
-		require.ErrorIs(t, err, atomicfile.ErrOutputIsInput)
+		_, stderr, code = execCLI(t, dir, "convert", images, "--out", o)
+		require.Equal(t, 1, code)
+		require.Contains(t, stderr, atomicfile.ErrOutputIsInput.Error())
 		got, err = os.ReadFile(images)
 		require.NoError(t, err)
 		require.Equal(t, whole, got, "the input is untouched")
@@ -284,15 +286,17 @@ func TestInspectAndRunAgreeOnCutAndUndecodableFiles(t *testing.T) {
 	require.NoError(t, err)
 
 	for path, want := range map[string]string{cut: "cut short", notTensor: "record 0"} {
-		out, err := cli(t, "inspect", path)
-		require.ErrorIs(t, err, format.ErrCorrupt, "inspect %s", path)
-		require.ErrorContains(t, err, want)
-		require.ErrorContains(t, err, path)
+		out, stderr, code := execCLI(t, dir, "inspect", path)
+		require.Equal(t, 1, code, "inspect %s", path)
+		require.Contains(t, stderr, format.ErrCorrupt.Error())
+		require.Contains(t, stderr, want)
+		require.Contains(t, stderr, path)
 		if path == cut {
 			require.Contains(t, out, "whole:   cut short")
 		}
-		_, err = cli(t, "run", "--data", path)
-		require.ErrorContains(t, err, want, "run %s", path)
-		require.ErrorContains(t, err, path)
+		_, stderr, code = execCLI(t, dir, "run", "--data", path)
+		require.Equal(t, 1, code, "run %s", path)
+		require.Contains(t, stderr, want, "run %s", path)
+		require.Contains(t, stderr, path)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"io"
 	"os"
 	"os/exec"
@@ -248,4 +249,35 @@ func TestNamedPipesAreRefusedNotOpened(t *testing.T) {
 			t.Fatalf("%v blocked on a named pipe", args)
 		}
 	}
+}
+
+// execCLI runs the actorfeed binary (this test binary as main, see TestMain)
+// with args to its end, and returns its standard output and error and its
+// exit code. A run that outlasts a minute is killed and fails the test.
+func execCLI(t *testing.T, dir string, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	p := start(t, dir, args...)
+	done := make(chan error, 1)
+	go func() {
+		for range p.lines {
+		}
+		done <- p.cmd.Wait()
+	}()
+	select {
+	case err := <-done:
+		var ee *exec.ExitError
+		if err != nil && !errors.As(err, &ee) {
+			t.Fatalf("%v: %v", args, err)
+		}
+		if ee != nil {
+			code = ee.ExitCode()
+		}
+	case <-time.After(time.Minute): // a guard against a hang
+		t.Fatalf("%v did not end", args)
+	}
+	if code != 0 {
+		lines := strings.Split(strings.TrimSpace(p.stderr.String()), "\n")
+		require.Len(t, lines, 1, "%v: a failure is one line on stderr: %q", args, p.stderr.String())
+	}
+	return p.stdout.String(), p.stderr.String(), code
 }

@@ -217,16 +217,20 @@ func TestDataGlobsAreDeduplicatedAndResolvedPerFile(t *testing.T) {
 // A bad command line exits 2 with one line: an unknown command, a missing
 // or extra argument, an entry with no path (they exited 1).
 func TestBadCommandLinesAreUsageErrors(t *testing.T) {
+	dir := t.TempDir()
 	for _, args := range [][]string{
 		{"runn"},
 		{"inspect"},
 		{"inspect", "a.rio", "b.rio"},
-		{"gen", "extra", "--out", t.TempDir()},
+		{"gen", "extra", "--out", dir},
 		{"run", "--data", "recordio:"},
 		{"run", "--data", "x.rio", "--metrics-addr", "abc"},
+		{"run", "--data", "x.rio", "--metrics-addr", "0.0.0.0:9100"},
+		{"run", "--data", "x.rio", "--devices", "9223372036854775807"},
+		{"run", "--data", "x.rio", "--shuffle", "9223372036854775806"},
+		{"sim", "--parallel", "1000000"},
 	} {
-		_, err := cli(t, args...)
-		require.Error(t, err, "%v", args)
-		require.Equal(t, 2, exitCode(err), "%v: %v", args, err)
+		_, stderr, code := execCLI(t, dir, args...)
+		require.Equal(t, 2, code, "%v: %s", args, stderr)
 	}
 }
