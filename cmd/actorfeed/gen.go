@@ -8,6 +8,9 @@ import (
 	"github.com/actorfeed/actorfeed/readers/recordio"
 )
 
+// maxGenFiles bounds gen --files.
+const maxGenFiles = 1 << 16
+
 func newGen() *cobra.Command {
 	var s synthetic
 	var out, comp string
@@ -28,8 +31,10 @@ classifier can learn the set.`,
 			if out == "" {
 				return usageError{fmt.Errorf("--out is required")}
 			}
-			if s.files < 1 || s.samples < s.files {
-				return usageError{fmt.Errorf("--files must be at least 1 and --samples at least --files (got %d and %d)", s.files, s.samples)}
+			// A sample id holds the record in 40 bits, and a data set of more
+			// files than that is a mistake (one made a slice of --files).
+			if err := checkInts(intFlag{"--files", s.files, 1, maxGenFiles}, intFlag{"--samples", s.samples, s.files, 1 << 40}); err != nil {
+				return usageError{err}
 			}
 			s.compressor = c
 			paths, err := s.write(cmd.Context(), out)
