@@ -38,6 +38,10 @@ type simOptions struct {
 // contend, and each holds a pipeline's memory.
 const maxParallel = 256
 
+// maxScenarios bounds --scenarios: a run lists its scenarios before it
+// starts, about 1 KB each (a million took 1 GB).
+const maxScenarios = 100_000
+
 func newSim() *cobra.Command {
 	o := simOptions{}
 	cmd := &cobra.Command{
@@ -59,6 +63,9 @@ and traced to the scenarios that started them.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o.replaySet = cmd.Flags().Changed("replay")
+			if o.scenarios > maxScenarios {
+				return usageError{fmt.Errorf("--scenarios %d is more than %d in one run: run more with other --seed values", o.scenarios, maxScenarios)}
+			}
 			if o.parallel > maxParallel {
 				return usageError{fmt.Errorf("--parallel %d is more than %d: each scenario runs a pipeline of its own", o.parallel, maxParallel)}
 			}
