@@ -51,8 +51,16 @@ timer); allocations per batch; and the heap after each of --passes passes.
 --plot draws the figures.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if o.samples < 1000 || o.repeat < 1 || o.passes < 2 || o.batch < 1 || o.window < 0 || o.buffer < 1 || o.deviceBatch < 1 {
-				return usageError{fmt.Errorf("--samples must be at least 1000, --repeat at least 1, --passes at least 2, --batch, --buffer and --device-batch at least 1")}
+			if err := checkInts(
+				intFlag{"--samples", o.samples, 1000, 1 << 30},
+				intFlag{"--repeat", o.repeat, 1, 1000},
+				intFlag{"--passes", o.passes, 2, 100000},
+				intFlag{"--batch", o.batch, 1, actors.MaxBatch},
+				intFlag{"--shuffle", o.window, 0, actors.MaxWindow},
+				intFlag{"--buffer", o.buffer, 1, actors.MaxQueue},
+				intFlag{"--device-batch", o.deviceBatch, 1, actors.MaxBatch},
+			); err != nil {
+				return usageError{err}
 			}
 			return runBench(cmd.Context(), cmd.OutOrStdout(), o)
 		},
