@@ -229,7 +229,7 @@ func TestBadCommandLinesAreUsageErrors(t *testing.T) {
 		{"run", "--data", "x.rio", "--devices", "9223372036854775807"},
 		{"run", "--data", "x.rio", "--shuffle", "9223372036854775806"},
 		{"sim", "--parallel", "1000000"},
-		{"sim", "--scenarios", "9223372036854775807"}, // listed them all first, deaf to SIGTERM
+		{"sim", "--scenarios", "9223372036854775807"},                                               // listed them all first, deaf to SIGTERM
 		{"gen", "--out", dir, "--files", "9223372036854775807", "--samples", "9223372036854775807"}, // panicked in makeslice
 	} {
 		_, stderr, code := execCLI(t, dir, args...)
