@@ -13,8 +13,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/actorfeed/actorfeed/actors"
-	"github.com/actorfeed/actorfeed/actors/baseline"
-	"github.com/actorfeed/actorfeed/actors/benchmark"
+	"github.com/actorfeed/actorfeed/internal/baseline"
+	"github.com/actorfeed/actorfeed/internal/benchmark"
 	"github.com/actorfeed/actorfeed/tensor"
 )
 

@@ -28,7 +28,7 @@ import (
 	"github.com/gomlx/gomlx/pkg/ml/train"
 
 	"github.com/actorfeed/actorfeed/actors"
-	"github.com/actorfeed/actorfeed/actors/baseline"
+	"github.com/actorfeed/actorfeed/internal/baseline"
 	"github.com/actorfeed/actorfeed/readers"
 	"github.com/actorfeed/actorfeed/readers/recordio"
 	"github.com/actorfeed/actorfeed/tensor"
@@ -69,7 +69,7 @@ func run(samples, repeat int) error {
 		name string
 		run  func() (int, error)
 	}{
-		{"channel pipeline (actors/baseline)", func() (int, error) {
+		{"channel pipeline (internal/baseline)", func() (int, error) {
 			return baseline.Channels(ctx, []string{path}, window, batch, 1, func(s tensor.Slots) { touch(s[0].Bytes()) })
 		}},
 		{"actor pipeline", func() (int, error) { return actorPipeline(ctx, path) }},

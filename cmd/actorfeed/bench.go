@@ -16,8 +16,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/actorfeed/actorfeed/actors"
-	"github.com/actorfeed/actorfeed/actors/baseline"
-	"github.com/actorfeed/actorfeed/actors/benchmark"
+	"github.com/actorfeed/actorfeed/internal/baseline"
+	"github.com/actorfeed/actorfeed/internal/benchmark"
 	"github.com/actorfeed/actorfeed/readers/recordio"
 	"github.com/actorfeed/actorfeed/tensor"
 )
@@ -37,7 +37,7 @@ func newBench() *cobra.Command {
 uncompressed and snappy, and measures side by side, --repeat times each,
 taking turns and each from a collected heap: a plain copy of the file's bytes
 (memory bandwidth), a plain read of the file (page cache), two hand-written
-goroutine-and-channel pipelines (actors/baseline: a record at a time, and on
+goroutine-and-channel pipelines (internal/baseline: a record at a time, and on
 the actor pipeline's stacked read path, with fresh and with recycled batch
 storage), and the actor pipeline open_files -> shuffle -> batch -> double
 buffer -> device: a pass of a running pipeline (Reset between passes, as a
