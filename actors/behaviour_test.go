@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/actorfeed/actorfeed/actors"
+	"github.com/actorfeed/actorfeed/internal/testutil"
 	"github.com/actorfeed/actorfeed/messages"
 	"github.com/actorfeed/actorfeed/readers"
 	"github.com/actorfeed/actorfeed/readers/format"
@@ -26,8 +27,8 @@ import (
 )
 
 func TestBackpressureBoundsLiveBatches(t *testing.T) {
-	ctx := testCtx(t)
-	paths := writeFiles(t, 3, 200, 512)
+	ctx := testutil.Context(t)
+	paths := testutil.WriteFiles(t, 3, 200, 512)
 	const devices, prefetch, batch, group = 2, 2, 16, 32
 	opts := actors.Options{GroupSize: group}
 	sys := actors.NewSystem()
@@ -60,8 +61,8 @@ func TestBackpressureBoundsLiveBatches(t *testing.T) {
 }
 
 func TestResetCyclesDoNotLeak(t *testing.T) {
-	ctx := testCtx(t)
-	paths := writeFiles(t, 2, 400, 1024)
+	ctx := testutil.Context(t)
+	paths := testutil.WriteFiles(t, 2, 400, 1024)
 	sys := actors.NewSystem()
 	p, err := actors.New([]actors.Stage{actors.Files{Paths: paths, Threads: 2, Ordered: true}, actors.Batch{Size: 8}},
 		actors.Options{System: sys})
@@ -84,8 +85,8 @@ func TestResetCyclesDoNotLeak(t *testing.T) {
 }
 
 func TestMultiPassCompleteEveryPass(t *testing.T) {
-	ctx := testCtx(t)
-	paths := writeFiles(t, 2, 90, 300)
+	ctx := testutil.Context(t)
+	paths := testutil.WriteFiles(t, 2, 90, 300)
 	sys := actors.NewSystem()
 	p, err := actors.New([]actors.Stage{actors.Files{Paths: paths}, actors.MultiPass{Passes: 3},
 		actors.Shuffle{Window: 40, Seed: 3}, actors.Batch{Size: 7}}, actors.Options{System: sys})
@@ -100,8 +101,8 @@ func TestMultiPassCompleteEveryPass(t *testing.T) {
 }
 
 func TestThreadsGiveSameBatches(t *testing.T) {
-	ctx := testCtx(t)
-	paths := writeFiles(t, 3, 160, 700)
+	ctx := testutil.Context(t)
+	paths := testutil.WriteFiles(t, 3, 160, 700)
 	count := func(paths []string, threads int) int {
 		sys := actors.NewSystem()
 		p, err := actors.New([]actors.Stage{actors.Files{Paths: paths, Threads: threads}, actors.Batch{Size: 16}},
@@ -119,8 +120,8 @@ func TestThreadsGiveSameBatches(t *testing.T) {
 }
 
 func TestConcurrentNextDeliversEachOnce(t *testing.T) {
-	ctx := testCtx(t)
-	paths := writeFiles(t, 3, 300, 1000)
+	ctx := testutil.Context(t)
+	paths := testutil.WriteFiles(t, 3, 300, 1000)
 	sys := actors.NewSystem()
 	p, err := actors.New([]actors.Stage{actors.Files{Paths: paths}, actors.Shuffle{Window: 64, Seed: 1}, actors.Batch{Size: 5}},
 		actors.Options{System: sys})
@@ -157,13 +158,13 @@ func (r *failingReader) Next(context.Context) (tensor.Slots, error) {
 		return nil, r.err
 	}
 	r.n--
-	return sample(0, r.n), nil
+	return testutil.Sample(0, r.n), nil
 }
 func (r *failingReader) Reset() error { return nil }
 func (r *failingReader) Close() error { return nil }
 
 func TestSourceErrorEndsPipeline(t *testing.T) {
-	ctx := testCtx(t)
+	ctx := testutil.Context(t)
 	cause := errors.New("disk on fire")
 	sys := actors.NewSystem()
 	p, err := actors.New([]actors.Stage{actors.Files{Paths: []string{"recordio:/data/a.rio"}}, actors.Batch{Size: 4}},
@@ -186,7 +187,7 @@ func TestSourceErrorEndsPipeline(t *testing.T) {
 }
 
 func TestMissingFileIsAnError(t *testing.T) {
-	ctx := testCtx(t)
+	ctx := testutil.Context(t)
 	sys := actors.NewSystem()
 	p, err := actors.New([]actors.Stage{actors.Files{Paths: []string{"/nonexistent/x.rio"}}}, actors.Options{System: sys})
 	require.NoError(t, err)
@@ -197,8 +198,8 @@ func TestMissingFileIsAnError(t *testing.T) {
 }
 
 func TestRestartIntensityBreach(t *testing.T) {
-	ctx := testCtx(t)
-	paths := writeFiles(t, 1, 200, 400)
+	ctx := testutil.Context(t)
+	paths := testutil.WriteFiles(t, 1, 200, 400)
 	sys := actors.NewSystem()
 	always := alwaysPanic{kind: actors.KindBatch}
 	p, err := actors.New([]actors.Stage{actors.Files{Paths: paths}, actors.Batch{Size: 4}},
@@ -230,7 +231,7 @@ func writeCorrupt(t *testing.T, n int, bad map[int]bool) string {
 	w, err := recordio.NewWriter(fh, recordio.WriterOptions{MaxChunkBytes: 512})
 	require.NoError(t, err)
 	for r := range n {
-		rec, err := tensor.Encode(sample(0, r))
+		rec, err := tensor.Encode(testutil.Sample(0, r))
 		require.NoError(t, err)
 		if bad[r] {
 			rec = []byte("not a tensor")
@@ -243,7 +244,7 @@ func writeCorrupt(t *testing.T, n int, bad map[int]bool) string {
 }
 
 func TestCorruptRecordFailPolicy(t *testing.T) {
-	ctx := testCtx(t)
+	ctx := testutil.Context(t)
 	path := writeCorrupt(t, 100, map[int]bool{37: true})
 	sys := actors.NewSystem()
 	p, err := actors.New([]actors.Stage{actors.Files{Paths: []string{path}}, actors.Batch{Size: 8}}, actors.Options{System: sys})
@@ -264,12 +265,12 @@ func TestCorruptRecordFailPolicy(t *testing.T) {
 }
 
 func TestCorruptSkipPolicyCountsExactly(t *testing.T) {
-	ctx := testCtx(t)
+	ctx := testutil.Context(t)
 	bad := map[int]bool{0: true, 5: true, 6: true, 50: true, 99: true}
 	path := writeCorrupt(t, 100, bad)
 	// A second file with one chunk whose checksum fails: the whole chunk
 	// is skipped and its records counted.
-	chunked := writeFiles(t, 1, 100, 256)[0]
+	chunked := testutil.WriteFiles(t, 1, 100, 256)[0]
 	data, err := os.ReadFile(chunked)
 	require.NoError(t, err)
 	fh, err := os.Open(chunked)
@@ -306,7 +307,7 @@ func TestCorruptSkipPolicyCountsExactly(t *testing.T) {
 func TestQueueSourceUnderPanics(t *testing.T) {
 	for _, kind := range []string{"", actors.KindFileReader, actors.KindFiles, actors.KindBatch} {
 		t.Run(kind, func(t *testing.T) {
-			ctx := testCtx(t)
+			ctx := testutil.Context(t)
 			q, err := readers.NewFeedQueue(4, nil)
 			require.NoError(t, err)
 			sys := actors.NewSystem()
@@ -319,7 +320,7 @@ func TestQueueSourceUnderPanics(t *testing.T) {
 			var wg sync.WaitGroup
 			wg.Go(func() {
 				for r := range 200 {
-					if err := q.Push(ctx, sample(0, r)); err != nil {
+					if err := q.Push(ctx, testutil.Sample(0, r)); err != nil {
 						return
 					}
 				}
@@ -342,7 +343,7 @@ func TestQueueSourceUnderPanics(t *testing.T) {
 }
 
 func TestResetRefusedWhileReading(t *testing.T) {
-	ctx := testCtx(t)
+	ctx := testutil.Context(t)
 	q, err := readers.NewFeedQueue(4, nil)
 	require.NoError(t, err)
 	sys := actors.NewSystem()
@@ -395,8 +396,8 @@ func (r *eioAt) Next(ctx context.Context) (tensor.Slots, error) {
 }
 
 func TestTransientErrorsAreRetried(t *testing.T) {
-	ctx := testCtx(t)
-	paths := writeFiles(t, 2, 150, 500)
+	ctx := testutil.Context(t)
+	paths := testutil.WriteFiles(t, 2, 150, 500)
 	open, fails := flakyOpen(70)
 	sys := actors.NewSystem()
 	p, err := actors.New([]actors.Stage{actors.Files{Paths: paths, Threads: 2}, actors.Batch{Size: 8}},
@@ -409,8 +410,8 @@ func TestTransientErrorsAreRetried(t *testing.T) {
 }
 
 func TestMapStageRetriesAfterItsFunctionPanics(t *testing.T) {
-	ctx := testCtx(t)
-	paths := writeFiles(t, 2, 100, 400)
+	ctx := testutil.Context(t)
+	paths := testutil.WriteFiles(t, 2, 100, 400)
 	var mu sync.Mutex
 	calls := 0
 	double := func(s tensor.Slots) (tensor.Slots, error) {
@@ -449,8 +450,8 @@ func TestMapStageRetriesAfterItsFunctionPanics(t *testing.T) {
 }
 
 func TestDeviceStepPanicIsSteppedAgain(t *testing.T) {
-	ctx := testCtx(t)
-	paths := writeFiles(t, 2, 100, 400)
+	ctx := testutil.Context(t)
+	paths := testutil.WriteFiles(t, 2, 100, 400)
 	var mu sync.Mutex
 	calls := 0
 	var ids []uint64
@@ -481,7 +482,7 @@ func TestDeviceStepPanicIsSteppedAgain(t *testing.T) {
 }
 
 func TestCorruptRecordsAtTheEndOfAFileAreCounted(t *testing.T) {
-	ctx := testCtx(t)
+	ctx := testutil.Context(t)
 	// With groups of 2, the last group holds only corrupt records.
 	path := writeCorrupt(t, 10, map[int]bool{8: true, 9: true})
 	sys := actors.NewSystem()
@@ -497,7 +498,7 @@ func TestCorruptRecordsAtTheEndOfAFileAreCounted(t *testing.T) {
 // A generator source (create_random_data_generator) never ends; every pass
 // and every restart reads the same stream from its start.
 func TestGeneratorSource(t *testing.T) {
-	ctx := testCtx(t)
+	ctx := testutil.Context(t)
 	gen := actors.Generator{Name: "random", New: func() (readers.Reader, error) {
 		return readers.RandomData(readers.RandomOptions{Shapes: []tensor.Shape{{1, 3}}, Min: -1, Max: 1, Seed: 9})
 	}}
@@ -533,8 +534,8 @@ func TestGeneratorSource(t *testing.T) {
 
 // Declared slots are checked on every record (PaddlePaddle Fluid's FileReader).
 func TestFilesDeclaredSlotsAreChecked(t *testing.T) {
-	ctx := testCtx(t)
-	paths := writeFiles(t, 1, 20, 400)
+	ctx := testutil.Context(t)
+	paths := testutil.WriteFiles(t, 1, 20, 400)
 	ok := []readers.SlotSpec{{Shape: tensor.Shape{-1, 1}, DType: tensor.Int64}, {Shape: tensor.Shape{-1, 1}, DType: tensor.Int32}}
 	bad := []readers.SlotSpec{{Shape: tensor.Shape{-1, 2}, DType: tensor.Int64}, {Shape: tensor.Shape{-1, 1}, DType: tensor.Int32}}
 
@@ -556,8 +557,8 @@ func TestFilesDeclaredSlotsAreChecked(t *testing.T) {
 }
 
 func TestStageStats(t *testing.T) {
-	ctx := testCtx(t)
-	paths := writeFiles(t, 2, 100, 400)
+	ctx := testutil.Context(t)
+	paths := testutil.WriteFiles(t, 2, 100, 400)
 	sys := actors.NewSystem()
 	p, err := actors.NewDevices([]actors.Stage{actors.Files{Paths: paths}, actors.Shuffle{Window: 30, Seed: 1}, actors.Batch{Size: 10}},
 		actors.Devices{N: 2}, actors.Options{System: sys, GroupSize: 8, Faults: actors.PanicAt{Kind: actors.KindBatch, N: 4}})
@@ -608,8 +609,8 @@ func (r *stallAt) Next(ctx context.Context) (tensor.Slots, error) {
 }
 
 func TestStalledReadIsAbandoned(t *testing.T) {
-	ctx := testCtx(t)
-	paths := writeFiles(t, 2, 120, 500)
+	ctx := testutil.Context(t)
+	paths := testutil.WriteFiles(t, 2, 120, 500)
 	var mu sync.Mutex
 	opened := map[string]int{}
 	open := func(ctx context.Context, entry string) (readers.Reader, error) {
@@ -656,8 +657,8 @@ func TestStalledReadIsAbandoned(t *testing.T) {
 // last step of pass 1 waits until the batch stage has made a batch of pass
 // 2, which only reading ahead can cause (nobody has called Reset yet).
 func TestDoubleBufferReadsTheNextPassAhead(t *testing.T) {
-	ctx := testCtx(t)
-	paths := writeFiles(t, 1, 64, 4000)
+	ctx := testutil.Context(t)
+	paths := testutil.WriteFiles(t, 1, 64, 4000)
 	sys := actors.NewSystem()
 	var pipeline atomic.Pointer[actors.Pipeline] // the step may run before New returns
 	var mu sync.Mutex
@@ -712,16 +713,16 @@ func batchItems(p *actors.Pipeline) int64 {
 // the batch stage joins them on the general path. Every record arrives
 // once, with its own sequence.
 func TestRecordsThatDoNotStack(t *testing.T) {
-	ctx := testCtx(t)
+	ctx := testutil.Context(t)
 	const n = 90
-	path := writeRecords(t, filepath.Join(t.TempDir(), "seq.rio"), 300, n, func(r int) tensor.Slots {
+	path := testutil.WriteRecords(t, filepath.Join(t.TempDir(), "seq.rio"), 300, n, func(r int) tensor.Slots {
 		seq := make([]int32, 1+r%3)
 		for k := range seq {
 			seq[k] = int32(r)
 		}
 		lt, err := tensor.NewLoDTensor(tensor.MustFromSlice(tensor.Shape{len(seq), 1}, seq), tensor.LoD{{0, len(seq)}})
 		require.NoError(t, err)
-		return tensor.Slots{sample(0, r)[0], lt}
+		return tensor.Slots{testutil.Sample(0, r)[0], lt}
 	})
 
 	sys := actors.NewSystem()

@@ -15,6 +15,7 @@ import (
 	"github.com/actorfeed/actorfeed/actors"
 	"github.com/actorfeed/actorfeed/internal/baseline"
 	"github.com/actorfeed/actorfeed/internal/benchmark"
+	"github.com/actorfeed/actorfeed/internal/testutil"
 	"github.com/actorfeed/actorfeed/tensor"
 )
 
@@ -37,7 +38,7 @@ const (
 func benchFile(b *testing.B) string {
 	b.Helper()
 	img := make([]uint8, 784)
-	return writeRecords(b, filepath.Join(b.TempDir(), "bench.rio"), 0, benchSamples, func(r int) tensor.Slots {
+	return testutil.WriteRecords(b, filepath.Join(b.TempDir(), "bench.rio"), 0, benchSamples, func(r int) tensor.Slots {
 		img[0], img[1] = uint8(r), uint8(r>>8)
 		return tensor.Slots{
 			{Tensor: tensor.MustFromSlice(tensor.Shape{1, 28, 28}, img)},

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/actorfeed/actorfeed/actors"
+	"github.com/actorfeed/actorfeed/internal/testutil"
 	"github.com/actorfeed/actorfeed/messages"
 	"github.com/actorfeed/actorfeed/tensor"
 )
@@ -45,7 +46,7 @@ func negate(s tensor.Slots) (tensor.Slots, error) {
 // reused while a device still read it would fail deviceStep's check.
 func runDevices(t *testing.T, paths []string, passes, n int, faults actors.Injector) ([][]uint64, actors.Stats) {
 	t.Helper()
-	ctx := testCtx(t)
+	ctx := testutil.Context(t)
 	sys := actors.NewSystem()
 	var devMu sync.Mutex
 	order := make([][]uint64, n)
@@ -85,7 +86,7 @@ func deviceStep(mu *sync.Mutex, order [][]uint64, sign int64) actors.StepFunc {
 
 func TestExactlyOnceUnderPanics(t *testing.T) {
 	const files, records, passes, devices = 3, 120, 2, 2
-	paths := writeFiles(t, files, records, 200)
+	paths := testutil.WriteFiles(t, files, records, 200)
 	want, st := runDevices(t, paths, passes, devices, nil)
 	require.Positive(t, st.Recycled, "batches were made in recycled storage")
 	t.Logf("%d of %d batches made in recycled storage", st.Recycled, passes*files*records/16)
@@ -121,10 +122,10 @@ func TestExactlyOnceUnderPanics(t *testing.T) {
 // it was still to be copied would show another sample's.
 func TestRecycledGroupsUnderPanics(t *testing.T) {
 	const files, records, passes, devices = 3, 120, 2, 2
-	paths := writeFiles(t, files, records, 200)
+	paths := testutil.WriteFiles(t, files, records, 200)
 	run := func(t *testing.T, faults actors.Injector) ([][]uint64, actors.Stats) {
 		t.Helper()
-		ctx := testCtx(t)
+		ctx := testutil.Context(t)
 		var mu sync.Mutex
 		order := make([][]uint64, devices)
 		p, err := actors.NewDevices([]actors.Stage{actors.Files{Paths: paths, Threads: 3, Ordered: true},
@@ -174,7 +175,7 @@ func TestRecycledGroupsUnderPanics(t *testing.T) {
 // in under the old epoch, marked the file done, and never moved its reader
 // on, so the pass hung. A panic at every message of two Reset passes.
 func TestFilesRestartWithAnOldEndInTheMailbox(t *testing.T) {
-	paths := writeFiles(t, 3, 21, 4000)
+	paths := testutil.WriteFiles(t, 3, 21, 4000)
 	panicEverywhereOverResets(t, 36, 2, 2*63, actors.KindFiles, func(fault actors.Injector) (*actors.Pipeline, error) {
 		return actors.NewDevices([]actors.Stage{actors.Files{Paths: paths, Threads: 1, Ordered: true}, actors.Batch{Size: 17}},
 			actors.Devices{N: 3}, actors.Options{System: sharedSys, GroupSize: 16, Faults: fault})
@@ -185,7 +186,7 @@ func TestFilesRestartWithAnOldEndInTheMailbox(t *testing.T) {
 // the message by which Reset starts its next pass lost that message, and
 // the pass never started. A panic at each message over three passes.
 func TestDeviceRestartAcrossReset(t *testing.T) {
-	paths := writeFiles(t, 2, 13, 4000)
+	paths := testutil.WriteFiles(t, 2, 13, 4000)
 	panicEverywhereOverResets(t, 30, 3, 3*26, actors.KindDevice, func(fault actors.Injector) (*actors.Pipeline, error) {
 		return actors.NewDevices([]actors.Stage{actors.Files{Paths: paths, Threads: 1, Ordered: true}, actors.Batch{Size: 18}},
 			actors.Devices{N: 3}, actors.Options{System: sharedSys, Faults: fault})
@@ -201,7 +202,7 @@ var sharedSys = actors.NewSystem()
 // want samples in all.
 func panicEverywhereOverResets(t *testing.T, messages int64, passes, want int, kind string, build func(actors.Injector) (*actors.Pipeline, error)) {
 	t.Helper()
-	ctx := testCtx(t)
+	ctx := testutil.Context(t)
 	for n := int64(1); n <= messages; n++ {
 		p, err := build(actors.PanicAt{Kind: kind, N: n})
 		require.NoError(t, err)

@@ -2,11 +2,8 @@ package actors_test
 
 import (
 	"context"
-	"fmt"
-	"path/filepath"
 	"slices"
 	"testing"
-	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/stretchr/testify/require"
@@ -14,54 +11,10 @@ import (
 
 	"github.com/actorfeed/actorfeed/actors"
 	"github.com/actorfeed/actorfeed/messages"
-	"github.com/actorfeed/actorfeed/readers"
-	"github.com/actorfeed/actorfeed/readers/recordio"
 	"github.com/actorfeed/actorfeed/tensor"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
-
-// testDeadline bounds every wait of a test, so a hang fails instead of
-// stalling the run.
-const testDeadline = 30 * time.Second
-
-func testCtx(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(t.Context(), testDeadline)
-	t.Cleanup(cancel)
-	return ctx
-}
-
-// writeFiles writes k RecordIO files of n records each; record r of file f
-// holds the slots (value [1] int64 = f*1e6+r, label [1] int32 = r%10).
-func writeFiles(t testing.TB, k, n, chunk int) []string {
-	t.Helper()
-	dir := t.TempDir()
-	var paths []string
-	for f := range k {
-		paths = append(paths, writeRecords(t, filepath.Join(dir, fmt.Sprintf("part-%d.rio", f)), chunk, n,
-			func(r int) tensor.Slots { return sample(f, r) }))
-	}
-	return paths
-}
-
-// writeRecords writes a RecordIO file of n records, record r being
-// sample(r), in chunks of at most chunk bytes (0: the default), and
-// returns its path.
-func writeRecords(t testing.TB, path string, chunk, n int, sample func(r int) tensor.Slots) string {
-	t.Helper()
-	wrote, err := readers.WriteRecordFile(path, recordio.WriterOptions{MaxChunkBytes: chunk},
-		readers.Samples(n, func(r int) (tensor.Slots, error) { return sample(r), nil }))
-	require.NoError(t, err)
-	require.Equal(t, n, wrote)
-	return path
-}
-
-func sample(f, r int) tensor.Slots {
-	return tensor.Slots{
-		{Tensor: tensor.MustFromSlice(tensor.Shape{1, 1}, []int64{int64(f*1_000_000 + r)})},
-		{Tensor: tensor.MustFromSlice(tensor.Shape{1, 1}, []int32{int32(r % 10)})},
-	}
-}
 
 // ledger collects what a pipeline delivered.
 type ledger struct {

@@ -8,11 +8,12 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/actorfeed/actorfeed/actors"
+	"github.com/actorfeed/actorfeed/internal/testutil"
 )
 
 func TestFilesBatchOnePass(t *testing.T) {
-	ctx := testCtx(t)
-	paths := writeFiles(t, 3, 100, 256)
+	ctx := testutil.Context(t)
+	paths := testutil.WriteFiles(t, 3, 100, 256)
 	sys := actors.NewSystem()
 	p, err := actors.New([]actors.Stage{actors.Files{Paths: paths, Threads: 2}, actors.Batch{Size: 16}}, actors.Options{System: sys})
 	require.NoError(t, err)
@@ -49,10 +50,10 @@ func TestNewSystemHoldsLittle(t *testing.T) {
 		_, ok := sys.ProcessRegistry.GetLocal(id)
 		require.True(t, ok, "the system's %s process", id)
 	}
-	p, err := actors.New([]actors.Stage{actors.Files{Paths: writeFiles(t, 2, 50, 16), Threads: 2}, actors.Batch{Size: 8}}, actors.Options{System: sys})
+	p, err := actors.New([]actors.Stage{actors.Files{Paths: testutil.WriteFiles(t, 2, 50, 16), Threads: 2}, actors.Batch{Size: 8}}, actors.Options{System: sys})
 	require.NoError(t, err)
 	require.NotEmpty(t, actors.Registered(sys))
-	l := drain(t, testCtx(t), p)
+	l := drain(t, testutil.Context(t), p)
 	requireExactlyOnce(t, allIDs(2, 50), l.ids)
 	closeAndCheck(t, p, sys)
 }

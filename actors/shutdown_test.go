@@ -13,6 +13,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/actorfeed/actorfeed/actors"
+	"github.com/actorfeed/actorfeed/internal/testutil"
 	"github.com/actorfeed/actorfeed/tensor"
 )
 
@@ -33,7 +34,7 @@ func within(t *testing.T, d time.Duration, fn func() error) {
 }
 
 func TestShutdownAndCloseFromAnyState(t *testing.T) {
-	paths := writeFiles(t, 3, 300, 600)
+	paths := testutil.WriteFiles(t, 3, 300, 600)
 	chain := func() []actors.Stage {
 		return []actors.Stage{actors.Files{Paths: paths}, actors.Shuffle{Window: 64, Seed: 1}, actors.Batch{Size: 8}}
 	}
@@ -41,14 +42,14 @@ func TestShutdownAndCloseFromAnyState(t *testing.T) {
 		"fresh": func(*testing.T, *actors.Pipeline) {},
 		"mid-pass": func(t *testing.T, p *actors.Pipeline) {
 			for range 5 {
-				_, ok, err := p.Next(testCtx(t))
+				_, ok, err := p.Next(testutil.Context(t))
 				require.NoError(t, err)
 				require.True(t, ok)
 			}
 		},
-		"pass-ended": func(t *testing.T, p *actors.Pipeline) { drain(t, testCtx(t), p) },
+		"pass-ended": func(t *testing.T, p *actors.Pipeline) { drain(t, testutil.Context(t), p) },
 		"after-reset": func(t *testing.T, p *actors.Pipeline) {
-			_, _, err := p.Next(testCtx(t))
+			_, _, err := p.Next(testutil.Context(t))
 			require.NoError(t, err)
 			require.NoError(t, p.Reset())
 		},
@@ -69,7 +70,7 @@ func TestShutdownAndCloseFromAnyState(t *testing.T) {
 					return p.Shutdown(ctx)
 				})
 				require.Empty(t, actors.Registered(sys))
-				_, _, err = p.Next(testCtx(t))
+				_, _, err = p.Next(testutil.Context(t))
 				require.ErrorIs(t, err, actors.ErrShutdown)
 				require.ErrorIs(t, p.Reset(), actors.ErrShutdown)
 				require.NoError(t, p.Close(), "a second close is a no-op")
@@ -79,7 +80,7 @@ func TestShutdownAndCloseFromAnyState(t *testing.T) {
 }
 
 func TestCloseStopsBusyDevices(t *testing.T) {
-	paths := writeFiles(t, 2, 400, 600)
+	paths := testutil.WriteFiles(t, 2, 400, 600)
 	sys := actors.NewSystem()
 	stepping := make(chan struct{}, 1)
 	step := func(ctx context.Context, _ actors.Item) error {
@@ -96,12 +97,12 @@ func TestCloseStopsBusyDevices(t *testing.T) {
 	<-stepping
 	within(t, time.Second, p.Close)
 	require.Empty(t, actors.Registered(sys))
-	require.ErrorIs(t, p.Run(testCtx(t)), actors.ErrShutdown)
+	require.ErrorIs(t, p.Run(testutil.Context(t)), actors.ErrShutdown)
 }
 
 func TestHasNext(t *testing.T) {
-	ctx := testCtx(t)
-	paths := writeFiles(t, 1, 20, 600)
+	ctx := testutil.Context(t)
+	paths := testutil.WriteFiles(t, 1, 20, 600)
 	sys := actors.NewSystem()
 	p, err := actors.New([]actors.Stage{actors.Files{Paths: paths}, actors.Batch{Size: 8}}, actors.Options{System: sys})
 	require.NoError(t, err)
@@ -131,7 +132,7 @@ func stuckForever(release <-chan struct{}) { <-release }
 // StopGrace of the abort, naming the abandoned step, and leave nothing of
 // actorfeed's behind.
 func TestCloseAndShutdownAbandonAStepThatNeverReturns(t *testing.T) {
-	paths := writeFiles(t, 2, 200, 600)
+	paths := testutil.WriteFiles(t, 2, 200, 600)
 	for _, how := range []string{"close", "shutdown"} {
 		t.Run(how, func(t *testing.T) {
 			release := make(chan struct{})
@@ -172,7 +173,7 @@ func TestCloseAndShutdownAbandonAStepThatNeverReturns(t *testing.T) {
 
 // An xmap function that never returns is abandoned the same way.
 func TestCloseAbandonsAMapFunctionThatNeverReturns(t *testing.T) {
-	paths := writeFiles(t, 1, 100, 600)
+	paths := testutil.WriteFiles(t, 1, 100, 600)
 	release := make(chan struct{})
 	defer close(release)
 	stuck := make(chan struct{}, 1)
@@ -202,7 +203,7 @@ func TestCloseAbandonsAMapFunctionThatNeverReturns(t *testing.T) {
 // early (384 of 2000 samples) with no error. It is refused as Reset is
 // while Next is in flight, and the pass runs to its end.
 func TestResetIsRefusedWhileRunIsInFlight(t *testing.T) {
-	paths := writeFiles(t, 2, 300, 600)
+	paths := testutil.WriteFiles(t, 2, 300, 600)
 	gate := make(chan struct{})
 	stepped := make(chan struct{}, 1)
 	step := func(ctx context.Context, it actors.Item) error {
@@ -223,7 +224,7 @@ func TestResetIsRefusedWhileRunIsInFlight(t *testing.T) {
 	require.NoError(t, err)
 	defer p.Close()
 	ran := make(chan error, 1)
-	go func() { ran <- p.Run(testCtx(t)) }()
+	go func() { ran <- p.Run(testutil.Context(t)) }()
 	<-stepped
 	// Run is in flight once it has looked at the pass: wait for that by
 	// retrying Reset until it is refused, before any step is let through.
@@ -249,7 +250,7 @@ func TestResetIsRefusedWhileRunIsInFlight(t *testing.T) {
 // double buffer that delivered nothing, forever) or panicked in makeslice.
 // Every size is checked when the pipeline is built, naming the field.
 func TestSizesBeyondTheLimitsAreRefusedAtConstruction(t *testing.T) {
-	paths := writeFiles(t, 1, 10, 600)
+	paths := testutil.WriteFiles(t, 1, 10, 600)
 	files := actors.Files{Paths: paths}
 	for name, tc := range map[string]struct {
 		stages []actors.Stage
@@ -288,7 +289,7 @@ func TestSizesBeyondTheLimitsAreRefusedAtConstruction(t *testing.T) {
 
 // Threads beyond the number of files start no more readers than files.
 func TestThreadsAreCappedByTheFiles(t *testing.T) {
-	paths := writeFiles(t, 2, 50, 600)
+	paths := testutil.WriteFiles(t, 2, 50, 600)
 	sys := actors.NewSystem()
 	p, err := actors.New([]actors.Stage{actors.Files{Paths: paths, Threads: actors.MaxConcurrency}}, actors.Options{System: sys})
 	require.NoError(t, err)
@@ -300,21 +301,21 @@ func TestThreadsAreCappedByTheFiles(t *testing.T) {
 		}
 	}
 	require.Equal(t, 2, readers)
-	require.Len(t, drain(t, testCtx(t), p).ids, 100)
+	require.Len(t, drain(t, testutil.Context(t), p).ids, 100)
 }
 
 // Run again without Reset returned nil having delivered nothing; it says to
 // call Reset.
 func TestRunAgainWithoutResetIsAnError(t *testing.T) {
-	paths := writeFiles(t, 1, 50, 600)
+	paths := testutil.WriteFiles(t, 1, 50, 600)
 	sys := actors.NewSystem()
 	p, err := actors.NewDevices([]actors.Stage{actors.Files{Paths: paths}, actors.Batch{Size: 10}},
 		actors.Devices{N: 1, Step: func(context.Context, actors.Item) error { return nil }}, actors.Options{System: sys})
 	require.NoError(t, err)
 	defer p.Close()
-	require.NoError(t, p.Run(testCtx(t)))
-	require.ErrorIs(t, p.Run(testCtx(t)), actors.ErrPassDone)
+	require.NoError(t, p.Run(testutil.Context(t)))
+	require.ErrorIs(t, p.Run(testutil.Context(t)), actors.ErrPassDone)
 	require.NoError(t, p.Reset())
-	require.NoError(t, p.Run(testCtx(t)))
+	require.NoError(t, p.Run(testutil.Context(t)))
 	require.Equal(t, 100, p.Stats().Devices[0].Instances)
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/actorfeed/actorfeed/actors"
+	"github.com/actorfeed/actorfeed/internal/testutil"
 	"github.com/actorfeed/actorfeed/messages"
 	"github.com/actorfeed/actorfeed/tensor"
 )
@@ -41,8 +42,8 @@ func readNegated(t *testing.T, ctx context.Context, p *actors.Pipeline) []uint64
 }
 
 func TestXMapOrderedSurvivesAPanickingFunction(t *testing.T) {
-	ctx := testCtx(t)
-	paths := writeFiles(t, 2, 150, 400)
+	ctx := testutil.Context(t)
+	paths := testutil.WriteFiles(t, 2, 150, 400)
 	for _, at := range []int{1, 4, 9} {
 		t.Run(fmt.Sprint(at), func(t *testing.T) {
 			sys := actors.NewSystem()
@@ -58,8 +59,8 @@ func TestXMapOrderedSurvivesAPanickingFunction(t *testing.T) {
 }
 
 func TestXMapUnorderedDeliversEachOnce(t *testing.T) {
-	ctx := testCtx(t)
-	paths := writeFiles(t, 3, 100, 300)
+	ctx := testutil.Context(t)
+	paths := testutil.WriteFiles(t, 3, 100, 300)
 	for _, at := range []int{0, 2, 7} { // 0: no panic
 		t.Run(fmt.Sprint(at), func(t *testing.T) {
 			sys := actors.NewSystem()
@@ -80,8 +81,8 @@ func TestXMapUnorderedDeliversEachOnce(t *testing.T) {
 // The workers run at once: the first two calls wait for each other, which
 // only a pool of at least two workers lets happen.
 func TestXMapWorkersRunConcurrently(t *testing.T) {
-	ctx := testCtx(t)
-	paths := writeFiles(t, 1, 40, 400)
+	ctx := testutil.Context(t)
+	paths := testutil.WriteFiles(t, 1, 40, 400)
 	var arrived sync.WaitGroup
 	arrived.Add(2)
 	met := make(chan struct{})
@@ -109,8 +110,8 @@ func TestXMapWorkersRunConcurrently(t *testing.T) {
 
 // A function error reaches Next after every item before it (ordered).
 func TestXMapErrorComesInOrder(t *testing.T) {
-	ctx := testCtx(t)
-	paths := writeFiles(t, 1, 100, 400)
+	ctx := testutil.Context(t)
+	paths := testutil.WriteFiles(t, 1, 100, 400)
 	bad := errors.New("bad item")
 	var calls atomic.Int64
 	fn := func(s tensor.Slots) (tensor.Slots, error) {
@@ -147,8 +148,8 @@ func TestXMapErrorComesInOrder(t *testing.T) {
 }
 
 func TestXMapShutdownWithWorkersBusy(t *testing.T) {
-	ctx := testCtx(t)
-	paths := writeFiles(t, 1, 400, 400)
+	ctx := testutil.Context(t)
+	paths := testutil.WriteFiles(t, 1, 400, 400)
 	sys := actors.NewSystem()
 	p, err := actors.New([]actors.Stage{actors.Files{Paths: paths}, actors.XMap{Fn: negate, Workers: 4}},
 		actors.Options{System: sys})
@@ -168,8 +169,8 @@ func TestXMapShutdownWithWorkersBusy(t *testing.T) {
 // each item once. Items of even records take longer, so later results are
 // often pushed before earlier ones when the stage restarts.
 func TestXMapUnorderedRestartsAnywhere(t *testing.T) {
-	ctx := testCtx(t)
-	paths := writeFiles(t, 2, 60, 300)
+	ctx := testutil.Context(t)
+	paths := testutil.WriteFiles(t, 2, 60, 300)
 	uneven := func(fn actors.MapFunc) actors.MapFunc {
 		return func(s tensor.Slots) (tensor.Slots, error) {
 			v, err := tensor.View[int64](s[0].Tensor)

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/actorfeed/actorfeed/internal/testutil"
 	"github.com/actorfeed/actorfeed/readers"
 	"github.com/actorfeed/actorfeed/tensor"
 )
@@ -324,7 +325,7 @@ func TestSourceErrorsReachTheConsumer(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			src := newCounting(50, 7)
 			r := mk(src)
-			ctx, cancel := context.WithTimeout(context.Background(), testDeadline)
+			ctx, cancel := context.WithTimeout(context.Background(), testutil.Deadline)
 			defer cancel()
 			items, err := readers.ReadAll(ctx, r)
 			require.ErrorIs(t, err, errSource, "got %d items then %v", len(items), err)

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"io"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
@@ -15,10 +14,6 @@ import (
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
-
-// testDeadline bounds tests that must end on their own: a hang fails the
-// test instead of the whole run. It is a guard, not synchronization.
-const testDeadline = 30 * time.Second
 
 // item is an instance holding one int64 value as a [1] tensor.
 func item(v int64) tensor.Slots {

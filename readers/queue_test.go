@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/actorfeed/actorfeed/internal/testutil"
 	"github.com/actorfeed/actorfeed/readers"
 	"github.com/actorfeed/actorfeed/tensor"
 )
@@ -32,7 +33,7 @@ func recv(t *testing.T, ch <-chan error) error {
 	select {
 	case err := <-ch:
 		return err
-	case <-time.After(testDeadline):
+	case <-time.After(testutil.Deadline):
 		t.Fatal("a blocked call was never released")
 		return nil
 	}
@@ -202,7 +203,7 @@ func TestQueueKillThroughBuffered(t *testing.T) {
 		}
 		q.Kill(cause)
 	}()
-	ctx, cancel := context.WithTimeout(context.Background(), testDeadline)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Deadline)
 	defer cancel()
 	var n int
 	var got error

@@ -1,51 +1,21 @@
 package program_test
 
 import (
-	"context"
 	"errors"
-	"fmt"
-	"path/filepath"
 	"sort"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
 	"github.com/actorfeed/actorfeed/actors"
 	"github.com/actorfeed/actorfeed/actors/program"
+	"github.com/actorfeed/actorfeed/internal/testutil"
 	"github.com/actorfeed/actorfeed/readers"
-	"github.com/actorfeed/actorfeed/readers/recordio"
 	"github.com/actorfeed/actorfeed/tensor"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
-
-func testCtx(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
-	t.Cleanup(cancel)
-	return ctx
-}
-
-// writeFiles writes k RecordIO files of n records: (value [1,1] int64 =
-// f*1e6+r, label [1,1] int32 = r%10).
-func writeFiles(t *testing.T, k, n int) []string {
-	t.Helper()
-	dir := t.TempDir()
-	var paths []string
-	for f := range k {
-		p := filepath.Join(dir, fmt.Sprintf("part-%d.recordio", f))
-		_, err := readers.WriteRecordFile(p, recordio.WriterOptions{MaxChunkBytes: 300}, readers.Samples(n, func(r int) (tensor.Slots, error) {
-			return tensor.Slots{
-				{Tensor: tensor.MustFromSlice(tensor.Shape{1, 1}, []int64{int64(f*1_000_000 + r)})},
-				{Tensor: tensor.MustFromSlice(tensor.Shape{1, 1}, []int32{int32(r % 10)})},
-			}, nil
-		}))
-		require.NoError(t, err)
-		paths = append(paths, p)
-	}
-	return paths
-}
 
 // every is the values of k files of n records, sorted.
 func every(k, n int) []int64 {
@@ -106,8 +76,8 @@ var readOp = program.Op{Type: "read", In: "double_buffer_reader", Out: []string{
 // PaddlePaddle Fluid's first main program: has_next decides between reading and, at
 // the end of a pass, reset and counting passes.
 func TestSeedsMainProgramWithReset(t *testing.T) {
-	ctx := testCtx(t)
-	paths := writeFiles(t, 3, 70)
+	ctx := testutil.Context(t)
+	paths := testutil.WriteFiles(t, 3, 70, 300)
 	s := program.NewScope(actors.Options{System: actors.NewSystem()})
 	defer s.Close()
 	require.NoError(t, s.Run(ctx, startup(paths, 0)))
@@ -138,8 +108,8 @@ func TestSeedsMainProgramWithReset(t *testing.T) {
 // PaddlePaddle Fluid's second main program: a multi-pass reader, read until has_next
 // says false.
 func TestSeedsMainProgramWithMultiPass(t *testing.T) {
-	ctx := testCtx(t)
-	paths := writeFiles(t, 3, 70)
+	ctx := testutil.Context(t)
+	paths := testutil.WriteFiles(t, 3, 70, 300)
 	s := program.NewScope(actors.Options{})
 	defer s.Close()
 	require.NoError(t, s.Run(ctx, startup(paths, 4)))
@@ -161,8 +131,8 @@ func TestSeedsMainProgramWithMultiPass(t *testing.T) {
 }
 
 func TestLoop(t *testing.T) {
-	ctx := testCtx(t)
-	paths := writeFiles(t, 2, 50)
+	ctx := testutil.Context(t)
+	paths := testutil.WriteFiles(t, 2, 50, 300)
 	s := program.NewScope(actors.Options{})
 	defer s.Close()
 	require.NoError(t, s.Run(ctx, startup(paths, 0)))
@@ -178,7 +148,7 @@ func TestLoop(t *testing.T) {
 }
 
 func TestPyArrayReader(t *testing.T) {
-	ctx := testCtx(t)
+	ctx := testutil.Context(t)
 	s := program.NewScope(actors.Options{})
 	defer s.Close()
 	slots := []readers.SlotSpec{{Shape: tensor.Shape{1, 1}, DType: tensor.Int64}, {Shape: tensor.Shape{1, 1}, DType: tensor.Int32}}
@@ -224,7 +194,7 @@ func TestPyArrayReader(t *testing.T) {
 }
 
 func TestRandomDataGenerator(t *testing.T) {
-	ctx := testCtx(t)
+	ctx := testutil.Context(t)
 	s := program.NewScope(actors.Options{})
 	defer s.Close()
 	require.NoError(t, s.Run(ctx, &program.Program{Ops: []program.Op{
@@ -246,8 +216,8 @@ func TestRandomDataGenerator(t *testing.T) {
 }
 
 func TestRunDevices(t *testing.T) {
-	ctx := testCtx(t)
-	paths := writeFiles(t, 2, 64)
+	ctx := testutil.Context(t)
+	paths := testutil.WriteFiles(t, 2, 64, 300)
 	s := program.NewScope(actors.Options{})
 	defer s.Close()
 	require.NoError(t, s.Run(ctx, startup(paths, 0)))
@@ -264,7 +234,7 @@ func TestRunDevices(t *testing.T) {
 }
 
 func TestBadOps(t *testing.T) {
-	ctx := testCtx(t)
+	ctx := testutil.Context(t)
 	for name, tc := range map[string]struct {
 		op    program.Op
 		field string

@@ -12,6 +12,7 @@ import (
 
 	"github.com/actorfeed/actorfeed/actors"
 	"github.com/actorfeed/actorfeed/actors/program"
+	"github.com/actorfeed/actorfeed/internal/testutil"
 )
 
 func yamlProgram(paths []string) string {
@@ -38,8 +39,8 @@ devices:
 }
 
 func TestYAMLProgram(t *testing.T) {
-	ctx := testCtx(t)
-	paths := writeFiles(t, 2, 40)
+	ctx := testutil.Context(t)
+	paths := testutil.WriteFiles(t, 2, 40, 300)
 	spec, err := program.Parse([]byte(yamlProgram(paths)))
 	require.NoError(t, err)
 	require.Equal(t, 2, spec.Passes)

@@ -12,10 +12,11 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/actorfeed/actorfeed/internal/testutil"
+
 	"github.com/actorfeed/actorfeed/internal/atomicfile"
 	"github.com/actorfeed/actorfeed/readers"
 	"github.com/actorfeed/actorfeed/readers/format"
-	"github.com/actorfeed/actorfeed/readers/idx"
 	"github.com/actorfeed/actorfeed/readers/recordio"
 	"github.com/actorfeed/actorfeed/tensor"
 )
@@ -43,16 +44,6 @@ func genSet(t *testing.T, files, samples int, more ...string) string {
 	_, err := cli(t, append([]string{"gen", "--out", dir, "--files", fmt.Sprint(files), "--samples", fmt.Sprint(samples)}, more...)...)
 	require.NoError(t, err)
 	return dir
-}
-
-func fashionDir(t *testing.T) string {
-	if _, err := os.Stat(filepath.Join(idx.FashionMNISTDir, "t10k-images-idx3-ubyte.gz")); err != nil {
-		if os.Getenv("ACTORFEED_REQUIRE_DATASETS") != "" {
-			t.Fatalf("Fashion-MNIST required but missing: %v", err)
-		}
-		t.Skipf("Fashion-MNIST not installed (apt-get install dataset-fashion-mnist): %v", err)
-	}
-	return idx.FashionMNISTDir
 }
 
 func TestGenIsStableAndInspectable(t *testing.T) {
@@ -85,7 +76,7 @@ func TestGenIsStableAndInspectable(t *testing.T) {
 }
 
 func TestConvertInspectRoundTripsFashionMNIST(t *testing.T) {
-	dir := fashionDir(t)
+	dir := testutil.FashionDir(t)
 	images := filepath.Join(dir, "t10k-images-idx3-ubyte.gz")
 	out := filepath.Join(t.TempDir(), "t10k.recordio")
 	msg, err := cli(t, "convert", "idx:"+images, "--out", out, "--compressor", "gzip") // the format: prefix run takes

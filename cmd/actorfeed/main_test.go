@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/actorfeed/actorfeed/internal/testutil"
 	"go.uber.org/goleak"
 )
 
@@ -45,7 +47,7 @@ func TestDemoOnSyntheticData(t *testing.T) {
 // On Fashion-MNIST the demo reaches at least 0.80 within 5 passes (the
 // issue's acceptance); CI has the data set installed.
 func TestDemoOnFashionMNIST(t *testing.T) {
-	fashionDir(t)
+	testutil.FashionDir(t)
 	o := demoDefaults()
 	o.passes, o.shuffle = 5, 4096
 	var out bytes.Buffer

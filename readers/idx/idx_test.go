@@ -14,30 +14,15 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/actorfeed/actorfeed/internal/testutil"
+
 	"github.com/actorfeed/actorfeed/readers/format"
 	"github.com/actorfeed/actorfeed/readers/idx"
 	"github.com/actorfeed/actorfeed/tensor"
 )
 
-// fashionDir finds the installed Fashion-MNIST files. CI installs them and
-// sets ACTORFEED_REQUIRE_DATASETS=1 so a missing data set fails there
-// instead of skipping.
-func fashionDir(t *testing.T) string {
-	dir := os.Getenv("ACTORFEED_FASHION_MNIST")
-	if dir == "" {
-		dir = idx.FashionMNISTDir
-	}
-	if _, err := os.Stat(filepath.Join(dir, "train-images-idx3-ubyte.gz")); err != nil {
-		if os.Getenv("ACTORFEED_REQUIRE_DATASETS") != "" {
-			t.Fatalf("Fashion-MNIST required but missing: %v", err)
-		}
-		t.Skipf("Fashion-MNIST not installed (apt-get install dataset-fashion-mnist): %v", err)
-	}
-	return dir
-}
-
 func TestFashionMNIST(t *testing.T) {
-	dir := fashionDir(t)
+	dir := testutil.FashionDir(t)
 	for _, c := range []struct {
 		prefix string
 		n      int
