@@ -1,0 +1,87 @@
+package actors
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/actorfeed/actorfeed/messages"
+	"github.com/actorfeed/actorfeed/tensor"
+)
+
+// batchLogic is create_batch_reader: size instances per batch; the last,
+// shorter batch is kept unless dropLast.
+type batchLogic struct {
+	size     int
+	dropLast bool
+	pass     uint32
+	pending  instances
+	pipe     *shared // where stepped batches' storage comes back, if it does
+	// blocks, when set, is told of every row joined (the readers' groups
+	// are recycled once joined; see blockPool).
+	blocks *blockPool
+	counts partCounts
+}
+
+// join copies instances [0, n) into a batch, in recycled storage when
+// there is some. The batch never shares storage with its parts, so the
+// devices may hand it back for reuse.
+func (l *batchLogic) join(n int) (*messages.Batch, error) {
+	slots, err := messages.JoinRefs(l.pending.refs[:n], l.pipe.reusable())
+	if err != nil {
+		var ie *tensor.InstanceError
+		if errors.As(err, &ie) && ie.Instance < n {
+			// Without declared slots (Files.Slots) the first record that
+			// differs is found here: say which it is.
+			return nil, fmt.Errorf("actors: batch: %s does not batch with %s, the first of its batch: %w",
+				l.pipe.sampleName(l.pending.ids[ie.Instance]), l.pipe.sampleName(l.pending.ids[0]), err)
+		}
+		return nil, fmt.Errorf("actors: batch: %w", err)
+	}
+	b, err := messages.FromSlots(slots, slices.Clone(l.pending.ids[:n]))
+	if err != nil {
+		return nil, fmt.Errorf("actors: batch: %w", err)
+	}
+	b.Pass = l.pass
+	// Nothing below fails: the rows are joined for good.
+	if l.blocks != nil {
+		l.blocks.joined(l.pending.refs[:n], &l.counts)
+	}
+	l.pending.cut(n)
+	return b, nil
+}
+
+func (l *batchLogic) start(pass uint32) {
+	l.pass = pass
+	l.pending.reset()
+}
+
+func (l *batchLogic) upstreamPass(pass uint32) uint32 { return pass }
+
+func (l *batchLogic) take(b *messages.Batch) ([]*messages.Batch, error) {
+	if err := l.pending.add(b); err != nil {
+		return nil, err
+	}
+	var out []*messages.Batch
+	for l.pending.len() >= l.size {
+		o, err := l.join(l.size)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, o)
+	}
+	return out, nil
+}
+
+func (l *batchLogic) finish() ([]*messages.Batch, uint32, bool, error) {
+	n := l.pending.len()
+	if n == 0 || l.dropLast {
+		l.pending.reset()
+		return nil, 0, false, nil
+	}
+	o, err := l.join(n)
+	if err != nil {
+		return nil, 0, false, err
+	}
+	return []*messages.Batch{o}, 0, false, nil
+}

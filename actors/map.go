@@ -1,0 +1,49 @@
+package actors
+
+import (
+	"fmt"
+
+	"github.com/actorfeed/actorfeed/messages"
+	"github.com/actorfeed/actorfeed/tensor"
+)
+
+// MapFunc transforms the slots of one item (a group of instances before the
+// batch stage, a batch after it). It must keep the number of instances: the
+// ids stay with them. It may run again on the same item after a restart.
+type MapFunc func(tensor.Slots) (tensor.Slots, error)
+
+type mapLogic struct {
+	fn   MapFunc
+	pass uint32
+}
+
+func (l *mapLogic) start(pass uint32)               { l.pass = pass }
+func (l *mapLogic) upstreamPass(pass uint32) uint32 { return pass }
+
+func (l *mapLogic) take(b *messages.Batch) ([]*messages.Batch, error) {
+	o, err := apply(l.fn, l.pass, b)
+	if err != nil {
+		return nil, err
+	}
+	return []*messages.Batch{o}, nil
+}
+
+// apply runs fn on one item, giving the result the item's ids and pass.
+func apply(fn MapFunc, pass uint32, b *messages.Batch) (*messages.Batch, error) {
+	slots, err := b.ToSlots()
+	if err != nil {
+		return nil, err
+	}
+	slots, err = fn(slots)
+	if err != nil {
+		return nil, fmt.Errorf("actors: map: %w", err)
+	}
+	o, err := messages.FromSlots(slots, b.Ids)
+	if err != nil {
+		return nil, fmt.Errorf("actors: map must keep the number of instances: %w", err)
+	}
+	o.Pass = pass
+	return o, nil
+}
+
+func (l *mapLogic) finish() ([]*messages.Batch, uint32, bool, error) { return nil, 0, false, nil }

@@ -1,0 +1,115 @@
+package actors
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"github.com/actorfeed/actorfeed/messages"
+	"github.com/actorfeed/actorfeed/readers"
+	"github.com/actorfeed/actorfeed/readers/recordio"
+	"github.com/actorfeed/actorfeed/tensor"
+)
+
+// fileSource opens the files of a Files stage; it seeks to a record by the
+// reader's Seek when it has one, by reading otherwise. A RecordIO file's
+// chunk index is read once and kept, so reopening the file at a record
+// after a transient error reads no chunk header again.
+type fileSource struct {
+	entries []string
+	names   []string
+	open    func(ctx context.Context, entry string) (readers.Reader, error)
+
+	mu      sync.Mutex
+	indexes map[int]*recordio.Index
+}
+
+// indexed is a reader that can seek with a kept chunk index.
+type indexed interface {
+	Index() (*recordio.Index, error)
+	SeekIndexed(x *recordio.Index, rec int) error
+}
+
+func newFileSource(entries []string, open func(context.Context, string) (readers.Reader, error)) (*fileSource, error) {
+	s := &fileSource{entries: entries, names: make([]string, len(entries)), open: open, indexes: map[int]*recordio.Index{}}
+	if len(entries) > messages.MaxFiles {
+		return nil, fmt.Errorf("%w: %d files, at most %d", ErrBadSpec, len(entries), messages.MaxFiles)
+	}
+	for i, e := range entries {
+		_, path, err := readers.ParseEntry(e)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrBadSpec, err)
+		}
+		s.names[i] = path
+	}
+	return s, nil
+}
+
+func (s *fileSource) Rewindable() bool     { return true }
+func (s *fileSource) Name(file int) string { return s.names[file] }
+
+func (s *fileSource) Open(ctx context.Context, file int, _ uint32, from uint64) (readers.Reader, error) {
+	r, err := s.open(ctx, s.entries[file])
+	if err != nil {
+		return nil, err
+	}
+	if from == 0 {
+		return r, nil
+	}
+	if ix, ok := r.(indexed); ok {
+		if err := s.seek(file, ix, int(from)); err != nil {
+			r.Close()
+			return nil, err
+		}
+		return r, nil
+	}
+	if sk, ok := r.(interface{ Seek(int) error }); ok {
+		if err := sk.Seek(int(from)); err != nil {
+			r.Close()
+			return nil, err
+		}
+		return r, nil
+	}
+	for k := uint64(0); k < from; k++ {
+		if _, err := r.Next(ctx); err != nil {
+			r.Close()
+			return nil, fmt.Errorf("actors: skipping to record %d of %s: %w", from, s.names[file], err)
+		}
+	}
+	return r, nil
+}
+
+// seek moves r to record rec of file, reading the file's index the first
+// time only.
+func (s *fileSource) seek(file int, r indexed, rec int) error {
+	s.mu.Lock()
+	x := s.indexes[file]
+	s.mu.Unlock()
+	if x == nil {
+		var err error
+		if x, err = r.Index(); err != nil {
+			return err
+		}
+		s.mu.Lock()
+		s.indexes[file] = x
+		s.mu.Unlock()
+	}
+	return r.SeekIndexed(x, rec)
+}
+
+// queueSource reads a feed queue: one "file" that continues across opens.
+// Its readers pop and nothing more: a restarted file reader must not close
+// the queue. The pipeline closes it when it shuts down.
+type queueSource struct{ q *readers.FeedQueue }
+
+func (s queueSource) Rewindable() bool { return false }
+func (s queueSource) Name(int) string  { return "feed queue" }
+func (s queueSource) Open(context.Context, int, uint32, uint64) (readers.Reader, error) {
+	return queuePopper{s.q}, nil
+}
+
+type queuePopper struct{ q *readers.FeedQueue }
+
+func (r queuePopper) Next(ctx context.Context) (tensor.Slots, error) { return r.q.Pop(ctx) }
+func (r queuePopper) Reset() error                                   { return readers.ErrResetUnsupported }
+func (r queuePopper) Close() error                                   { return nil }
