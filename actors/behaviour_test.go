@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -71,9 +72,8 @@ func TestResetCyclesDoNotLeak(t *testing.T) {
 	for cycle := range 100 {
 		var got []uint64
 		for range 20 {
-			it, ok, err := p.Next(ctx)
+			it, err := p.Next(ctx)
 			require.NoError(t, err)
-			require.True(t, ok)
 			require.Equal(t, cycle, it.Pass, "cycle %d", cycle)
 			checkAligned(t, it)
 			got = append(got, it.IDs...)
@@ -132,8 +132,8 @@ func TestConcurrentNextDeliversEachOnce(t *testing.T) {
 	for range 4 {
 		wg.Go(func() {
 			for {
-				it, ok, err := p.Next(ctx)
-				if err != nil || !ok {
+				it, err := p.Next(ctx)
+				if err != nil {
 					return
 				}
 				mu.Lock()
@@ -174,8 +174,8 @@ func TestSourceErrorEndsPipeline(t *testing.T) {
 	require.NoError(t, err)
 	var got error
 	for got == nil {
-		_, ok, err := p.Next(ctx)
-		require.True(t, ok || err != nil, "the pass must not end cleanly")
+		_, err := p.Next(ctx)
+		require.NotErrorIs(t, err, io.EOF, "the pass must not end cleanly")
 		got = err
 	}
 	require.ErrorIs(t, got, cause)
@@ -191,7 +191,7 @@ func TestMissingFileIsAnError(t *testing.T) {
 	sys := actors.NewSystem()
 	p, err := actors.New([]actors.Stage{actors.Files{Paths: []string{"/nonexistent/x.rio"}}}, actors.Options{System: sys})
 	require.NoError(t, err)
-	_, _, err = p.Next(ctx)
+	_, err = p.Next(ctx)
 	require.ErrorIs(t, err, os.ErrNotExist)
 	require.ErrorContains(t, err, "/nonexistent/x.rio")
 	closeAndCheck(t, p, sys)
@@ -205,7 +205,7 @@ func TestRestartIntensityBreach(t *testing.T) {
 	p, err := actors.New([]actors.Stage{actors.Files{Paths: paths}, actors.Batch{Size: 4}},
 		actors.Options{System: sys, Faults: always, Intensity: supervisor.Intensity{MaxRestarts: 3, Within: time.Hour}})
 	require.NoError(t, err)
-	_, _, err = p.Next(ctx)
+	_, err = p.Next(ctx)
 	require.ErrorIs(t, err, supervisor.ErrRestartIntensity)
 	require.ErrorContains(t, err, "batch")
 	require.ErrorContains(t, err, "injected")
@@ -251,8 +251,8 @@ func TestCorruptRecordFailPolicy(t *testing.T) {
 	require.NoError(t, err)
 	var got error
 	for got == nil {
-		_, ok, err := p.Next(ctx)
-		require.True(t, ok || err != nil)
+		_, err := p.Next(ctx)
+		require.NotErrorIs(t, err, io.EOF, "the pass must not end cleanly")
 		got = err
 	}
 	require.ErrorIs(t, got, format.ErrCorrupt)
@@ -350,12 +350,12 @@ func TestResetRefusedWhileReading(t *testing.T) {
 	p, err := actors.New([]actors.Stage{actors.Queue{Queue: q}}, actors.Options{System: sys})
 	require.NoError(t, err)
 	done := make(chan error, 1)
-	go func() { _, _, err := p.Next(ctx); done <- err }()
+	go func() { _, err := p.Next(ctx); done <- err }()
 	actors.WaitReading(ctx, p)
 	require.ErrorIs(t, p.Reset(), actors.ErrReadsInFlight)
 	require.NoError(t, p.Close())
 	require.ErrorIs(t, <-done, actors.ErrShutdown)
-	_, _, err = p.Next(ctx)
+	_, err = p.Next(ctx)
 	require.ErrorIs(t, err, actors.ErrShutdown)
 	require.Empty(t, actors.Registered(sys))
 }
@@ -512,9 +512,8 @@ func TestGeneratorSource(t *testing.T) {
 				require.NoError(t, p.Reset())
 			}
 			for range 10 {
-				it, ok, err := p.Next(ctx)
-				require.NoError(t, err)
-				require.True(t, ok, "random data never ends")
+				it, err := p.Next(ctx)
+				require.NoError(t, err, "random data never ends")
 				require.Equal(t, 4, it.Instances)
 				passes = append(passes, it.Slots)
 			}
@@ -547,7 +546,7 @@ func TestFilesDeclaredSlotsAreChecked(t *testing.T) {
 
 	p, err = actors.New([]actors.Stage{actors.Files{Paths: paths, Slots: bad}, actors.Batch{Size: 5}}, actors.Options{System: sys})
 	require.NoError(t, err)
-	_, _, err = p.Next(ctx)
+	_, err = p.Next(ctx)
 	require.ErrorIs(t, err, tensor.ErrShape)
 	var se *actors.StageError
 	require.ErrorAs(t, err, &se)
@@ -646,7 +645,7 @@ func TestStalledReadIsAbandoned(t *testing.T) {
 				return &stallAt{Reader: r, left: 5}, err
 			}})
 	require.NoError(t, err)
-	_, _, err = p.Next(ctx)
+	_, err = p.Next(ctx)
 	require.ErrorIs(t, err, actors.ErrReadStalled)
 	require.ErrorContains(t, err, paths[0])
 	closeAndCheck(t, p, sys)

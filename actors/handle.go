@@ -4,28 +4,28 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"sync"
 	"time"
 )
 
-// Next returns the next item of the pass: io.EOF-like end is reported as
-// ok == false with a nil error. It is safe to call from several goroutines
-// at once; each item goes to exactly one caller. After a stage failed, Next
-// returns that stage's *StageError; after Shutdown or Close, ErrShutdown.
-func (p *Pipeline) Next(ctx context.Context) (item Item, ok bool, err error) {
+// Next returns the next item of the pass, or io.EOF at its end, as the
+// readers do. It is safe to call from several goroutines at once; each item
+// goes to exactly one caller. After a stage failed, Next returns that
+// stage's *StageError; after Shutdown or Close, ErrShutdown.
+func (p *Pipeline) Next(ctx context.Context) (Item, error) {
 	if err := p.enter(); err != nil {
-		return Item{}, false, err
+		return Item{}, err
 	}
 	defer p.leave()
 	b, err := p.sinks[0].take(ctx)
-	if err != nil || b == nil {
-		return Item{}, false, p.shutdownErr(err)
-	}
-	item, err = p.sinks[0].toItem(b)
 	if err != nil {
-		return Item{}, false, err
+		return Item{}, p.shutdownErr(err)
 	}
-	return item, true, nil
+	if b == nil {
+		return Item{}, io.EOF
+	}
+	return p.sinks[0].toItem(b)
 }
 
 // HasNext reports whether Next has another item in this pass, waiting until

@@ -2,6 +2,8 @@ package actors_test
 
 import (
 	"context"
+	"errors"
+	"io"
 	"slices"
 	"testing"
 
@@ -53,11 +55,11 @@ func readPass(t testing.TB, ctx context.Context, p *actors.Pipeline, each func(a
 	t.Helper()
 	var ids []uint64
 	for {
-		it, ok, err := p.Next(ctx)
-		require.NoError(t, err)
-		if !ok {
+		it, err := p.Next(ctx)
+		if errors.Is(err, io.EOF) {
 			return ids
 		}
+		require.NoError(t, err)
 		if each != nil {
 			each(it)
 		}

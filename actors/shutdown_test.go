@@ -42,14 +42,13 @@ func TestShutdownAndCloseFromAnyState(t *testing.T) {
 		"fresh": func(*testing.T, *actors.Pipeline) {},
 		"mid-pass": func(t *testing.T, p *actors.Pipeline) {
 			for range 5 {
-				_, ok, err := p.Next(testutil.Context(t))
+				_, err := p.Next(testutil.Context(t))
 				require.NoError(t, err)
-				require.True(t, ok)
 			}
 		},
 		"pass-ended": func(t *testing.T, p *actors.Pipeline) { drain(t, testutil.Context(t), p) },
 		"after-reset": func(t *testing.T, p *actors.Pipeline) {
-			_, _, err := p.Next(testutil.Context(t))
+			_, err := p.Next(testutil.Context(t))
 			require.NoError(t, err)
 			require.NoError(t, p.Reset())
 		},
@@ -70,7 +69,7 @@ func TestShutdownAndCloseFromAnyState(t *testing.T) {
 					return p.Shutdown(ctx)
 				})
 				require.Empty(t, actors.Registered(sys))
-				_, _, err = p.Next(testutil.Context(t))
+				_, err = p.Next(testutil.Context(t))
 				require.ErrorIs(t, err, actors.ErrShutdown)
 				require.ErrorIs(t, p.Reset(), actors.ErrShutdown)
 				require.NoError(t, p.Close(), "a second close is a no-op")
@@ -113,9 +112,8 @@ func TestHasNext(t *testing.T) {
 		if !more {
 			break
 		}
-		_, ok, err := p.Next(ctx)
+		_, err = p.Next(ctx)
 		require.NoError(t, err)
-		require.True(t, ok)
 		n++
 	}
 	require.Equal(t, 3, n)

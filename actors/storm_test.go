@@ -33,7 +33,7 @@ func TestRestartStormEndsInTheIntensityError(t *testing.T) {
 		actors.Options{System: sys})
 	require.NoError(t, err)
 	defer p.Close()
-	_, _, err = p.Next(testutil.Context(t))
+	_, err = p.Next(testutil.Context(t))
 	require.ErrorIs(t, err, supervisor.ErrRestartIntensity)
 }
 
@@ -55,7 +55,7 @@ func TestMixedShapesNameTheRecordThatBrokeTheBatch(t *testing.T) {
 	p, err := actors.New([]actors.Stage{actors.Files{Paths: paths, Ordered: true}, actors.Batch{Size: 6}}, actors.Options{System: sys})
 	require.NoError(t, err)
 	defer p.Close()
-	_, _, err = p.Next(testutil.Context(t))
+	_, err = p.Next(testutil.Context(t))
 	require.ErrorIs(t, err, tensor.ErrShape)
 	require.ErrorContains(t, err, "record 0 of "+paths[1])
 	require.ErrorContains(t, err, "record 0 of "+paths[0]+", the first of its batch")

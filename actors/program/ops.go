@@ -2,7 +2,9 @@ package program
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"math"
 	"slices"
 	"sort"
@@ -270,12 +272,12 @@ func read(s *Scope, c *opCtx) error {
 	if err != nil {
 		return err
 	}
-	it, ok, err := p.Next(c.ctx)
+	it, err := p.Next(c.ctx)
+	if errors.Is(err, io.EOF) {
+		err = ErrEOF
+	}
 	if err != nil {
 		return fmt.Errorf("program: op %d (read %s): %w", c.index, c.op.In, err)
-	}
-	if !ok {
-		return fmt.Errorf("program: op %d (read %s): %w", c.index, c.op.In, ErrEOF)
 	}
 	if len(it.Slots) != len(c.op.Out) {
 		return c.fail("out", fmt.Sprintf("one name per slot: the reader gives %d slots", len(it.Slots)), c.op.Out)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"sort"
 	"strings"
 	"sync"
@@ -18,8 +19,9 @@ var (
 	// or ill-typed attribute, an input that names no variable.
 	ErrBadProgram = errors.New("program: bad program")
 	// ErrEOF is returned by the read op at the end of the data ("There is
-	// no next data."); has_next says false instead.
-	ErrEOF = errors.New("program: there is no next data")
+	// no next data."); has_next says false instead. It wraps io.EOF, the
+	// end of data of the readers and of Pipeline.Next.
+	ErrEOF = fmt.Errorf("program: there is no next data: %w", io.EOF)
 )
 
 // Op is one operation of a program, as Fluid's OpDesc: its type, the
