@@ -150,7 +150,7 @@ func build(stages []Stage, dev *Devices, opts Options) (*Pipeline, error) {
 	if err := errors.Join(validate(stages, dev), opts.validate()); err != nil {
 		return nil, err
 	}
-	opts.defaults()
+	opts.EnsureDefaults()
 	if dev != nil && dev.N > 1 {
 		if _, ok := stages[len(stages)-1].(DoubleBuffer); !ok {
 			stages = append(slices.Clone(stages), DoubleBuffer{})

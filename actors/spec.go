@@ -175,7 +175,7 @@ type Options struct {
 	// OnCorrupt says what file readers do with corrupt records.
 	OnCorrupt supervisor.CorruptPolicy
 	// Retry is the schedule for transient I/O errors; default
-	// supervisor.DefaultBackoff.
+	// supervisor.DefaultBackoff().
 	Retry supervisor.Backoff
 	// ReadTimeout bounds opening a file and reading one group of records
 	// (GroupSize). A call that takes longer is abandoned as a transient
@@ -185,7 +185,7 @@ type Options struct {
 	// Only reads that heed their context can be abandoned (a read blocked
 	// in the kernel cannot).
 	ReadTimeout time.Duration
-	// Intensity bounds restarts; default supervisor.DefaultIntensity.
+	// Intensity bounds restarts; default supervisor.DefaultIntensity().
 	Intensity supervisor.Intensity
 	// Faults, when set, sees every message before its stage does; fault
 	// injection uses it to panic stages (package sim).
@@ -206,7 +206,10 @@ type Options struct {
 // within about a second whatever user code does.
 const DefaultStopGrace = 500 * time.Millisecond
 
-func (o *Options) defaults() {
+// EnsureDefaults sets every zero field to its default, so that a caller
+// can see the values a pipeline runs with; New and NewDevices call it on
+// their copy.
+func (o *Options) EnsureDefaults() {
 	if o.GroupSize <= 0 {
 		o.GroupSize = DefaultGroupSize
 	}
@@ -223,10 +226,10 @@ func (o *Options) defaults() {
 		o.ReadTimeout = 30 * time.Second
 	}
 	if o.Retry.Attempts == 0 {
-		o.Retry = supervisor.DefaultBackoff
+		o.Retry = supervisor.DefaultBackoff()
 	}
 	if o.Intensity.MaxRestarts == 0 && o.Intensity.Within == 0 {
-		o.Intensity = supervisor.DefaultIntensity
+		o.Intensity = supervisor.DefaultIntensity()
 	}
 	if o.StopGrace <= 0 {
 		o.StopGrace = DefaultStopGrace

@@ -22,20 +22,27 @@ import (
 	"github.com/actorfeed/actorfeed/tensor"
 )
 
-// The runtime settings scenarios run under.
-var (
-	// Intensity allows the restarts of any mix of single faults; a storm
-	// goes past it.
-	Intensity = supervisor.Intensity{MaxRestarts: 20, Within: 10 * time.Second}
-	// Retry retries transient errors quickly.
-	Retry = supervisor.Backoff{Initial: time.Millisecond, Max: 4 * time.Millisecond, Attempts: 8}
-	// ReadTimeout abandons a stalled read: far above the slowest legitimate
-	// call under injected latency (a reopen reads every chunk header).
-	ReadTimeout = 300 * time.Millisecond
+// The runtime settings scenarios run under, Options' defaults.
+const (
+	// DefaultReadTimeout abandons a stalled read: far above the slowest
+	// legitimate call under injected latency (a reopen reads every chunk
+	// header).
+	DefaultReadTimeout = 300 * time.Millisecond
 )
 
+// DefaultIntensity allows the restarts of any mix of single faults; a storm
+// goes past it.
+func DefaultIntensity() supervisor.Intensity {
+	return supervisor.Intensity{MaxRestarts: 20, Within: 10 * time.Second}
+}
+
+// DefaultRetry retries transient errors quickly.
+func DefaultRetry() supervisor.Backoff {
+	return supervisor.Backoff{Initial: time.Millisecond, Max: 4 * time.Millisecond, Attempts: 8}
+}
+
 // stormLength is how many messages in a row a panic storm breaks: more
-// than Intensity allows.
+// than DefaultIntensity allows.
 const stormLength = 25
 
 // Options tune Run.
@@ -48,6 +55,31 @@ type Options struct {
 	// NoLeakCheck skips the goroutine check (for callers that run other
 	// goroutines at the same time, such as parallel tests).
 	NoLeakCheck bool
+	// Intensity bounds the pipeline's restarts (default DefaultIntensity).
+	// The storms that scenarios draw are longer than the default allows.
+	Intensity supervisor.Intensity
+	// Retry is the schedule for transient I/O errors (default
+	// DefaultRetry).
+	Retry supervisor.Backoff
+	// ReadTimeout abandons a stalled read (default DefaultReadTimeout).
+	ReadTimeout time.Duration
+}
+
+// EnsureDefaults sets every zero field to its default, so that a caller
+// can see the values scenarios run with.
+func (o *Options) EnsureDefaults() {
+	if o.Deadline <= 0 {
+		o.Deadline = 20 * time.Second
+	}
+	if o.Intensity == (supervisor.Intensity{}) {
+		o.Intensity = DefaultIntensity()
+	}
+	if o.Retry == (supervisor.Backoff{}) {
+		o.Retry = DefaultRetry()
+	}
+	if o.ReadTimeout == 0 {
+		o.ReadTimeout = DefaultReadTimeout
+	}
 }
 
 // Verdict is a run's outcome.
@@ -130,9 +162,7 @@ func Run(ctx context.Context, sc Scenario, o Options) (res Result) {
 			res.Verdict = Fail
 		}
 	}()
-	if o.Deadline <= 0 {
-		o.Deadline = 20 * time.Second
-	}
+	o.EnsureDefaults()
 	dir := o.Dir
 	if dir == "" {
 		var err error
@@ -152,7 +182,7 @@ func Run(ctx context.Context, sc Scenario, o Options) (res Result) {
 		leaks = goleak.IgnoreCurrent()
 	}
 
-	l, run := execute(ctx, sc, paths, o.Deadline, true)
+	l, run := execute(ctx, sc, paths, o, true)
 	res.Err, res.Restarts, res.Skipped, res.Fired, res.Samples = run.err, run.restarts, run.skipped, run.fired, run.samples
 	if ctx.Err() != nil {
 		// Interrupted by the caller, not by the scenario's own deadline: a
@@ -231,7 +261,7 @@ func Run(ctx context.Context, sc Scenario, o Options) (res Result) {
 			}
 		}
 	default:
-		if run.restarts > Intensity.MaxRestarts {
+		if run.restarts > o.Intensity.MaxRestarts {
 			violate("%d restarts, more than the intensity allows, and no error", run.restarts)
 		}
 		for pass := range sh.Passes {
@@ -263,7 +293,7 @@ func Run(ctx context.Context, sc Scenario, o Options) (res Result) {
 	}
 	if len(res.Violations) == 0 && run.err == nil && sh.Ordered && sh.XMap != 2 {
 		// With ordered reading and a fixed seed, the order is the fault-free run's.
-		ref, refRun := execute(ctx, Scenario{Seed: sc.Seed, Shape: sc.Shape, Faults: staticOnly(sc.Faults)}, paths, o.Deadline, false)
+		ref, refRun := execute(ctx, Scenario{Seed: sc.Seed, Shape: sc.Shape, Faults: staticOnly(sc.Faults)}, paths, o, false)
 		if refRun.err != nil {
 			violate("the fault-free reference run failed: %v", refRun.err)
 		} else if a, b := l.order(), ref.order(); !equalOrders(a, b) {
@@ -362,7 +392,7 @@ type outcome struct {
 // execute builds the scenario's pipeline over paths (the static faults are
 // already on disk), injects its running faults when live is set, runs its
 // passes and shuts it down, checking what can only be seen while it runs.
-func execute(ctx context.Context, sc Scenario, paths []string, deadline time.Duration, live bool) (*ledger, outcome) {
+func execute(ctx context.Context, sc Scenario, paths []string, o Options, live bool) (*ledger, outcome) {
 	var out outcome
 	sh := sc.Shape
 	faults := sc.Faults
@@ -386,8 +416,8 @@ func execute(ctx context.Context, sc Scenario, paths []string, deadline time.Dur
 		policy = supervisor.SkipCorrupt
 	}
 	sys := actors.NewSystem()
-	opts := actors.Options{System: sys, GroupSize: sh.Group, OnCorrupt: policy, Retry: Retry, Intensity: Intensity,
-		ReadTimeout: ReadTimeout, Open: d.open, Window: sh.Window, Capacity: sh.Capacity, ReaderWindow: sh.ReaderWindow}
+	opts := actors.Options{System: sys, GroupSize: sh.Group, OnCorrupt: policy, Retry: o.Retry, Intensity: o.Intensity,
+		ReadTimeout: o.ReadTimeout, Open: d.open, Window: sh.Window, Capacity: sh.Capacity, ReaderWindow: sh.ReaderWindow}
 	if len(panics.at) > 0 {
 		opts.Faults = panics
 	}
@@ -401,7 +431,7 @@ func execute(ctx context.Context, sc Scenario, paths []string, deadline time.Dur
 		return l, out
 	}
 	bound := liveBound(sh, opts)
-	rctx, cancel := context.WithTimeout(ctx, deadline)
+	rctx, cancel := context.WithTimeout(ctx, o.Deadline)
 	defer cancel()
 	for pass := range sh.Passes {
 		if pass > 0 {

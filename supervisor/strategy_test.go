@@ -89,7 +89,7 @@ func TestStrategyRestartsNothingOnceHalted(t *testing.T) {
 	var starts atomic.Int32
 	failing, release, answered := make(chan struct{}), make(chan struct{}), make(chan struct{})
 	mailboxes := &tracked{}
-	strategy := &supervisor.Strategy{Tracker: supervisor.NewTracker(supervisor.DefaultIntensity)}
+	strategy := &supervisor.Strategy{Tracker: supervisor.NewTracker(supervisor.DefaultIntensity())}
 	p := &parent{strategy: strategy, kid: make(chan *actor.PID, 1), stopping: make(chan struct{}),
 		child: actor.PropsFromProducer(func() actor.Actor {
 			return &child{starts: &starts, failing: failing, release: release, answered: answered}

@@ -30,8 +30,9 @@ type Intensity struct {
 
 // DefaultIntensity allows 10 restarts within 10 s, as protoactor's default
 // strategy does; a stage that keeps failing faster than that is broken, not
-// unlucky.
-var DefaultIntensity = Intensity{MaxRestarts: 10, Within: 10 * time.Second}
+// unlucky. It is a function, so that no caller can change another's
+// default.
+func DefaultIntensity() Intensity { return Intensity{MaxRestarts: 10, Within: 10 * time.Second} }
 
 // Tracker counts restarts against an Intensity. It is safe for concurrent
 // use.
@@ -188,8 +189,11 @@ type Backoff struct {
 	Seed         uint64
 }
 
-// DefaultBackoff tries 5 times, waiting 10 ms, 20 ms, 40 ms, 80 ms.
-var DefaultBackoff = Backoff{Initial: 10 * time.Millisecond, Max: time.Second, Attempts: 5}
+// DefaultBackoff tries 5 times, waiting 10 ms, 20 ms, 40 ms, 80 ms. It is a
+// function, so that no caller can change another's default.
+func DefaultBackoff() Backoff {
+	return Backoff{Initial: 10 * time.Millisecond, Max: time.Second, Attempts: 5}
+}
 
 // Delay is the wait before retry k (from 0).
 func (b Backoff) Delay(k int, rng *rand.Rand) time.Duration {
