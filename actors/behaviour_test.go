@@ -18,11 +18,13 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/actorfeed/actorfeed/actors"
+	"github.com/actorfeed/actorfeed/internal/registered"
 	"github.com/actorfeed/actorfeed/internal/testutil"
 	"github.com/actorfeed/actorfeed/messages"
 	"github.com/actorfeed/actorfeed/readers"
 	"github.com/actorfeed/actorfeed/readers/format"
 	"github.com/actorfeed/actorfeed/readers/recordio"
+	"github.com/actorfeed/actorfeed/sim"
 	"github.com/actorfeed/actorfeed/supervisor"
 	"github.com/actorfeed/actorfeed/tensor"
 )
@@ -313,7 +315,7 @@ func TestQueueSourceUnderPanics(t *testing.T) {
 			sys := actors.NewSystem()
 			var faults actors.Injector
 			if kind != "" {
-				faults = actors.PanicAt{Kind: kind, N: 7}
+				faults = sim.PanicAt{Kind: kind, N: 7}
 			}
 			p, err := actors.New([]actors.Stage{actors.Queue{Queue: q}, actors.Batch{Size: 3}}, actors.Options{System: sys, Faults: faults, GroupSize: 2})
 			require.NoError(t, err)
@@ -357,7 +359,7 @@ func TestResetRefusedWhileReading(t *testing.T) {
 	require.ErrorIs(t, <-done, actors.ErrShutdown)
 	_, err = p.Next(ctx)
 	require.ErrorIs(t, err, actors.ErrShutdown)
-	require.Empty(t, actors.Registered(sys))
+	require.Empty(t, registered.Actors(sys))
 }
 
 // flakyOpen wraps OpenFile: the first reader of each file fails with EIO
@@ -525,7 +527,7 @@ func TestGeneratorSource(t *testing.T) {
 	for i := range 10 {
 		require.True(t, clean[i].Equal(clean[10+i]), "batch %d: every pass reads the stream from its start", i)
 	}
-	faulty := read(actors.PanicAt{Kind: actors.KindFileReader, N: 3})
+	faulty := read(sim.PanicAt{Kind: actors.KindFileReader, N: 3})
 	for i := range clean {
 		require.True(t, clean[i].Equal(faulty[i]), "batch %d: a restarted reader resumes where it was", i)
 	}
@@ -560,7 +562,7 @@ func TestStageStats(t *testing.T) {
 	paths := testutil.WriteFiles(t, 2, 100, 400)
 	sys := actors.NewSystem()
 	p, err := actors.NewDevices([]actors.Stage{actors.Files{Paths: paths}, actors.Shuffle{Window: 30, Seed: 1}, actors.Batch{Size: 10}},
-		actors.Devices{N: 2}, actors.Options{System: sys, GroupSize: 8, Faults: actors.PanicAt{Kind: actors.KindBatch, N: 4}})
+		actors.Devices{N: 2}, actors.Options{System: sys, GroupSize: 8, Faults: sim.PanicAt{Kind: actors.KindBatch, N: 4}})
 	require.NoError(t, err)
 	require.NoError(t, p.Run(ctx))
 	byKind := map[string][]actors.StageStats{}

@@ -12,6 +12,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/actorfeed/actorfeed/actors"
+	"github.com/actorfeed/actorfeed/internal/registered"
 	"github.com/actorfeed/actorfeed/messages"
 	"github.com/actorfeed/actorfeed/tensor"
 )
@@ -94,6 +95,6 @@ func closeAndCheck(t testing.TB, p *actors.Pipeline, sys *actor.ActorSystem) {
 	t.Helper()
 	require.NoError(t, p.Close())
 	if sys != nil {
-		require.Empty(t, actors.Registered(sys), "actors left in the registry")
+		require.Empty(t, registered.Actors(sys), "actors left in the registry")
 	}
 }

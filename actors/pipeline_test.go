@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/actorfeed/actorfeed/actors"
+	"github.com/actorfeed/actorfeed/internal/registered"
 	"github.com/actorfeed/actorfeed/internal/testutil"
 )
 
@@ -52,7 +53,7 @@ func TestNewSystemHoldsLittle(t *testing.T) {
 	}
 	p, err := actors.New([]actors.Stage{actors.Files{Paths: testutil.WriteFiles(t, 2, 50, 16), Threads: 2}, actors.Batch{Size: 8}}, actors.Options{System: sys})
 	require.NoError(t, err)
-	require.NotEmpty(t, actors.Registered(sys))
+	require.NotEmpty(t, registered.Actors(sys))
 	l := drain(t, testutil.Context(t), p)
 	requireExactlyOnce(t, allIDs(2, 50), l.ids)
 	closeAndCheck(t, p, sys)

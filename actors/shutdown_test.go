@@ -13,6 +13,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/actorfeed/actorfeed/actors"
+	"github.com/actorfeed/actorfeed/internal/registered"
 	"github.com/actorfeed/actorfeed/internal/testutil"
 	"github.com/actorfeed/actorfeed/tensor"
 )
@@ -68,7 +69,7 @@ func TestShutdownAndCloseFromAnyState(t *testing.T) {
 					defer cancel()
 					return p.Shutdown(ctx)
 				})
-				require.Empty(t, actors.Registered(sys))
+				require.Empty(t, registered.Actors(sys))
 				_, err = p.Next(testutil.Context(t))
 				require.ErrorIs(t, err, actors.ErrShutdown)
 				require.ErrorIs(t, p.Reset(), actors.ErrShutdown)
@@ -95,7 +96,7 @@ func TestCloseStopsBusyDevices(t *testing.T) {
 	require.NoError(t, err)
 	<-stepping
 	within(t, time.Second, p.Close)
-	require.Empty(t, actors.Registered(sys))
+	require.Empty(t, registered.Actors(sys))
 	require.ErrorIs(t, p.Run(testutil.Context(t)), actors.ErrShutdown)
 }
 
@@ -161,7 +162,7 @@ func TestCloseAndShutdownAbandonAStepThatNeverReturns(t *testing.T) {
 			})
 			require.ErrorIs(t, stopErr, actors.ErrAbandoned)
 			require.ErrorContains(t, stopErr, "device 1's step")
-			require.Empty(t, actors.Registered(sys))
+			require.Empty(t, registered.Actors(sys))
 			sys.Shutdown()
 			goleak.VerifyNone(t, goleak.IgnoreCurrent(), goleak.IgnoreAnyFunction("github.com/actorfeed/actorfeed/actors_test.stuckForever"))
 			require.NoError(t, p.Close(), "a second close is a no-op")
@@ -192,7 +193,7 @@ func TestCloseAbandonsAMapFunctionThatNeverReturns(t *testing.T) {
 	within(t, 2*time.Second, func() error { stopErr = p.Close(); return nil })
 	require.ErrorIs(t, stopErr, actors.ErrAbandoned)
 	require.ErrorContains(t, stopErr, "xmap's function")
-	require.Empty(t, actors.Registered(sys))
+	require.Empty(t, registered.Actors(sys))
 	sys.Shutdown()
 	goleak.VerifyNone(t, goleak.IgnoreCurrent(), goleak.IgnoreAnyFunction("github.com/actorfeed/actorfeed/actors_test.stuckForever"))
 }
@@ -280,7 +281,7 @@ func TestSizesBeyondTheLimitsAreRefusedAtConstruction(t *testing.T) {
 			require.ErrorIs(t, err, actors.ErrBadSpec)
 			require.ErrorContains(t, err, tc.want)
 			require.ErrorContains(t, err, "limit")
-			require.Empty(t, actors.Registered(sys))
+			require.Empty(t, registered.Actors(sys))
 		})
 	}
 }

@@ -12,8 +12,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/actorfeed/actorfeed/actors"
+	"github.com/actorfeed/actorfeed/internal/registered"
 	"github.com/actorfeed/actorfeed/internal/testutil"
 	"github.com/actorfeed/actorfeed/messages"
+	"github.com/actorfeed/actorfeed/sim"
 	"github.com/actorfeed/actorfeed/tensor"
 )
 
@@ -159,7 +161,7 @@ func TestXMapShutdownWithWorkersBusy(t *testing.T) {
 	defer cancel()
 	require.NoError(t, p.Shutdown(sctx))
 	require.NoError(t, sctx.Err(), "shut down within 1 s")
-	require.Empty(t, actors.Registered(sys))
+	require.Empty(t, registered.Actors(sys))
 }
 
 // Unordered results overtake each other; a restart, by a fault before any
@@ -190,7 +192,7 @@ func TestXMapUnorderedRestartsAnywhere(t *testing.T) {
 			fn     actors.MapFunc
 			faults actors.Injector
 		}{
-			{uneven(negate), actors.PanicAt{Kind: actors.KindXMap, N: int64(n)}},
+			{uneven(negate), sim.PanicAt{Kind: actors.KindXMap, N: int64(n)}},
 			{uneven(panicOnce(n)), nil},
 		} {
 			sys := actors.NewSystem()

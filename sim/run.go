@@ -16,6 +16,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/actorfeed/actorfeed/actors"
+	"github.com/actorfeed/actorfeed/internal/registered"
 	"github.com/actorfeed/actorfeed/messages"
 	"github.com/actorfeed/actorfeed/readers/format"
 	"github.com/actorfeed/actorfeed/supervisor"
@@ -404,10 +405,10 @@ func execute(ctx context.Context, sc Scenario, paths []string, o Options, live b
 	for _, f := range faults {
 		switch f.Kind {
 		case StagePanic:
-			panics.at = append(panics.at, panicAt{kind: f.Kind, PanicAt: actors.PanicAt{Kind: f.Stage, N: int64(f.N)}})
+			panics.at = append(panics.at, panicAt{kind: f.Kind, PanicAt: PanicAt{Kind: f.Stage, N: int64(f.N)}})
 		case PanicStorm:
 			for k := range f.Count {
-				panics.at = append(panics.at, panicAt{kind: f.Kind, PanicAt: actors.PanicAt{Kind: f.Stage, N: int64(f.N + k)}})
+				panics.at = append(panics.at, panicAt{kind: f.Kind, PanicAt: PanicAt{Kind: f.Stage, N: int64(f.N + k)}})
 			}
 		}
 	}
@@ -463,7 +464,7 @@ func execute(ctx context.Context, sc Scenario, paths []string, o Options, live b
 	if el := time.Since(closed); el > time.Second {
 		out.violations = append(out.violations, fmt.Sprintf("close took %v, more than 1 s", el))
 	}
-	if left := actors.Registered(sys); len(left) > 0 {
+	if left := registered.Actors(sys); len(left) > 0 {
 		out.violations = append(out.violations, fmt.Sprintf("actors left in the registry: %v", left))
 	}
 	out.violations = append(out.violations, dev.violations()...)
@@ -479,7 +480,7 @@ func execute(ctx context.Context, sc Scenario, paths []string, o Options, live b
 
 // panicAt is a stage panic of a fault of kind kind.
 type panicAt struct {
-	actors.PanicAt
+	PanicAt
 	kind FaultKind
 }
 

@@ -10,6 +10,7 @@ import (
 
 	"github.com/actorfeed/actorfeed/actors"
 	"github.com/actorfeed/actorfeed/actors/program"
+	"github.com/actorfeed/actorfeed/internal/registered"
 	"github.com/actorfeed/actorfeed/internal/testutil"
 	"github.com/actorfeed/actorfeed/readers"
 	"github.com/actorfeed/actorfeed/tensor"
@@ -102,7 +103,7 @@ func TestSeedsMainProgramWithReset(t *testing.T) {
 		require.Equal(t, every(3, 70), sorted(got), "pass %d", pass)
 	}
 	require.NoError(t, s.Close())
-	require.Empty(t, actors.Registered(s.Options.System))
+	require.Empty(t, registered.Actors(s.Options.System))
 }
 
 // PaddlePaddle Fluid's second main program: a multi-pass reader, read until has_next

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/actorfeed/actorfeed/actors"
+	"github.com/actorfeed/actorfeed/internal/registered"
 )
 
 func TestMetricsAreServedOnLoopback(t *testing.T) {
@@ -57,7 +58,7 @@ func TestMetricsAreServedOnLoopback(t *testing.T) {
 	}
 	require.NotContains(t, string(body), "go_goroutines", "a private registry: only the pipeline's metrics")
 	require.NoError(t, p.Close())
-	require.Empty(t, actors.Registered(sys))
+	require.Empty(t, registered.Actors(sys))
 }
 
 func TestRunWritesReport(t *testing.T) {

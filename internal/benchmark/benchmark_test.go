@@ -10,6 +10,7 @@ import (
 
 	"github.com/actorfeed/actorfeed/actors"
 	"github.com/actorfeed/actorfeed/internal/benchmark"
+	"github.com/actorfeed/actorfeed/internal/registered"
 	"github.com/actorfeed/actorfeed/readers"
 	"github.com/actorfeed/actorfeed/readers/recordio"
 	"github.com/actorfeed/actorfeed/tensor"
@@ -82,5 +83,5 @@ func TestMeasurements(t *testing.T) {
 	require.Len(t, m.Heap, 4)
 	require.Positive(t, m.AllocsPerBatch)
 	require.Positive(t, m.PeakLive)
-	require.Empty(t, actors.Registered(sys), "no actor left")
+	require.Empty(t, registered.Actors(sys), "no actor left")
 }

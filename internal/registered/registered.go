@@ -1,4 +1,7 @@
-package actors
+// Package registered lists the actors alive in an actor system, for the
+// checks after a pipeline is shut down (tests and the simulator): it must
+// leave none of its actors behind.
+package registered
 
 import (
 	"slices"
@@ -6,10 +9,10 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 )
 
-// Registered lists the ids of the actors alive in sys, other than the
+// Actors lists the ids of the actors alive in sys, other than the
 // system's own (deadletter, eventstream). After a pipeline is shut down it
 // must hold none of the pipeline's.
-func Registered(sys *actor.ActorSystem) []string {
+func Actors(sys *actor.ActorSystem) []string {
 	var ids []string
 	for _, bucket := range sys.ProcessRegistry.LocalPIDs.LocalPIDs {
 		bucket.IterCb(func(id string, _ any) {
