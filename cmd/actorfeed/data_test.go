@@ -177,6 +177,14 @@ func TestSimCommand(t *testing.T) {
 		last = at
 	}
 	require.Contains(t, out, "6 scenarios in ")
+
+	// The table was 210 columns wide: every line fits 100.
+	out, err = cli(t, "sim", "--scenarios", "60", "--seed", "20", "--show", "all")
+	require.NoError(t, err)
+	for _, line := range strings.Split(out, "\n") {
+		require.LessOrEqual(t, len(line), 100, "%q", line)
+	}
+	require.Contains(t, out, "pass*: the run ended in the error that its faults made due")
 }
 
 // With --parallel, goroutines are checked once, after the last scenario;

@@ -54,7 +54,18 @@ exactly the damaged ones missing and counted, under the skip policy), the
 fault-free order when reading is ordered, an error naming the stage and cause
 when one is due and before the deadline, live batches within the bound, no
 goroutine and no actor left. It prints a table, the seeds of failures, and
-exits non-zero on any violation. --replay SEED (or the name of a regression,
+exits non-zero on any violation.
+
+The table's columns: the scenario (its seed, or a regression's name);
+restarts of stage actors; corrupt records skipped; samples the devices
+consumed; the time taken; the verdict ("pass*" when the run ended in the
+error its damaged files or a restart storm called for); the faults
+that fired, by kind ("-" when none did): read-error (a read fails),
+read-error-p (reads fail with a probability), short-read (a read returns
+half its bytes), stall-read (a read blocks), panic and panic-storm (a stage
+crashes once, or many times in a row), panic-device and stall-device (a
+device crashes, or stalls). A failed or replayed scenario also shows its
+shape, its fault schedule, its error and each violation. --replay SEED (or the name of a regression,
 such as panic-storm) runs that scenario again and shows its schedule and
 verdict. --parallel N runs N scenarios at a time: the
 machine is then loaded, which reaches races that a scenario alone on an idle
@@ -78,7 +89,7 @@ and traced to the scenarios that started them.`,
 	f := cmd.Flags()
 	f.IntVar(&o.scenarios, "scenarios", 100, "random scenarios to run")
 	f.Uint64Var(&o.seed, "seed", 1, "seed of the first scenario")
-	f.StringVar(&o.replay, "replay", "", "run only the scenario of this seed, or the regression of this name, and show it in full")
+	f.StringVar(&o.replay, "replay", "", "run only this seed's scenario, or the regression of this name, in full")
 	f.BoolVar(&o.regressions, "regressions", true, "also run the named regression scenarios")
 	f.DurationVar(&o.deadline, "deadline", 20*time.Second, "deadline of one scenario")
 	f.StringVar(&o.show, "show", "", "rows of the table: all or fail (default all up to 100 scenarios)")
@@ -110,9 +121,10 @@ func runSim(ctx context.Context, out io.Writer, o simOptions) error {
 		}
 	}
 	fmt.Fprintf(out, "running %d scenarios, %d at a time\n", len(scenarios), o.parallel)
-	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "scenario\tshape\tfaults fired\trestarts\tskipped\tsamples\ttime\tverdict")
+	tw := tabwriter.NewWriter(out, 0, 0, 1, ' ', 0) // one space between columns: rows fit 100 columns
+	fmt.Fprintln(tw, "scenario\trestarts\tskipped\tsamples\ttime\tverdict\tfaults fired")
 	var failed []string
+	erred := 0 // rows marked pass*
 	start := time.Now()
 	fired := map[sim.FaultKind]int{}
 	before := goleak.IgnoreCurrent() // the command's own goroutines
@@ -128,16 +140,25 @@ func runSim(ctx context.Context, out io.Writer, o simOptions) error {
 		for k, v := range res.Fired {
 			fired[k] += v
 		}
+		if res.Verdict == sim.Pass && res.Err != nil && (show == "all" || res.Verdict != sim.Pass) {
+			erred++
+		}
 		name := scenarioName(sc)
 		if res.Verdict != sim.Pass {
 			failed = append(failed, name)
 		}
 		if show == "all" || res.Verdict != sim.Pass {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%v\t%s\n", name, sc.Describe(), firedList(res.Fired),
-				res.Restarts, res.Skipped, res.Samples, res.Duration.Round(time.Millisecond), res.Verdict)
+			// A long list of faults goes on under itself, so rows fit 100 columns.
+			lines := strings.Split(wrapList(firedList(res.Fired), 32), "\n")
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%v\t%s\t%s\n", name, res.Restarts, res.Skipped, res.Samples,
+				res.Duration.Round(time.Millisecond), verdict(res), strings.TrimSpace(lines[0]))
+			for _, more := range lines[1:] {
+				fmt.Fprintf(tw, "\t\t\t\t\t\t%s\n", strings.TrimSpace(more))
+			}
 		}
 		if o.replaySet || res.Verdict != sim.Pass {
 			tw.Flush()
+			fmt.Fprintf(out, "  shape: %s\n", sc.Describe())
 			fmt.Fprintf(out, "  schedule: %s\n", sc.DescribeFaults())
 			if res.Err != nil {
 				fmt.Fprintf(out, "  error: %v\n", res.Err)
@@ -152,6 +173,9 @@ func runSim(ctx context.Context, out io.Writer, o simOptions) error {
 		}
 	}
 	tw.Flush()
+	if erred > 0 {
+		fmt.Fprintln(out, "pass*: the run ended in the error that its faults made due")
+	}
 	if o.parallel > 1 {
 		// Each scenario's own check would have seen the others' goroutines.
 		if err := goleak.Find(before); err != nil {
@@ -170,8 +194,8 @@ func runSim(ctx context.Context, out io.Writer, o simOptions) error {
 				cmp.Or(strings.Join(by, ", "), "no scenario"), err)
 		}
 	}
-	fmt.Fprintf(out, "\n%d scenarios in %v: %d passed, %d failed\nfaults fired: %s\n", len(scenarios),
-		time.Since(start).Round(time.Millisecond), len(scenarios)-len(failed), len(failed), firedList(fired))
+	fmt.Fprintf(out, "\n%d scenarios in %v: %d passed, %d failed\nfaults fired:\n%s\n", len(scenarios),
+		time.Since(start).Round(time.Millisecond), len(scenarios)-len(failed), len(failed), wrapList(firedList(fired), 96))
 	if len(failed) > 0 {
 		fmt.Fprintf(out, "replay a failure with: actorfeed sim --replay SEED or NAME (%s)\n", strings.Join(failed, ", "))
 		return fmt.Errorf("%d of %d scenarios violated an invariant: %s", len(failed), len(scenarios), strings.Join(head(failed, 10), ", "))
@@ -223,6 +247,16 @@ func scenarioName(sc sim.Scenario) string {
 	return fmt.Sprintf("seed %d", sc.Seed)
 }
 
+// verdict is a row's verdict: a pass whose run ended in the error its
+// faults made due is marked (the table's legend says so), so that
+// "samples 0, pass" reads right.
+func verdict(res sim.Result) string {
+	if res.Verdict == sim.Pass && res.Err != nil {
+		return "pass*"
+	}
+	return string(res.Verdict)
+}
+
 // replayed is the scenario --replay names: a seed, or a regression's name.
 func replayed(what string) (sim.Scenario, error) {
 	if seed, err := strconv.ParseUint(strings.TrimPrefix(what, "seed "), 10, 64); err == nil {
@@ -272,7 +306,27 @@ func firedList(m map[sim.FaultKind]int) string {
 		parts = append(parts, fmt.Sprintf("%s %d", k, v))
 	}
 	sort.Strings(parts)
-	return strings.Join(parts, ", ")
+	return strings.Join(parts, ",")
+}
+
+// wrapList breaks a comma-separated list into indented lines of at most
+// width characters.
+func wrapList(list string, width int) string {
+	var b strings.Builder
+	line := "  "
+	for i, part := range strings.Split(list, ",") {
+		if i > 0 {
+			part = "," + part
+		}
+		if len(line)+len(part) > width && strings.TrimSpace(line) != "" {
+			b.WriteString(line + ",\n")
+			line = "  " + strings.TrimPrefix(part, ",")
+			continue
+		}
+		line += part
+	}
+	b.WriteString(line)
+	return b.String()
 }
 
 func head(xs []string, n int) []string {
