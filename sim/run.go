@@ -155,9 +155,9 @@ func Run(ctx context.Context, sc Scenario, o Options) (res Result) {
 	res = Result{Scenario: sc, Verdict: Pass, Fired: map[FaultKind]int{}}
 	start := time.Now()
 	defer func() { res.Duration = time.Since(start) }()
-	violate := func(format string, args ...any) {
+	violate := violation(func(format string, args ...any) {
 		res.Violations = append(res.Violations, fmt.Sprintf(format, args...))
-	}
+	})
 	defer func() {
 		if len(res.Violations) > 0 && res.Verdict != Stopped {
 			res.Verdict = Fail
@@ -200,98 +200,17 @@ func Run(ctx context.Context, sc Scenario, o Options) (res Result) {
 		}
 	}
 
-	// What should have happened.
-	sh := sc.Shape
-	corrupted, anyDamage := 0, false
-	var expect []uint64
-	for f := range sh.Files {
-		for r := range sh.Records {
-			if damaged[f][r] {
-				corrupted++
-				anyDamage = true
-				continue
-			}
-			expect = append(expect, messages.SampleID(f, r))
-		}
-		anyDamage = anyDamage || truncated[f]
-	}
-	copies := max(sh.MultiPass, 1)
-	errorDue := slices.Contains(truncated, true) || (anyDamage && !sh.Skip)
-	storm := false
-	for _, f := range sc.Faults {
-		storm = storm || f.Kind == PanicStorm
-	}
-
+	exp := expectFrom(sc, damaged, truncated)
 	switch {
-	case run.err == nil && errorDue:
+	case run.err == nil && exp.errorDue:
 		violate("the run succeeded, but its files are damaged and the policy says fail")
 	case run.err != nil:
-		var se *actors.StageError
-		switch {
-		case errors.Is(run.err, context.DeadlineExceeded) || errors.Is(run.err, errHang):
-			violate("no result within %v: %v", o.Deadline, run.err)
-		case !errors.As(run.err, &se):
-			violate("the error is not a *actors.StageError: %v", run.err)
-		case errors.Is(run.err, supervisor.ErrRestartIntensity):
-			if !storm {
-				violate("restart intensity exceeded with no storm of faults: %v", run.err)
-			}
-			if se.Stage == "" {
-				violate("the intensity error names no stage: %v", run.err)
-			}
-		case errors.Is(run.err, format.ErrCorrupt):
-			if !errorDue {
-				violate("a corruption error, but no file was damaged (or the policy skips): %v", run.err)
-			}
-			if !slices.Contains(paths, se.File) {
-				violate("the corruption error names no file of the scenario: %v", run.err)
-			}
-		default:
-			violate("unexpected error: %v", run.err)
-		}
-		// Even a failed run never hands a sample out twice in a pass.
-		for pass, es := range l.passes {
-			seen := map[uint64]int{}
-			for _, e := range es {
-				for _, id := range e.ids {
-					if seen[id]++; seen[id] > copies {
-						f, r := messages.SplitID(id)
-						violate("pass %d: sample %d#%d consumed %d times", pass, f, r, seen[id])
-					}
-				}
-			}
-		}
+		checkError(violate, run.err, exp, paths, o.Deadline)
+		checkNoneTwice(violate, l, exp.copies)
 	default:
-		if run.restarts > o.Intensity.MaxRestarts {
-			violate("%d restarts, more than the intensity allows, and no error", run.restarts)
-		}
-		for pass := range sh.Passes {
-			var got []uint64
-			for _, e := range l.passes[pass] {
-				got = append(got, e.ids...)
-			}
-			var want []uint64
-			for range copies {
-				want = append(want, expect...)
-			}
-			// drop_last leaves out each upstream pass's short last batch,
-			// exactly; a double buffer that drops a partial last step
-			// leaves out fewer batches than there are devices.
-			exact, allow := 0, 0
-			if sh.DropLast {
-				exact = len(expect) % sh.Batch * copies
-			}
-			if sh.DropPartial {
-				allow = (sh.Devices - 1) * sh.Batch
-			}
-			if msg := sameSet(want, got, exact, allow); msg != "" {
-				violate("pass %d: %s", pass, msg)
-			}
-		}
-		if sh.Skip && run.skipped != uint64(corrupted*copies) {
-			violate("skipped %d records in the last pass, %d are damaged", run.skipped, corrupted*copies)
-		}
+		checkDelivered(violate, sc.Shape, run, l, exp, o.Intensity)
 	}
+	sh := sc.Shape
 	if len(res.Violations) == 0 && run.err == nil && sh.Ordered && sh.XMap != 2 {
 		// With ordered reading and a fixed seed, the order is the fault-free run's.
 		ref, refRun := execute(ctx, Scenario{Seed: sc.Seed, Shape: sc.Shape, Faults: staticOnly(sc.Faults)}, paths, o, false)
@@ -302,6 +221,118 @@ func Run(ctx context.Context, sc Scenario, o Options) (res Result) {
 		}
 	}
 	return res
+}
+
+// violation records a broken invariant.
+type violation func(format string, args ...any)
+
+// expectation is what a scenario's run should deliver, from the damage its
+// static faults did on disk.
+type expectation struct {
+	ids       []uint64 // every undamaged sample, once
+	corrupted int      // damaged records
+	copies    int      // times each sample is consumed in a pass (multi-pass)
+	errorDue  bool     // damage the policy fails on, or a truncation
+	storm     bool     // a panic storm, which may end in the intensity error
+}
+
+func expectFrom(sc Scenario, damaged []map[int]bool, truncated []bool) expectation {
+	sh := sc.Shape
+	e := expectation{copies: max(sh.MultiPass, 1)}
+	anyDamage := false
+	for f := range sh.Files {
+		for r := range sh.Records {
+			if damaged[f][r] {
+				e.corrupted++
+				anyDamage = true
+				continue
+			}
+			e.ids = append(e.ids, messages.SampleID(f, r))
+		}
+		anyDamage = anyDamage || truncated[f]
+	}
+	e.errorDue = slices.Contains(truncated, true) || (anyDamage && !sh.Skip)
+	for _, f := range sc.Faults {
+		e.storm = e.storm || f.Kind == PanicStorm
+	}
+	return e
+}
+
+// checkError checks the error a run ended with: a *actors.StageError, due,
+// naming what it must, and never a hang.
+func checkError(violate violation, err error, exp expectation, paths []string, deadline time.Duration) {
+	var se *actors.StageError
+	switch {
+	case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, errHang):
+		violate("no result within %v: %v", deadline, err)
+	case !errors.As(err, &se):
+		violate("the error is not a *actors.StageError: %v", err)
+	case errors.Is(err, supervisor.ErrRestartIntensity):
+		if !exp.storm {
+			violate("restart intensity exceeded with no storm of faults: %v", err)
+		}
+		if se.Stage == "" {
+			violate("the intensity error names no stage: %v", err)
+		}
+	case errors.Is(err, format.ErrCorrupt):
+		if !exp.errorDue {
+			violate("a corruption error, but no file was damaged (or the policy skips): %v", err)
+		}
+		if !slices.Contains(paths, se.File) {
+			violate("the corruption error names no file of the scenario: %v", err)
+		}
+	default:
+		violate("unexpected error: %v", err)
+	}
+}
+
+// checkNoneTwice checks that even a failed run never handed a sample out
+// more than copies times in a pass.
+func checkNoneTwice(violate violation, l *ledger, copies int) {
+	for pass, es := range l.passes {
+		seen := map[uint64]int{}
+		for _, e := range es {
+			for _, id := range e.ids {
+				if seen[id]++; seen[id] > copies {
+					f, r := messages.SplitID(id)
+					violate("pass %d: sample %d#%d consumed %d times", pass, f, r, seen[id])
+				}
+			}
+		}
+	}
+}
+
+// checkDelivered checks a run that succeeded: every pass delivered each
+// expected sample exactly once (copies times behind a multi-pass reader),
+// less exactly what drop_last and a dropped partial step leave out, and the
+// skip policy counted exactly the damaged records.
+func checkDelivered(violate violation, sh Shape, run outcome, l *ledger, exp expectation, intensity supervisor.Intensity) {
+	if run.restarts > intensity.MaxRestarts {
+		violate("%d restarts, more than the intensity allows, and no error", run.restarts)
+	}
+	for pass := range sh.Passes {
+		var got []uint64
+		for _, e := range l.passes[pass] {
+			got = append(got, e.ids...)
+		}
+		var want []uint64
+		for range exp.copies {
+			want = append(want, exp.ids...)
+		}
+		exact, allow := 0, 0
+		if sh.DropLast {
+			exact = len(exp.ids) % sh.Batch * exp.copies
+		}
+		if sh.DropPartial {
+			allow = (sh.Devices - 1) * sh.Batch
+		}
+		if msg := sameSet(want, got, exact, allow); msg != "" {
+			violate("pass %d: %s", pass, msg)
+		}
+	}
+	if sh.Skip && run.skipped != uint64(exp.corrupted*exp.copies) {
+		violate("skipped %d records in the last pass, %d are damaged", run.skipped, exp.corrupted*exp.copies)
+	}
 }
 
 // sameSet compares two multisets of ids: got must hold each id of want
