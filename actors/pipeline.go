@@ -188,122 +188,161 @@ type spawnable struct {
 
 // plan creates the cells of every stage, in spawn order (sources first).
 func (p *Pipeline) plan(stages []Stage, dev *Devices) ([]spawnable, error) {
-	pipe, opts := p.pipe, p.pipe.opts
-	var plan []spawnable
 	consumers := 1
 	if dev != nil {
 		consumers = dev.N
 	}
+	var plan []spawnable
 	for i, s := range stages {
 		name := fmt.Sprintf("%d-%s", i, s.kind())
 		switch s := s.(type) {
 		case Files, Generator, Queue:
-			var src Source
-			var threads, buffer int
-			var ordered bool
-			var slots []readers.SlotSpec
-			files := 1
-			switch s := s.(type) {
-			case Files:
-				fs, err := newFileSource(s.Paths, opts.Open)
-				if err != nil {
-					return nil, err
-				}
-				src, files, ordered, slots = fs, len(s.Paths), s.Ordered, s.Slots
-				threads, buffer = s.readers()
-			case Generator:
-				src, threads = &fileSource{entries: []string{s.Name}, names: []string{s.Name}, indexes: map[int]*recordio.Index{},
-					open: func(context.Context, string) (readers.Reader, error) { return s.New() }}, 1
-			case Queue:
-				src, threads = queueSource{q: s.Queue}, 1
-				p.queues = append(p.queues, s.Queue)
+			src, err := p.planSource(name, s)
+			if err != nil {
+				return nil, err
 			}
-			if buffer == 0 {
-				buffer = 3 * threads
-			}
-			pipe.source = src
-			for w := range threads {
-				wc := newWorkerCell(pipe, fmt.Sprintf("%s/reader-%d", name, w), src, opts.ReaderWindow)
-				wc.slots = slots
-				p.cells = append(p.cells, &wc.cell)
-				plan = append(plan, spawnable{name: wc.name, cell: &wc.cell, workers: true,
-					producer: func(*actor.PID, []*actor.PID) actor.Actor { return &workerActor{c: wc} }})
-			}
-			fc := &filesCell{cell: cell{name: name, kind: KindFiles, pipe: pipe}, src: src, files: files,
-				ordered: ordered, buffer: buffer, window: opts.ReaderWindow}
-			p.cells = append(p.cells, &fc.cell)
-			plan = append(plan, spawnable{name: name, cell: &fc.cell, producer: func(_ *actor.PID, workers []*actor.PID) actor.Actor {
-				fc.workers = workers
-				return &filesActor{c: fc}
-			}})
+			plan = append(plan, src...)
 		case DoubleBuffer:
-			window := s.window()
-			fc := &fanoutCell{cell: cell{name: name, kind: KindDoubleBuffer, pipe: pipe}, outs: make([]outlet, consumers),
-				window: window, dropPartial: s.DropPartial}
-			fc.in.window = int64(consumers * window)
-			p.cells = append(p.cells, &fc.cell)
-			plan = append(plan, spawnable{name: name, cell: &fc.cell, producer: func(up *actor.PID, _ []*actor.PID) actor.Actor {
-				fc.in.pub = up
-				return &fanoutActor{c: fc}
-			}})
+			plan = append(plan, p.planDoubleBuffer(name, s, consumers))
 		case XMap:
-			if s.Workers == 0 {
-				s.Workers = runtime.NumCPU()
-			}
-			if s.Buffer == 0 {
-				s.Buffer = s.Workers
-			}
-			xc := newXMapCell(pipe, name, s, opts.Capacity, opts.Window)
-			p.cells = append(p.cells, &xc.cell)
-			plan = append(plan, spawnable{name: name, cell: &xc.cell, producer: func(up *actor.PID, _ []*actor.PID) actor.Actor {
-				xc.in.pub = up
-				return &xmapActor{c: xc}
-			}})
+			plan = append(plan, p.planXMap(name, s))
 		default:
-			tc := &transformCell{cell: cell{name: name, kind: s.kind(), pipe: pipe}, relay: relay{capacity: opts.Capacity}}
-			tc.in.window = int64(opts.Window)
-			switch s := s.(type) {
-			case Shuffle:
-				tc.logic = &shuffleLogic{window: s.Window, seed: s.Seed, group: opts.GroupSize}
-				// A full window leaves at once, as about Window/GroupSize
-				// items. They are references into groups the stage holds
-				// anyway, so it holds them unsent and goes on filling the
-				// next window while the batch stage works through them;
-				// with Capacity alone it would wait for them to drain.
-				tc.capacity += (s.Window + opts.GroupSize - 1) / opts.GroupSize
-			case Batch:
-				bl := &batchLogic{size: s.Size, dropLast: s.DropLast, pipe: pipe}
-				if limit, ok := recyclesBlocks(stages, i, opts); ok && pipe.blocks == nil {
-					pipe.blocks = newBlockPool(limit)
-					bl.blocks = pipe.blocks
-				}
-				tc.logic = bl
-				pipe.counting = true
-				if dev != nil && dev.Recycle && lastBeforeBuffer(stages, i) {
-					// As many as may be alive at once (docs/protocol.md): a
-					// batch is made in fresh storage only when none is free,
-					// so storage never exceeds the peak of live batches.
-					prefetch := opts.Window
-					if db, ok := stages[len(stages)-1].(DoubleBuffer); ok {
-						prefetch = db.window()
-					}
-					alive := opts.Capacity + opts.Window*((opts.GroupSize+s.Size-1)/s.Size) + dev.N*(2*prefetch+consumerWindow(stages, opts))
-					pipe.recycled = make(chan tensor.Slots, alive)
-				}
-			case Map:
-				tc.logic = &mapLogic{fn: s.Fn}
-			case MultiPass:
-				tc.logic = &multiPassLogic{passes: s.Passes}
-			}
-			tc.in.reach = int64(tc.capacity)
-			p.cells = append(p.cells, &tc.cell)
-			plan = append(plan, spawnable{name: name, cell: &tc.cell, producer: func(up *actor.PID, _ []*actor.PID) actor.Actor {
-				tc.in.pub = up
-				return &transformActor{c: tc}
-			}})
+			plan = append(plan, p.planTransform(name, stages, i, dev))
 		}
 	}
-	window := consumerWindow(stages, opts)
+	return append(plan, p.planConsumers(stages, dev, consumers)...), nil
+}
+
+// planSource plans a source: its file readers, then their coordinator.
+func (p *Pipeline) planSource(name string, s Stage) ([]spawnable, error) {
+	pipe, opts := p.pipe, p.pipe.opts
+	var src Source
+	var threads, buffer int
+	var ordered bool
+	var slots []readers.SlotSpec
+	files := 1
+	switch s := s.(type) {
+	case Files:
+		fs, err := newFileSource(s.Paths, opts.Open)
+		if err != nil {
+			return nil, err
+		}
+		src, files, ordered, slots = fs, len(s.Paths), s.Ordered, s.Slots
+		threads, buffer = s.readers()
+	case Generator:
+		src, threads = &fileSource{entries: []string{s.Name}, names: []string{s.Name}, indexes: map[int]*recordio.Index{},
+			open: func(context.Context, string) (readers.Reader, error) { return s.New() }}, 1
+	case Queue:
+		src, threads = queueSource{q: s.Queue}, 1
+		p.queues = append(p.queues, s.Queue)
+	}
+	if buffer == 0 {
+		buffer = 3 * threads
+	}
+	pipe.source = src
+	var plan []spawnable
+	for w := range threads {
+		wc := newWorkerCell(pipe, fmt.Sprintf("%s/reader-%d", name, w), src, opts.ReaderWindow)
+		wc.slots = slots
+		p.cells = append(p.cells, &wc.cell)
+		plan = append(plan, spawnable{name: wc.name, cell: &wc.cell, workers: true,
+			producer: func(*actor.PID, []*actor.PID) actor.Actor { return &workerActor{c: wc} }})
+	}
+	fc := &filesCell{cell: cell{name: name, kind: KindFiles, pipe: pipe}, src: src, files: files,
+		ordered: ordered, buffer: buffer, window: opts.ReaderWindow}
+	p.cells = append(p.cells, &fc.cell)
+	return append(plan, spawnable{name: name, cell: &fc.cell, producer: func(_ *actor.PID, workers []*actor.PID) actor.Actor {
+		fc.workers = workers
+		return &filesActor{c: fc}
+	}}), nil
+}
+
+// planDoubleBuffer plans the double buffer before the consumers.
+func (p *Pipeline) planDoubleBuffer(name string, s DoubleBuffer, consumers int) spawnable {
+	window := s.window()
+	fc := &fanoutCell{cell: cell{name: name, kind: KindDoubleBuffer, pipe: p.pipe}, outs: make([]outlet, consumers),
+		window: window, dropPartial: s.DropPartial}
+	fc.in.window = int64(consumers * window)
+	p.cells = append(p.cells, &fc.cell)
+	return spawnable{name: name, cell: &fc.cell, producer: func(up *actor.PID, _ []*actor.PID) actor.Actor {
+		fc.in.pub = up
+		return &fanoutActor{c: fc}
+	}}
+}
+
+// planXMap plans an xmap stage, its defaults applied.
+func (p *Pipeline) planXMap(name string, s XMap) spawnable {
+	if s.Workers == 0 {
+		s.Workers = runtime.NumCPU()
+	}
+	if s.Buffer == 0 {
+		s.Buffer = s.Workers
+	}
+	xc := newXMapCell(p.pipe, name, s, p.pipe.opts.Capacity, p.pipe.opts.Window)
+	p.cells = append(p.cells, &xc.cell)
+	return spawnable{name: name, cell: &xc.cell, producer: func(up *actor.PID, _ []*actor.PID) actor.Actor {
+		xc.in.pub = up
+		return &xmapActor{c: xc}
+	}}
+}
+
+// planTransform plans stage i, a shuffle, batch, map or multi-pass stage.
+func (p *Pipeline) planTransform(name string, stages []Stage, i int, dev *Devices) spawnable {
+	pipe, opts := p.pipe, p.pipe.opts
+	tc := &transformCell{cell: cell{name: name, kind: stages[i].kind(), pipe: pipe}, relay: relay{capacity: opts.Capacity}}
+	tc.in.window = int64(opts.Window)
+	switch s := stages[i].(type) {
+	case Shuffle:
+		tc.logic = &shuffleLogic{window: s.Window, seed: s.Seed, group: opts.GroupSize}
+		// A full window leaves at once, as about Window/GroupSize items.
+		// They are references into groups the stage holds anyway, so it
+		// holds them unsent and goes on filling the next window while the
+		// batch stage works through them; with Capacity alone it would
+		// wait for them to drain.
+		tc.capacity += (s.Window + opts.GroupSize - 1) / opts.GroupSize
+	case Batch:
+		tc.logic = p.planBatch(s, stages, i, dev)
+	case Map:
+		tc.logic = &mapLogic{fn: s.Fn}
+	case MultiPass:
+		tc.logic = &multiPassLogic{passes: s.Passes}
+	}
+	tc.in.reach = int64(tc.capacity)
+	p.cells = append(p.cells, &tc.cell)
+	return spawnable{name: name, cell: &tc.cell, producer: func(up *actor.PID, _ []*actor.PID) actor.Actor {
+		tc.in.pub = up
+		return &transformActor{c: tc}
+	}}
+}
+
+// planBatch makes the batch stage's logic, and the pools its storage is
+// recycled through when it may be.
+func (p *Pipeline) planBatch(s Batch, stages []Stage, i int, dev *Devices) *batchLogic {
+	pipe, opts := p.pipe, p.pipe.opts
+	bl := &batchLogic{size: s.Size, dropLast: s.DropLast, pipe: pipe}
+	if limit, ok := recyclesBlocks(stages, i, opts); ok && pipe.blocks == nil {
+		pipe.blocks = newBlockPool(limit)
+		bl.blocks = pipe.blocks
+	}
+	pipe.counting = true
+	if dev != nil && dev.Recycle && lastBeforeBuffer(stages, i) {
+		// As many as may be alive at once (docs/protocol.md): a batch is
+		// made in fresh storage only when none is free, so storage never
+		// exceeds the peak of live batches.
+		prefetch := opts.Window
+		if db, ok := stages[len(stages)-1].(DoubleBuffer); ok {
+			prefetch = db.window()
+		}
+		alive := opts.Capacity + opts.Window*((opts.GroupSize+s.Size-1)/s.Size) + dev.N*(2*prefetch+consumerWindow(stages, opts))
+		pipe.recycled = make(chan tensor.Slots, alive)
+	}
+	return bl
+}
+
+// planConsumers plans the consumers: the devices, or the handle's sink.
+func (p *Pipeline) planConsumers(stages []Stage, dev *Devices, consumers int) []spawnable {
+	window := consumerWindow(stages, p.pipe.opts)
+	var plan []spawnable
 	for d := range consumers {
 		kind, name := KindSink, "sink"
 		var run *deviceRun
@@ -313,7 +352,7 @@ func (p *Pipeline) plan(stages []Stage, dev *Devices) ([]spawnable, error) {
 			p.devices = append(p.devices, st)
 			run = &deviceRun{step: dev.Step, stepTime: dev.StepTime, stats: st}
 		}
-		cc := newConsumerCell(pipe, name, kind, uint32(d), uint32(consumers), window)
+		cc := newConsumerCell(p.pipe, name, kind, uint32(d), uint32(consumers), window)
 		p.sinks = append(p.sinks, cc)
 		p.cells = append(p.cells, &cc.cell)
 		plan = append(plan, spawnable{name: name, cell: &cc.cell, sink: cc, producer: func(up *actor.PID, _ []*actor.PID) actor.Actor {
@@ -321,7 +360,7 @@ func (p *Pipeline) plan(stages []Stage, dev *Devices) ([]spawnable, error) {
 			return &consumerActor{c: cc, device: run}
 		}})
 	}
-	return plan, nil
+	return plan
 }
 
 // supervisorActor owns a pipeline's stages: it spawns them and, through its
