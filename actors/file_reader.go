@@ -246,32 +246,9 @@ func (a *workerActor) stop() { a.read.stop() }
 // slot per group, into the handoff.
 func (a *workerActor) readFile(ctx context.Context, file int, pass uint32, from uint64, poke func()) {
 	c := a.c
-	var r readers.Reader
-	// The reader is opened with a context of its own, which its watchdog
-	// cancels when a read stalls.
-	var w watchdog
-	defer func() {
-		w.close()
-		if r != nil {
-			r.Close()
-		}
-	}()
-	open := func() error {
-		readCtx := w.open(ctx, c.pipe.opts.ReadTimeout)
-		err := w.guard(ctx, func() (err error) {
-			r, err = c.src.Open(readCtx, file, pass, from)
-			return err
-		})
-		if errors.Is(err, ErrReadStalled) {
-			if r != nil {
-				r.Close()
-				r = nil
-			}
-			err = &stalled{file: c.src.Name(file), record: from, after: c.pipe.opts.ReadTimeout}
-		}
-		return err
-	}
-	if err := supervisor.Retry(ctx, c.retry, func(int) error { return open() }); err != nil {
+	fr := &fileRead{c: c, ctx: ctx, file: file, pass: pass, from: from, rec: from, stuckAt: math.MaxUint64}
+	defer fr.close()
+	if err := supervisor.Retry(ctx, c.retry, func(int) error { return fr.open() }); err != nil {
 		if ctx.Err() == nil {
 			// A file that cannot be opened fails at no record: say so,
 			// and where reading was to resume when it was not the start.
@@ -283,32 +260,7 @@ func (a *workerActor) readFile(ctx context.Context, file int, pass uint32, from 
 		}
 		return
 	}
-	rec := from
-	stuckAt, tries := uint64(math.MaxUint64), 0 // transient failures at one record
-	// Records that stack (one dense instance each, alike in shape) are
-	// decoded straight into one block per group (tensor.Stack); others
-	// travel as parts of their own.
-	st := tensor.NewStack(c.group)
-	blocks := c.pipe.blocks
-	if blocks != nil {
-		st.SetAlloc(blocks.alloc)
-	}
-	take := func() tensor.Slots { // the group stacked so far, registered for recycling
-		s, block := st.TakeBlock()
-		if s != nil && blocks != nil {
-			rows, _ := s.Instances()
-			blocks.register(block, rows)
-		}
-		return s
-	}
-	next := func() (tensor.Slots, bool, error) {
-		if sr, ok := r.(stackedReader); ok {
-			item, err := sr.NextStacked(w.ctx, st)
-			return item, err == nil && item == nil, err
-		}
-		item, err := r.Next(w.ctx)
-		return item, false, err
-	}
+	fr.stackOnto(tensor.NewStack(c.group))
 	// A panic in the reader (user code) while a read-ahead slot is held
 	// gives the slot back before it reaches the actor: the restarted reader
 	// needs it. Without this, ReaderWindow panics left a reader with no slot,
@@ -329,126 +281,244 @@ func (a *workerActor) readFile(ctx context.Context, file int, pass uint32, from 
 		case <-c.tokens:
 			holding = true
 		}
-		first, skipped := rec, uint64(0)
-		var parts []tensor.Slots
-		ids := make([]uint64, 0, c.group)
-		var end bool
-		var fail *readFailure
-		// The watchdog runs over the group's reads (one timer reset per
-		// group, not per record).
-		w.arm()
-		for len(ids) < c.group {
-			item, stacked, err := next()
-			if err != nil && w.tripped(ctx) {
-				err = &stalled{file: c.src.Name(file), record: rec, after: c.pipe.opts.ReadTimeout}
-			}
-			// Stacked records all have the first one's dtypes and shapes:
-			// checking the first of a group checks them all.
-			if err == nil && c.slots != nil && (!stacked || st.Len() == 1) {
-				check := item
-				if stacked {
-					check, err = st.Row(0)
-				}
-				if err == nil {
-					err = readers.CheckSlots(c.slots, check)
-				}
-				if err != nil {
-					if stacked {
-						st.Drop()
-					}
-					err = fmt.Errorf("actors: record %d of %s: %w", rec, c.src.Name(file), err)
-				}
-			}
-			if err == nil {
-				if !stacked {
-					if s := take(); s != nil {
-						parts = append(parts, s)
-					}
-					parts = append(parts, item)
-				}
-				ids = append(ids, messages.SampleID(file, int(rec)))
-				rec++
-				continue
-			}
-			if errors.Is(err, io.EOF) {
-				end = true
-				break
-			}
-			if ctx.Err() != nil {
-				c.tokens <- struct{}{}
-				return
-			}
-			if n, ok := skippable(err, r, c.policy); ok {
-				skipped += uint64(n)
-				rec += uint64(n)
-				continue
-			}
-			if supervisor.Classify(err) == messagesTransient {
-				// Reopen at the record that failed and go on, on our own
-				// backoff timers. The attempts count per record: a record
-				// that keeps failing ends the file after Retry.Attempts.
-				if rec != stuckAt {
-					stuckAt, tries = rec, 0
-				}
-				if tries++; tries >= max(c.retry.Attempts, 1) {
-					err = fmt.Errorf("%w after %d attempts at record %d: %w", supervisor.ErrRetriesExhausted, tries, rec, err)
-				} else if werr := wait(ctx, c.retry.Delay(tries-1, nil)); werr != nil {
-					c.tokens <- struct{}{} // stopped: the group is dropped, as above
-					return
-				} else {
-					r.Close()
-					r = nil
-					from = rec
-					if rerr := supervisor.Retry(ctx, c.retry, func(int) error { return open() }); rerr == nil {
-						w.arm() // the reopened reader's watchdog, over the rest of the group
-						continue
-					} else {
-						err = rerr
-					}
-				}
-			}
-			if ctx.Err() != nil {
-				// Stopped while reopening (a reassignment): the read did not
-				// fail, it was abandoned, and the group is dropped as above.
-				c.tokens <- struct{}{}
-				return
-			}
-			fail = &readFailure{offset: offsetOf(err), record: int64(rec), err: err}
-			break
-		}
-		w.disarm()
-		if s := take(); s != nil {
-			parts = append(parts, s)
-		}
-		// A group reports every record it used up, skipped ones included, even
-		// when none is left to deliver: the coordinator counts a file done only
-		// once its records are all accounted for.
-		var b *messages.Batch
-		if len(parts) > 0 {
-			var err error
-			if b, err = messages.FromParts(parts, ids); err != nil {
-				fail = &readFailure{offset: -1, record: int64(first), err: fmt.Errorf("actors: records %d..%d of %s: %w", first, rec, c.src.Name(file), err)}
-				b = nil
-			}
-		}
-		if b == nil && skipped > 0 {
-			b = &messages.Batch{}
-		}
-		if b != nil {
-			b.Pass, b.Source, b.First, b.Count, b.Skipped = pass, uint32(file), first, rec-first, skipped
-		} else {
+		g := fr.readGroup()
+		if g.stopped {
+			// Stopped (a reassignment, a stop): the group is dropped and
+			// its slot given back.
 			c.tokens <- struct{}{}
+			return
+		}
+		b, fail := fr.message(g)
+		if b == nil {
+			c.tokens <- struct{}{} // nothing to deliver: the slot comes back
 		}
 		var e *messages.End
-		if end {
-			e = &messages.End{Pass: pass, Count: rec}
+		if g.end {
+			e = &messages.End{Pass: pass, Count: fr.rec}
 		}
 		holding = false // the slot goes with the group, or came back above
 		a.put(b, e, fail, poke)
-		if end || fail != nil {
+		if g.end || fail != nil {
 			return
 		}
 	}
+}
+
+// fileRead is one run of a file reader's goroutine over a file: the reader
+// it opened (with a context of its own, which the watchdog cancels when a
+// read stalls), the record it stands at, and the stack it decodes records
+// onto.
+type fileRead struct {
+	c       *workerCell
+	ctx     context.Context
+	file    int
+	pass    uint32
+	from    uint64 // where the reader was (re)opened
+	rec     uint64 // the next record
+	r       readers.Reader
+	w       watchdog
+	st      *tensor.Stack
+	stuckAt uint64 // the record transient failures happen at
+	tries   int    // the failures there
+}
+
+func (fr *fileRead) close() {
+	fr.w.close()
+	if fr.r != nil {
+		fr.r.Close()
+	}
+}
+
+// open opens the file at fr.from under the watchdog; a stalled open is a
+// transient error.
+func (fr *fileRead) open() error {
+	c := fr.c
+	readCtx := fr.w.open(fr.ctx, c.pipe.opts.ReadTimeout)
+	err := fr.w.guard(fr.ctx, func() (err error) {
+		fr.r, err = c.src.Open(readCtx, fr.file, fr.pass, fr.from)
+		return err
+	})
+	if errors.Is(err, ErrReadStalled) {
+		if fr.r != nil {
+			fr.r.Close()
+			fr.r = nil
+		}
+		err = &stalled{file: c.src.Name(fr.file), record: fr.from, after: c.pipe.opts.ReadTimeout}
+	}
+	return err
+}
+
+// stackOnto decodes records that stack (one dense instance each, alike in
+// shape) straight into st's blocks, recycled through the pipeline's block
+// pool when it has one; others travel as parts of their own.
+func (fr *fileRead) stackOnto(st *tensor.Stack) {
+	if blocks := fr.c.pipe.blocks; blocks != nil {
+		st.SetAlloc(blocks.alloc)
+	}
+	fr.st = st
+}
+
+// take is the group stacked so far, registered for recycling.
+func (fr *fileRead) take() tensor.Slots {
+	s, block := fr.st.TakeBlock()
+	if blocks := fr.c.pipe.blocks; s != nil && blocks != nil {
+		rows, _ := s.Instances()
+		blocks.register(block, rows)
+	}
+	return s
+}
+
+// next reads a record, onto the stack when the reader can: stacked reports
+// that it went there.
+func (fr *fileRead) next() (item tensor.Slots, stacked bool, err error) {
+	if sr, ok := fr.r.(stackedReader); ok {
+		item, err := sr.NextStacked(fr.w.ctx, fr.st)
+		return item, err == nil && item == nil, err
+	}
+	item, err = fr.r.Next(fr.w.ctx)
+	return item, false, err
+}
+
+// group is what one read-ahead slot's worth of reading gave.
+type group struct {
+	first, skipped uint64
+	parts          []tensor.Slots
+	ids            []uint64
+	end            bool         // the file ended
+	fail           *readFailure // the reading failed
+	stopped        bool         // the goroutine was stopped: nothing to deliver
+}
+
+// readGroup reads up to a group of records. The watchdog runs over the
+// group's reads (one timer reset per group, not per record).
+func (fr *fileRead) readGroup() group {
+	c := fr.c
+	g := group{first: fr.rec, ids: make([]uint64, 0, c.group)}
+	fr.w.arm()
+	defer fr.w.disarm()
+	for len(g.ids) < c.group {
+		item, stacked, err := fr.next()
+		if err != nil && fr.w.tripped(fr.ctx) {
+			err = &stalled{file: c.src.Name(fr.file), record: fr.rec, after: c.pipe.opts.ReadTimeout}
+		}
+		if err == nil {
+			err = fr.check(item, stacked)
+		}
+		if err == nil {
+			if !stacked {
+				if s := fr.take(); s != nil {
+					g.parts = append(g.parts, s)
+				}
+				g.parts = append(g.parts, item)
+			}
+			g.ids = append(g.ids, messages.SampleID(fr.file, int(fr.rec)))
+			fr.rec++
+			continue
+		}
+		if errors.Is(err, io.EOF) {
+			g.end = true
+			break
+		}
+		if fr.ctx.Err() != nil {
+			g.stopped = true
+			return g
+		}
+		if n, ok := skippable(err, fr.r, c.policy); ok {
+			g.skipped += uint64(n)
+			fr.rec += uint64(n)
+			continue
+		}
+		if err = fr.recover(err); err == nil {
+			continue // reopened at the record: go on
+		}
+		if fr.ctx.Err() != nil {
+			// Stopped while reopening (a reassignment): the read did not
+			// fail, it was abandoned.
+			g.stopped = true
+			return g
+		}
+		g.fail = &readFailure{offset: offsetOf(err), record: int64(fr.rec), err: err}
+		break
+	}
+	if s := fr.take(); s != nil {
+		g.parts = append(g.parts, s)
+	}
+	return g
+}
+
+// check checks a record against the declared slots. Stacked records all
+// have the first one's dtypes and shapes: checking the first of a group
+// checks them all.
+func (fr *fileRead) check(item tensor.Slots, stacked bool) error {
+	c := fr.c
+	if c.slots == nil || (stacked && fr.st.Len() != 1) {
+		return nil
+	}
+	var err error
+	if stacked {
+		item, err = fr.st.Row(0)
+	}
+	if err == nil {
+		err = readers.CheckSlots(c.slots, item)
+	}
+	if err != nil {
+		if stacked {
+			fr.st.Drop()
+		}
+		return fmt.Errorf("actors: record %d of %s: %w", fr.rec, c.src.Name(fr.file), err)
+	}
+	return nil
+}
+
+// recover gets past a transient error by reopening the file at the record
+// that failed, on the reader's own backoff timers, and returns nil when it
+// did. The attempts count per record: a record that keeps failing ends the
+// file after Retry.Attempts. Any other error is returned as it is.
+func (fr *fileRead) recover(err error) error {
+	c := fr.c
+	if supervisor.Classify(err) != messagesTransient {
+		return err
+	}
+	if fr.rec != fr.stuckAt {
+		fr.stuckAt, fr.tries = fr.rec, 0
+	}
+	if fr.tries++; fr.tries >= max(c.retry.Attempts, 1) {
+		return fmt.Errorf("%w after %d attempts at record %d: %w", supervisor.ErrRetriesExhausted, fr.tries, fr.rec, err)
+	}
+	if werr := wait(fr.ctx, c.retry.Delay(fr.tries-1, nil)); werr != nil {
+		return werr
+	}
+	fr.r.Close()
+	fr.r = nil
+	fr.from = fr.rec
+	if rerr := supervisor.Retry(fr.ctx, c.retry, func(int) error { return fr.open() }); rerr != nil {
+		return rerr
+	}
+	fr.w.arm() // the reopened reader's watchdog, over the rest of the group
+	return nil
+}
+
+// message makes the group's message. A group reports every record it used
+// up, skipped ones included, even when none is left to deliver: the
+// coordinator counts a file done only once its records are all accounted
+// for. It is nil when there is nothing to send.
+func (fr *fileRead) message(g group) (*messages.Batch, *readFailure) {
+	fail := g.fail
+	var b *messages.Batch
+	if len(g.parts) > 0 {
+		var err error
+		if b, err = messages.FromParts(g.parts, g.ids); err != nil {
+			fail = &readFailure{offset: -1, record: int64(g.first), err: fmt.Errorf("actors: records %d..%d of %s: %w", g.first, fr.rec, fr.c.src.Name(fr.file), err)}
+			b = nil
+		}
+	}
+	if b == nil && g.skipped > 0 {
+		b = &messages.Batch{}
+	}
+	if b != nil {
+		b.Pass, b.Source, b.First, b.Count, b.Skipped = fr.pass, uint32(fr.file), g.first, fr.rec-g.first, g.skipped
+	}
+	return b, fail
 }
 
 // watchdog bounds the calls into one opened reader (opening it, which may
