@@ -49,103 +49,140 @@ func (a *fanoutActor) Receive(ctx actor.Context) {
 		c.meter.gauge(held, c.in.outstanding)
 	}()
 	msg, send := c.receive(ctx)
+	var settle bool // the message may have freed or brought items: flush and ask for more
 	switch m := msg.(type) {
 	case *actor.Started:
 		if c.restarted() {
 			c.in.reopen(send, a.room())
 			c.announce(send)
 		}
-		return
 	case *messages.Subscribe:
-		if int(m.Lane) >= len(c.outs) {
-			a.fail(send, errLane(m.Lane, len(c.outs)))
-			return
-		}
-		o := &c.outs[m.Lane]
-		if o.sub != nil && m.Epoch <= o.epoch && m.Pass == c.pass {
-			return
-		}
-		if !c.running || m.Pass != c.pass {
-			ahead := c.readingAhead() && m.Pass == c.in.pass
-			for _, b := range c.step {
-				c.pipe.noteDropped(b)
-			}
-			c.pass, c.running, c.routed, c.step, c.skipped = m.Pass, true, 0, nil, 0
-			for i := range c.outs {
-				c.outs[i].reset(m.Pass)
-			}
-			if ahead {
-				a.switchToAhead()
-			} else {
-				a.dropAhead()
-				c.in.subscribe(send, m.Pass, 0, 0)
-			}
-		}
-		if err := o.subscribe(ctx.Sender(), m); err != nil {
-			a.fail(send, err)
-			return
-		}
+		settle = a.onSubscribe(send, ctx.Sender(), m)
 	case *messages.Demand:
-		for i := range c.outs {
-			if c.outs[i].epoch == m.Epoch && c.outs[i].sub.Equal(ctx.Sender()) {
-				if err := c.outs[i].onDemand(m); err != nil {
-					a.fail(send, err)
-					return
-				}
-			}
-		}
+		settle = a.onDemand(send, ctx.Sender(), m)
 	case *messages.Cancel:
-		return // a lane's consumer left; the others go on
+		// a lane's consumer left; the others go on
 	case *messages.Resubscribe:
 		c.in.reopen(send, a.room())
-		return
 	case *messages.Batch:
-		if !c.in.admit(send, m.Epoch, m.Seq, a.room()) {
-			return
-		}
-		c.in.commit()
-		item := &messages.Batch{Pass: c.in.pass, Slots: m.Slots, Parts: m.Parts, Rows: m.Rows, Ids: m.Ids}
-		if c.readingAhead() {
-			c.ahead = append(c.ahead, item)
-			c.pipe.ahead.Add(1)
-		} else {
-			a.take(item)
-		}
+		settle = a.onBatch(send, m)
 	case *messages.End:
-		if !c.in.admitEnd(send, m, a.room()) {
-			return
-		}
-		c.in.ended = true
-		if c.readingAhead() {
-			c.aheadEnd = m
-		} else {
-			a.end(m)
-			// Read the next pass ahead while the consumers drain this one,
-			// once the pipeline was reset at least once: a single-pass run
-			// would only waste the work.
-			if c.pass > 0 {
-				c.in.subscribe(send, c.pass+1, 0, a.room())
-			}
-		}
+		settle = a.onEnd(send, m)
 	case *messages.Failure:
-		if !c.in.current(m.Epoch) {
-			return
+		settle = a.onFailure(m)
+	}
+	if settle {
+		for i := range c.outs {
+			c.outs[i].flush(send)
 		}
-		c.in.ended = true
-		if c.readingAhead() {
-			c.aheadFail = m
+		c.in.replenish(send, a.room(), c.in.next)
+	}
+}
+
+// onSubscribe takes a lane's subscription. One for another pass starts that
+// pass: from what was read ahead when it is the pass being read ahead.
+func (a *fanoutActor) onSubscribe(send func(*actor.PID, any), from *actor.PID, m *messages.Subscribe) bool {
+	c := a.c
+	if int(m.Lane) >= len(c.outs) {
+		a.fail(send, errLane(m.Lane, len(c.outs)))
+		return false
+	}
+	o := &c.outs[m.Lane]
+	if o.sub != nil && m.Epoch <= o.epoch && m.Pass == c.pass {
+		return false
+	}
+	if !c.running || m.Pass != c.pass {
+		ahead := c.readingAhead() && m.Pass == c.in.pass
+		for _, b := range c.step {
+			c.pipe.noteDropped(b)
+		}
+		c.pass, c.running, c.routed, c.step, c.skipped = m.Pass, true, 0, nil, 0
+		for i := range c.outs {
+			c.outs[i].reset(m.Pass)
+		}
+		if ahead {
+			a.switchToAhead()
 		} else {
-			for i := range c.outs {
-				c.outs[i].fail = m
+			a.dropAhead()
+			c.in.subscribe(send, m.Pass, 0, 0)
+		}
+	}
+	if err := o.subscribe(from, m); err != nil {
+		a.fail(send, err)
+		return false
+	}
+	return true
+}
+
+// onDemand credits the lane that asked.
+func (a *fanoutActor) onDemand(send func(*actor.PID, any), from *actor.PID, m *messages.Demand) bool {
+	c := a.c
+	for i := range c.outs {
+		if c.outs[i].epoch == m.Epoch && c.outs[i].sub.Equal(from) {
+			if err := c.outs[i].onDemand(m); err != nil {
+				a.fail(send, err)
+				return false
 			}
 		}
-	default:
-		return
 	}
-	for i := range c.outs {
-		c.outs[i].flush(send)
+	return true
+}
+
+// onBatch takes an item in: routed to the lanes, or kept while the next
+// pass is read ahead.
+func (a *fanoutActor) onBatch(send func(*actor.PID, any), m *messages.Batch) bool {
+	c := a.c
+	if !c.in.admit(send, m.Epoch, m.Seq, a.room()) {
+		return false
 	}
-	c.in.replenish(send, a.room(), c.in.next)
+	c.in.commit()
+	item := &messages.Batch{Pass: c.in.pass, Slots: m.Slots, Parts: m.Parts, Rows: m.Rows, Ids: m.Ids}
+	if c.readingAhead() {
+		c.ahead = append(c.ahead, item)
+		c.pipe.ahead.Add(1)
+	} else {
+		a.take(item)
+	}
+	return true
+}
+
+// onEnd takes the upstream's end of a pass.
+func (a *fanoutActor) onEnd(send func(*actor.PID, any), m *messages.End) bool {
+	c := a.c
+	if !c.in.admitEnd(send, m, a.room()) {
+		return false
+	}
+	c.in.ended = true
+	if c.readingAhead() {
+		c.aheadEnd = m
+		return true
+	}
+	a.end(m)
+	// Read the next pass ahead while the consumers drain this one, once the
+	// pipeline was reset at least once: a single-pass run would only waste
+	// the work.
+	if c.pass > 0 {
+		c.in.subscribe(send, c.pass+1, 0, a.room())
+	}
+	return true
+}
+
+// onFailure passes the upstream's failure to every lane, or keeps it for
+// the pass being read ahead.
+func (a *fanoutActor) onFailure(m *messages.Failure) bool {
+	c := a.c
+	if !c.in.current(m.Epoch) {
+		return false
+	}
+	c.in.ended = true
+	if c.readingAhead() {
+		c.aheadFail = m
+	} else {
+		for i := range c.outs {
+			c.outs[i].fail = m
+		}
+	}
+	return true
 }
 
 // take routes an item of the lanes' pass, in steps when partial steps are
