@@ -62,8 +62,8 @@ func NewDevices(stages []Stage, dev Devices, opts Options) (*Pipeline, error) {
 // a test), and a small process registry. protoactor's registry is 1,024
 // maps of 32 shards each, 66,000 objects (2.75 MB) that the collector
 // marks on every cycle for as long as the system lives: 13% of a running
-// pipeline's CPU with fresh batches (docs/performance.md, sixth step). A
-// pipeline has a few dozen actors; registryBuckets maps (256 shards) are
+// pipeline's CPU with fresh batches (docs/performance.md, "A small process
+// registry"). A pipeline has a few dozen actors; registryBuckets maps (256 shards) are
 // still plenty to keep lookups free of contention.
 func NewSystem() *actor.ActorSystem {
 	sys := actor.NewActorSystem(
