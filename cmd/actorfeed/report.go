@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"slices"
 	"strings"
 	"time"
@@ -43,7 +44,7 @@ func writeReport(dir string, series []sample, stages []actors.StageStats, device
 
 	// Throughput: samples/s between consecutive samples.
 	tp := plot.New()
-	tp.Title.Text = "Throughput"
+	tp.Title.Text = "Throughput, all devices"
 	tp.X.Label.Text, tp.Y.Label.Text = "seconds", "samples/s"
 	rate := make(plotter.XYs, 0, len(series)-1)
 	for i := 1; i < len(series); i++ {
@@ -52,9 +53,14 @@ func writeReport(dir string, series []sample, stages []actors.StageStats, device
 			rate = append(rate, plotter.XY{X: series[i].at.Seconds(), Y: float64(series[i].samples-series[i-1].samples) / dt})
 		}
 	}
-	if err := plotutil.AddLines(tp, "all devices", rate); err != nil {
+	tp.Y.Min = 0 // a dip must look like one, not like a fall to nothing
+	tp.Y.Tick.Marker = wholeTicks{}
+	rl, err := plotter.NewLine(rate)
+	if err != nil {
 		return nil, err
 	}
+	rl.Color = seriesColor(0, 1)
+	tp.Add(rl)
 	if err := save("throughput.png", tp); err != nil {
 		return nil, err
 	}
@@ -82,29 +88,12 @@ func writeReport(dir string, series []sample, stages []actors.StageStats, device
 		return nil, err
 	}
 
-	// Buffer depth per stage.
-	bp := plot.New()
-	bp.Title.Text = "Buffer depth per stage (items held)"
-	bp.X.Label.Text, bp.Y.Label.Text = "seconds", "items"
-	names := make([]string, 0, len(stages))
-	for _, s := range stages {
-		names = append(names, s.Stage)
+	// Buffer depth per stage, in two panels because the units differ:
+	// groups of samples before the batch stage, batches from it on.
+	if err := drawBuffers(filepath.Join(dir, "buffers.png"), series, stages); err != nil {
+		return nil, fmt.Errorf("report: %w", err)
 	}
-	lines = lines[:0]
-	for _, name := range names {
-		xy := make(plotter.XYs, len(series))
-		for i, s := range series {
-			xy[i] = plotter.XY{X: s.at.Seconds(), Y: float64(s.held[name])}
-		}
-		lines = append(lines, name, xy)
-	}
-	if err := plotutil.AddLines(bp, lines...); err != nil {
-		return nil, err
-	}
-	bp.Legend.Top = true
-	if err := save("buffers.png", bp); err != nil {
-		return nil, err
-	}
+	written = append(written, filepath.Join(dir, "buffers.png"))
 
 	tree, err := drawTree(filepath.Join(dir, "actors.png"), stages)
 	if err != nil {
@@ -116,6 +105,118 @@ func writeReport(dir string, series []sample, stages []actors.StageStats, device
 		return nil, err
 	}
 	return append(written, dot), nil
+}
+
+// drawBuffers draws the items each stage holds over time: the stages before
+// the batch stage hold groups of samples, the batch stage and those after
+// it batches, so each kind of item gets a panel of its own. Every stage
+// has a colour of its own, and the legend sits in a margin the data leaves
+// free.
+func drawBuffers(path string, series []sample, stages []actors.StageStats) error {
+	split := len(stages)
+	for i, s := range stages {
+		if s.Kind == actors.KindBatch {
+			split = i
+			break
+		}
+	}
+	panels := []struct {
+		title, unit string
+		stages      []actors.StageStats
+	}{
+		{"Items held before the batch stage", "groups of samples", stages[:split]},
+		{"Items held from the batch stage on", "batches", stages[split:]},
+	}
+	var plots []*plot.Plot
+	for _, pn := range panels {
+		if len(pn.stages) == 0 {
+			continue
+		}
+		p := plot.New()
+		p.Title.Text = pn.title
+		p.X.Label.Text, p.Y.Label.Text = "seconds", pn.unit
+		p.Y.Min = 0
+		top := 1.0
+		for k, st := range pn.stages {
+			xy := make(plotter.XYs, len(series))
+			for i, smp := range series {
+				xy[i] = plotter.XY{X: smp.at.Seconds(), Y: float64(smp.held[st.Stage])}
+				top = max(top, xy[i].Y)
+			}
+			l, err := plotter.NewLine(xy)
+			if err != nil {
+				return err
+			}
+			l.Color = seriesColor(k, len(pn.stages))
+			l.Width = vg.Points(1.5)
+			p.Add(l)
+			p.Legend.Add(st.Stage, l)
+		}
+		// Room above the data for the legend, one line a stage.
+		p.Y.Max = top * (1.15 + 0.12*float64(len(pn.stages)))
+		p.Legend.Top, p.Legend.Left = true, true
+		plots = append(plots, p)
+	}
+	width, height := 8*vg.Inch, 3*vg.Inch*vg.Length(len(plots))
+	c := vgimg.New(width, height)
+	dc := draw.New(c)
+	dc.SetColor(color.White)
+	dc.Fill(dc.Rectangle.Path())
+	tiles := draw.Tiles{Rows: len(plots), Cols: 1, PadTop: vg.Points(4), PadBottom: vg.Points(4), PadX: vg.Points(4), PadY: vg.Points(12)}
+	grid := make([][]*plot.Plot, len(plots))
+	for i, p := range plots {
+		grid[i] = []*plot.Plot{p}
+	}
+	canvases := plot.Align(grid, tiles, dc)
+	for i, p := range plots {
+		p.Draw(canvases[i][0])
+	}
+	return atomicfile.Write(path, func(w io.Writer) error { _, err := (vgimg.PngCanvas{Canvas: c}).WriteTo(w); return err })
+}
+
+// wholeTicks labels an axis's major ticks as whole numbers (the default
+// ticker wrote 50000.00 samples/s).
+type wholeTicks struct{}
+
+func (wholeTicks) Ticks(lo, hi float64) []plot.Tick {
+	ticks := plot.DefaultTicks{}.Ticks(lo, hi)
+	for i := range ticks {
+		if ticks[i].Label != "" {
+			ticks[i].Label = strconv.FormatFloat(ticks[i].Value, 'f', 0, 64)
+		}
+	}
+	return ticks
+}
+
+// seriesColor is colour k of n, spread around the hue circle so that no two
+// series share one.
+func seriesColor(k, n int) color.Color {
+	h := float64(k) / float64(max(n, 1))
+	// HSV with full saturation and a value dark enough to read on white.
+	r, g, b := hsv(h, 0.85, 0.8)
+	return color.RGBA{R: r, G: g, B: b, A: 255}
+}
+
+func hsv(h, s, v float64) (r, g, b uint8) {
+	i := int(h * 6)
+	f := h*6 - float64(i)
+	p, q, t := v*(1-s), v*(1-f*s), v*(1-(1-f)*s)
+	var rf, gf, bf float64
+	switch i % 6 {
+	case 0:
+		rf, gf, bf = v, t, p
+	case 1:
+		rf, gf, bf = q, v, p
+	case 2:
+		rf, gf, bf = p, v, t
+	case 3:
+		rf, gf, bf = p, q, v
+	case 4:
+		rf, gf, bf = t, p, v
+	default:
+		rf, gf, bf = v, p, q
+	}
+	return uint8(rf * 255), uint8(gf * 255), uint8(bf * 255)
 }
 
 // treeDOT is the pipeline's actor tree in Graphviz: the supervisor and its
@@ -166,11 +267,14 @@ func dataFlow(stages []actors.StageStats) [][2]string {
 }
 
 // drawTree draws the supervision tree: the supervisor on the left, its
-// children in a column on the right, each labelled with its counters.
+// children in a column on the right, each labelled with its counters, and
+// on their right the data flow between them (dashed arrows, as in
+// actors.dot).
 func drawTree(path string, stages []actors.StageStats) (string, error) {
 	rowH := vg.Points(34)
-	h := rowH*vg.Length(len(stages)+1) + vg.Points(20)
-	w := vg.Points(640)
+	edges := dataFlow(stages)
+	h := rowH*vg.Length(len(stages)+1) + vg.Points(40)
+	w := vg.Points(660) + vg.Points(12)*vg.Length(len(edges))
 	c := vgimg.New(w, h)
 	dc := draw.New(c)
 	dc.SetColor(color.White)
@@ -185,13 +289,27 @@ func drawTree(path string, stages []actors.StageStats) (string, error) {
 		text.YAlign = draw.YCenter
 		dc.FillText(text, vg.Point{X: x + 6, Y: y}, label)
 	}
+	rowY := map[string]vg.Length{}
 	supY := h / 2
 	box(10, supY, 110, "supervisor")
 	for i, s := range stages {
 		y := h - rowH*vg.Length(i+1)
+		rowY[s.Stage] = y
 		dc.StrokeLines(line, []vg.Point{{X: 120, Y: supY}, {X: 200, Y: y}})
 		box(200, y, 420, fmt.Sprintf("%s   %d items, %d restarts", s.Stage, s.Items, s.Restarts))
 	}
+	// Data flow: out of a stage's box on the right, down to the stage it
+	// feeds, an arrowhead at its box; each arrow a lane of its own.
+	flow := draw.LineStyle{Color: color.RGBA{R: 30, G: 90, B: 180, A: 255}, Width: vg.Points(1), Dashes: []vg.Length{vg.Points(4), vg.Points(3)}}
+	for k, e := range edges {
+		from, to := rowY[e[0]], rowY[e[1]]
+		x0, x1 := vg.Points(620), vg.Points(632)+vg.Points(12)*vg.Length(k)
+		dc.StrokeLines(flow, []vg.Point{{X: x0, Y: from + 4}, {X: x1, Y: from + 4}, {X: x1, Y: to - 4}, {X: x0 + 2, Y: to - 4}})
+		head := []vg.Point{{X: x0 + 1, Y: to - 4}, {X: x0 + 7, Y: to - 1}, {X: x0 + 7, Y: to - 7}, {X: x0 + 1, Y: to - 4}}
+		dc.FillPolygon(flow.Color, head)
+	}
+	text.YAlign = draw.YBottom
+	dc.FillText(text, vg.Point{X: 10, Y: 8}, "solid lines: supervision (the supervisor restarts a failed stage); dashed arrows: the data flow")
 	return path, atomicfile.Write(path, func(w io.Writer) error { _, err := (vgimg.PngCanvas{Canvas: c}).WriteTo(w); return err })
 }
 
