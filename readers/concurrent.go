@@ -97,7 +97,7 @@ func Buffered(r Reader, size int) Reader {
 	if size < 1 {
 		panic(fmt.Sprintf("readers: Buffered size %d must be at least 1", size))
 	}
-	return &buffered{concurrent: concurrent{decorated: decorated{src: r}}, size: size}
+	return &buffered{concurrent: concurrent{decorated: decorated{src: source(r)}}, size: size}
 }
 
 func (b *buffered) fill(ctx context.Context) {
@@ -164,7 +164,7 @@ func XMap(r Reader, fn func(tensor.Slots) (tensor.Slots, error), workers, buffer
 	if workers < 1 || buffer < 1 {
 		panic(fmt.Sprintf("readers: XMap workers %d and buffer %d must be at least 1", workers, buffer))
 	}
-	return &xmap{concurrent: concurrent{decorated: decorated{src: r}}, fn: fn, workers: workers, buffer: buffer, ordered: ordered}
+	return &xmap{concurrent: concurrent{decorated: decorated{src: source(r)}}, fn: fn, workers: workers, buffer: buffer, ordered: ordered}
 }
 
 // startPass makes the channels of a pass and returns its goroutines: the

@@ -60,7 +60,7 @@ func ShuffleFromPass(r Reader, window int, seed uint64, pass int) Reader {
 	if window < 0 || pass < 0 {
 		panic(fmt.Sprintf("readers: Shuffle window %d and pass %d must not be negative", window, pass))
 	}
-	s := &shuffle{decorated: decorated{src: r}, window: window, seed: seed, pass: uint64(pass)}
+	s := &shuffle{decorated: decorated{src: source(r)}, window: window, seed: seed, pass: uint64(pass)}
 	s.rng = rand.New(rand.NewPCG(seed, s.pass))
 	return s
 }
@@ -132,7 +132,7 @@ func Batch(r Reader, size int, dropLast bool) Reader {
 	if size < 1 {
 		panic(fmt.Sprintf("readers: Batch size %d must be at least 1", size))
 	}
-	return &batch{decorated: decorated{src: r}, size: size, dropLast: dropLast}
+	return &batch{decorated: decorated{src: source(r)}, size: size, dropLast: dropLast}
 }
 
 func (b *batch) Next(ctx context.Context) (tensor.Slots, error) {
@@ -187,7 +187,7 @@ func MultiPass(r Reader, passes int) Reader {
 	if passes < 1 {
 		panic(fmt.Sprintf("readers: MultiPass passes %d must be at least 1", passes))
 	}
-	return &multiPass{decorated: decorated{src: r}, passes: passes}
+	return &multiPass{decorated: decorated{src: source(r)}, passes: passes}
 }
 
 func (m *multiPass) Next(ctx context.Context) (tensor.Slots, error) {
@@ -227,7 +227,7 @@ type mapped struct {
 // Map returns a reader that applies fn to every item of r. An error from fn
 // is returned by Next.
 func Map(r Reader, fn func(tensor.Slots) (tensor.Slots, error)) Reader {
-	return &mapped{decorated: decorated{src: r}, fn: fn}
+	return &mapped{decorated: decorated{src: source(r)}, fn: fn}
 }
 
 func (m *mapped) Next(ctx context.Context) (tensor.Slots, error) {
@@ -261,7 +261,7 @@ func FirstN(r Reader, n int) Reader {
 	if n < 0 {
 		panic(fmt.Sprintf("readers: FirstN n %d must not be negative", n))
 	}
-	return &firstN{decorated: decorated{src: r}, n: n}
+	return &firstN{decorated: decorated{src: source(r)}, n: n}
 }
 
 func (f *firstN) Next(ctx context.Context) (tensor.Slots, error) {
@@ -302,7 +302,7 @@ type cached struct {
 // discarded and recorded again. Cached items are shared between passes, so
 // consumers must not modify them. Memory grows with the data set: cache only
 // what fits.
-func Cache(r Reader) Reader { return &cached{decorated: decorated{src: r}} }
+func Cache(r Reader) Reader { return &cached{decorated: decorated{src: source(r)}} }
 
 func (c *cached) Next(ctx context.Context) (tensor.Slots, error) {
 	if err := c.check(); err != nil {
@@ -376,7 +376,7 @@ type compose struct {
 // end while others still yield, Next returns ErrUnaligned, after exactly the
 // aligned prefix. End of data is io.EOF, never a zero value, so a legitimate
 // empty or zero item cannot be mistaken for an end.
-func Compose(rs ...Reader) Reader { return &compose{multi: multi{srcs: rs}} }
+func Compose(rs ...Reader) Reader { return &compose{multi: multi{srcs: sources(rs)}} }
 
 func (c *compose) Next(ctx context.Context) (tensor.Slots, error) {
 	if c.closed {
@@ -417,7 +417,7 @@ type chain struct {
 
 // Chain returns a reader that yields every item of the first reader, then of
 // the second, and so on.
-func Chain(rs ...Reader) Reader { return &chain{multi: multi{srcs: rs}} }
+func Chain(rs ...Reader) Reader { return &chain{multi: multi{srcs: sources(rs)}} }
 
 func (c *chain) Next(ctx context.Context) (tensor.Slots, error) {
 	if c.closed {

@@ -434,3 +434,27 @@ func TestRandomDataRefusesShapesTooLargeToAllocate(t *testing.T) {
 	_, err := readers.RandomData(readers.RandomOptions{Shapes: []tensor.Shape{{1, 28, 28}}})
 	require.NoError(t, err)
 }
+
+// The README's snippet with Open's error ignored made Shuffle over a nil
+// reader: a nil-pointer SIGSEGV in Next and a nested panic in Close. Every
+// decorator over a nil reader fails with ErrNilReader instead, and closes.
+func TestDecoratorsOverANilReaderFailInsteadOfPanicking(t *testing.T) {
+	fn := func(s tensor.Slots) (tensor.Slots, error) { return s, nil }
+	for name, r := range map[string]readers.Reader{
+		"shuffle":    readers.Shuffle(nil, 8, 1),
+		"batch":      readers.Batch(nil, 4, false),
+		"multi-pass": readers.MultiPass(nil, 2),
+		"map":        readers.Map(nil, fn),
+		"first-n":    readers.FirstN(nil, 3),
+		"cache":      readers.Cache(nil),
+		"buffered":   readers.Buffered(nil, 2),
+		"xmap":       readers.XMap(nil, fn, 2, 2, true),
+		"compose":    readers.Compose(readers.FromSlice(ints(1, 3)), nil),
+		"chain":      readers.Chain(nil),
+		"nested":     readers.MultiPass(readers.Batch(readers.Shuffle(nil, 4096, 1), 128, false), 2),
+	} {
+		_, err := r.Next(t.Context())
+		require.ErrorIs(t, err, readers.ErrNilReader, name)
+		require.NoError(t, r.Close(), name)
+	}
+}

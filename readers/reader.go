@@ -30,7 +30,36 @@ var (
 	// ErrUnaligned is returned by a Compose reader when its readers end at
 	// different lengths.
 	ErrUnaligned = errors.New("readers: composed readers are not aligned")
+	// ErrNilReader is returned by Next and Reset of a decorator whose source
+	// is nil, typically the result of an Open whose error was ignored: the
+	// decorator fails on first use instead of panicking there.
+	ErrNilReader = errors.New("readers: the decorated reader is nil (was an Open's error ignored?)")
 )
+
+// nilReader stands in for a nil source: every read fails with ErrNilReader.
+type nilReader struct{}
+
+func (nilReader) Next(context.Context) (tensor.Slots, error) { return nil, ErrNilReader }
+func (nilReader) Reset() error                               { return ErrNilReader }
+func (nilReader) Close() error                               { return nil }
+
+// source is r, or a reader that fails with ErrNilReader when r is nil, so
+// that a decorator never dereferences a nil source.
+func source(r Reader) Reader {
+	if r == nil {
+		return nilReader{}
+	}
+	return r
+}
+
+// sources applies source to each of rs.
+func sources(rs []Reader) []Reader {
+	out := make([]Reader, len(rs))
+	for i, r := range rs {
+		out[i] = source(r)
+	}
+	return out
+}
 
 // sliceReader yields a fixed list of items.
 type sliceReader struct {
