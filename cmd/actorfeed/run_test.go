@@ -160,26 +160,26 @@ main:
   ops:
     - {op: read, in: reader, out: [image, label]}
 `), 0o644))
-	out, err := cli(t, "run", "--spec", spec) // run from elsewhere: paths are the spec's
-	require.NoError(t, err)
+	out, _, code := execCLI(t, t.TempDir(), "run", "--spec", spec) // run from elsewhere: paths are the spec's
+	require.Zero(t, code)
 	require.Contains(t, out, "900 samples in 18 batches, 3 pass(es)")
 
-	out, err = cli(t, "run", "--spec", spec, "--passes", "1")
-	require.NoError(t, err)
+	out, _, code = execCLI(t, dir, "run", "--spec", spec, "--passes", "1")
+	require.Zero(t, code)
 	require.Contains(t, out, "300 samples", "--passes overrides the program")
 
 	missing := filepath.Join(dir, "missing.yaml")
 	require.NoError(t, os.WriteFile(missing, []byte("startup:\n  - {op: open_files, out: f, attrs: {file_names: [nothere.recordio]}}\n"), 0o644))
-	_, err = cli(t, "run", "--spec", missing)
-	require.ErrorContains(t, err, "cannot open")
-	require.ErrorContains(t, err, filepath.Join(dir, "nothere.recordio"))
-	require.NotContains(t, err.Error(), "record 0", "a file that cannot be opened fails at no record")
+	_, stderr, code := execCLI(t, dir, "run", "--spec", missing)
+	require.Equal(t, 1, code)
+	require.Contains(t, stderr, "cannot open")
+	require.Contains(t, stderr, filepath.Join(dir, "nothere.recordio"))
+	require.NotContains(t, stderr, "record 0", "a file that cannot be opened fails at no record")
 
 	for _, flag := range []string{"--batch", "--shuffle", "--seed", "--threads"} {
-		_, err = cli(t, "run", "--spec", spec, flag, "7")
-		var ue usageError
-		require.ErrorAs(t, err, &ue, flag)
-		require.ErrorContains(t, err, flag+" has no effect with --spec")
+		_, stderr, code = execCLI(t, dir, "run", "--spec", spec, flag, "7")
+		require.Equal(t, 2, code, flag)
+		require.Contains(t, stderr, flag+" has no effect with --spec")
 	}
 }
 
@@ -188,8 +188,8 @@ main:
 func TestEmitIDsAreUniqueAcrossDirectories(t *testing.T) {
 	a, b := genSet(t, 1, 100), genSet(t, 1, 100, "--seed", "2")
 	ids := filepath.Join(t.TempDir(), "ids.jsonl")
-	_, err := cli(t, "run", "--data", filepath.Join(a, fileName(0)), "--data", filepath.Join(b, fileName(0)), "--emit-ids", ids)
-	require.NoError(t, err)
+	_, _, code := execCLI(t, a, "run", "--data", filepath.Join(a, fileName(0)), "--data", filepath.Join(b, fileName(0)), "--emit-ids", ids)
+	require.Zero(t, code)
 	var want []string
 	for _, dir := range []string{a, b} {
 		for r := range 100 {
@@ -203,13 +203,13 @@ func TestEmitIDsAreUniqueAcrossDirectories(t *testing.T) {
 // with "no format for data/*" although every file it matches is RecordIO.
 func TestDataGlobsAreDeduplicatedAndResolvedPerFile(t *testing.T) {
 	dir := genSet(t, 2, 200)
-	out, err := cli(t, "run", "--data", filepath.Join(dir, "*"))
-	require.NoError(t, err)
+	out, _, code := execCLI(t, dir, "run", "--data", filepath.Join(dir, "*"))
+	require.Zero(t, code)
 	require.Contains(t, out, "open_files(2 files)")
 	require.Contains(t, out, "200 samples")
-	out, err = cli(t, "run", "--data", filepath.Join(dir, "*.recordio"), "--data", filepath.Join(dir, "part-0000[0].recordio"),
+	out, _, code = execCLI(t, dir, "run", "--data", filepath.Join(dir, "*.recordio"), "--data", filepath.Join(dir, "part-0000[0].recordio"),
 		"--data", filepath.Join(dir, ".", fileName(1)))
-	require.NoError(t, err)
+	require.Zero(t, code)
 	require.Contains(t, out, "open_files(2 files)")
 	require.Contains(t, out, "200 samples", "each file once")
 }
