@@ -19,11 +19,11 @@ import (
 	"github.com/actorfeed/actorfeed/tensor"
 )
 
-// Source opens the readers a file-reader actor reads: one per file of the
+// recordSource opens the readers a file-reader actor reads: one per file of the
 // pipeline's list and pass. Open returns a reader positioned at record from
 // (Rewindable sources) or continuing where the last one stopped (others,
 // such as a feed queue, which cannot be read twice).
-type Source interface {
+type recordSource interface {
 	Open(ctx context.Context, file int, pass uint32, from uint64) (readers.Reader, error)
 	Rewindable() bool
 	// Name names file in errors and sample ids.
@@ -35,7 +35,7 @@ type Source interface {
 // outlet) until the coordinator acknowledges them.
 type workerCell struct {
 	cell
-	src    Source
+	src    recordSource
 	slots  []readers.SlotSpec // declared record slots, checked when set
 	group  int
 	policy supervisor.CorruptPolicy
@@ -68,7 +68,7 @@ type workerActor struct {
 	read task
 }
 
-func newWorkerCell(pipe *shared, name string, src Source, window int) *workerCell {
+func newWorkerCell(pipe *shared, name string, src recordSource, window int) *workerCell {
 	c := &workerCell{cell: cell{name: name, kind: KindFileReader, pipe: pipe}, src: src, group: pipe.opts.GroupSize,
 		policy: pipe.opts.OnCorrupt, retry: pipe.opts.Retry, file: -1, tokens: make(chan struct{}, window)}
 	for range window {

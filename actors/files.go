@@ -11,7 +11,7 @@ import (
 // file, and its buffer of groups for the downstream stage.
 type filesCell struct {
 	cell
-	src     Source
+	src     recordSource
 	files   int
 	workers []*actor.PID
 	ordered bool

@@ -216,7 +216,7 @@ func (p *Pipeline) plan(stages []Stage, dev *Devices) ([]spawnable, error) {
 // planSource plans a source: its file readers, then their coordinator.
 func (p *Pipeline) planSource(name string, s Stage) ([]spawnable, error) {
 	pipe, opts := p.pipe, p.pipe.opts
-	var src Source
+	var src recordSource
 	var threads, buffer int
 	var ordered bool
 	var slots []readers.SlotSpec

@@ -45,7 +45,7 @@ type shared struct {
 	// abandoned names the user code that a stop gave up waiting for.
 	abandoned []string
 	// source is the pipeline's source, which names the files in sample ids.
-	source Source
+	source recordSource
 }
 
 // sampleName names a sample by its id: its record and file.
