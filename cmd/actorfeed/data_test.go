@@ -179,8 +179,8 @@ func TestSimCommand(t *testing.T) {
 	require.Contains(t, out, "6 scenarios in ")
 
 	// The table was 210 columns wide: every line fits 100.
-	out, err = cli(t, "sim", "--scenarios", "60", "--seed", "20", "--show", "all")
-	require.NoError(t, err)
+	out, _, code := execCLI(t, t.TempDir(), "sim", "--scenarios", "60", "--seed", "20", "--show", "all")
+	require.Zero(t, code)
 	for _, line := range strings.Split(out, "\n") {
 		require.LessOrEqual(t, len(line), 100, "%q", line)
 	}

@@ -2,11 +2,13 @@ package main
 
 import (
 	"bytes"
+	"image/color"
 	"io"
 	"net/http"
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -78,5 +80,48 @@ func TestRunWritesReport(t *testing.T) {
 	require.NoError(t, err)
 	for _, want := range []string{"supervisor -> \"2-batch\"", "\"0-open_files/reader-0\" -> \"0-open_files\"", "\"3-double_buffer\" -> \"device-1\""} {
 		require.Contains(t, string(dot), want)
+	}
+}
+
+// The pictures read without the docs: throughput's axis starts at 0;
+// buffers.png has a panel per unit, a colour per stage and room above the
+// data for its legend (it covered the data, colours repeated past seven
+// stages, and groups and batches shared one axis).
+func TestReportPicturesAreReadable(t *testing.T) {
+	var stages []actors.StageStats
+	for _, st := range []struct{ name, kind string }{
+		{"0-open_files/reader-0", actors.KindFileReader}, {"0-open_files/reader-1", actors.KindFileReader},
+		{"0-open_files", actors.KindFiles}, {"1-shuffle", actors.KindShuffle}, {"2-batch", actors.KindBatch},
+		{"3-double_buffer", actors.KindDoubleBuffer}, {"device-0", actors.KindDevice}, {"device-1", actors.KindDevice},
+	} {
+		stages = append(stages, actors.StageStats{Stage: st.name, Kind: st.kind})
+	}
+	var series []sample
+	for i := range 10 {
+		held := map[string]int{}
+		for k, st := range stages {
+			held[st.Stage] = (i * (k + 1)) % 9
+		}
+		series = append(series, sample{at: time.Duration(i) * 100 * time.Millisecond, samples: 50000 + i*5000, held: held})
+	}
+	tp, err := throughputPlot(series)
+	require.NoError(t, err)
+	require.Zero(t, tp.Y.Min, "the throughput axis starts at 0")
+
+	panels, err := bufferPlots(series, stages)
+	require.NoError(t, err)
+	require.Len(t, panels, 2)
+	require.Equal(t, "groups of samples", panels[0].Y.Label.Text)
+	require.Equal(t, "batches", panels[1].Y.Label.Text)
+	for _, p := range panels {
+		require.Greater(t, p.Y.Max, 8*(1.15+0.12*3)-0.01, "room above the data (at most 8) for the legend")
+	}
+	for n := 1; n <= 16; n++ {
+		colours := map[color.Color]bool{}
+		for k := range n {
+			c := seriesColor(k, n)
+			require.False(t, colours[c], "a colour of its own for series %d of %d", k, n)
+			colours[c] = true
+		}
 	}
 }

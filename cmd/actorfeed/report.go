@@ -42,25 +42,10 @@ func writeReport(dir string, series []sample, stages []actors.StageStats, device
 		return nil
 	}
 
-	// Throughput: samples/s between consecutive samples.
-	tp := plot.New()
-	tp.Title.Text = "Throughput, all devices"
-	tp.X.Label.Text, tp.Y.Label.Text = "seconds", "samples/s"
-	rate := make(plotter.XYs, 0, len(series)-1)
-	for i := 1; i < len(series); i++ {
-		dt := (series[i].at - series[i-1].at).Seconds()
-		if dt > 0 {
-			rate = append(rate, plotter.XY{X: series[i].at.Seconds(), Y: float64(series[i].samples-series[i-1].samples) / dt})
-		}
-	}
-	tp.Y.Min = 0 // a dip must look like one, not like a fall to nothing
-	tp.Y.Tick.Marker = wholeTicks{}
-	rl, err := plotter.NewLine(rate)
+	tp, err := throughputPlot(series)
 	if err != nil {
 		return nil, err
 	}
-	rl.Color = seriesColor(0, 1)
-	tp.Add(rl)
 	if err := save("throughput.png", tp); err != nil {
 		return nil, err
 	}
@@ -107,12 +92,73 @@ func writeReport(dir string, series []sample, stages []actors.StageStats, device
 	return append(written, dot), nil
 }
 
+// throughputPlot is samples/s between consecutive samples, on an axis from
+// 0 so that a dip looks like one, not like a fall to nothing.
+func throughputPlot(series []sample) (*plot.Plot, error) {
+	tp := plot.New()
+	tp.Title.Text = "Throughput, all devices"
+	tp.X.Label.Text, tp.Y.Label.Text = "seconds", "samples/s"
+	rate := make(plotter.XYs, 0, len(series)-1)
+	for i := 1; i < len(series); i++ {
+		dt := (series[i].at - series[i-1].at).Seconds()
+		if dt > 0 {
+			rate = append(rate, plotter.XY{X: series[i].at.Seconds(), Y: float64(series[i].samples-series[i-1].samples) / dt})
+		}
+	}
+	tp.Y.Min = 0
+	tp.Y.Tick.Marker = wholeTicks{}
+	rl, err := plotter.NewLine(rate)
+	if err != nil {
+		return nil, err
+	}
+	rl.Color = seriesColor(0, 1)
+	tp.Add(rl)
+	return tp, nil
+}
+
 // drawBuffers draws the items each stage holds over time: the stages before
 // the batch stage hold groups of samples, the batch stage and those after
 // it batches, so each kind of item gets a panel of its own. Every stage
 // has a colour of its own, and the legend sits in a margin the data leaves
 // free.
 func drawBuffers(path string, series []sample, stages []actors.StageStats) error {
+	plots, err := bufferPlots(series, stages)
+	if err != nil {
+		return err
+	}
+	width, height := 8*vg.Inch, 3*vg.Inch*vg.Length(len(plots))
+	c := vgimg.New(width, height)
+	dc := draw.New(c)
+	dc.SetColor(color.White)
+	dc.Fill(dc.Rectangle.Path())
+	tiles := draw.Tiles{Rows: len(plots), Cols: 1, PadTop: vg.Points(4), PadBottom: vg.Points(4), PadX: vg.Points(4), PadY: vg.Points(12)}
+	grid := make([][]*plot.Plot, len(plots))
+	for i, p := range plots {
+		grid[i] = []*plot.Plot{p}
+	}
+	canvases := plot.Align(grid, tiles, dc)
+	for i, p := range plots {
+		p.Draw(canvases[i][0])
+	}
+	return atomicfile.Write(path, func(w io.Writer) error { _, err := (vgimg.PngCanvas{Canvas: c}).WriteTo(w); return err })
+}
+
+// wholeTicks labels an axis's major ticks as whole numbers (the default
+// ticker wrote 50000.00 samples/s).
+type wholeTicks struct{}
+
+func (wholeTicks) Ticks(lo, hi float64) []plot.Tick {
+	ticks := plot.DefaultTicks{}.Ticks(lo, hi)
+	for i := range ticks {
+		if ticks[i].Label != "" {
+			ticks[i].Label = strconv.FormatFloat(ticks[i].Value, 'f', 0, 64)
+		}
+	}
+	return ticks
+}
+
+// bufferPlots makes drawBuffers' panels, one for each kind of item.
+func bufferPlots(series []sample, stages []actors.StageStats) ([]*plot.Plot, error) {
 	split := len(stages)
 	for i, s := range stages {
 		if s.Kind == actors.KindBatch {
@@ -145,7 +191,7 @@ func drawBuffers(path string, series []sample, stages []actors.StageStats) error
 			}
 			l, err := plotter.NewLine(xy)
 			if err != nil {
-				return err
+				return nil, err
 			}
 			l.Color = seriesColor(k, len(pn.stages))
 			l.Width = vg.Points(1.5)
@@ -157,35 +203,7 @@ func drawBuffers(path string, series []sample, stages []actors.StageStats) error
 		p.Legend.Top, p.Legend.Left = true, true
 		plots = append(plots, p)
 	}
-	width, height := 8*vg.Inch, 3*vg.Inch*vg.Length(len(plots))
-	c := vgimg.New(width, height)
-	dc := draw.New(c)
-	dc.SetColor(color.White)
-	dc.Fill(dc.Rectangle.Path())
-	tiles := draw.Tiles{Rows: len(plots), Cols: 1, PadTop: vg.Points(4), PadBottom: vg.Points(4), PadX: vg.Points(4), PadY: vg.Points(12)}
-	grid := make([][]*plot.Plot, len(plots))
-	for i, p := range plots {
-		grid[i] = []*plot.Plot{p}
-	}
-	canvases := plot.Align(grid, tiles, dc)
-	for i, p := range plots {
-		p.Draw(canvases[i][0])
-	}
-	return atomicfile.Write(path, func(w io.Writer) error { _, err := (vgimg.PngCanvas{Canvas: c}).WriteTo(w); return err })
-}
-
-// wholeTicks labels an axis's major ticks as whole numbers (the default
-// ticker wrote 50000.00 samples/s).
-type wholeTicks struct{}
-
-func (wholeTicks) Ticks(lo, hi float64) []plot.Tick {
-	ticks := plot.DefaultTicks{}.Ticks(lo, hi)
-	for i := range ticks {
-		if ticks[i].Label != "" {
-			ticks[i].Label = strconv.FormatFloat(ticks[i].Value, 'f', 0, 64)
-		}
-	}
-	return ticks
+	return plots, nil
 }
 
 // seriesColor is colour k of n, spread around the hue circle so that no two
