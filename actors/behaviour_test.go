@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/actorfeed/actorfeed/actors"
+	"github.com/actorfeed/actorfeed/internal/faults"
 	"github.com/actorfeed/actorfeed/internal/registered"
 	"github.com/actorfeed/actorfeed/internal/testutil"
 	"github.com/actorfeed/actorfeed/messages"
@@ -313,7 +314,7 @@ func TestQueueSourceUnderPanics(t *testing.T) {
 			q, err := readers.NewFeedQueue(4, nil)
 			require.NoError(t, err)
 			sys := actors.NewSystem()
-			var faults actors.Injector
+			var faults faults.Injector
 			if kind != "" {
 				faults = sim.PanicAt{Kind: kind, N: 7}
 			}
@@ -504,7 +505,7 @@ func TestGeneratorSource(t *testing.T) {
 	gen := actors.Generator{Name: "random", New: func() (readers.Reader, error) {
 		return readers.RandomData(readers.RandomOptions{Shapes: []tensor.Shape{{1, 3}}, Min: -1, Max: 1, Seed: 9})
 	}}
-	read := func(faults actors.Injector) []tensor.Slots {
+	read := func(faults faults.Injector) []tensor.Slots {
 		sys := actors.NewSystem()
 		p, err := actors.New([]actors.Stage{gen, actors.Batch{Size: 4}}, actors.Options{System: sys, Faults: faults, GroupSize: 3})
 		require.NoError(t, err)

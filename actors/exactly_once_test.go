@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/actorfeed/actorfeed/actors"
+	"github.com/actorfeed/actorfeed/internal/faults"
 	"github.com/actorfeed/actorfeed/internal/testutil"
 	"github.com/actorfeed/actorfeed/messages"
 	"github.com/actorfeed/actorfeed/sim"
@@ -45,7 +46,7 @@ func negate(s tensor.Slots) (tensor.Slots, error) {
 // runDevices runs one (possibly multi-pass) pass on n devices and returns
 // what each device stepped, in order. Batch storage is recycled, so a batch
 // reused while a device still read it would fail deviceStep's check.
-func runDevices(t *testing.T, paths []string, passes, n int, faults actors.Injector) ([][]uint64, actors.Stats) {
+func runDevices(t *testing.T, paths []string, passes, n int, faults faults.Injector) ([][]uint64, actors.Stats) {
 	t.Helper()
 	ctx := testutil.Context(t)
 	sys := actors.NewSystem()
@@ -124,7 +125,7 @@ func TestExactlyOnceUnderPanics(t *testing.T) {
 func TestRecycledGroupsUnderPanics(t *testing.T) {
 	const files, records, passes, devices = 3, 120, 2, 2
 	paths := testutil.WriteFiles(t, files, records, 200)
-	run := func(t *testing.T, faults actors.Injector) ([][]uint64, actors.Stats) {
+	run := func(t *testing.T, faults faults.Injector) ([][]uint64, actors.Stats) {
 		t.Helper()
 		ctx := testutil.Context(t)
 		var mu sync.Mutex
@@ -177,7 +178,7 @@ func TestRecycledGroupsUnderPanics(t *testing.T) {
 // on, so the pass hung. A panic at every message of two Reset passes.
 func TestFilesRestartWithAnOldEndInTheMailbox(t *testing.T) {
 	paths := testutil.WriteFiles(t, 3, 21, 4000)
-	panicEverywhereOverResets(t, 36, 2, 2*63, actors.KindFiles, func(fault actors.Injector) (*actors.Pipeline, error) {
+	panicEverywhereOverResets(t, 36, 2, 2*63, actors.KindFiles, func(fault faults.Injector) (*actors.Pipeline, error) {
 		return actors.NewDevices([]actors.Stage{actors.Files{Paths: paths, Threads: 1, Ordered: true}, actors.Batch{Size: 17}},
 			actors.Devices{N: 3}, actors.Options{System: sharedSys, GroupSize: 16, Faults: fault})
 	})
@@ -188,7 +189,7 @@ func TestFilesRestartWithAnOldEndInTheMailbox(t *testing.T) {
 // the pass never started. A panic at each message over three passes.
 func TestDeviceRestartAcrossReset(t *testing.T) {
 	paths := testutil.WriteFiles(t, 2, 13, 4000)
-	panicEverywhereOverResets(t, 30, 3, 3*26, actors.KindDevice, func(fault actors.Injector) (*actors.Pipeline, error) {
+	panicEverywhereOverResets(t, 30, 3, 3*26, actors.KindDevice, func(fault faults.Injector) (*actors.Pipeline, error) {
 		return actors.NewDevices([]actors.Stage{actors.Files{Paths: paths, Threads: 1, Ordered: true}, actors.Batch{Size: 18}},
 			actors.Devices{N: 3}, actors.Options{System: sharedSys, Faults: fault})
 	})
@@ -201,7 +202,7 @@ var sharedSys = actors.NewSystem()
 // messages, with a panic at that message of every stage of kind, runs
 // passes passes (Reset between them), and requires that the devices stepped
 // want samples in all.
-func panicEverywhereOverResets(t *testing.T, messages int64, passes, want int, kind string, build func(actors.Injector) (*actors.Pipeline, error)) {
+func panicEverywhereOverResets(t *testing.T, messages int64, passes, want int, kind string, build func(faults.Injector) (*actors.Pipeline, error)) {
 	t.Helper()
 	ctx := testutil.Context(t)
 	for n := int64(1); n <= messages; n++ {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/actorfeed/actorfeed/internal/faults"
 	"github.com/actorfeed/actorfeed/readers"
 	"github.com/actorfeed/actorfeed/supervisor"
 )
@@ -189,7 +190,7 @@ type Options struct {
 	Intensity supervisor.Intensity
 	// Faults, when set, sees every message before its stage does; fault
 	// injection uses it to panic stages (package sim).
-	Faults Injector
+	Faults faults.Injector
 	// Open opens files for the file readers; default OpenFile. Fault
 	// injection wraps it.
 	Open func(ctx context.Context, entry string) (readers.Reader, error)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/actorfeed/actorfeed/internal/faults"
 	"github.com/actorfeed/actorfeed/messages"
 	"github.com/actorfeed/actorfeed/tensor"
 )
@@ -18,7 +19,7 @@ import (
 type shared struct {
 	opts   Options
 	root   *actor.RootContext
-	faults Injector
+	faults faults.Injector
 
 	restarts atomic.Int64
 	live     atomic.Int64 // batches made by the batch stage and not yet consumed

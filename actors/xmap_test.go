@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/actorfeed/actorfeed/actors"
+	"github.com/actorfeed/actorfeed/internal/faults"
 	"github.com/actorfeed/actorfeed/internal/registered"
 	"github.com/actorfeed/actorfeed/internal/testutil"
 	"github.com/actorfeed/actorfeed/messages"
@@ -190,7 +191,7 @@ func TestXMapUnorderedRestartsAnywhere(t *testing.T) {
 	for n := 1; n <= 30; n++ {
 		for _, fault := range []struct {
 			fn     actors.MapFunc
-			faults actors.Injector
+			faults faults.Injector
 		}{
 			{uneven(negate), sim.PanicAt{Kind: actors.KindXMap, N: int64(n)}},
 			{uneven(panicOnce(n)), nil},
