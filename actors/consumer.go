@@ -147,21 +147,7 @@ func (a *consumerActor) Receive(ctx actor.Context) {
 	msg, send := c.receive(ctx)
 	switch m := msg.(type) {
 	case *actor.Started:
-		if c.restarted() {
-			c.mu.Lock()
-			pass := c.pass
-			c.mu.Unlock()
-			if c.in.open && c.in.pass != pass {
-				// Reset began a pass whose restartPass this instance never
-				// handled: the message that failed may have been it.
-				a.open(send, pass)
-			} else {
-				c.in.reopen(a.subscriber(send), a.room())
-			}
-		} else {
-			a.open(send, 0)
-		}
-		a.startDevice(ctx)
+		a.onStarted(ctx, send)
 		return
 	case *actor.Stopping, *actor.Restarting:
 		a.stopDevice()
@@ -189,32 +175,10 @@ func (a *consumerActor) Receive(ctx actor.Context) {
 		}
 		c.mu.Unlock()
 	case *messages.End:
-		if !c.in.admitEnd(a.subscriber(send), m, a.room()) {
-			return
-		}
-		c.in.ended = true
-		c.mu.Lock()
-		current := m.Pass == c.pass
-		if current {
-			c.end = m
-			c.signal()
-		}
-		c.mu.Unlock()
-		if current {
-			c.pipe.passEnded(c.name, m)
-		}
+		a.onEnd(send, m)
 		return
 	case *messages.Failure:
-		if !c.in.current(m.Epoch) {
-			return
-		}
-		c.in.ended = true
-		err := c.pipe.stageError(m)
-		c.mu.Lock()
-		c.failed = err
-		c.signal()
-		c.mu.Unlock()
-		c.pipe.fail(err)
+		a.onFailure(m)
 		return
 	default:
 		return
@@ -223,6 +187,62 @@ func (a *consumerActor) Receive(ctx actor.Context) {
 	ack := c.consumed
 	c.mu.Unlock()
 	c.in.replenish(send, a.room(), ack)
+}
+
+// onStarted opens the link for the current pass: from its start on a first
+// start, where it was on a restart.
+func (a *consumerActor) onStarted(ctx actor.Context, send func(*actor.PID, any)) {
+	c := a.c
+	if c.restarted() {
+		c.mu.Lock()
+		pass := c.pass
+		c.mu.Unlock()
+		if c.in.open && c.in.pass != pass {
+			// Reset began a pass whose restartPass this instance never
+			// handled: the message that failed may have been it.
+			a.open(send, pass)
+		} else {
+			c.in.reopen(a.subscriber(send), a.room())
+		}
+	} else {
+		a.open(send, 0)
+	}
+	a.startDevice(ctx)
+}
+
+// onEnd takes the end of a pass: the current one ends once its queue is
+// consumed.
+func (a *consumerActor) onEnd(send func(*actor.PID, any), m *messages.End) {
+	c := a.c
+	if !c.in.admitEnd(a.subscriber(send), m, a.room()) {
+		return
+	}
+	c.in.ended = true
+	c.mu.Lock()
+	current := m.Pass == c.pass
+	if current {
+		c.end = m
+		c.signal()
+	}
+	c.mu.Unlock()
+	if current {
+		c.pipe.passEnded(c.name, m)
+	}
+}
+
+// onFailure ends the pipeline with the upstream's failure.
+func (a *consumerActor) onFailure(m *messages.Failure) {
+	c := a.c
+	if !c.in.current(m.Epoch) {
+		return
+	}
+	c.in.ended = true
+	err := c.pipe.stageError(m)
+	c.mu.Lock()
+	c.failed = err
+	c.signal()
+	c.mu.Unlock()
+	c.pipe.fail(err)
 }
 
 // subscriber adds the lane to subscriptions.
