@@ -138,13 +138,8 @@ func (r *RecordFile) next(ctx context.Context, st *tensor.Stack) (tensor.Slots, 
 	} else {
 		item, err = tensor.Decode(rec)
 	}
-	if err != nil {
-		return nil, r.badRecord(fmt.Errorf("%w: record is not a tensor encoding: %w", format.ErrCorrupt, err))
-	}
-	if item != nil { // a stacked record matched a one-instance layout
-		if err := oneInstance(item); err != nil {
-			return nil, r.badRecord(err)
-		}
+	if item, err = validRecord(item, err); err != nil {
+		return nil, r.badRecord(err)
 	}
 	return item, nil
 }
@@ -152,13 +147,20 @@ func (r *RecordFile) next(ctx context.Context, st *tensor.Stack) (tensor.Slots, 
 // DecodeRecord decodes a record of a RecordIO file of instances, as
 // RecordFile does: a record that is not a tensor encoding, or that does not
 // hold exactly one instance, is corrupt (format.ErrCorrupt).
-func DecodeRecord(rec []byte) (tensor.Slots, error) {
-	item, err := tensor.Decode(rec)
+func DecodeRecord(rec []byte) (tensor.Slots, error) { return validRecord(tensor.Decode(rec)) }
+
+// validRecord judges a decoded record: a decoding error is corruption, and
+// a decoded record must be one instance. A nil item with no error is a
+// record that went onto a tensor.Stack, whose layout is one instance
+// already (a row in every slot).
+func validRecord(item tensor.Slots, err error) (tensor.Slots, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: record is not a tensor encoding: %w", format.ErrCorrupt, err)
 	}
-	if err := oneInstance(item); err != nil {
-		return nil, err
+	if item != nil {
+		if err := oneInstance(item); err != nil {
+			return nil, err
+		}
 	}
 	return item, nil
 }
