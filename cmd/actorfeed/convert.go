@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"iter"
+	"os"
+	"path/filepath"
 
 	"github.com/spf13/cobra"
 
@@ -63,6 +65,9 @@ func convertIDX(ctx context.Context, path, out string, c recordio.Compressor) (i
 		inputs = append(inputs, labels)
 	}
 	if err := atomicfile.Refuse(out, inputs...); err != nil {
+		return 0, err
+	}
+	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
 		return 0, err
 	}
 	r, err := readers.Open("idx:"+path, readers.OpenOptions{})

@@ -137,6 +137,9 @@ func (s *session) prepareOutputs(emitIDs string, stages []actors.Stage) error {
 			return fmt.Errorf("--emit-ids: %w", err)
 		}
 	}
+	if err := os.MkdirAll(filepath.Dir(emitIDs), 0o755); err != nil {
+		return fmt.Errorf("--emit-ids: %w", err)
+	}
 	var err error
 	s.emit, err = newIDEmitter(emitIDs)
 	return err

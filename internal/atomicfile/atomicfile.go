@@ -26,14 +26,10 @@ var ErrNotRegular = errors.New("atomicfile: the destination is not a regular fil
 
 // Create starts a file that replaces path when committed with
 // CloseAtomicallyReplace; Cleanup (deferred) removes it otherwise. It is
-// created in path's directory (made if missing), so the rename never
-// crosses file systems.
+// created in path's directory, so the rename never crosses file systems.
 func Create(path string) (*renameio.PendingFile, error) {
 	if st, err := os.Stat(path); err == nil && !st.Mode().IsRegular() {
 		return nil, fmt.Errorf("%w: %s is %v", ErrNotRegular, path, st.Mode().Type())
-	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return nil, err
 	}
 	return renameio.NewPendingFile(path, renameio.WithTempDir(filepath.Dir(path)), renameio.WithPermissions(0o644))
 }

@@ -57,11 +57,3 @@ func TestCreateRefusesToReplaceWhatIsNotARegularFile(t *testing.T) {
 	require.NoError(t, err)
 	require.NotZero(t, st.Mode()&os.ModeCharDevice, "/dev/null is still a device")
 }
-
-func TestCreateMakesTheDirectory(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "a", "b", "out")
-	require.NoError(t, atomicfile.Write(path, func(w io.Writer) error { _, err := w.Write([]byte("x")); return err }))
-	got, err := os.ReadFile(path)
-	require.NoError(t, err)
-	require.Equal(t, "x", string(got))
-}
