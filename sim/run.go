@@ -432,17 +432,7 @@ func execute(ctx context.Context, sc Scenario, paths []string, o Options, live b
 		faults = nil
 	}
 	d := newDisk(paths, faults, sc.Seed)
-	panics := &stagePanics{}
-	for _, f := range faults {
-		switch f.Kind {
-		case StagePanic:
-			panics.at = append(panics.at, panicAt{kind: f.Kind, PanicAt: PanicAt{Kind: f.Stage, N: int64(f.N)}})
-		case PanicStorm:
-			for k := range f.Count {
-				panics.at = append(panics.at, panicAt{kind: f.Kind, PanicAt: PanicAt{Kind: f.Stage, N: int64(f.N + k)}})
-			}
-		}
-	}
+	panics := scheduledPanics(faults)
 	policy := supervisor.FailOnCorrupt
 	if sh.Skip {
 		policy = supervisor.SkipCorrupt
@@ -465,24 +455,7 @@ func execute(ctx context.Context, sc Scenario, paths []string, o Options, live b
 	bound := liveBound(sh, opts)
 	rctx, cancel := context.WithTimeout(ctx, o.Deadline)
 	defer cancel()
-	for pass := range sh.Passes {
-		if pass > 0 {
-			if err := p.Reset(); err != nil {
-				out.err = err
-				break
-			}
-		}
-		if err := p.Run(rctx); err != nil {
-			if rctx.Err() != nil {
-				err = fmt.Errorf("%w: pass %d did not end: %w", errHang, pass, err)
-			}
-			out.err = err
-			break
-		}
-		if peak := p.Stats().PeakLiveBatches; peak > bound {
-			out.violations = append(out.violations, fmt.Sprintf("pass %d: %d batches alive at once, the bound is %d", pass, peak, bound))
-		}
-	}
+	out.err = runPasses(rctx, p, sh.Passes, bound, &out.violations)
 	st := p.Stats()
 	out.restarts, out.skipped = st.Restarts, st.Skipped
 	for _, dv := range st.Devices {
@@ -507,6 +480,46 @@ func execute(ctx context.Context, sc Scenario, paths []string, o Options, live b
 		out.fired[k] += v
 	}
 	return l, out
+}
+
+// scheduledPanics are the stage panics that faults schedule: one for a
+// StagePanic, Count in a row for a PanicStorm.
+func scheduledPanics(faults []Fault) *stagePanics {
+	panics := &stagePanics{}
+	for _, f := range faults {
+		switch f.Kind {
+		case StagePanic:
+			panics.at = append(panics.at, panicAt{kind: f.Kind, PanicAt: PanicAt{Kind: f.Stage, N: int64(f.N)}})
+		case PanicStorm:
+			for k := range f.Count {
+				panics.at = append(panics.at, panicAt{kind: f.Kind, PanicAt: PanicAt{Kind: f.Stage, N: int64(f.N + k)}})
+			}
+		}
+	}
+	return panics
+}
+
+// runPasses runs passes passes of p, checking after each that no more than
+// bound batches were alive at once. A pass that does not end by ctx's
+// deadline is a hang.
+func runPasses(ctx context.Context, p *actors.Pipeline, passes, bound int, violations *[]string) error {
+	for pass := range passes {
+		if pass > 0 {
+			if err := p.Reset(); err != nil {
+				return err
+			}
+		}
+		if err := p.Run(ctx); err != nil {
+			if ctx.Err() != nil {
+				err = fmt.Errorf("%w: pass %d did not end: %w", errHang, pass, err)
+			}
+			return err
+		}
+		if peak := p.Stats().PeakLiveBatches; peak > bound {
+			*violations = append(*violations, fmt.Sprintf("pass %d: %d batches alive at once, the bound is %d", pass, peak, bound))
+		}
+	}
+	return nil
 }
 
 // panicAt is a stage panic of a fault of kind kind.

@@ -189,6 +189,19 @@ func Generate(seed uint64) Scenario {
 		sh.Window, sh.Capacity, sh.ReaderWindow = sizes[links.IntN(5)], sizes[links.IntN(5)], sizes[links.IntN(5)]
 	}
 
+	kinds := stageKinds(sh)
+	var faults []Fault
+	for range rng.IntN(5) {
+		if f, ok := drawFault(rng, sh, kinds, faults); ok {
+			faults = append(faults, f)
+		}
+	}
+	return Scenario{Seed: seed, Shape: sh, Faults: faults}
+}
+
+// stageKinds are the kinds of the stages a scenario of shape sh runs: the
+// targets a stage panic may pick.
+func stageKinds(sh Shape) []string {
 	kinds := []string{actors.KindFileReader, actors.KindFiles, actors.KindBatch, actors.KindDoubleBuffer, actors.KindDevice}
 	if sh.Shuffle > 0 {
 		kinds = append(kinds, actors.KindShuffle)
@@ -199,43 +212,44 @@ func Generate(seed uint64) Scenario {
 	if sh.MultiPass > 0 {
 		kinds = append(kinds, actors.KindMultiPass)
 	}
-	var faults []Fault
-	for range rng.IntN(5) {
-		file := rng.IntN(sh.Files)
-		var f Fault
-		switch k := rng.IntN(100); {
-		case k < 12:
-			f = Fault{Kind: ReadError, File: file, N: 1 + rng.IntN(20)}
-		case k < 20:
-			// At most one per file, and rare: the first reopen after an
-			// error reads every chunk header, so until the index is kept
-			// each try risks the error once per chunk of the file.
-			if slices.ContainsFunc(faults, func(f Fault) bool { return f.Kind == ReadErrorP && f.File == file }) {
-				continue
-			}
-			f = Fault{Kind: ReadErrorP, File: file, P: 0.001 + 0.004*rng.Float64()}
-		case k < 27:
-			f = Fault{Kind: Latency, File: file, Delay: time.Duration(20+rng.IntN(280)) * time.Microsecond}
-		case k < 34:
-			f = Fault{Kind: ShortRead, File: file, N: 1 + rng.IntN(20)}
-		case k < 40:
-			f = Fault{Kind: StallRead, File: file, N: 1 + rng.IntN(20)}
-		case k < 48:
-			f = Fault{Kind: FlipChunk, File: file, Chunk: rng.IntN(8)}
-		case k < 51:
-			f = Fault{Kind: Truncate, File: file}
-		case k < 75:
-			f = Fault{Kind: StagePanic, Stage: kinds[rng.IntN(len(kinds))], N: 1 + rng.IntN(60)}
-		case k < 78:
-			f = Fault{Kind: PanicStorm, Stage: kinds[rng.IntN(len(kinds))], N: 1 + rng.IntN(10), Count: stormLength}
-		case k < 86:
-			f = Fault{Kind: SlowDevice, Device: rng.IntN(sh.Devices), Delay: time.Duration(20+rng.IntN(300)) * time.Microsecond}
-		case k < 93:
-			f = Fault{Kind: StallDevice, Device: rng.IntN(sh.Devices), N: 1 + rng.IntN(10), Delay: time.Duration(5+rng.IntN(20)) * time.Millisecond}
-		default:
-			f = Fault{Kind: PanicDevice, Device: rng.IntN(sh.Devices), N: 1 + rng.IntN(10)}
+	return kinds
+}
+
+// drawFault draws one fault for a scenario of shape sh that already has
+// faults; false when the draw is one to leave out. The order of the draws
+// is part of every seed's meaning: a change here changes every scenario.
+func drawFault(rng *rand.Rand, sh Shape, kinds []string, faults []Fault) (Fault, bool) {
+	file := rng.IntN(sh.Files)
+	switch k := rng.IntN(100); {
+	case k < 12:
+		return Fault{Kind: ReadError, File: file, N: 1 + rng.IntN(20)}, true
+	case k < 20:
+		// At most one per file, and rare: the first reopen after an error
+		// reads every chunk header, so until the index is kept each try
+		// risks the error once per chunk of the file.
+		if slices.ContainsFunc(faults, func(f Fault) bool { return f.Kind == ReadErrorP && f.File == file }) {
+			return Fault{}, false
 		}
-		faults = append(faults, f)
+		return Fault{Kind: ReadErrorP, File: file, P: 0.001 + 0.004*rng.Float64()}, true
+	case k < 27:
+		return Fault{Kind: Latency, File: file, Delay: time.Duration(20+rng.IntN(280)) * time.Microsecond}, true
+	case k < 34:
+		return Fault{Kind: ShortRead, File: file, N: 1 + rng.IntN(20)}, true
+	case k < 40:
+		return Fault{Kind: StallRead, File: file, N: 1 + rng.IntN(20)}, true
+	case k < 48:
+		return Fault{Kind: FlipChunk, File: file, Chunk: rng.IntN(8)}, true
+	case k < 51:
+		return Fault{Kind: Truncate, File: file}, true
+	case k < 75:
+		return Fault{Kind: StagePanic, Stage: kinds[rng.IntN(len(kinds))], N: 1 + rng.IntN(60)}, true
+	case k < 78:
+		return Fault{Kind: PanicStorm, Stage: kinds[rng.IntN(len(kinds))], N: 1 + rng.IntN(10), Count: stormLength}, true
+	case k < 86:
+		return Fault{Kind: SlowDevice, Device: rng.IntN(sh.Devices), Delay: time.Duration(20+rng.IntN(300)) * time.Microsecond}, true
+	case k < 93:
+		return Fault{Kind: StallDevice, Device: rng.IntN(sh.Devices), N: 1 + rng.IntN(10), Delay: time.Duration(5+rng.IntN(20)) * time.Millisecond}, true
+	default:
+		return Fault{Kind: PanicDevice, Device: rng.IntN(sh.Devices), N: 1 + rng.IntN(10)}, true
 	}
-	return Scenario{Seed: seed, Shape: sh, Faults: faults}
 }

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 )
 
 // beCLI makes the test binary run main (see TestMain).
@@ -60,19 +61,37 @@ func (p *proc) waitLine(t *testing.T, prefix string) {
 	t.Fatalf("the process ended without printing %q: %s", prefix, p.stderr.String())
 }
 
-// waitFile waits until a file whose name starts with prefix exists in dir:
-// the writing has begun.
-func waitFile(t *testing.T, dir, prefix string) {
+// waitFile waits until a file in dir whose name starts with prefix holds at
+// least min bytes: the writing has begun. It watches dir with inotify, so it
+// wakes on the write itself rather than polling.
+func waitFile(t *testing.T, dir, prefix string, min int64) {
 	t.Helper()
-	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+	fd, err := unix.InotifyInit1(unix.IN_CLOEXEC | unix.IN_NONBLOCK)
+	require.NoError(t, err)
+	defer unix.Close(fd)
+	_, err = unix.InotifyAddWatch(fd, dir, unix.IN_CREATE|unix.IN_MODIFY|unix.IN_CLOSE_WRITE|unix.IN_MOVED_TO)
+	require.NoError(t, err, "watch %s", dir)
+	events := make([]byte, 64<<10)
+	deadline := time.Now().Add(time.Minute)
+	for { // the watch is set before the first look: no write falls between them
 		entries, _ := os.ReadDir(dir)
 		for _, e := range entries {
-			if strings.HasPrefix(e.Name(), prefix) {
+			if info, err := e.Info(); err == nil && strings.HasPrefix(e.Name(), prefix) && info.Size() >= min {
 				return
 			}
 		}
+		left := time.Until(deadline)
+		require.Positive(t, left, "no file %s* of %d bytes appeared in %s", prefix, min, dir)
+		pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+		if _, err := unix.Poll(pfd, int(left.Milliseconds())+1); err != nil && !errors.Is(err, unix.EINTR) {
+			require.NoError(t, err)
+		}
+		for { // drain the events; the directory is read again above
+			if n, err := unix.Read(fd, events); n <= 0 || err != nil {
+				break
+			}
+		}
 	}
-	t.Fatalf("no file %s* appeared in %s", prefix, dir)
 }
 
 // stop sends sig and waits for the process to end, returning its exit code
@@ -105,7 +124,7 @@ func TestSignalStopsRunWithCompleteOutputs(t *testing.T) {
 		p := start(t, dir, "run", "--data", filepath.Join(data, "*.recordio"), "--devices", "2", "--step", "2ms", "--passes", "50",
 			"--emit-ids", "ids.jsonl", "--report", "report", "--sample-every", "10ms")
 		p.waitLine(t, "pipeline:")
-		waitLines(t, filepath.Join(dir, "ids.jsonl"))
+		waitFile(t, dir, ".ids.jsonl", 1) // a batch was written: the devices are stepping
 		code, took := p.stop(t, sig)
 		t.Logf("%v: exit %d after %v", sig, code, took)
 		require.Equal(t, 128+int(sig), code)
@@ -122,21 +141,6 @@ func TestSignalStopsRunWithCompleteOutputs(t *testing.T) {
 		onlyFiles(t, dir, "ids.jsonl", "report")
 		onlyFiles(t, filepath.Join(dir, "report"), "actors.dot", "actors.png", "buffers.png", "devices.png", "throughput.png")
 	}
-}
-
-// waitLines waits until the ids file, still under its temporary name, has
-// a batch in it: the devices are stepping.
-func waitLines(t *testing.T, path string) {
-	t.Helper()
-	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
-		entries, _ := os.ReadDir(filepath.Dir(path))
-		for _, e := range entries {
-			if info, err := e.Info(); err == nil && strings.HasPrefix(e.Name(), "."+filepath.Base(path)) && info.Size() > 0 {
-				return
-			}
-		}
-	}
-	t.Fatalf("no batch was written to %s", path)
 }
 
 // onlyFiles checks that dir holds exactly names: no temporary or partial
@@ -156,7 +160,8 @@ func TestSignalStopsGenAndConvertLeavingNoPartialFile(t *testing.T) {
 	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT} {
 		dir := t.TempDir()
 		p := start(t, dir, "gen", "--out", "data", "--files", "1", "--samples", "5000000")
-		waitFile(t, filepath.Join(dir, "data"), ".part-")
+		waitFile(t, dir, "data", 0) // gen makes its directory first
+		waitFile(t, filepath.Join(dir, "data"), ".part-", 0)
 		code, took := p.stop(t, sig)
 		t.Logf("gen, %v: exit %d after %v", sig, code, took)
 		require.Equal(t, 128+int(sig), code)
@@ -167,7 +172,7 @@ func TestSignalStopsGenAndConvertLeavingNoPartialFile(t *testing.T) {
 		writeIDX(t, images, 200000)
 		require.NoError(t, os.WriteFile(filepath.Join(dir, "old.recordio"), []byte("kept"), 0o644))
 		p = start(t, dir, "convert", images, "--out", "old.recordio", "--compressor", "gzip")
-		waitFile(t, dir, ".old.recordio")
+		waitFile(t, dir, ".old.recordio", 0)
 		code, took = p.stop(t, sig)
 		t.Logf("convert, %v: exit %d after %v", sig, code, took)
 		require.Equal(t, 128+int(sig), code)
