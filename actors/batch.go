@@ -21,6 +21,11 @@ type batchLogic struct {
 	// are recycled once joined; see blockPool).
 	blocks *blockPool
 	counts partCounts
+	// aligned: each input is an item of the order that covers size
+	// positions (fewer at the end of the shard, or with holes) and becomes
+	// one batch, keeping its place; the last is dropped with dropLast when
+	// it covers fewer positions.
+	aligned bool
 }
 
 // join copies instances [0, n) into a batch, in recycled storage when
@@ -44,6 +49,7 @@ func (l *batchLogic) join(n int) (*messages.Batch, error) {
 	}
 	b.Pass = l.pass
 	// Nothing below fails: the rows are joined for good.
+	b.Position, b.Positions, b.Padding = l.pending.position, l.pending.positions, l.pending.padding
 	if l.blocks != nil {
 		l.blocks.joined(l.pending.refs[:n], &l.counts)
 	}
@@ -59,6 +65,21 @@ func (l *batchLogic) start(pass uint32) {
 func (l *batchLogic) upstreamPass(pass uint32) uint32 { return pass }
 
 func (l *batchLogic) take(b *messages.Batch) ([]*messages.Batch, error) {
+	if l.aligned {
+		if l.dropLast && b.Positions < uint64(l.size) {
+			return nil, nil
+		}
+		if err := l.pending.add(b); err != nil {
+			return nil, err
+		}
+		l.pending.position, l.pending.positions, l.pending.padding = b.Position, b.Positions, b.Padding
+		o, err := l.join(l.pending.len())
+		if err != nil {
+			l.pending.reset()
+			return nil, err
+		}
+		return []*messages.Batch{o}, nil
+	}
 	if err := l.pending.add(b); err != nil {
 		return nil, err
 	}

@@ -68,7 +68,7 @@ func TestResetCyclesDoNotLeak(t *testing.T) {
 	ctx := testutil.Context(t)
 	paths := testutil.WriteFiles(t, 2, 400, 1024)
 	sys := actors.NewSystem()
-	p, err := actors.New([]actors.Stage{actors.Files{Paths: paths, Threads: 2, Ordered: true}, actors.Batch{Size: 8}},
+	p, err := actors.New([]actors.Stage{actors.Files{Paths: paths, Threads: 2}, actors.Batch{Size: 8}},
 		actors.Options{System: sys})
 	require.NoError(t, err)
 	want := allIDs(2, 400)[:20*8]
@@ -170,10 +170,19 @@ func TestSourceErrorEndsPipeline(t *testing.T) {
 	ctx := testutil.Context(t)
 	cause := errors.New("disk on fire")
 	sys := actors.NewSystem()
-	p, err := actors.New([]actors.Stage{actors.Files{Paths: []string{"recordio:/data/a.rio"}}, actors.Batch{Size: 4}},
-		actors.Options{System: sys, Open: func(context.Context, string) (readers.Reader, error) {
-			return &failingReader{n: 10, err: cause}, nil
-		}})
+	open := func(context.Context, string) (readers.Reader, error) { return &failingReader{n: 10, err: cause}, nil }
+	// In the order, the file is read to count its records (it has no chunk
+	// index) when the pipeline is built, and the error comes then.
+	_, err := actors.New([]actors.Stage{actors.Files{Paths: []string{"recordio:/data/a.rio"}}, actors.Batch{Size: 4}},
+		actors.Options{System: sys, Open: open})
+	require.ErrorIs(t, err, cause)
+	var se *actors.StageError
+	require.ErrorAs(t, err, &se)
+	require.Equal(t, "/data/a.rio", se.File)
+	require.Empty(t, registered.Actors(sys))
+
+	p, err := actors.New([]actors.Stage{actors.Files{Paths: []string{"recordio:/data/a.rio"}, AnyOrder: true}, actors.Batch{Size: 4}},
+		actors.Options{System: sys, Open: open})
 	require.NoError(t, err)
 	var got error
 	for got == nil {
@@ -182,7 +191,6 @@ func TestSourceErrorEndsPipeline(t *testing.T) {
 		got = err
 	}
 	require.ErrorIs(t, got, cause)
-	var se *actors.StageError
 	require.ErrorAs(t, got, &se)
 	require.Equal(t, "/data/a.rio", se.File)
 	require.Contains(t, se.Stage, "reader")
@@ -192,7 +200,15 @@ func TestSourceErrorEndsPipeline(t *testing.T) {
 func TestMissingFileIsAnError(t *testing.T) {
 	ctx := testutil.Context(t)
 	sys := actors.NewSystem()
-	p, err := actors.New([]actors.Stage{actors.Files{Paths: []string{"/nonexistent/x.rio"}}}, actors.Options{System: sys})
+	// In the order, building the pipeline reads every file's index: it
+	// fails at once, naming the file.
+	_, err := actors.New([]actors.Stage{actors.Files{Paths: []string{"/nonexistent/x.rio"}}}, actors.Options{System: sys})
+	require.ErrorIs(t, err, os.ErrNotExist)
+	require.ErrorIs(t, err, actors.ErrStage)
+	require.ErrorContains(t, err, "/nonexistent/x.rio")
+	require.Empty(t, registered.Actors(sys))
+	// In any order, the reader finds out.
+	p, err := actors.New([]actors.Stage{actors.Files{Paths: []string{"/nonexistent/x.rio"}, AnyOrder: true}}, actors.Options{System: sys})
 	require.NoError(t, err)
 	_, err = p.Next(ctx)
 	require.ErrorIs(t, err, os.ErrNotExist)
@@ -381,12 +397,13 @@ func flakyOpen(failAt int) (func(context.Context, string) (readers.Reader, error
 			return r, nil
 		}
 		fails++
-		return &eioAt{Reader: r, left: failAt}, nil
+		return &eioAt{Reader: r, indexing: indexing{r}, left: failAt}, nil
 	}, &fails
 }
 
 type eioAt struct {
 	readers.Reader
+	indexing
 	left int
 }
 
@@ -436,7 +453,7 @@ func TestMapStageRetriesAfterItsFunctionPanics(t *testing.T) {
 		return tensor.Slots{{Tensor: tensor.MustFromSlice(s[0].Shape(), out)}, s[1]}, nil
 	}
 	sys := actors.NewSystem()
-	p, err := actors.New([]actors.Stage{actors.Files{Paths: paths, Ordered: true}, actors.Batch{Size: 10}, actors.Map{Fn: double}},
+	p, err := actors.New([]actors.Stage{actors.Files{Paths: paths}, actors.Batch{Size: 10}, actors.Map{Fn: double}},
 		actors.Options{System: sys})
 	require.NoError(t, err)
 	ids := readPass(t, ctx, p, func(it actors.Item) {
@@ -601,6 +618,29 @@ type stallAt struct {
 	left int
 }
 
+// indexedStall is a stallAt that shows its file's chunk index.
+type indexedStall struct {
+	*stallAt
+	indexing
+}
+
+// indexing passes a RecordFile's chunk index through a test's wrapper of
+// it, so that the faults the wrapper injects hit the reads, not the
+// indexing that building a pipeline does.
+type indexing struct{ r readers.Reader }
+
+func (i indexing) Index() (*recordio.Index, error) {
+	return i.r.(interface {
+		Index() (*recordio.Index, error)
+	}).Index()
+}
+
+func (i indexing) SeekIndexed(x *recordio.Index, rec int) error {
+	return i.r.(interface {
+		SeekIndexed(*recordio.Index, int) error
+	}).SeekIndexed(x, rec)
+}
+
 func (r *stallAt) Next(ctx context.Context) (tensor.Slots, error) {
 	if r.left == 0 {
 		<-ctx.Done()
@@ -625,7 +665,7 @@ func TestStalledReadIsAbandoned(t *testing.T) {
 		if opened[entry]++; opened[entry] > 1 {
 			return r, nil
 		}
-		return &stallAt{Reader: r, left: 50}, nil
+		return indexedStall{&stallAt{Reader: r, left: 50}, indexing{r}}, nil
 	}
 	sys := actors.NewSystem()
 	p, err := actors.New([]actors.Stage{actors.Files{Paths: paths, Threads: 2}, actors.Batch{Size: 8}},
@@ -640,13 +680,18 @@ func TestStalledReadIsAbandoned(t *testing.T) {
 
 	// A reader that stalls every time it is opened (here: while skipping to
 	// its record) uses up the retries; the stall ends the pipeline, naming
-	// the file.
-	p, err = actors.New([]actors.Stage{actors.Files{Paths: paths[:1]}, actors.Batch{Size: 8}},
-		actors.Options{System: sys, ReadTimeout: 20 * time.Millisecond, Retry: supervisor.Backoff{Attempts: 3, Initial: time.Millisecond},
-			Open: func(ctx context.Context, entry string) (readers.Reader, error) {
-				r, err := actors.OpenFile(ctx, entry)
-				return &stallAt{Reader: r, left: 5}, err
-			}})
+	// the file. In the order, the file is read when the pipeline is built,
+	// to count its records (the wrapper hides the chunk index), and the
+	// stall ends the building.
+	opts := actors.Options{System: sys, ReadTimeout: 20 * time.Millisecond, Retry: supervisor.Backoff{Attempts: 3, Initial: time.Millisecond},
+		Open: func(ctx context.Context, entry string) (readers.Reader, error) {
+			r, err := actors.OpenFile(ctx, entry)
+			return &stallAt{Reader: r, left: 5}, err
+		}}
+	_, err = actors.New([]actors.Stage{actors.Files{Paths: paths[:1]}, actors.Batch{Size: 8}}, opts)
+	require.ErrorIs(t, err, actors.ErrReadStalled)
+	require.ErrorContains(t, err, paths[0])
+	p, err = actors.New([]actors.Stage{actors.Files{Paths: paths[:1], AnyOrder: true}, actors.Batch{Size: 8}}, opts)
 	require.NoError(t, err)
 	_, err = p.Next(ctx)
 	require.ErrorIs(t, err, actors.ErrReadStalled)

@@ -55,17 +55,19 @@ func consume(s tensor.Slots) { baseline.Touch(s[0].Bytes()) }
 // passes of one running pipeline (Reset between them, as a trainer runs
 // epochs; the first, untimed, spawns it), with fresh batch storage and with
 // Devices.Recycle; "new" builds a new pipeline for every pass, with fresh
-// storage, and so also pays for spawning its actors and filling its windows.
+// storage, and so also pays for spawning its actors and filling its windows;
+// "anyorder" is "fresh" without the order (Files.AnyOrder), the pipeline
+// the order's cost is measured against.
 var actorModes = []struct {
-	name             string
-	recycle, running bool
-}{{"fresh", false, true}, {"recycled", true, true}, {"new", false, false}}
+	name                       string
+	recycle, running, anyOrder bool
+}{{"fresh", false, true, false}, {"recycled", true, true, false}, {"new", false, false, false}, {"anyorder", false, true, true}}
 
 // actorRun returns a function that runs one pass of the actor pipeline in
 // the given mode and checks that its device got every sample, and a
 // function that stops it.
-func actorRun(b *testing.B, sys *actor.ActorSystem, path string, recycle, running bool) (pass func(), stop func()) {
-	cfg := benchmark.Config{Path: path, Window: benchWindow, Batch: benchBatch, System: sys}
+func actorRun(b *testing.B, sys *actor.ActorSystem, path string, recycle, running, anyOrder bool) (pass func(), stop func()) {
+	cfg := benchmark.Config{Path: path, Window: benchWindow, Batch: benchBatch, System: sys, AnyOrder: anyOrder}
 	// The device's goroutine counts; a pipeline steps from the moment it
 	// exists, so the count is reset before a pass can begin: before the
 	// pipeline is built, and before each Reset.
@@ -100,7 +102,7 @@ func BenchmarkPipelineActors(b *testing.B) {
 	sys := actors.NewSystem()
 	for _, m := range actorModes {
 		b.Run(m.name, func(b *testing.B) {
-			pass, stop := actorRun(b, sys, path, m.recycle, m.running)
+			pass, stop := actorRun(b, sys, path, m.recycle, m.running, m.anyOrder)
 			defer stop()
 			b.ReportAllocs()
 			b.ResetTimer()
@@ -123,12 +125,12 @@ func BenchmarkPipelineRatio(b *testing.B) {
 	path := benchFile(b)
 	sys := actors.NewSystem()
 	for _, m := range actorModes {
-		b.Run(m.name, func(b *testing.B) { pipelineRatio(b, sys, path, m.recycle, m.running) })
+		b.Run(m.name, func(b *testing.B) { pipelineRatio(b, sys, path, m.recycle, m.running, m.anyOrder) })
 	}
 }
 
-func pipelineRatio(b *testing.B, sys *actor.ActorSystem, path string, recycle, running bool) {
-	pass, stop := actorRun(b, sys, path, recycle, running)
+func pipelineRatio(b *testing.B, sys *actor.ActorSystem, path string, recycle, running, anyOrder bool) {
+	pass, stop := actorRun(b, sys, path, recycle, running, anyOrder)
 	defer stop()
 	var inActors, inStacked, inChannels time.Duration
 	// Each run starts from a collected heap, so that none pays for the
@@ -257,4 +259,39 @@ func BenchmarkMemory(b *testing.B) {
 		b.ReportMetric(float64(m.Heap[len(m.Heap)-1])/1e6, "heap-last-MB")
 		b.ReportMetric(float64(m.PeakLive), "peak-live-batches")
 	}
+}
+
+// BenchmarkOrderCost runs a pass of the pipeline in the order and one of the
+// same pipeline in any order (Files.AnyOrder) per iteration, taking turns at
+// going first, each from a collected heap, and reports the first's
+// throughput as a fraction of the second's ("ratio"): the order's cost.
+func BenchmarkOrderCost(b *testing.B) {
+	path := benchFile(b)
+	sys := actors.NewSystem()
+	inOrder, stopOrder := actorRun(b, sys, path, false, true, false)
+	defer stopOrder()
+	anyOrder, stopAny := actorRun(b, sys, path, false, true, true)
+	defer stopAny()
+	var tOrder, tAny time.Duration
+	timed := func(d *time.Duration, run func()) {
+		b.StopTimer()
+		runtime.GC()
+		b.StartTimer()
+		start := time.Now()
+		run()
+		*d += time.Since(start)
+	}
+	b.ResetTimer()
+	for i := range b.N {
+		if i%2 == 0 {
+			timed(&tOrder, inOrder)
+			timed(&tAny, anyOrder)
+		} else {
+			timed(&tAny, anyOrder)
+			timed(&tOrder, inOrder)
+		}
+	}
+	b.ReportMetric(tAny.Seconds()/tOrder.Seconds(), "ratio")
+	b.ReportMetric(float64(b.N*benchSamples)/tOrder.Seconds(), "order-samples/s")
+	b.ReportMetric(float64(b.N*benchSamples)/tAny.Seconds(), "any-samples/s")
 }

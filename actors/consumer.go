@@ -82,8 +82,16 @@ func (c *consumerCell) popLocked() *messages.Batch {
 	c.meter.items.Add(1)
 	c.meter.held.Store(int64(len(c.queue)))
 	c.pipe.noteConsumed(b)
+	c.pipe.commits.commit(c.pass, c.seqOf(b), b)
 	c.notify()
 	return b
+}
+
+// passOf is the pass the consumer reads.
+func (c *consumerCell) passOf() uint32 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.pass
 }
 
 // peek reports whether an item of the pass is ready or coming, waiting as

@@ -137,6 +137,7 @@ func (a *fanoutActor) onBatch(send func(*actor.PID, any), m *messages.Batch) boo
 	}
 	c.in.commit()
 	item := &messages.Batch{Pass: c.in.pass, Slots: m.Slots, Parts: m.Parts, Rows: m.Rows, Ids: m.Ids}
+	keepPlace(item, m)
 	if c.readingAhead() {
 		c.ahead = append(c.ahead, item)
 		c.pipe.ahead.Add(1)

@@ -21,11 +21,11 @@ import (
 // files -> shuffle -> ordered xmap on 3 workers -> batch(16) -> double
 // buffer.
 func trainChain(paths []string, passes int) []actors.Stage {
-	st := []actors.Stage{actors.Files{Paths: paths, Threads: 3, Ordered: true}}
+	st := []actors.Stage{actors.Files{Paths: paths, Threads: 3}}
 	if passes > 1 {
 		st = append(st, actors.MultiPass{Passes: passes})
 	}
-	return append(st, actors.Shuffle{Window: 50, Seed: 7}, actors.XMap{Fn: negate, Workers: 3, Ordered: true},
+	return append(st, actors.Shuffle{Window: 50, Seed: 7}, actors.XMap{Fn: negate, Workers: 3},
 		actors.Batch{Size: 16}, actors.DoubleBuffer{Window: 2})
 }
 
@@ -130,7 +130,7 @@ func TestRecycledGroupsUnderPanics(t *testing.T) {
 		ctx := testutil.Context(t)
 		var mu sync.Mutex
 		order := make([][]uint64, devices)
-		p, err := actors.NewDevices([]actors.Stage{actors.Files{Paths: paths, Threads: 3, Ordered: true},
+		p, err := actors.NewDevices([]actors.Stage{actors.Files{Paths: paths, Threads: 3},
 			actors.Shuffle{Window: 50, Seed: 7}, actors.Batch{Size: 16}, actors.DoubleBuffer{Window: 2}},
 			actors.Devices{N: devices, Step: deviceStep(&mu, order, 1), Recycle: true},
 			actors.Options{System: sharedSys, Faults: faults, GroupSize: 8})
@@ -179,7 +179,7 @@ func TestRecycledGroupsUnderPanics(t *testing.T) {
 func TestFilesRestartWithAnOldEndInTheMailbox(t *testing.T) {
 	paths := testutil.WriteFiles(t, 3, 21, 4000)
 	panicEverywhereOverResets(t, 36, 2, 2*63, actors.KindFiles, func(fault faults.Injector) (*actors.Pipeline, error) {
-		return actors.NewDevices([]actors.Stage{actors.Files{Paths: paths, Threads: 1, Ordered: true}, actors.Batch{Size: 17}},
+		return actors.NewDevices([]actors.Stage{actors.Files{Paths: paths, Threads: 1}, actors.Batch{Size: 17}},
 			actors.Devices{N: 3}, actors.Options{System: sharedSys, GroupSize: 16, Faults: fault})
 	})
 }
@@ -190,7 +190,7 @@ func TestFilesRestartWithAnOldEndInTheMailbox(t *testing.T) {
 func TestDeviceRestartAcrossReset(t *testing.T) {
 	paths := testutil.WriteFiles(t, 2, 13, 4000)
 	panicEverywhereOverResets(t, 30, 3, 3*26, actors.KindDevice, func(fault faults.Injector) (*actors.Pipeline, error) {
-		return actors.NewDevices([]actors.Stage{actors.Files{Paths: paths, Threads: 1, Ordered: true}, actors.Batch{Size: 18}},
+		return actors.NewDevices([]actors.Stage{actors.Files{Paths: paths, Threads: 1}, actors.Batch{Size: 18}},
 			actors.Devices{N: 3}, actors.Options{System: sharedSys, Faults: fault})
 	})
 }

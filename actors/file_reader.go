@@ -43,6 +43,7 @@ type workerCell struct {
 
 	coord  *actor.PID
 	file   int    // assigned file, -1 when idle
+	to     uint64 // the assignment ends before this record; 0 at the file's end
 	pass   uint32 // of the assignment
 	cursor uint64 // records read so far into handoff or outlet
 	out    outlet
@@ -134,16 +135,17 @@ func (a *workerActor) assign(ctx actor.Context, m *messages.Assign) {
 	a.stop()
 	a.drain()
 	from, resume := uint64(0), false
-	if int(m.File) == c.file && m.Pass == c.pass {
+	same := int(m.File) == c.file && m.Pass == c.pass && m.To == c.to
+	if same {
 		from, resume = c.seqOfRecord(m.From)
 	}
 	if !resume {
-		if !c.src.Rewindable() && int(m.File) == c.file && m.Pass == c.pass {
+		if !c.src.Rewindable() && same {
 			a.failWith(-1, fmt.Errorf("%w: assignment from record %d, which was not kept for replay", ErrProtocol, m.From))
 			return
 		}
 		a.reset(int(m.File), m.Pass)
-		c.cursor = m.From
+		c.cursor, c.to = m.From, m.To
 	}
 	if err := c.out.subscribe(ctx.Sender(), &messages.Subscribe{Epoch: m.Epoch, Pass: m.Pass, From: from}); err != nil {
 		a.failWith(-1, err)
@@ -180,7 +182,7 @@ func (a *workerActor) reset(file int, pass uint32) {
 	c.out.reset(pass)
 	c.freed = 0
 	a.giveBack(n)
-	c.file, c.pass, c.cursor = file, pass, 0
+	c.file, c.pass, c.cursor, c.to = file, pass, 0, 0
 }
 
 func (a *workerActor) giveBack(n int) {
@@ -232,10 +234,10 @@ func (a *workerActor) failWith(offset int64, err error) {
 
 func (a *workerActor) start(ctx actor.Context) {
 	c := a.c
-	file, pass, from := c.file, c.pass, c.cursor
+	file, pass, from, to := c.file, c.pass, c.cursor, c.to
 	self, root := ctx.Self(), ctx.ActorSystem().Root
 	a.read.start(ctx, context.Background(), func(rctx context.Context) {
-		a.readFile(rctx, file, pass, from, func() { root.Send(self, &poke{}) })
+		a.readFile(rctx, file, pass, from, to, func() { root.Send(self, &poke{}) })
 	})
 }
 
@@ -244,9 +246,9 @@ func (a *workerActor) stop() { a.read.stop() }
 
 // readFile is the goroutine: it reads the file in groups, one read-ahead
 // slot per group, into the handoff.
-func (a *workerActor) readFile(ctx context.Context, file int, pass uint32, from uint64, poke func()) {
+func (a *workerActor) readFile(ctx context.Context, file int, pass uint32, from, to uint64, poke func()) {
 	c := a.c
-	fr := &fileRead{c: c, ctx: ctx, file: file, pass: pass, from: from, rec: from, stuckAt: math.MaxUint64}
+	fr := &fileRead{c: c, ctx: ctx, file: file, pass: pass, from: from, rec: from, to: to, stuckAt: math.MaxUint64}
 	defer fr.close()
 	if err := supervisor.Retry(ctx, c.retry, func(int) error { return fr.open() }); err != nil {
 		if ctx.Err() == nil {
@@ -315,11 +317,15 @@ type fileRead struct {
 	pass    uint32
 	from    uint64 // where the reader was (re)opened
 	rec     uint64 // the next record
+	to      uint64 // the record to stop before; 0 reads to the end
 	r       readers.Reader
 	w       watchdog
 	st      *tensor.Stack
 	stuckAt uint64 // the record transient failures happen at
 	tries   int    // the failures there
+	// skipped counts the records of corrupt chunks skipped while opening,
+	// not yet reported in a group.
+	skipped uint64
 }
 
 func (fr *fileRead) close() {
@@ -330,8 +336,39 @@ func (fr *fileRead) close() {
 }
 
 // open opens the file at fr.from under the watchdog; a stalled open is a
-// transient error.
+// transient error. Under the skip policy, a record in a corrupt chunk
+// cannot be sought to (the chunk fails its checksum): the rest of the
+// chunk is skipped and the file opened after it. With nothing left to read
+// in the assignment, fr.r stays nil.
 func (fr *fileRead) open() error {
+	for {
+		err := fr.openAt()
+		if err == nil || fr.c.policy != supervisor.SkipCorrupt || !errors.Is(err, format.ErrCorrupt) {
+			return err
+		}
+		cs, ok := fr.c.src.(interface {
+			chunkEnd(file int, rec uint64) (uint64, bool)
+		})
+		if !ok {
+			return err
+		}
+		end, ok := cs.chunkEnd(fr.file, fr.from)
+		if !ok || end <= fr.from {
+			return err
+		}
+		if fr.to > 0 {
+			end = min(end, fr.to)
+		}
+		fr.skipped += end - fr.from
+		fr.from, fr.rec = end, end
+		if fr.to > 0 && end >= fr.to {
+			return nil
+		}
+	}
+}
+
+// openAt opens the file at fr.from under the watchdog.
+func (fr *fileRead) openAt() error {
 	c := fr.c
 	readCtx := fr.w.open(fr.ctx, c.pipe.opts.ReadTimeout)
 	err := fr.w.guard(fr.ctx, func() (err error) {
@@ -393,10 +430,15 @@ type group struct {
 // group's reads (one timer reset per group, not per record).
 func (fr *fileRead) readGroup() group {
 	c := fr.c
-	g := group{first: fr.rec, ids: make([]uint64, 0, c.group)}
+	g := group{first: fr.rec - fr.skipped, skipped: fr.skipped, ids: make([]uint64, 0, c.group)}
+	fr.skipped = 0
 	fr.w.arm()
 	defer fr.w.disarm()
 	for len(g.ids) < c.group {
+		if fr.r == nil || fr.to > 0 && fr.rec >= fr.to {
+			g.end = true
+			break
+		}
 		item, stacked, err := fr.next()
 		if err != nil && fr.w.tripped(fr.ctx) {
 			err = &stalled{file: c.src.Name(fr.file), record: fr.rec, after: c.pipe.opts.ReadTimeout}
@@ -424,6 +466,9 @@ func (fr *fileRead) readGroup() group {
 			return g
 		}
 		if n, ok := skippable(err, fr.r, c.policy); ok {
+			if fr.to > 0 { // the rest of a chunk may lie past the assignment
+				n = int(min(uint64(n), fr.to-fr.rec))
+			}
 			g.skipped += uint64(n)
 			fr.rec += uint64(n)
 			continue

@@ -16,7 +16,7 @@ import (
 // buffer, and a pipeline with Window 8 hung about once in a hundred passes.)
 func TestFilesGrantsReadersWhatItsFlushFreed(t *testing.T) {
 	sub, reader := actor.NewPID("local", "sub"), actor.NewPID("local", "reader-0")
-	c := &filesCell{workers: []*actor.PID{reader}, buffer: 3, window: 8, work: []workerState{{file: 0, epoch: 7}}}
+	c := &filesCell{workers: []*actor.PID{reader}, buffer: 3, window: 8, work: []workerState{{unit: 0, epoch: 7}}}
 	c.out.reset(0)
 	for range c.buffer {
 		c.out.push(&messages.Batch{})

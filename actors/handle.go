@@ -23,6 +23,9 @@ func (p *Pipeline) Next(ctx context.Context) (Item, error) {
 		return Item{}, p.shutdownErr(err)
 	}
 	if b == nil {
+		p.mu.Lock()
+		p.drained, p.drainedPass = true, p.sinks[0].passOf()
+		p.mu.Unlock()
 		return Item{}, io.EOF
 	}
 	return p.sinks[0].toItem(b)

@@ -13,10 +13,17 @@ type Item struct {
 	// in the pipeline's list and the record's index in the file.
 	IDs  []uint64
 	Pass int
+	// Epoch is the epoch of the order the item belongs to: Pass, plus the
+	// epoch a resumed pipeline started in (Options.Resume).
+	Epoch uint64
 	// Seq is the item's position in its pass, from 0. With N devices, item
 	// Seq is stepped by device Seq mod N.
 	Seq       int
 	Instances int
+	// Padding is how many of the last instances repeat samples dealt to a
+	// rank already, to keep the ranks' shares equal (order.Pad): a trainer
+	// masks them.
+	Padding int
 }
 
 // toItem converts a message delivered to this consumer: its lane of the
@@ -26,6 +33,9 @@ func (c *consumerCell) toItem(b *messages.Batch) (Item, error) {
 	if err != nil {
 		return Item{}, err
 	}
-	seq := int(b.Seq)*int(c.lanes) + int(c.lane)
-	return Item{Slots: slots, IDs: b.Ids, Pass: int(b.Pass), Seq: seq, Instances: len(b.Ids)}, nil
+	return Item{Slots: slots, IDs: b.Ids, Pass: int(b.Pass), Epoch: c.pipe.epoch(b.Pass), Seq: c.seqOf(b),
+		Instances: len(b.Ids), Padding: int(b.Padding)}, nil
 }
+
+// seqOf is the position in its pass of an item delivered to this consumer.
+func (c *consumerCell) seqOf(b *messages.Batch) int { return int(b.Seq)*int(c.lanes) + int(c.lane) }

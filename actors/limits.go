@@ -47,5 +47,5 @@ func (o *Options) validate() error {
 			return err
 		}
 	}
-	return nil
+	return o.Shard.check()
 }

@@ -43,7 +43,13 @@ func apply(fn MapFunc, pass uint32, b *messages.Batch) (*messages.Batch, error) 
 		return nil, fmt.Errorf("actors: map must keep the number of instances: %w", err)
 	}
 	o.Pass = pass
+	keepPlace(o, b)
 	return o, nil
+}
+
+// keepPlace gives dst, made from src, src's place in the order.
+func keepPlace(dst, src *messages.Batch) {
+	dst.Position, dst.Positions, dst.Padding = src.Position, src.Positions, src.Padding
 }
 
 func (l *mapLogic) finish() ([]*messages.Batch, uint32, bool, error) { return nil, 0, false, nil }

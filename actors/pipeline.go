@@ -35,13 +35,21 @@ type Pipeline struct {
 	devices []*deviceCounter
 	cells   []*cell
 	queues  []*readers.FeedQueue // closed at shutdown, releasing producers
+	files   *fileSource          // a Files source's files
+	order   *orderPlan           // nil when the source is not Files in an order
+	// unplaced names the stage that does not keep items' places in the
+	// order, when one does not: the pipeline then has no State.
+	unplaced string
+	aligned  *Batch // the batch stage that makes one batch of each item of the order
 
-	mu       sync.Mutex
-	pass     uint32
-	inflight int
-	closed   bool
-	ran      bool   // Run returned nil for ranPass
-	ranPass  uint32 // the last pass Run saw to its end
+	mu          sync.Mutex
+	pass        uint32
+	inflight    int
+	closed      bool
+	ran         bool   // Run returned nil for ranPass
+	ranPass     uint32 // the last pass Run saw to its end
+	drained     bool   // Next returned io.EOF in drainedPass
+	drainedPass uint32
 }
 
 // New builds and starts a pipeline read with Next. stages[0] is a source;
@@ -192,6 +200,10 @@ func (p *Pipeline) plan(stages []Stage, dev *Devices) ([]spawnable, error) {
 	if dev != nil {
 		consumers = dev.N
 	}
+	if err := p.planOrder(stages); err != nil {
+		return nil, err
+	}
+	p.pipe.order, p.pipe.commits.order = p.order, p.order
 	var plan []spawnable
 	for i, s := range stages {
 		name := fmt.Sprintf("%d-%s", i, s.kind())
@@ -218,16 +230,11 @@ func (p *Pipeline) planSource(name string, s Stage) ([]spawnable, error) {
 	pipe, opts := p.pipe, p.pipe.opts
 	var src recordSource
 	var threads, buffer int
-	var ordered bool
 	var slots []readers.SlotSpec
 	files := 1
 	switch s := s.(type) {
 	case Files:
-		fs, err := newFileSource(s.Paths, opts.Open)
-		if err != nil {
-			return nil, err
-		}
-		src, files, ordered, slots = fs, len(s.Paths), s.Ordered, s.Slots
+		src, files, slots = p.files, len(s.Paths), s.Slots
 		threads, buffer = s.readers()
 	case Generator:
 		src, threads = &fileSource{entries: []string{s.Name}, names: []string{s.Name}, indexes: map[int]*recordio.Index{},
@@ -249,7 +256,22 @@ func (p *Pipeline) planSource(name string, s Stage) ([]spawnable, error) {
 			producer: func(*actor.PID, []*actor.PID) actor.Actor { return &workerActor{c: wc} }})
 	}
 	fc := &filesCell{cell: cell{name: name, kind: KindFiles, pipe: pipe}, src: src, files: files,
-		ordered: ordered, buffer: buffer, window: opts.ReaderWindow}
+		buffer: buffer, window: opts.ReaderWindow}
+	if p.order != nil {
+		fc.ordered, fc.units = true, &units{plan: p.order}
+		if !p.order.shuffled {
+			// No Shuffle stage follows to assemble the windows: this
+			// stage does. A window leaves at once, as about Span/unit
+			// items, references into groups held anyway; as a shuffle
+			// stage does, it holds them unsent while its readers fill the
+			// next window. Counted against the buffer, they would stop the
+			// readers until they drained, and the stages after would wait
+			// for a window.
+			fc.windows = &windows{plan: p.order, unit: uint64(p.order.unit)}
+			fc.units.onJob = fc.windows.add
+			fc.buffer += (p.order.ord.Span() + p.order.unit - 1) / p.order.unit
+		}
+	}
 	p.cells = append(p.cells, &fc.cell)
 	return append(plan, spawnable{name: name, cell: &fc.cell, producer: func(_ *actor.PID, workers []*actor.PID) actor.Actor {
 		fc.workers = workers
@@ -278,6 +300,7 @@ func (p *Pipeline) planXMap(name string, s XMap) spawnable {
 	if s.Buffer == 0 {
 		s.Buffer = s.Workers
 	}
+	s.Ordered = s.Ordered || p.order != nil
 	xc := newXMapCell(p.pipe, name, s, p.pipe.opts.Capacity, p.pipe.opts.Window)
 	p.cells = append(p.cells, &xc.cell)
 	return spawnable{name: name, cell: &xc.cell, producer: func(up *actor.PID, _ []*actor.PID) actor.Actor {
@@ -300,6 +323,10 @@ func (p *Pipeline) planTransform(name string, stages []Stage, i int, dev *Device
 		// batch stage works through them; with Capacity alone it would
 		// wait for them to drain.
 		tc.capacity += (s.Window + opts.GroupSize - 1) / opts.GroupSize
+		if p.order != nil && i == 1 { // the order's windows, assembled here
+			tc.logic = &orderLogic{w: windows{plan: p.order, unit: uint64(p.order.unit)}}
+			tc.capacity = opts.Capacity + (p.order.ord.Span()+p.order.unit-1)/p.order.unit
+		}
 	case Batch:
 		tc.logic = p.planBatch(s, stages, i, dev)
 	case Map:
@@ -319,7 +346,7 @@ func (p *Pipeline) planTransform(name string, stages []Stage, i int, dev *Device
 // recycled through when it may be.
 func (p *Pipeline) planBatch(s Batch, stages []Stage, i int, dev *Devices) *batchLogic {
 	pipe, opts := p.pipe, p.pipe.opts
-	bl := &batchLogic{size: s.Size, dropLast: s.DropLast, pipe: pipe}
+	bl := &batchLogic{size: s.Size, dropLast: s.DropLast, pipe: pipe, aligned: p.aligned != nil && *p.aligned == s && p.alignedAt(stages, i)}
 	if limit, ok := recyclesBlocks(stages, i, opts); ok && pipe.blocks == nil {
 		pipe.blocks = newBlockPool(limit)
 		bl.blocks = pipe.blocks

@@ -97,6 +97,23 @@ func (s *fileSource) seek(file int, r indexed, rec int) error {
 	return r.SeekIndexed(x, rec)
 }
 
+// chunkEnd is the record after the chunk that holds record rec of file,
+// when the file's chunk index is kept: where a reader goes on when it
+// skips a corrupt chunk it could not even seek into.
+func (s *fileSource) chunkEnd(file int, rec uint64) (uint64, bool) {
+	s.mu.Lock()
+	x := s.indexes[file]
+	s.mu.Unlock()
+	if x == nil {
+		return 0, false
+	}
+	c, _, ok := x.Locate(int(rec))
+	if !ok {
+		return 0, false
+	}
+	return uint64(c.FirstRecord) + uint64(c.NumRecords), true
+}
+
 // queueSource reads a feed queue: one "file" that continues across opens.
 // Its readers pop and nothing more: a restarted file reader must not close
 // the queue. The pipeline closes it when it shuts down.

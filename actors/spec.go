@@ -33,20 +33,28 @@ const (
 // is a source (Files or Queue), the others decorate the stage before them.
 type Stage interface{ kind() string }
 
-// Files is open_files: Threads file-reader actors take the files of Paths
-// (each "format:path" or a path whose suffix names its format) from a
-// shared queue and feed one buffer. One path and one thread is
-// create_recordio_file_reader.
+// Files is open_files: Threads file-reader actors read the files of Paths
+// (each "format:path" or a path whose suffix names its format) and feed one
+// buffer. One path and one thread is create_recordio_file_reader.
+//
+// Records come in the order (docs/determinism.md), a pure function of the
+// files, the seed and the epoch, whatever the number of readers and their
+// timing: the files' splits (RecordIO chunks) in list order, or, when a
+// Shuffle stage follows, permuted by its seed and the epoch and then
+// shuffled in windows of its Window. Options.Shard gives this process its
+// rank's share. Building the pipeline reads every file's chunk index.
 type Files struct {
 	Paths []string
 	// Threads is thread_num; default min(len(Paths), NumCPU), and never
-	// more than len(Paths): a file is read by one reader at a time.
+	// more than len(Paths).
 	Threads int
 	// Buffer is buffer_size, in groups of Options.GroupSize samples;
 	// default 3 * Threads, as upstream.
 	Buffer int
-	// Ordered reads the files strictly in list order.
-	Ordered bool
+	// AnyOrder hands records on as the readers deliver them, instead of in
+	// the order (docs/determinism.md): the order of a pass then depends on
+	// the readers' timing, and the pipeline has no State.
+	AnyOrder bool
 	// Slots, when set, declares every record's slots (shapes with -1
 	// wildcards, dtypes, LoD levels); a record that differs fails the
 	// pipeline with an error naming the file and record.
@@ -88,9 +96,9 @@ type Map struct{ Fn MapFunc }
 
 // XMap is xmap_readers: Fn runs on Workers goroutines the stage owns
 // (default NumCPU), with at most Workers+Buffer items (Buffer defaults to
-// Workers) between intake and hand-off. With Ordered, items leave in the
-// order they came; otherwise as they finish, so the order can differ from
-// run to run (the items never do). Fn runs on several goroutines at once
+// Workers) between intake and hand-off. With Ordered, or behind Files in
+// an order, items leave in the order they came; otherwise as they finish,
+// so the order can differ from run to run (the items never do). Fn runs on several goroutines at once
 // and must be safe for that; stopping the stage waits for the item each
 // worker is on, so Fn should not block.
 type XMap struct {
@@ -194,6 +202,13 @@ type Options struct {
 	// Open opens files for the file readers; default OpenFile. Fault
 	// injection wraps it.
 	Open func(ctx context.Context, entry string) (readers.Reader, error)
+	// Shard is this process's rank among the ranks that read the data set
+	// together; the zero value reads all of it.
+	Shard Shard
+	// Resume, when set, starts the pipeline where a State taken from a
+	// pipeline over the same files and order left off; with another
+	// Shard.World, the rest of that epoch is re-dealt among the new ranks.
+	Resume *State
 	// StopGrace is how long stopping a stage (Close, Shutdown, a restart)
 	// waits for user code it runs (a device's step, an xmap function, Open)
 	// to return once its context is cancelled. Code still running then is

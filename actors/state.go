@@ -47,6 +47,18 @@ type shared struct {
 	abandoned []string
 	// source is the pipeline's source, which names the files in sample ids.
 	source recordSource
+	// order is the pipeline's order, nil when it has none; commits track
+	// where its consumers stand in it.
+	order   *orderPlan
+	commits commits
+}
+
+// epoch is the epoch of the order that pass reads (pass itself without one).
+func (s *shared) epoch(pass uint32) uint64 {
+	if s.order == nil {
+		return uint64(pass)
+	}
+	return s.order.epoch(pass)
 }
 
 // sampleName names a sample by its id: its record and file.

@@ -52,7 +52,7 @@ func TestMixedShapesNameTheRecordThatBrokeTheBatch(t *testing.T) {
 		paths = append(paths, path)
 	}
 	sys := actors.NewSystem()
-	p, err := actors.New([]actors.Stage{actors.Files{Paths: paths, Ordered: true}, actors.Batch{Size: 6}}, actors.Options{System: sys})
+	p, err := actors.New([]actors.Stage{actors.Files{Paths: paths}, actors.Batch{Size: 6}}, actors.Options{System: sys})
 	require.NoError(t, err)
 	defer p.Close()
 	_, err = p.Next(testutil.Context(t))

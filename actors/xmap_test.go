@@ -50,8 +50,8 @@ func TestXMapOrderedSurvivesAPanickingFunction(t *testing.T) {
 	for _, at := range []int{1, 4, 9} {
 		t.Run(fmt.Sprint(at), func(t *testing.T) {
 			sys := actors.NewSystem()
-			p, err := actors.New([]actors.Stage{actors.Files{Paths: paths, Ordered: true},
-				actors.XMap{Fn: panicOnce(at), Workers: 4, Buffer: 2, Ordered: true}, actors.Batch{Size: 10}},
+			p, err := actors.New([]actors.Stage{actors.Files{Paths: paths},
+				actors.XMap{Fn: panicOnce(at), Workers: 4, Buffer: 2}, actors.Batch{Size: 10}},
 				actors.Options{System: sys, GroupSize: 5})
 			require.NoError(t, err)
 			require.Equal(t, allIDs(2, 150), readNegated(t, ctx, p), "in order, each once")
@@ -104,7 +104,7 @@ func TestXMapWorkersRunConcurrently(t *testing.T) {
 		return negate(s)
 	}
 	sys := actors.NewSystem()
-	p, err := actors.New([]actors.Stage{actors.Files{Paths: paths}, actors.XMap{Fn: fn, Workers: 2, Ordered: true}},
+	p, err := actors.New([]actors.Stage{actors.Files{Paths: paths}, actors.XMap{Fn: fn, Workers: 2}},
 		actors.Options{System: sys, GroupSize: 4})
 	require.NoError(t, err)
 	require.Equal(t, allIDs(1, 40), readNegated(t, ctx, p))
@@ -125,7 +125,7 @@ func TestXMapErrorComesInOrder(t *testing.T) {
 		return negate(s)
 	}
 	sys := actors.NewSystem()
-	p, err := actors.New([]actors.Stage{actors.Files{Paths: paths}, actors.XMap{Fn: fn, Workers: 3, Ordered: true}},
+	p, err := actors.New([]actors.Stage{actors.Files{Paths: paths}, actors.XMap{Fn: fn, Workers: 3}},
 		actors.Options{System: sys, GroupSize: 10})
 	require.NoError(t, err)
 	ids := []uint64{} // the failed item may be the first

@@ -127,9 +127,9 @@ func Gather(refs []Ref, ids []uint64) (*Batch, error) {
 	// per instance: start small, append grows them past that.
 	c := min(len(refs), 16)
 	parts := make([]*Part, 0, c)
-	ints := make([]int, 2*c)
-	bases, counts := ints[:0:c], ints[c:c:2*c] // capped: appends past c reallocate
-	var index map[*Part]int                    // once there are too many parts to search
+	var scratch [32]int                                // on the stack unless more than 16 parts need it
+	bases, counts := scratch[:0:16], scratch[16:16:32] // capped: appends past 16 reallocate
+	var index map[*Part]int                            // once there are too many parts to search
 	rows := make([]uint32, len(refs))
 	identity, total := true, 0
 	for i, r := range refs {

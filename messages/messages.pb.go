@@ -482,10 +482,22 @@ type Batch struct {
 	// Set by file readers for the stage that assigns them files: the file's
 	// index, the first record read and how many records this item used up
 	// (corrupt records skipped included, counted in skipped).
-	Source        uint32 `protobuf:"varint,6,opt,name=source,proto3" json:"source,omitempty"`
-	First         uint64 `protobuf:"varint,7,opt,name=first,proto3" json:"first,omitempty"`
-	Count         uint64 `protobuf:"varint,8,opt,name=count,proto3" json:"count,omitempty"`
-	Skipped       uint64 `protobuf:"varint,9,opt,name=skipped,proto3" json:"skipped,omitempty"`
+	Source  uint32 `protobuf:"varint,6,opt,name=source,proto3" json:"source,omitempty"`
+	First   uint64 `protobuf:"varint,7,opt,name=first,proto3" json:"first,omitempty"`
+	Count   uint64 `protobuf:"varint,8,opt,name=count,proto3" json:"count,omitempty"`
+	Skipped uint64 `protobuf:"varint,9,opt,name=skipped,proto3" json:"skipped,omitempty"`
+	// Set in an order (docs/determinism.md): the item covers the positions
+	// [position, position+positions) of its rank's shard, holes (skipped
+	// records) included, and its last padding instances repeat samples dealt
+	// to a rank already. Every stage that keeps items whole passes them on;
+	// positions == 0 means the item has no place in an order.
+	Position  uint64 `protobuf:"varint,12,opt,name=position,proto3" json:"position,omitempty"`
+	Positions uint64 `protobuf:"varint,13,opt,name=positions,proto3" json:"positions,omitempty"`
+	Padding   uint32 `protobuf:"varint,14,opt,name=padding,proto3" json:"padding,omitempty"`
+	// Between open_files and the stage that puts its groups in the order,
+	// position is the S position of record first, positions the records the
+	// group used up, and run the run of windows it was read for.
+	Run           uint32 `protobuf:"varint,15,opt,name=run,proto3" json:"run,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -593,6 +605,34 @@ func (x *Batch) GetCount() uint64 {
 func (x *Batch) GetSkipped() uint64 {
 	if x != nil {
 		return x.Skipped
+	}
+	return 0
+}
+
+func (x *Batch) GetPosition() uint64 {
+	if x != nil {
+		return x.Position
+	}
+	return 0
+}
+
+func (x *Batch) GetPositions() uint64 {
+	if x != nil {
+		return x.Positions
+	}
+	return 0
+}
+
+func (x *Batch) GetPadding() uint32 {
+	if x != nil {
+		return x.Padding
+	}
+	return 0
+}
+
+func (x *Batch) GetRun() uint32 {
+	if x != nil {
+		return x.Run
 	}
 	return 0
 }
@@ -849,12 +889,14 @@ func (x *Resubscribe) GetStage() string {
 // Assign gives a file reader one file of the pass to read from record from
 // on. The reader answers with Batch items (source = file) and an End.
 type Assign struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Epoch         uint64                 `protobuf:"varint,1,opt,name=epoch,proto3" json:"epoch,omitempty"`
-	Pass          uint32                 `protobuf:"varint,2,opt,name=pass,proto3" json:"pass,omitempty"`
-	File          uint32                 `protobuf:"varint,3,opt,name=file,proto3" json:"file,omitempty"`
-	Path          string                 `protobuf:"bytes,4,opt,name=path,proto3" json:"path,omitempty"`
-	From          uint64                 `protobuf:"varint,5,opt,name=from,proto3" json:"from,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Epoch uint64                 `protobuf:"varint,1,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	Pass  uint32                 `protobuf:"varint,2,opt,name=pass,proto3" json:"pass,omitempty"`
+	File  uint32                 `protobuf:"varint,3,opt,name=file,proto3" json:"file,omitempty"`
+	Path  string                 `protobuf:"bytes,4,opt,name=path,proto3" json:"path,omitempty"`
+	From  uint64                 `protobuf:"varint,5,opt,name=from,proto3" json:"from,omitempty"`
+	// Records [from, to) are read; 0 reads to the end of the file.
+	To            uint64 `protobuf:"varint,6,opt,name=to,proto3" json:"to,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -924,6 +966,13 @@ func (x *Assign) GetFrom() uint64 {
 	return 0
 }
 
+func (x *Assign) GetTo() uint64 {
+	if x != nil {
+		return x.To
+	}
+	return 0
+}
+
 var File_messages_proto protoreflect.FileDescriptor
 
 const file_messages_proto_rawDesc = "" +
@@ -947,7 +996,7 @@ const file_messages_proto_rawDesc = "" +
 	"\x01n\x18\x02 \x01(\x03R\x01n\x12\x10\n" +
 	"\x03ack\x18\x03 \x01(\x04R\x03ack\"2\n" +
 	"\x04Part\x12*\n" +
-	"\x05slots\x18\x01 \x03(\v2\x14.actorfeed.v1.TensorR\x05slots\"\x9d\x02\n" +
+	"\x05slots\x18\x01 \x03(\v2\x14.actorfeed.v1.TensorR\x05slots\"\x83\x03\n" +
 	"\x05Batch\x12\x14\n" +
 	"\x05epoch\x18\x01 \x01(\x04R\x05epoch\x12\x10\n" +
 	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12\x12\n" +
@@ -960,7 +1009,11 @@ const file_messages_proto_rawDesc = "" +
 	"\x06source\x18\x06 \x01(\rR\x06source\x12\x14\n" +
 	"\x05first\x18\a \x01(\x04R\x05first\x12\x14\n" +
 	"\x05count\x18\b \x01(\x04R\x05count\x12\x18\n" +
-	"\askipped\x18\t \x01(\x04R\askipped\"_\n" +
+	"\askipped\x18\t \x01(\x04R\askipped\x12\x1a\n" +
+	"\bposition\x18\f \x01(\x04R\bposition\x12\x1c\n" +
+	"\tpositions\x18\r \x01(\x04R\tpositions\x12\x18\n" +
+	"\apadding\x18\x0e \x01(\rR\apadding\x12\x10\n" +
+	"\x03run\x18\x0f \x01(\rR\x03run\"_\n" +
 	"\x03End\x12\x14\n" +
 	"\x05epoch\x18\x01 \x01(\x04R\x05epoch\x12\x12\n" +
 	"\x04pass\x18\x02 \x01(\rR\x04pass\x12\x14\n" +
@@ -976,13 +1029,14 @@ const file_messages_proto_rawDesc = "" +
 	"\x06Cancel\x12\x14\n" +
 	"\x05epoch\x18\x01 \x01(\x04R\x05epoch\"#\n" +
 	"\vResubscribe\x12\x14\n" +
-	"\x05stage\x18\x01 \x01(\tR\x05stage\"n\n" +
+	"\x05stage\x18\x01 \x01(\tR\x05stage\"~\n" +
 	"\x06Assign\x12\x14\n" +
 	"\x05epoch\x18\x01 \x01(\x04R\x05epoch\x12\x12\n" +
 	"\x04pass\x18\x02 \x01(\rR\x04pass\x12\x12\n" +
 	"\x04file\x18\x03 \x01(\rR\x04file\x12\x12\n" +
 	"\x04path\x18\x04 \x01(\tR\x04path\x12\x12\n" +
-	"\x04from\x18\x05 \x01(\x04R\x04from*\xb7\x01\n" +
+	"\x04from\x18\x05 \x01(\x04R\x04from\x12\x0e\n" +
+	"\x02to\x18\x06 \x01(\x04R\x02to*\xb7\x01\n" +
 	"\x05DType\x12\x11\n" +
 	"\rDTYPE_INVALID\x10\x00\x12\x0e\n" +
 	"\n" +

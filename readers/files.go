@@ -246,6 +246,9 @@ func (r *RecordFile) SeekIndexed(x *recordio.Index, rec int) error {
 	return nil
 }
 
+// Size is the file's size in bytes.
+func (r *RecordFile) Size() int64 { return r.size }
+
 // Position is the place of the last record returned.
 func (r *RecordFile) Position() recordio.Position { return r.sc.Position() }
 
@@ -265,6 +268,7 @@ func (r *RecordFile) Close() error {
 		return nil
 	}
 	r.closed = true
+	r.sc.Release()
 	if r.closer == nil {
 		return nil
 	}

@@ -10,7 +10,7 @@ import (
 // because they pin down a fault the random mix reaches rarely. Every one
 // must pass.
 func Regressions() []Scenario {
-	base := Shape{Files: 3, Records: 80, ChunkBytes: 500, Threads: 2, Ordered: true, Group: 8, Shuffle: 50,
+	base := Shape{Files: 3, Records: 80, ChunkBytes: 500, Threads: 2, Group: 8, Shuffle: 50,
 		Batch: 10, Devices: 2, Passes: 2}
 	with := func(f func(*Shape)) Shape { s := base; f(&s); return s }
 	return []Scenario{
@@ -28,7 +28,7 @@ func Regressions() []Scenario {
 			Faults: []Fault{{Kind: StagePanic, Stage: actors.KindMultiPass, N: 4}}},
 		// The xmap rewind bug (it could acknowledge items not yet re-sent)
 		// showed under unordered xmap with a panicking function.
-		{Name: "xmap-unordered-restarts", Seed: 11, Shape: with(func(s *Shape) { s.XMap, s.Ordered, s.Group = 2, false, 1 }),
+		{Name: "xmap-unordered-restarts", Seed: 11, Shape: with(func(s *Shape) { s.XMap, s.AnyOrder, s.Group = 2, true, 1 }),
 			Faults: []Fault{{Kind: StagePanic, Stage: actors.KindXMap, N: 7}, {Kind: StagePanic, Stage: actors.KindXMap, N: 19}}},
 		// A reader opened at a record it kept failing on used to retry
 		// forever; now the attempts count per record.
@@ -44,14 +44,14 @@ func Regressions() []Scenario {
 		// Found by seed 1287: open_files restarted with a finished file's
 		// End still in its mailbox, marked the file done under the old
 		// epoch and never gave its reader the next file; the pass hung.
-		{Name: "files-restart-old-end", Seed: 1287, Shape: Shape{Files: 3, Records: 21, ChunkBytes: 4000, Threads: 1, Ordered: true,
+		{Name: "files-restart-old-end", Seed: 1287, Shape: Shape{Files: 3, Records: 21, ChunkBytes: 4000, Threads: 1,
 			Group: 16, Batch: 17, Devices: 3, Passes: 2, Skip: true},
 			Faults: []Fault{{Kind: StagePanic, Stage: actors.KindFiles, N: 21}, {Kind: StagePanic, Stage: actors.KindFiles, N: 5}}},
 		// Found by seeds 100526 and 101525: a device panicked on the
 		// message by which Reset starts its next pass; the message was lost
 		// with the panic and the pass never started.
 		{Name: "device-storm-across-reset", Seed: 100526, Shape: Shape{Files: 2, Records: 13, ChunkBytes: 4000, Threads: 1,
-			Ordered: true, Group: 8, Batch: 18, Devices: 3, Passes: 3, Skip: true},
+			Group: 8, Batch: 18, Devices: 3, Passes: 3, Skip: true},
 			Faults: []Fault{{Kind: PanicStorm, Stage: actors.KindDevice, N: 8, Count: stormLength}}},
 		{Name: "recycle-drop-partial", Seed: 13, Shape: with(func(s *Shape) { s.Recycle, s.DropPartial, s.Devices = true, true, 3 }),
 			Faults: []Fault{{Kind: StagePanic, Stage: actors.KindDoubleBuffer, N: 5}, {Kind: SlowDevice, Device: 2, Delay: 200 * time.Microsecond}}},
@@ -60,14 +60,14 @@ func Regressions() []Scenario {
 		// while it reopened a file after a stalled read. The reopen failed
 		// because of the stop, and the reader reported that as the file's
 		// failure.
-		{Name: "stopped-while-reopening", Seed: 1001637, Shape: Shape{Files: 2, Records: 69, ChunkBytes: 200, Threads: 4, Group: 2,
+		{Name: "stopped-while-reopening", Seed: 1001637, Shape: Shape{Files: 2, Records: 69, ChunkBytes: 200, Threads: 4, Group: 2, AnyOrder: true,
 			Shuffle: 200, Batch: 4, Devices: 3, Passes: 1},
 			Faults: []Fault{{Kind: StallRead, File: 0, N: 9}, {Kind: StallRead, File: 1, N: 18}, {Kind: StallRead, File: 1, N: 7},
 				{Kind: StagePanic, Stage: actors.KindFiles, N: 31}}},
 		// Records that do not stack (tensor.Stack) go through the shuffle and
 		// the batch stage as parts of one record each, across restarts and a
 		// damaged chunk.
-		{Name: "ragged-restarts", Seed: 15, Shape: with(func(s *Shape) { s.Ragged, s.Skip, s.Ordered = true, true, false }),
+		{Name: "ragged-restarts", Seed: 15, Shape: with(func(s *Shape) { s.Ragged, s.Skip, s.AnyOrder = true, true, true }),
 			Faults: []Fault{{Kind: StagePanic, Stage: actors.KindShuffle, N: 4}, {Kind: StagePanic, Stage: actors.KindBatch, N: 6},
 				{Kind: FlipChunk, File: 1, Chunk: 2}}},
 		// Found by seed 1663, the first run that drew the links' windows:
@@ -75,9 +75,28 @@ func Regressions() []Scenario {
 		// subscriber what it asked for, so it saw its buffer full, and no
 		// later message prompted it; the shuffle waited for groups it had
 		// asked for. As kept here it hung in 5 runs of 6 on the old order.
-		{Name: "files-credit-after-flush", Seed: 1663, Shape: Shape{Files: 3, Records: 64, ChunkBytes: 500, Threads: 1, Group: 2,
+		{Name: "files-credit-after-flush", Seed: 1663, Shape: Shape{Files: 3, Records: 64, ChunkBytes: 500, Threads: 1, Group: 2, AnyOrder: true,
 			Shuffle: 10, Batch: 6, MultiPass: 2, Devices: 1, Passes: 2, Ragged: true, Window: 8, Capacity: 8, ReaderWindow: 3},
 			Faults: []Fault{{Kind: StagePanic, Stage: actors.KindShuffle, N: 16}, {Kind: StagePanic, Stage: actors.KindMultiPass, N: 36},
 				{Kind: SlowDevice, Delay: 106 * time.Microsecond}}},
+		// Found by seed 293, the first run in the order: a window began
+		// inside a corrupt chunk, and its reader could not seek there (the
+		// chunk fails its checksum); under the skip policy it must skip
+		// the rest of the chunk instead of failing.
+		{Name: "order-seek-into-corrupt-chunk", Seed: 293, Shape: Shape{Files: 4, Records: 98, ChunkBytes: 4000, Threads: 4, Group: 4,
+			Shuffle: 10, Batch: 8, Devices: 1, Passes: 2, Skip: true},
+			Faults: []Fault{{Kind: FlipChunk, File: 3, Chunk: 4}, {Kind: PanicDevice, N: 3}}},
+		// Found by seed 1234: open_files granted a reader ahead of the head
+		// more groups than its read-ahead slots; once it became the head it
+		// waited for a slot that only an acknowledgement, sent with demand
+		// it would never get, could give back. The pass hung.
+		{Name: "order-ahead-within-slots", Seed: 1234, Shape: Shape{Files: 2, Records: 58, ChunkBytes: 1500, Threads: 2, Group: 8,
+			Batch: 12, Devices: 3, DropPartial: true, Passes: 1, Skip: true, Capacity: 8, ReaderWindow: 1},
+			Faults: []Fault{{Kind: StallDevice, N: 6, Delay: 22 * time.Millisecond}, {Kind: SlowDevice, Device: 2, Delay: 308 * time.Microsecond}}},
+		// Seed 959: in the order, drop_last drops the positions past the
+		// last whole batch, damaged ones included, not a count of samples.
+		{Name: "order-drop-last-with-holes", Seed: 959, Shape: Shape{Files: 4, Records: 116, ChunkBytes: 1500, Threads: 2, Group: 2,
+			Shuffle: 1, Batch: 9, DropLast: true, Devices: 2, Passes: 2, Skip: true, Ragged: true},
+			Faults: []Fault{{Kind: FlipChunk, File: 0, Chunk: 6}}},
 	}
 }

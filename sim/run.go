@@ -19,6 +19,8 @@ import (
 	"github.com/actorfeed/actorfeed/internal/registered"
 	"github.com/actorfeed/actorfeed/messages"
 	"github.com/actorfeed/actorfeed/readers/format"
+	"github.com/actorfeed/actorfeed/readers/order"
+	"github.com/actorfeed/actorfeed/readers/recordio"
 	"github.com/actorfeed/actorfeed/supervisor"
 	"github.com/actorfeed/actorfeed/tensor"
 )
@@ -201,6 +203,12 @@ func Run(ctx context.Context, sc Scenario, o Options) (res Result) {
 	}
 
 	exp := expectFrom(sc, damaged, truncated)
+	if sh := sc.Shape; sh.DropLast && !sh.AnyOrder && !exp.errorDue {
+		if exp.tails, err = orderTails(sc, paths, damaged); err != nil {
+			violate("computing the order: %v", err)
+			return res
+		}
+	}
 	switch {
 	case run.err == nil && exp.errorDue:
 		violate("the run succeeded, but its files are damaged and the policy says fail")
@@ -211,8 +219,8 @@ func Run(ctx context.Context, sc Scenario, o Options) (res Result) {
 		checkDelivered(violate, sc.Shape, run, l, exp, o.Intensity)
 	}
 	sh := sc.Shape
-	if len(res.Violations) == 0 && run.err == nil && sh.Ordered && sh.XMap != 2 {
-		// With ordered reading and a fixed seed, the order is the fault-free run's.
+	if len(res.Violations) == 0 && run.err == nil && !sh.AnyOrder {
+		// In the order, the consumed order is the fault-free run's.
 		ref, refRun := execute(ctx, Scenario{Seed: sc.Seed, Shape: sc.Shape, Faults: staticOnly(sc.Faults)}, paths, o, false)
 		if refRun.err != nil {
 			violate("the fault-free reference run failed: %v", refRun.err)
@@ -232,8 +240,11 @@ type expectation struct {
 	ids       []uint64 // every undamaged sample, once
 	corrupted int      // damaged records
 	copies    int      // times each sample is consumed in a pass (multi-pass)
-	errorDue  bool     // damage the policy fails on, or a truncation
-	storm     bool     // a panic storm, which may end in the intensity error
+	// tails, in the order with drop_last: per upstream pass, the undamaged
+	// samples at the positions past the last whole batch.
+	tails    []int
+	errorDue bool // damage the policy fails on, or a truncation
+	storm    bool // a panic storm, which may end in the intensity error
 }
 
 func expectFrom(sc Scenario, damaged []map[int]bool, truncated []bool) expectation {
@@ -320,7 +331,12 @@ func checkDelivered(violate violation, sh Shape, run outcome, l *ledger, exp exp
 			want = append(want, exp.ids...)
 		}
 		exact, allow := 0, 0
-		if sh.DropLast {
+		switch {
+		case sh.DropLast && exp.tails != nil: // batches cover positions of the order
+			for k := range exp.copies {
+				exact += exp.tails[pass*exp.copies+k]
+			}
+		case sh.DropLast:
 			exact = len(exp.ids) % sh.Batch * exp.copies
 		}
 		if sh.DropPartial {
@@ -448,8 +464,15 @@ func execute(ctx context.Context, sc Scenario, paths []string, o Options, live b
 	stages := chain(sc, paths)
 	p, err := actors.NewDevices(stages, actors.Devices{N: sh.Devices, Step: dev.step(l), Recycle: sh.Recycle}, opts)
 	if err != nil {
+		// In the order, building reads every file's index: damage there
+		// (a truncation) is the run's error, a *StageError naming the file.
 		out.err = err
-		out.violations = append(out.violations, fmt.Sprintf("building the pipeline: %v", err))
+		if se := (*actors.StageError)(nil); !errors.As(err, &se) {
+			out.violations = append(out.violations, fmt.Sprintf("building the pipeline: %v", err))
+		}
+		if left := registered.Actors(sys); len(left) > 0 {
+			out.violations = append(out.violations, fmt.Sprintf("actors left in the registry after a failed build: %v", left))
+		}
 		return l, out
 	}
 	bound := liveBound(sh, opts)
@@ -559,7 +582,7 @@ func (s *stagePanics) fired() map[FaultKind]int {
 // chain is the scenario's stages.
 func chain(sc Scenario, paths []string) []actors.Stage {
 	sh := sc.Shape
-	st := []actors.Stage{actors.Files{Paths: paths, Threads: sh.Threads, Ordered: sh.Ordered}}
+	st := []actors.Stage{actors.Files{Paths: paths, Threads: sh.Threads, AnyOrder: sh.AnyOrder}}
 	if sh.Shuffle > 0 {
 		st = append(st, actors.Shuffle{Window: sh.Shuffle, Seed: sc.Seed})
 	}
@@ -691,4 +714,54 @@ func (d *devices) fired() map[FaultKind]int {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return maps.Clone(d.count)
+}
+
+// orderTails computes, from the order's definition (package order) over
+// the files as written, how many undamaged samples each upstream pass's
+// drop_last leaves out: in the order, a batch covers Batch positions, holes
+// (damaged records) included, and the last, short one is dropped.
+func orderTails(sc Scenario, paths []string, damaged []map[int]bool) ([]int, error) {
+	sh := sc.Shape
+	var splits []order.Split
+	for f, path := range paths {
+		x, err := indexOf(path)
+		if err != nil {
+			return nil, err
+		}
+		for _, c := range x.Chunks {
+			if c.NumRecords > 0 {
+				splits = append(splits, order.Split{File: f, First: uint64(c.FirstRecord), Count: uint64(c.NumRecords)})
+			}
+		}
+	}
+	ord, err := order.New(splits, order.Config{Seed: sc.Seed, Shuffle: sh.Shuffle > 0, Window: sh.Shuffle})
+	if err != nil {
+		return nil, err
+	}
+	n := ord.Len()
+	var tails []int
+	for epoch := range uint64(sh.Passes * max(sh.MultiPass, 1)) {
+		ep, k := ord.Epoch(epoch), 0
+		for g := n - n%uint64(sh.Batch); g < n; g++ {
+			if f, r := ep.At(g); !damaged[f][int(r)] {
+				k++
+			}
+		}
+		tails = append(tails, k)
+	}
+	return tails, nil
+}
+
+// indexOf reads a RecordIO file's chunk index.
+func indexOf(path string) (*recordio.Index, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	return recordio.LoadIndex(f, st.Size(), path)
 }

@@ -17,7 +17,7 @@ type Shape struct {
 	Files, Records int  // records per file
 	ChunkBytes     int  // RecordIO chunk size, so a file has several chunks
 	Threads        int  // file readers
-	Ordered        bool // read files in list order (the order is then deterministic)
+	AnyOrder       bool // records as the readers deliver them (otherwise in the order, deterministic)
 	Group          int  // samples per file-reader message
 	Shuffle        int  // window; 0 keeps the order
 	XMap           int  // 0: no xmap; 1: ordered; 2: unordered
@@ -110,8 +110,8 @@ type Scenario struct {
 func (s Scenario) Describe() string {
 	sh := s.Shape
 	parts := []string{fmt.Sprintf("%dx%d files", sh.Files, sh.Records), fmt.Sprintf("%d thr", sh.Threads)}
-	if sh.Ordered {
-		parts = append(parts, "ordered")
+	if sh.AnyOrder {
+		parts = append(parts, "any-order")
 	}
 	if sh.Shuffle > 1 {
 		parts = append(parts, fmt.Sprintf("shuf %d", sh.Shuffle))
@@ -159,7 +159,7 @@ func Generate(seed uint64) Scenario {
 		Records:    10 + rng.IntN(111),
 		ChunkBytes: pick(200, 500, 1500, 4000),
 		Threads:    1 + rng.IntN(4),
-		Ordered:    chance(0.5),
+		AnyOrder:   chance(0.25),
 		Group:      pick(1, 2, 4, 8, 16),
 		Batch:      1 + rng.IntN(20),
 		DropLast:   chance(0.2),

@@ -28,7 +28,7 @@ var slotAttrs = []string{"shapes", "dtypes", "lod_levels"}
 
 var ops = map[string]opDef{
 	"create_recordio_file_reader": {outs: 1, attrs: append([]string{"filename"}, slotAttrs...), run: createFileReader},
-	"open_files": {outs: 1, attrs: append([]string{"file_names", "thread_num", "buffer_size", "ordered"}, slotAttrs...),
+	"open_files": {outs: 1, attrs: append([]string{"file_names", "thread_num", "buffer_size", "any_order"}, slotAttrs...),
 		run: openFiles},
 	"create_random_data_generator": {outs: 1, attrs: []string{"shapes", "lod_levels", "min", "max", "seed"}, run: createRandom},
 	"create_py_array_reader":       {outs: 1, attrs: []string{"feeder_name"}, run: createPyArrayReader},
@@ -140,7 +140,7 @@ func openFiles(s *Scope, c *opCtx) error {
 	if err != nil {
 		return err
 	}
-	ordered, err := c.boolean("ordered")
+	anyOrder, err := c.boolean("any_order")
 	if err != nil {
 		return err
 	}
@@ -153,7 +153,7 @@ func openFiles(s *Scope, c *opCtx) error {
 			return &OpError{Index: c.index, Op: c.op.Type, Field: fmt.Sprintf("file_names[%d]", i), Want: "format:path or a path", Got: p, Err: err}
 		}
 	}
-	return s.define(c, []actors.Stage{actors.Files{Paths: paths, Threads: threads, Buffer: buffer, Ordered: ordered, Slots: slots}})
+	return s.define(c, []actors.Stage{actors.Files{Paths: paths, Threads: threads, Buffer: buffer, AnyOrder: anyOrder, Slots: slots}})
 }
 
 func createRandom(s *Scope, c *opCtx) error {

@@ -153,6 +153,7 @@ func benchThroughput(ctx context.Context, tw io.Writer, comp recordio.Compressor
 		srRow            = "channel pipeline, stacked, recycled batches"
 		acRow, rcRow     = "actor pipeline", "actor pipeline, recycled batches"
 		nwRow            = "actor pipeline, a new one for each pass"
+		aoRow            = "actor pipeline, any order (not deterministic)"
 	)
 	// The actor pipeline's throughput is that of a running pipeline, as
 	// a trainer keeps one across passes (Reset between them), after an
@@ -168,7 +169,14 @@ func benchThroughput(ctx context.Context, tw io.Writer, comp recordio.Compressor
 		return err
 	}
 	defer recycled.Close()
-	for _, r := range []*benchmark.Running{fresh, recycled} {
+	anyCfg := o.config(path)
+	anyCfg.AnyOrder = true
+	anyOrder, err := anyCfg.Start(false, touch)
+	if err != nil {
+		return err
+	}
+	defer anyOrder.Close()
+	for _, r := range []*benchmark.Running{fresh, recycled, anyOrder} {
 		if _, err := r.Pass(ctx); err != nil {
 			return err
 		}
@@ -206,6 +214,7 @@ func benchThroughput(ctx context.Context, tw io.Writer, comp recordio.Compressor
 		{acRow, func() error { _, err := fresh.Pass(ctx); return err }},
 		{rcRow, func() error { _, err := recycled.Pass(ctx); return err }},
 		{nwRow, func() error { _, _, err := o.config(path).Pass(ctx, false, touch); return err }},
+		{aoRow, func() error { _, err := anyOrder.Pass(ctx); return err }},
 	}
 	for i := range o.repeat {
 		for k := range runs { // each takes its turn at going first
@@ -222,7 +231,7 @@ func benchThroughput(ctx context.Context, tw io.Writer, comp recordio.Compressor
 		m := benchmark.Median(times[r.name])
 		vsCh, vsSt, vsCp := "", "", ""
 		switch r.name {
-		case acRow, nwRow: // against the baseline that, like it, makes fresh batches
+		case acRow, nwRow, aoRow: // against the baseline that, like it, makes fresh batches
 			vsCh, vsSt, vsCp = ratio(ch, m), ratio(st, m), ratio(cp, m)
 		case rcRow:
 			vsCh, vsSt, vsCp = ratio(ch, m), ratio(sr, m), ratio(cp, m)
@@ -234,6 +243,7 @@ func benchThroughput(ctx context.Context, tw io.Writer, comp recordio.Compressor
 			figs.throughput = append(figs.throughput, benchBar{file: comp.String(), what: r.name, samples: float64(o.samples) / m.Seconds()})
 		}
 	}
+	fmt.Fprintf(tw, "%v\tactor pipeline in the order, vs any order\t\t\t\t%s\t\t\n", comp, ratio(benchmark.Median(times[aoRow]), benchmark.Median(times[acRow])))
 	return nil
 }
 

@@ -30,7 +30,7 @@ type runOptions struct {
 	threads   int
 	devices   int
 	step      time.Duration
-	ordered   bool
+	anyOrder  bool
 	dropLast  bool
 	onCorrupt string
 	emitIDs   string
@@ -73,7 +73,7 @@ from which exactly-once delivery can be checked.`,
 	f.IntVar(&o.threads, "threads", 0, "file-reader threads (default min(#files, #cpus))")
 	f.IntVar(&o.devices, "devices", 1, "device consumers")
 	f.DurationVar(&o.step, "step", 0, "simulated step time of a device per batch")
-	f.BoolVar(&o.ordered, "ordered", false, "read the files strictly in list order")
+	f.BoolVar(&o.anyOrder, "any-order", false, "hand records on as the readers deliver them: no deterministic order, no state to resume from")
 	f.BoolVar(&o.dropLast, "drop-last", false, "drop a last batch shorter than --batch")
 	f.StringVar(&o.onCorrupt, "on-corrupt", "fail", "what a corrupt record does: fail or skip")
 	f.StringVar(&o.emitIDs, "emit-ids", "", "write the ids of every consumed batch to this file, as JSON lines")
@@ -90,7 +90,7 @@ func (o *runOptions) check(cmd *cobra.Command) error {
 		return fmt.Errorf("--data and --spec exclude each other: a program names its own files")
 	}
 	if o.spec != "" {
-		for _, name := range []string{"batch", "shuffle", "seed", "threads", "ordered", "drop-last"} {
+		for _, name := range []string{"batch", "shuffle", "seed", "threads", "any-order", "drop-last"} {
 			if cmd.Flags().Changed(name) {
 				return fmt.Errorf("--%s has no effect with --spec: the program sets it (docs/programs.md)", name)
 			}
@@ -189,7 +189,7 @@ func expand(entries []string) ([]string, error) {
 // flagProgram is the program the flags describe.
 func flagProgram(o runOptions, files []string) *program.Program {
 	ops := []program.Op{{Type: "open_files", Out: []string{"files"},
-		Attrs: map[string]any{"file_names": files, "thread_num": o.threads, "ordered": o.ordered}}}
+		Attrs: map[string]any{"file_names": files, "thread_num": o.threads, "any_order": o.anyOrder}}}
 	in := "files"
 	if o.shuffle > 1 {
 		ops = append(ops, program.Op{Type: "create_shuffle_reader", In: in, Out: []string{"shuffled"},

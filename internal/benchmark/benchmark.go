@@ -21,10 +21,12 @@ type Config struct {
 	// System is the actor system the pipelines are spawned in, shared by
 	// the runs as a trainer shares one; nil makes one per pipeline.
 	System *actor.ActorSystem
+	// AnyOrder reads without the order (Files.AnyOrder).
+	AnyOrder bool
 }
 
 func (c Config) pipeline(dev actors.Devices) (*actors.Pipeline, error) {
-	return actors.NewDevices([]actors.Stage{actors.Files{Paths: []string{c.Path}}, actors.Shuffle{Window: c.Window, Seed: 1},
+	return actors.NewDevices([]actors.Stage{actors.Files{Paths: []string{c.Path}, AnyOrder: c.AnyOrder}, actors.Shuffle{Window: c.Window, Seed: 1},
 		actors.Batch{Size: c.Batch}, actors.DoubleBuffer{Window: c.Buffer}}, dev, actors.Options{System: c.System})
 }
 

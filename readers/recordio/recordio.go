@@ -37,6 +37,9 @@ const (
 // compressor the format does not define.
 var ErrUnknownCompressor = errors.New("recordio: unknown compressor")
 
+// ErrReleased is returned by a Scanner used after Release.
+var ErrReleased = errors.New("recordio: scanner released")
+
 func (c Compressor) String() string {
 	switch c {
 	case NoCompression:

@@ -8,6 +8,7 @@ import (
 	"hash/crc32"
 	"io"
 	"sort"
+	"sync"
 
 	"github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/snappy"
@@ -47,6 +48,38 @@ func newChunkReader(r io.ReaderAt, size int64, name string, maxDecoded int) *chu
 		maxDecoded = DefaultMaxDecodedBytes
 	}
 	return &chunkReader{r: r, size: size, name: name, maxDecoded: maxDecoded}
+}
+
+// reuse takes the buffers a released reader left, if there are some.
+func (c *chunkReader) reuse() {
+	if b, ok := buffers.Get().(*chunkBuffers); ok {
+		c.stored, c.decoded, c.snappy, c.gzip = b.stored, b.decoded, b.snappy, b.gzip
+	}
+}
+
+// chunkBuffers are a chunk reader's buffers and decompressors, kept for the
+// next reader once one is released. A pipeline in an order opens a file
+// once for each run of chunks it reads, and a fresh chunk's megabyte of
+// buffers each time was most of its allocation.
+type chunkBuffers struct {
+	stored, decoded []byte
+	snappy          *snappy.Reader
+	gzip            *gzip.Reader
+}
+
+var buffers sync.Pool
+
+// maxPooled is the largest buffer kept for reuse: a few ordinary chunks'
+// worth, not the buffers of an outlier.
+const maxPooled = 4 * DefaultMaxChunkBytes
+
+// release hands the buffers on to the next reader; c must not be used
+// again.
+func (c *chunkReader) release() {
+	if cap(c.stored) <= maxPooled && cap(c.decoded) <= maxPooled && (c.stored != nil || c.decoded != nil || c.snappy != nil || c.gzip != nil) {
+		buffers.Put(&chunkBuffers{stored: c.stored[:0], decoded: c.decoded[:0], snappy: c.snappy, gzip: c.gzip})
+	}
+	c.stored, c.decoded, c.cur, c.snappy, c.gzip = nil, nil, nil, nil, nil
 }
 
 func (c *chunkReader) fail(k int, off int64, err error) error {
@@ -290,7 +323,16 @@ type Scanner struct {
 func NewScanner(r io.ReaderAt, size int64, opts ScannerOptions) *Scanner {
 	start := opts.Start
 	start.Header = Header{}
-	return &Scanner{c: newChunkReader(r, size, opts.Name, opts.MaxDecodedBytes), next: start, loaded: ChunkInfo{Index: -1}}
+	c := newChunkReader(r, size, opts.Name, opts.MaxDecodedBytes)
+	c.reuse()
+	return &Scanner{c: c, next: start, loaded: ChunkInfo{Index: -1}}
+}
+
+// Release gives the scanner's buffers to the next scanner made; the
+// scanner, and every record it returned, must not be used again.
+func (s *Scanner) Release() {
+	s.c.release()
+	s.rec, s.err = nil, ErrReleased
 }
 
 // Reset moves the scanner to start (the zero ChunkInfo is the beginning of

@@ -1,0 +1,329 @@
+package actors
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/actorfeed/actorfeed/readers"
+	"github.com/actorfeed/actorfeed/readers/format"
+	"github.com/actorfeed/actorfeed/readers/order"
+	"github.com/actorfeed/actorfeed/readers/recordio"
+	"github.com/actorfeed/actorfeed/supervisor"
+)
+
+// Shard is this process's part of a data set that World ranks read
+// together (a distributed trainer's data-parallel ranks): a contiguous,
+// equal share of every epoch's order, disjoint from the other ranks'
+// (docs/determinism.md). The zero value is one rank reading everything.
+type Shard struct {
+	Rank, World int
+	// Remainder says what happens to the positions of an epoch that do
+	// not divide evenly among the ranks: order.Drop (the default) leaves
+	// them out, order.Pad repeats the first positions and marks them in
+	// Item.Padding.
+	Remainder order.Remainder
+}
+
+func (s Shard) world() int { return max(s.World, 1) }
+
+func (s Shard) check() error {
+	if s.World < 0 || s.World > MaxWorld || s.Rank < 0 || s.Rank >= s.world() {
+		return fmt.Errorf("%w: shard rank %d of world %d: want 0 <= rank < world <= %d", ErrBadSpec, s.Rank, s.World, MaxWorld)
+	}
+	return nil
+}
+
+// MaxWorld bounds Shard.World.
+const MaxWorld = 1 << 16
+
+// DefaultSplitRecords is how many records a split of a file in a format
+// without chunks (IDX) holds: the unit the order permutes, and a reader
+// reads sequentially.
+const DefaultSplitRecords = 1024
+
+// orderPlan is a pipeline's order: the order function over its files, the
+// shard, and where its first pass starts (the epoch and the layout of a
+// resumed state).
+type orderPlan struct {
+	ord       *order.Order
+	shuffled  bool // the splits are permuted (a Shuffle stage follows Files)
+	unit      int  // positions per item: the batch size, or GroupSize
+	shard     Shard
+	data      Fingerprint
+	first     uint64       // the epoch of pass 0
+	firstPlan order.Layout // pass 0's layout
+	firstDone uint64       // positions of pass 0's shard already delivered
+	firstSkip []uint64     // the first positions of pass 0's items delivered past firstDone
+}
+
+// skip are the first positions of the items of pass that were delivered
+// already.
+func (p *orderPlan) skip(pass uint32) []uint64 {
+	if pass == 0 {
+		return p.firstSkip
+	}
+	return nil
+}
+
+func (p *orderPlan) epoch(pass uint32) uint64 { return p.first + uint64(pass) }
+
+// layout is pass's layout, and the positions of it already delivered.
+func (p *orderPlan) layout(pass uint32) (order.Layout, uint64) {
+	if pass == 0 {
+		return p.firstPlan, p.firstDone
+	}
+	return order.Full(p.ord.Len(), p.shard.world()), 0
+}
+
+// Fingerprint identifies a data set: a state taken over one resumes only
+// over the same files.
+type Fingerprint struct {
+	Files   int    `json:"files"`
+	Records uint64 `json:"records"`
+	Splits  int    `json:"splits"`
+	// SHA256 (first 16 bytes, hex) of every file's base name, size,
+	// records and splits, in list order.
+	Sum string `json:"sum"`
+}
+
+// fileIndex is what indexing a file found.
+type fileIndex struct {
+	splits  []order.Split
+	records uint64
+	size    int64 // -1 when the reader does not tell
+}
+
+// splitsOf lists the splits of src's files, indexing threads files at a
+// time: RecordIO chunks from the file's chunk index (which the source keeps
+// for its readers' seeks), runs of DefaultSplitRecords records of other
+// formats, counted by reading them. Each file is opened through
+// Options.Open under the readers' own rules: every call bounded by
+// ReadTimeout, transient errors retried on Retry's schedule.
+func splitsOf(src *fileSource, opts Options, threads int) ([]order.Split, Fingerprint, error) {
+	found := make([]fileIndex, len(src.entries))
+	errs := make([]error, len(src.entries))
+	var wg sync.WaitGroup
+	next := make(chan int)
+	for range max(threads, 1) {
+		wg.Go(func() {
+			for f := range next {
+				found[f], errs[f] = src.indexRetried(f, opts)
+			}
+		})
+	}
+	for f := range src.entries {
+		next <- f
+	}
+	close(next)
+	wg.Wait()
+	var splits []order.Split
+	h := sha256.New()
+	fp := Fingerprint{Files: len(src.entries)}
+	for f, x := range found {
+		if errs[f] != nil {
+			return nil, Fingerprint{}, &StageError{Stage: "0-" + KindFiles, File: src.names[f], Offset: offsetOf(errs[f]), Record: -1,
+				Class: classify(errs[f]), Err: fmt.Errorf("indexing the file: %w", errs[f])}
+		}
+		splits = append(splits, x.splits...)
+		fp.Records += x.records
+		h.Write([]byte(filepath.Base(src.names[f])))
+		h.Write(binary.LittleEndian.AppendUint64(binary.LittleEndian.AppendUint64(nil, uint64(x.size)), x.records))
+	}
+	fp.Splits = len(splits)
+	h.Write(binary.LittleEndian.AppendUint64(nil, uint64(len(splits))))
+	fp.Sum = hex.EncodeToString(h.Sum(nil)[:16])
+	return splits, fp, nil
+}
+
+// indexRetried indexes file f, retrying transient errors.
+func (s *fileSource) indexRetried(f int, opts Options) (fileIndex, error) {
+	var x fileIndex
+	err := supervisor.Retry(context.Background(), opts.Retry, func(int) (err error) {
+		defer func() {
+			if r := recover(); r != nil { // user code (Options.Open, a reader)
+				err = fmt.Errorf("actors: panic while indexing: %v", r)
+			}
+		}()
+		x, err = s.index(f, opts.ReadTimeout)
+		return err
+	})
+	return x, err
+}
+
+// index opens file f and finds its splits, each call under the watchdog.
+func (s *fileSource) index(f int, timeout time.Duration) (fileIndex, error) {
+	var w watchdog
+	defer w.close()
+	ctx := w.open(context.Background(), timeout)
+	var r readers.Reader
+	err := w.guard(context.Background(), func() (err error) {
+		r, err = s.open(ctx, s.entries[f])
+		return err
+	})
+	if err != nil {
+		if r != nil {
+			r.Close()
+		}
+		return fileIndex{}, fmt.Errorf("cannot open: %w", s.stalledOr(f, err, timeout))
+	}
+	defer r.Close()
+	x := fileIndex{size: -1}
+	if sz, ok := r.(interface{ Size() int64 }); ok {
+		x.size = sz.Size()
+	}
+	if ix, ok := r.(indexed); ok {
+		var rx *recordio.Index
+		err := w.guard(context.Background(), func() (err error) { rx, err = ix.Index(); return err })
+		if err != nil {
+			return fileIndex{}, s.stalledOr(f, err, timeout)
+		}
+		return s.keepIndex(f, rx, x)
+	}
+	for {
+		w.arm()
+		_, err := r.Next(ctx)
+		w.disarm()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			if w.tripped(context.Background()) {
+				err = ErrReadStalled
+			}
+			return fileIndex{}, s.stalledOr(f, fmt.Errorf("counting records: %w", err), timeout)
+		}
+		x.records++
+	}
+	for at := uint64(0); at < x.records; at += DefaultSplitRecords {
+		x.splits = append(x.splits, order.Split{File: f, First: at, Count: min(DefaultSplitRecords, x.records-at)})
+	}
+	return x, nil
+}
+
+// keepIndex makes file f's splits from its chunk index, and keeps the
+// index for the readers' seeks. A file that is cut short is corrupt: its
+// last chunk cannot be dealt.
+func (s *fileSource) keepIndex(f int, rx *recordio.Index, x fileIndex) (fileIndex, error) {
+	if rx.Completeness == recordio.CutShort {
+		return fileIndex{}, fmt.Errorf("%w: %w: the file is cut short after %d whole records", format.ErrCorrupt, io.ErrUnexpectedEOF, rx.NumRecords)
+	}
+	s.mu.Lock()
+	s.indexes[f] = rx
+	s.mu.Unlock()
+	for _, c := range rx.Chunks {
+		if c.NumRecords > 0 {
+			x.splits = append(x.splits, order.Split{File: f, First: uint64(c.FirstRecord), Count: uint64(c.NumRecords)})
+		}
+	}
+	x.records = uint64(rx.NumRecords)
+	return x, nil
+}
+
+// stalledOr turns a call the watchdog abandoned into a stalled read (a
+// transient error); other errors stay as they are.
+func (s *fileSource) stalledOr(f int, err error, timeout time.Duration) error {
+	if errors.Is(err, ErrReadStalled) {
+		return &stalled{file: s.names[f], after: timeout}
+	}
+	return err
+}
+
+// planOrder sets up a Files source: its files, and, unless it reads in any
+// order, the order over them. A Shuffle stage right after Files gives the
+// order its seed and window; the first Batch stage its positions an item,
+// when every stage before it keeps items whole (maps).
+func (p *Pipeline) planOrder(stages []Stage) error {
+	f, ok := stages[0].(Files)
+	if !ok {
+		return nil
+	}
+	opts := p.pipe.opts
+	fs, err := newFileSource(f.Paths, opts.Open)
+	if err != nil {
+		return err
+	}
+	p.files = fs
+	if f.AnyOrder {
+		if opts.Resume != nil || opts.Shard.world() > 1 {
+			return fmt.Errorf("%w: a shard or a resumed state needs the order: Files.AnyOrder must be false", ErrBadSpec)
+		}
+		return nil
+	}
+	var seed uint64
+	window, shuffled := 1, false
+	if sh, ok := stageAt[Shuffle](stages, 1); ok {
+		seed, window, shuffled = sh.Seed, sh.Window, true
+	}
+	threads, _ := f.readers()
+	splits, fp, err := splitsOf(fs, opts, threads)
+	if err != nil {
+		return err
+	}
+	ord, err := order.New(splits, order.Config{Seed: seed, Shuffle: shuffled, Window: window})
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrBadSpec, err)
+	}
+	plan := &orderPlan{ord: ord, shuffled: shuffled, unit: opts.GroupSize, shard: opts.Shard, data: fp}
+	p.placeStages(stages, plan)
+	if err := plan.start(opts.Resume); err != nil {
+		return err
+	}
+	p.order = plan
+	return nil
+}
+
+// placeStages finds the batch stage that batches the order's items one to
+// one (plan.unit becomes its size), and the first stage, if any, that
+// loses the items' places in the order.
+func (p *Pipeline) placeStages(stages []Stage, plan *orderPlan) {
+	for i, s := range stages[1:] {
+		switch s := s.(type) {
+		case Map, XMap, DoubleBuffer:
+		case Shuffle:
+			if i == 0 {
+				continue // the order's
+			}
+			p.unplaced = fmt.Sprintf("stage %d (%s)", i+1, s.kind())
+			return
+		case Batch:
+			if p.aligned == nil {
+				p.aligned, plan.unit = &s, s.Size
+				continue
+			}
+			p.unplaced = fmt.Sprintf("stage %d (a second %s)", i+1, s.kind())
+			return
+		default:
+			p.unplaced = fmt.Sprintf("stage %d (%s)", i+1, s.kind())
+			return
+		}
+	}
+}
+
+// stageAt is stages[i] when it is an S.
+func stageAt[S Stage](stages []Stage, i int) (S, bool) {
+	var zero S
+	if i >= len(stages) {
+		return zero, false
+	}
+	s, ok := stages[i].(S)
+	return s, ok
+}
+
+// alignedAt says whether the batch stage at i is the one that batches the
+// order's items one to one.
+func (p *Pipeline) alignedAt(stages []Stage, i int) bool {
+	for j := 1; j < i; j++ {
+		if _, ok := stages[j].(Batch); ok {
+			return false
+		}
+	}
+	return p.aligned != nil
+}

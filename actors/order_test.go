@@ -1,0 +1,363 @@
+package actors_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/actorfeed/actorfeed/actors"
+	"github.com/actorfeed/actorfeed/internal/registered"
+	"github.com/actorfeed/actorfeed/internal/testutil"
+	"github.com/actorfeed/actorfeed/readers"
+	"github.com/actorfeed/actorfeed/readers/order"
+	"github.com/actorfeed/actorfeed/tensor"
+)
+
+// ordered is a pipeline in the order: shuffle windows of 50, batches of 16,
+// over paths.
+func ordered(paths []string, threads int, extra ...actors.Stage) []actors.Stage {
+	st := []actors.Stage{actors.Files{Paths: paths, Threads: threads}, actors.Shuffle{Window: 50, Seed: 7}}
+	return append(append(st, extra...), actors.Batch{Size: 16})
+}
+
+// batches reads a pass and returns its batches' ids.
+func batches(t *testing.T, ctx context.Context, p *actors.Pipeline) [][]uint64 {
+	t.Helper()
+	var out [][]uint64
+	readPass(t, ctx, p, func(it actors.Item) {
+		checkAligned(t, it)
+		out = append(out, slices.Clone(it.IDs))
+	})
+	return out
+}
+
+// jittery opens files whose reads take a random few microseconds, from a
+// generator seeded by seed, so that readers finish in another order on
+// every run.
+func jittery(seed uint64) func(context.Context, string) (readers.Reader, error) {
+	var mu sync.Mutex
+	rng := rand.New(rand.NewPCG(seed, 1))
+	return func(ctx context.Context, entry string) (readers.Reader, error) {
+		r, err := actors.OpenFile(ctx, entry)
+		if err != nil {
+			return nil, err
+		}
+		mu.Lock()
+		d := time.Duration(rng.IntN(300)) * time.Microsecond
+		mu.Unlock()
+		return indexedSlow{&slow{Reader: r, d: d}, indexing{r}}, nil
+	}
+}
+
+type slow struct {
+	readers.Reader
+	d time.Duration
+	n int
+}
+
+func (s *slow) Next(ctx context.Context) (tensor.Slots, error) {
+	if s.n++; s.n%7 == 0 {
+		time.Sleep(s.d) // a slow disk, not synchronization
+	}
+	return s.Reader.Next(ctx)
+}
+
+type indexedSlow struct {
+	*slow
+	indexing
+}
+
+// The order of the batches is a function of the files, the seed and the
+// epoch: 1, 2, 8 or 16 readers, with or without an xmap stage, and readers
+// slowed at random so that they finish in another order every time, give
+// the same batches in the same order.
+func TestOrderDoesNotDependOnReadersOrTiming(t *testing.T) {
+	ctx := testutil.Context(t)
+	paths := testutil.WriteFiles(t, 16, 40, 300)
+	identity := func(s tensor.Slots) (tensor.Slots, error) { return s, nil }
+	run := func(threads int, xmap bool, seed uint64) [][][]uint64 {
+		var extra []actors.Stage
+		if xmap {
+			extra = append(extra, actors.XMap{Fn: identity, Workers: 4}) // unordered, but in the order
+		}
+		p, err := actors.New(ordered(paths, threads, extra...), actors.Options{System: sharedSys, Open: jittery(seed), GroupSize: 8})
+		require.NoError(t, err)
+		var passes [][][]uint64
+		for pass := range 2 {
+			if pass > 0 {
+				require.NoError(t, p.Reset())
+			}
+			passes = append(passes, batches(t, ctx, p))
+		}
+		closeAndCheck(t, p, sharedSys)
+		return passes
+	}
+	want := run(1, false, 1)
+	var all []uint64
+	for _, b := range want[0] {
+		all = append(all, b...)
+	}
+	requireExactlyOnce(t, allIDs(16, 40), all)
+	require.NotEqual(t, want[0], want[1], "each epoch has an order of its own")
+	for _, threads := range []int{2, 8, 16} {
+		for _, xmap := range []bool{false, true} {
+			require.Equal(t, want, run(threads, xmap, uint64(threads)), "%d readers, xmap %v", threads, xmap)
+		}
+	}
+}
+
+// Ranks read disjoint, equal shares whose union is the epoch, and know how
+// many batches they get before they start.
+func TestShardsAreDisjointEqualAndCoverTheEpoch(t *testing.T) {
+	ctx := testutil.Context(t)
+	paths := testutil.WriteFiles(t, 3, 67, 300) // 201 records: 4 ranks leave 1 over
+	for _, rem := range []order.Remainder{order.Drop, order.Pad} {
+		seen := map[uint64]int{}
+		var counts []int
+		padded := 0
+		for rank := range 4 {
+			p, err := actors.New(ordered(paths, 2), actors.Options{System: sharedSys, GroupSize: 8,
+				Shard: actors.Shard{Rank: rank, World: 4, Remainder: rem}})
+			require.NoError(t, err)
+			n, err := p.Batches()
+			require.NoError(t, err)
+			got := 0
+			readPass(t, ctx, p, func(it actors.Item) {
+				checkAligned(t, it)
+				got++
+				padded += it.Padding
+				for i, id := range it.IDs {
+					if i < it.Instances-it.Padding {
+						seen[id]++
+					}
+				}
+			})
+			require.Equal(t, n, got, "Batches said how many came")
+			counts = append(counts, got)
+			closeAndCheck(t, p, sharedSys)
+		}
+		require.Equal(t, []int{counts[0], counts[0], counts[0], counts[0]}, counts, "%v: ranks get as many batches", rem)
+		for id, k := range seen {
+			require.Equal(t, 1, k, "%v: sample %x dealt to one rank", rem, id)
+		}
+		if rem == order.Drop {
+			require.Len(t, seen, 200, "the one left over is dropped")
+		} else {
+			require.Len(t, seen, 201)
+			require.Equal(t, 3, padded, "4 x 51 - 201 positions repeat, marked")
+		}
+	}
+}
+
+// saved is st as it would be saved and read back.
+func saved(t *testing.T, st actors.State) *actors.State {
+	b, err := json.Marshal(st)
+	require.NoError(t, err)
+	var back actors.State
+	require.NoError(t, json.Unmarshal(b, &back))
+	return &back
+}
+
+// A pipeline stopped anywhere, several times, each time resumed from its
+// state with another number of readers, delivers the rest of the epoch and
+// the next exactly as the uninterrupted run does.
+func TestResumeContinuesExactly(t *testing.T) {
+	ctx := testutil.Context(t)
+	paths := testutil.WriteFiles(t, 4, 57, 300)
+	opts := actors.Options{System: sharedSys, GroupSize: 8}
+	p, err := actors.New(ordered(paths, 4), opts)
+	require.NoError(t, err)
+	want := batches(t, ctx, p)
+	require.NoError(t, p.Reset())
+	want = append(want, batches(t, ctx, p)...)
+	closeAndCheck(t, p, sharedSys)
+
+	rng := rand.New(rand.NewPCG(3, 3))
+	for range 8 {
+		var cuts []int
+		for range 1 + rng.IntN(3) {
+			cuts = append(cuts, rng.IntN(len(want)+1))
+		}
+		slices.Sort(cuts)
+		var got [][]uint64
+		var st *actors.State
+		for i, end := range append(cuts, len(want)) {
+			o := opts
+			o.Resume = st
+			p, err := actors.New(ordered(paths, 1+i%4), o)
+			require.NoError(t, err)
+			for len(got) < end {
+				it, err := p.Next(ctx)
+				if errors.Is(err, io.EOF) {
+					require.NoError(t, p.Reset())
+					continue
+				}
+				require.NoError(t, err)
+				require.EqualValues(t, len(got)/(len(want)/2), it.Epoch)
+				got = append(got, slices.Clone(it.IDs))
+			}
+			s, err := p.State()
+			require.NoError(t, err)
+			st = saved(t, s)
+			closeAndCheck(t, p, sharedSys)
+		}
+		require.Equal(t, want, got, "stopped after %v batches", cuts)
+	}
+}
+
+// Four ranks stopped after the same step resume as three: every sample not
+// yet delivered is delivered once, and the three get as many batches each.
+func TestElasticResumeDeliversTheRestOnce(t *testing.T) {
+	ctx := testutil.Context(t)
+	paths := testutil.WriteFiles(t, 3, 70, 300)
+	seen := map[uint64]int{}
+	note := func(it actors.Item) {
+		checkAligned(t, it)
+		for _, id := range it.IDs[:it.Instances-it.Padding] {
+			seen[id]++
+		}
+	}
+	var st *actors.State
+	for rank := range 4 {
+		p, err := actors.New(ordered(paths, 2), actors.Options{System: sharedSys, GroupSize: 8,
+			Shard: actors.Shard{Rank: rank, World: 4, Remainder: order.Pad}})
+		require.NoError(t, err)
+		for range 2 {
+			it, err := p.Next(ctx)
+			require.NoError(t, err)
+			note(it)
+		}
+		s, err := p.State()
+		require.NoError(t, err)
+		st = saved(t, s) // any rank's: they stopped at the same step
+		closeAndCheck(t, p, sharedSys)
+	}
+	var counts []int
+	for rank := range 3 {
+		p, err := actors.New(ordered(paths, 3), actors.Options{System: sharedSys, GroupSize: 8, Resume: st,
+			Shard: actors.Shard{Rank: rank, World: 3, Remainder: order.Pad}})
+		require.NoError(t, err)
+		n := 0
+		readPass(t, ctx, p, func(it actors.Item) { note(it); n++ })
+		counts = append(counts, n)
+		closeAndCheck(t, p, sharedSys)
+	}
+	require.Equal(t, []int{counts[0], counts[0], counts[0]}, counts)
+	require.Len(t, seen, 210)
+	for id, k := range seen {
+		require.Equal(t, 1, k, "sample %x", id)
+	}
+}
+
+// A state resumes only the data set and order it was taken over, and says
+// why not otherwise.
+func TestResumeRefusesAnotherDataSetOrOrder(t *testing.T) {
+	ctx := testutil.Context(t)
+	paths := testutil.WriteFiles(t, 2, 50, 300)
+	p, err := actors.New(ordered(paths, 2), actors.Options{System: sharedSys})
+	require.NoError(t, err)
+	_, err = p.Next(ctx)
+	require.NoError(t, err)
+	st, err := p.State()
+	require.NoError(t, err)
+	closeAndCheck(t, p, sharedSys)
+
+	other := testutil.WriteFiles(t, 2, 51, 300)
+	for name, stages := range map[string][]actors.Stage{
+		"another data set": ordered(other, 2),
+		"another seed":     {actors.Files{Paths: paths}, actors.Shuffle{Window: 50, Seed: 8}, actors.Batch{Size: 16}},
+		"another batch":    {actors.Files{Paths: paths}, actors.Shuffle{Window: 50, Seed: 7}, actors.Batch{Size: 8}},
+	} {
+		_, err := actors.New(stages, actors.Options{System: sharedSys, Resume: &st})
+		require.ErrorIs(t, err, actors.ErrState, name)
+		require.Empty(t, registered.Actors(sharedSys))
+	}
+	st.Version++
+	_, err = actors.New(ordered(paths, 2), actors.Options{System: sharedSys, Resume: &st})
+	require.ErrorContains(t, err, "version")
+}
+
+// Only a pipeline that keeps its items' places in the order has a state.
+func TestStateNeedsTheOrder(t *testing.T) {
+	paths := testutil.WriteFiles(t, 2, 20, 300)
+	q, err := readers.NewFeedQueue(4, nil)
+	require.NoError(t, err)
+	for name, stages := range map[string][]actors.Stage{
+		"feed queue":  {actors.Queue{Queue: q}, actors.Batch{Size: 4}},
+		"any order":   {actors.Files{Paths: paths, AnyOrder: true}, actors.Batch{Size: 4}},
+		"multi-pass":  {actors.Files{Paths: paths}, actors.Batch{Size: 4}, actors.MultiPass{Passes: 2}},
+		"two batches": {actors.Files{Paths: paths}, actors.Batch{Size: 4}, actors.Batch{Size: 2}},
+	} {
+		p, err := actors.New(stages, actors.Options{System: sharedSys})
+		require.NoError(t, err, name)
+		_, err = p.State()
+		require.ErrorIs(t, err, actors.ErrState, name)
+		_, err = p.Batches()
+		require.ErrorIs(t, err, actors.ErrState, name)
+		closeAndCheck(t, p, sharedSys)
+	}
+	_, err = actors.New([]actors.Stage{actors.Files{Paths: paths, AnyOrder: true}}, actors.Options{System: sharedSys, Shard: actors.Shard{Rank: 1, World: 2}})
+	require.ErrorIs(t, err, actors.ErrBadSpec, "a shard needs the order")
+	_, err = actors.New([]actors.Stage{actors.Files{Paths: paths}}, actors.Options{System: sharedSys, Shard: actors.Shard{Rank: 2, World: 2}})
+	require.ErrorIs(t, err, actors.ErrBadSpec)
+}
+
+// Devices commit out of order; a state taken while some are ahead of
+// others, resumed on another number of devices, repeats nothing and loses
+// nothing.
+func TestDevicesResumeExactly(t *testing.T) {
+	ctx := testutil.Context(t)
+	paths := testutil.WriteFiles(t, 3, 80, 300)
+	stages := ordered(paths, 3)
+	collect := func(n int, st *actors.State, stopAt int) (map[int][]uint64, *actors.State) {
+		var mu sync.Mutex
+		got := map[int][]uint64{}
+		rctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		p, err := actors.NewDevices(stages, actors.Devices{N: n, Step: func(sctx context.Context, it actors.Item) error {
+			mu.Lock()
+			defer mu.Unlock()
+			if stopAt >= 0 && len(got) >= stopAt {
+				cancel()
+				<-sctx.Done()
+				return sctx.Err()
+			}
+			if it.Seq%3 == 1 {
+				time.Sleep(time.Millisecond) // a slow device: the others commit ahead of it
+			}
+			got[it.Seq] = slices.Clone(it.IDs)
+			return nil
+		}}, actors.Options{System: sharedSys, GroupSize: 8, Resume: st})
+		require.NoError(t, err)
+		err = p.Run(rctx)
+		if stopAt < 0 {
+			require.NoError(t, err)
+		}
+		closeAndCheck(t, p, sharedSys) // no step commits after this: the state is final
+		s, err := p.State()
+		require.NoError(t, err)
+		return got, saved(t, s)
+	}
+	want, _ := collect(1, nil, -1)
+	first, st := collect(3, nil, 7)
+	rest, _ := collect(2, st, -1)
+	var all [][]uint64
+	for _, m := range []map[int][]uint64{first, rest} {
+		for _, ids := range m {
+			all = append(all, ids)
+		}
+	}
+	var wantAll [][]uint64
+	for _, ids := range want {
+		wantAll = append(wantAll, ids)
+	}
+	require.ElementsMatch(t, wantAll, all)
+}

@@ -1,0 +1,248 @@
+package actors
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+
+	"github.com/actorfeed/actorfeed/messages"
+	"github.com/actorfeed/actorfeed/readers/order"
+)
+
+// StateVersion is the version of State this package writes and reads.
+const StateVersion = 1
+
+// ErrState is wrapped when a pipeline cannot give its State (its source is
+// not files, or a stage does not keep its items' places in the order), or
+// cannot resume from one (another version, data set or order).
+var ErrState = errors.New("actors: no resumable state")
+
+// State is where a pipeline stands in its order: the position after the
+// last item its consumers committed (a device's step returned, or Next
+// returned it), in a few hundred bytes whatever the data set or the
+// shuffle window. Marshal it with encoding/json next to a model checkpoint;
+// Options.Resume continues exactly there, with any number of readers,
+// workers or devices, and with another Shard.World (the rest of the epoch
+// is re-dealt among the new ranks). Items prefetched but not committed are
+// delivered again after a resume, once.
+type State struct {
+	Version int `json:"version"`
+	// The order: these must match the resuming pipeline's.
+	Seed      uint64      `json:"seed"`
+	Window    int         `json:"window"`
+	Shuffled  bool        `json:"shuffled"`
+	Unit      int         `json:"unit"` // positions per item: the batch size
+	Remainder string      `json:"remainder"`
+	Data      Fingerprint `json:"data"`
+	// Where the pipeline stands.
+	Epoch  uint64       `json:"epoch"`
+	Layout order.Layout `json:"layout"` // how the epoch's positions are dealt
+	Rank   int          `json:"rank"`
+	// Done is how many positions of its shard the rank delivered and its
+	// consumers committed in this epoch; every rank of a synchronous
+	// trainer has the same.
+	Done uint64 `json:"done"`
+	// Beyond are the first positions of items past Done that were
+	// committed too (devices commit out of order): a resume skips them.
+	// There are at most as many as the items in flight.
+	Beyond []uint64 `json:"beyond,omitempty"`
+}
+
+// start sets where pass 0 starts: at st, or at epoch 0.
+func (p *orderPlan) start(st *State) error {
+	world := p.shard.world()
+	if st == nil {
+		p.first, p.firstPlan, p.firstDone = 0, order.Full(p.ord.Len(), world), 0
+		return nil
+	}
+	if err := p.compatible(st); err != nil {
+		return err
+	}
+	if err := st.Layout.Check(p.ord.Len()); err != nil {
+		return fmt.Errorf("%w: %w", ErrState, err)
+	}
+	rem := p.shard.Remainder
+	if share := st.Layout.Share(rem); st.Done > share {
+		return fmt.Errorf("%w: %d positions done of a share of %d", ErrState, st.Done, share)
+	}
+	p.first, p.firstPlan, p.firstDone, p.firstSkip = st.Epoch, st.Layout, st.Done, slices.Clone(st.Beyond)
+	if st.Layout.World != world { // elastic: re-deal the rest of the epoch
+		p.firstPlan, p.firstDone, p.firstSkip = st.Layout.Rest(rem, st.Done, world), 0, nil
+	}
+	return nil
+}
+
+// compatible says why st cannot resume this pipeline's order, if it cannot.
+func (p *orderPlan) compatible(st *State) error {
+	var why string
+	switch {
+	case st.Version != StateVersion:
+		why = fmt.Sprintf("version %d, this build reads %d", st.Version, StateVersion)
+	case st.Data != p.data:
+		why = fmt.Sprintf("it was taken over another data set (%d files, %d records, sum %s; these are %d files, %d records, sum %s)",
+			st.Data.Files, st.Data.Records, st.Data.Sum, p.data.Files, p.data.Records, p.data.Sum)
+	case st.Seed != p.ord.Seed() || st.Window != p.ord.Window() || st.Shuffled != p.shuffled:
+		why = fmt.Sprintf("its order is seed %d, window %d, shuffled %v; this pipeline's is seed %d, window %d, shuffled %v",
+			st.Seed, st.Window, st.Shuffled, p.ord.Seed(), p.ord.Window(), p.shuffled)
+	case st.Unit != p.unit:
+		why = fmt.Sprintf("it was taken with %d positions an item (the batch size); this pipeline has %d", st.Unit, p.unit)
+	case st.Remainder != p.shard.Remainder.String():
+		why = fmt.Sprintf("its remainder policy is %s; this pipeline's is %s", st.Remainder, p.shard.Remainder)
+	default:
+		return nil
+	}
+	return fmt.Errorf("%w: cannot resume from this state: %s", ErrState, why)
+}
+
+// state is the state at epoch (pass's) with done positions committed, and
+// the items starting at beyond.
+func (p *orderPlan) state(pass uint32, done uint64, beyond []uint64, ended bool) State {
+	layout, _ := p.layout(pass)
+	epoch := p.epoch(pass)
+	if ended {
+		epoch, layout, done, beyond = epoch+1, order.Full(p.ord.Len(), p.shard.world()), 0, nil
+	}
+	return State{Version: StateVersion, Seed: p.ord.Seed(), Window: p.ord.Window(), Shuffled: p.shuffled, Unit: p.unit,
+		Remainder: p.shard.Remainder.String(), Data: p.data, Epoch: epoch, Layout: layout, Rank: p.shard.Rank, Done: done,
+		Beyond: beyond}
+}
+
+// Batches is the number of items the rank's consumers receive in pass,
+// each covering Unit positions of its shard (the last may cover fewer),
+// when no record is skipped; dropLast drops a last item of fewer.
+func (p *orderPlan) batches(pass uint32, dropLast bool) int {
+	layout, done := p.layout(pass)
+	left, u := layout.Share(p.shard.Remainder)-done, uint64(p.unit)
+	if dropLast {
+		return int(left / u)
+	}
+	return int((left + u - 1) / u)
+}
+
+// commits tracks where a pipeline's consumers stand in the order: the end
+// position of the last item of the longest run of committed items from the
+// start of the pass. Items commit out of order across devices; those past
+// the run wait in ahead (at most the items in flight).
+type commits struct {
+	mu    sync.Mutex
+	pass  uint32
+	began bool
+	next  int             // items committed from the pass's first
+	done  uint64          // the end position of item next-1, or where the pass began
+	ahead map[int]placing // committed beyond next, by item
+	// unplaced is set when an item without a place was committed.
+	unplaced bool
+	order    *orderPlan
+}
+
+// commit records that item seq of pass, message b, was consumed.
+func (t *commits) commit(pass uint32, seq int, b *messages.Batch) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.startLocked(pass)
+	if b.Positions == 0 {
+		t.unplaced = true
+		return
+	}
+	if seq != t.next {
+		t.ahead[seq] = placing{b.Position, b.Position + b.Positions}
+		return
+	}
+	t.next, t.done = t.next+1, b.Position+b.Positions
+	for at, ok := t.ahead[t.next]; ok; at, ok = t.ahead[t.next] {
+		delete(t.ahead, t.next)
+		t.next, t.done = t.next+1, at.end
+	}
+}
+
+// placing is where an item lies in its rank's shard.
+type placing struct{ start, end uint64 }
+
+// beyondLocked are the first positions of the items committed past done.
+func (t *commits) beyondLocked() []uint64 {
+	var out []uint64
+	for _, at := range t.ahead {
+		out = append(out, at.start)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// startLocked moves the tracker to pass, if it is not there.
+func (t *commits) startLocked(pass uint32) {
+	if t.began && t.pass == pass {
+		return
+	}
+	t.began, t.pass, t.next, t.ahead = true, pass, 0, map[int]placing{}
+	t.done = 0
+	if t.order != nil {
+		_, t.done = t.order.layout(pass)
+	}
+}
+
+// State is where the pipeline stands in its order: after the last item of
+// the current pass that its consumers committed, every one before it
+// committed too (a device's step returned, or Next returned it), with the
+// items committed past it. After a pass ran to its end, it is the start of
+// the next epoch. Call it between steps (a step that calls it sees its own
+// item as not yet committed), or after Close, when it is final: a trainer
+// stopped by a signal closes the pipeline, then saves its state.
+//
+// A pipeline has a State when its source is Files in an order (not
+// AnyOrder) and every stage keeps its items' places: maps, xmaps, the
+// batch stage and the double buffer do; a second shuffle or batch stage, or
+// a multi-pass stage, does not. A feed queue cannot be replayed and has no
+// State. Otherwise State returns ErrState saying why.
+func (p *Pipeline) State() (State, error) {
+	if err := p.placed(); err != nil {
+		return State{}, err
+	}
+	p.mu.Lock()
+	pass, ended := p.pass, p.passEnded()
+	p.mu.Unlock()
+	t := &p.pipe.commits
+	t.mu.Lock()
+	t.startLocked(pass)
+	done, beyond, unplaced := t.done, t.beyondLocked(), t.unplaced
+	t.mu.Unlock()
+	if unplaced {
+		return State{}, fmt.Errorf("%w: an item without a place in the order was consumed", ErrState)
+	}
+	return p.order.state(pass, done, beyond, ended), nil
+}
+
+// placed says why the pipeline has no State, if it has none.
+func (p *Pipeline) placed() error {
+	switch {
+	case p.order == nil && len(p.queues) > 0:
+		return fmt.Errorf("%w: a feed queue cannot be replayed", ErrState)
+	case p.order == nil:
+		return fmt.Errorf("%w: the source is not Files in an order (a Generator, or Files.AnyOrder)", ErrState)
+	case p.unplaced != "":
+		return fmt.Errorf("%w: %s does not keep its items' places in the order", ErrState, p.unplaced)
+	}
+	return nil
+}
+
+// passEnded says whether the current pass was consumed to its end (Run
+// returned nil, or Next io.EOF); p.mu must be held.
+func (p *Pipeline) passEnded() bool {
+	return (p.ran && p.ranPass == p.pass) || (p.drained && p.drainedPass == p.pass)
+}
+
+// Batches is how many items the consumers receive in the current pass when
+// no record is skipped: each covers the batch size's worth of positions of
+// the rank's shard (the last may cover fewer, and is dropped with
+// Batch.DropLast). Every rank of a sharded data set gets the same number,
+// known before the pass starts, so that a trainer can plan its steps. For
+// a resumed pass it is what is left. It needs what State needs.
+func (p *Pipeline) Batches() (int, error) {
+	if err := p.placed(); err != nil {
+		return 0, err
+	}
+	p.mu.Lock()
+	pass := p.pass
+	p.mu.Unlock()
+	return p.order.batches(pass, p.aligned != nil && p.aligned.DropLast), nil
+}

@@ -1,0 +1,324 @@
+package actors
+
+import (
+	"fmt"
+
+	"github.com/actorfeed/actorfeed/messages"
+	"github.com/actorfeed/actorfeed/readers/order"
+)
+
+// The order (docs/determinism.md) is put together in two parts. open_files
+// plans the units its readers read (units) and releases their groups in
+// unit order, each marked with its place in S; the windows assembler takes
+// them, permutes each window and cuts the rank's positions into items. The
+// assembler runs in the Shuffle stage that follows open_files, so that the
+// two run side by side, or, without one, in open_files itself. Both walk
+// the same jobs of the same epoch: whatever the readers' timing, the items
+// are the same.
+
+// units turns the rank's share of an epoch into units for the readers:
+// runs of records of one file covering the windows the rank needs. Units
+// are made over runs, contiguous stretches of S (the windows of consecutive
+// jobs); a window needed twice (padding that wraps, a shard re-dealt
+// mid-window) starts a new run and is read again.
+type units struct {
+	plan   *orderPlan
+	ep     *order.Epoch
+	walk   jobWalk
+	at, hi uint64 // units cover S up to at; the run's jobs reach hi
+	// onJob, when set, is told of every job the units reach: the
+	// assembler when it runs in open_files.
+	onJob func(job order.Job, run int)
+}
+
+// jobWalk walks a pass's jobs, numbering their runs: a job whose window
+// does not follow the last one's in S starts a new run. The planner and the
+// assembler each walk the jobs, and number them alike.
+type jobWalk struct {
+	jobs   *order.Jobs
+	run    int
+	end    uint64     // where the last job's window ends in S
+	peeked *order.Job // taken from jobs, not yet given out
+}
+
+func (w *jobWalk) begin(jobs *order.Jobs) { *w = jobWalk{jobs: jobs} }
+
+// next is the next job and its run; contiguous is whether it goes on the
+// last job's run. With onlyContiguous, a job that does not is kept for the
+// next call and not given out.
+func (w *jobWalk) next(onlyContiguous bool) (job order.Job, run int, ok bool) {
+	if w.peeked != nil {
+		job, w.peeked = *w.peeked, nil
+	} else if job, ok = w.jobs.Next(); !ok {
+		return order.Job{}, 0, false
+	}
+	if w.run == 0 || job.Start != w.end {
+		if onlyContiguous {
+			kept := job // not job itself: the result is zeroed on return
+			w.peeked = &kept
+			return order.Job{}, 0, false
+		}
+		w.run++
+	}
+	w.end = job.Start + uint64(job.Len)
+	return job, w.run, true
+}
+
+// begin starts pass.
+func (u *units) begin(pass uint32) {
+	layout, done := u.plan.layout(pass)
+	u.ep = u.plan.ord.Epoch(u.plan.epoch(pass))
+	u.walk.begin(u.ep.Jobs(layout.Cut(u.plan.shard.Rank, u.plan.shard.Remainder, done), done))
+	u.at, u.hi = 0, 0
+}
+
+// extend takes the next job: into the current run, or, with fresh, into a
+// new one. It reports whether it took one.
+func (u *units) extend(fresh bool) bool {
+	job, run, ok := u.walk.next(!fresh)
+	if !ok {
+		return false
+	}
+	if u.hi != job.Start {
+		u.at = job.Start
+	}
+	u.hi = job.Start + uint64(job.Len)
+	if u.onJob != nil {
+		u.onJob(job, run)
+	}
+	return true
+}
+
+// more makes the next unit, appending it to c.state; false when the rank's
+// share is all dealt. A unit reads on as far as the file's records follow
+// one another in S (a split, and the next split when it is the same file's
+// next), taking the run's next windows as it goes, so that a reader opens
+// a file once for a stretch of it.
+func (u *units) more(c *filesCell) bool {
+	if u.at == u.hi && !u.extend(true) {
+		return false
+	}
+	p := u.ep.PieceAt(u.at, u.hi)
+	u.at = p.Pos + (p.To - p.From)
+	// At most a few windows: the windows a unit reaches are open, and
+	// held, until it is read.
+	limit := p.From + 4*uint64(u.plan.ord.Span())
+	for p.To < limit && (u.at < u.hi || u.extend(false)) {
+		q := u.ep.PieceAt(u.at, u.hi)
+		if q.File != p.File || q.From != p.To {
+			break
+		}
+		p.To, u.at = q.To, q.Pos+(q.To-q.From)
+	}
+	c.state = append(c.state, unitState{file: p.File, from: p.From, to: p.To, accepted: p.From, worker: -1, pos: p.Pos, run: u.walk.run})
+	return true
+}
+
+// place marks a released group of unit st with its place in S, for the
+// assembler: Position is the S position of record b.First, Positions the
+// records it used up (skipped ones included), Run the unit's run.
+func place(st *unitState, b *messages.Batch) {
+	b.Position, b.Positions, b.Run = st.pos+(b.First-st.from), b.Count, uint32(st.run)
+}
+
+// windows assembles the rank's items from groups marked by place: it files
+// each instance under its window, and, once a window's positions are all
+// in (holes included), permutes it and cuts the positions the rank
+// delivers into items of unit positions (the last of the pass may have
+// fewer).
+type windows struct {
+	plan *orderPlan
+	unit uint64
+
+	pass  uint32
+	ep    *order.Epoch
+	walk  jobWalk // when the assembler runs apart from the units
+	share uint64  // the rank's positions in this pass (its shard's end)
+	open  []*seqJob
+	out   outGroup // the item being filled
+	skip  []uint64 // the first positions of items delivered already, in order
+
+	// Buffers kept from window to window: a pass allocates none.
+	free []*seqJob
+	refs []messages.Ref
+	perm []int
+}
+
+// seqJob is one window being read.
+type seqJob struct {
+	job  order.Job
+	run  int
+	got  instances
+	slot []int32 // window-local S offset -> index into got; -1 a hole
+}
+
+func (j *seqJob) end() uint64 { return j.job.Start + uint64(j.job.Len) }
+
+// outGroup is the item being filled: instances and where it starts.
+type outGroup struct {
+	got     instances
+	at      uint64 // the rank position of the item's first position
+	padding uint32
+}
+
+// begin starts pass.
+func (w *windows) begin(pass uint32) {
+	layout, done := w.plan.layout(pass)
+	w.pass = pass
+	w.ep = w.plan.ord.Epoch(w.plan.epoch(pass))
+	w.walk.begin(w.ep.Jobs(layout.Cut(w.plan.shard.Rank, w.plan.shard.Remainder, done), done))
+	w.share = layout.Share(w.plan.shard.Remainder)
+	w.free = append(w.free, w.open...)
+	w.open = w.open[:0]
+	w.out.got.reset()
+	w.out.at, w.out.padding = done, 0
+	w.skip = w.plan.skip(pass)
+}
+
+// add opens the window of job, in a kept job's buffers if one is free.
+func (w *windows) add(job order.Job, run int) {
+	var j *seqJob
+	if n := len(w.free); n > 0 {
+		j, w.free = w.free[n-1], w.free[:n-1]
+		j.got.reset()
+	} else {
+		j = &seqJob{}
+	}
+	j.job, j.run = job, run
+	if cap(j.slot) < job.Len {
+		j.slot = make([]int32, job.Len)
+	}
+	j.slot = j.slot[:job.Len]
+	for i := range j.slot {
+		j.slot[i] = -1
+	}
+	w.open = append(w.open, j)
+}
+
+// window is the open window of run that holds S position pos; apart from
+// the units, it opens the jobs up to it as they come.
+func (w *windows) window(run int, pos uint64, walk bool) *seqJob {
+	for {
+		for _, j := range w.open {
+			if j.run == run && pos >= j.job.Start && pos < j.end() {
+				return j
+			}
+		}
+		if !walk {
+			return nil
+		}
+		job, r, ok := w.walk.next(false)
+		if !ok {
+			return nil
+		}
+		w.add(job, r)
+	}
+}
+
+// take files a group marked by place into its windows, and hands on the
+// windows it completed. walk says whether the assembler opens windows
+// itself (apart from the units).
+func (w *windows) take(b *messages.Batch, walk bool) ([]*messages.Batch, error) {
+	refs := w.refs[:0]
+	if len(b.Ids) > 0 {
+		var err error
+		if refs, err = b.Refs(refs); err != nil {
+			return nil, err
+		}
+		w.refs = refs
+	}
+	run := int(b.Run)
+	for i, id := range b.Ids {
+		_, rec := messages.SplitID(id)
+		pos := b.Position + uint64(rec) - b.First
+		j := w.window(run, pos, walk)
+		if j == nil {
+			return nil, fmt.Errorf("%w: S position %d of run %d is in no window of the rank", ErrProtocol, pos, run)
+		}
+		j.slot[pos-j.job.Start] = int32(j.got.len())
+		j.got.refs, j.got.ids = append(j.got.refs, refs[i]), append(j.got.ids, id)
+	}
+	if walk && len(b.Ids) == 0 && b.Positions > 0 { // holes only: their window may not be open yet
+		w.window(run, b.Position, walk)
+	}
+	upto := b.Position + b.Positions
+	var out []*messages.Batch
+	for len(w.open) > 0 && w.open[0].run == run && w.open[0].end() <= upto {
+		var err error
+		if out, err = w.hand(w.open[0], out); err != nil {
+			return nil, err
+		}
+		w.open[0].got.reset() // the items hold the parts; the buffers are free
+		w.free = append(w.free, w.open[0])
+		w.open = w.open[:copy(w.open, w.open[1:])]
+	}
+	return out, nil
+}
+
+// hand permutes a complete window and adds its delivered positions to the
+// items, appending the items it completed to out.
+func (w *windows) hand(j *seqJob, out []*messages.Batch) ([]*messages.Batch, error) {
+	w.perm = w.ep.PermInto(j.job.Window, w.perm)
+	for i := j.job.Lo; i < j.job.Hi; i++ {
+		if k := j.slot[w.perm[i]]; k >= 0 {
+			w.out.got.refs = append(w.out.got.refs, j.got.refs[k])
+			w.out.got.ids = append(w.out.got.ids, j.got.ids[k])
+			if j.job.Pad {
+				w.out.padding++
+			}
+		}
+		if end := j.job.At + uint64(i-j.job.Lo) + 1; end%w.unit == 0 {
+			var err error
+			if out, err = w.cut(end, out); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return out, nil
+}
+
+// finish hands on the last, short item of the pass; every group is in.
+func (w *windows) finish() ([]*messages.Batch, error) {
+	if len(w.open) > 0 {
+		return nil, fmt.Errorf("%w: the pass ended with window %d not complete", ErrProtocol, w.open[0].job.Window)
+	}
+	return w.cut(w.share, nil)
+}
+
+// cut ends the item being filled at rank position end. An item of holes
+// only is not sent: the next item's position accounts for them; nor is an
+// item a resumed pass delivered already.
+func (w *windows) cut(end uint64, out []*messages.Batch) ([]*messages.Batch, error) {
+	o := &w.out
+	for len(w.skip) > 0 && w.skip[0] < o.at {
+		w.skip = w.skip[1:]
+	}
+	delivered := len(w.skip) > 0 && w.skip[0] == o.at
+	if o.got.len() > 0 && !delivered {
+		b, err := o.got.gather(w.pass, 0, o.got.len())
+		if err != nil {
+			return nil, err
+		}
+		b.Position, b.Positions, b.Padding = o.at, end-o.at, o.padding
+		out = append(out, b)
+	}
+	o.got.reset() // the item holds its own rows and ids
+	o.at, o.padding = end, 0
+	return out, nil
+}
+
+// orderLogic is a Shuffle stage behind open_files in the order: the
+// windows assembler, as a stage's logic.
+type orderLogic struct{ w windows }
+
+func (l *orderLogic) start(pass uint32)               { l.w.begin(pass) }
+func (l *orderLogic) upstreamPass(pass uint32) uint32 { return pass }
+
+func (l *orderLogic) take(b *messages.Batch) ([]*messages.Batch, error) {
+	return l.w.take(b, true)
+}
+
+func (l *orderLogic) finish() ([]*messages.Batch, uint32, bool, error) {
+	out, err := l.w.finish()
+	return out, 0, false, err
+}

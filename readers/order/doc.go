@@ -1,0 +1,24 @@
+// Package order defines the order in which a data set's records are
+// delivered: a pure function of the data set's splits, a seed, the epoch
+// and the sharding (rank, world size). It is arithmetic only; package
+// actors reads the files in this order, and docs/determinism.md describes
+// the function and its shuffle's quality.
+//
+// Epoch e's global order over the N records of the data set:
+//
+//  1. The splits (a RecordIO file's chunks, or runs of records of other
+//     formats) are permuted by a generator seeded (seed, e). Their records,
+//     in file order within each split, make the sequence S.
+//  2. S is cut into windows of Window records, and each window is permuted
+//     by a generator seeded (seed, e, window index). The result is the
+//     global order G: G[j*Window+i] = S[j*Window+perm_j(i)].
+//  3. The positions still to deliver (all of G at the start of an epoch)
+//     are cut into World equal, contiguous shards, one per rank; the
+//     remainder is dropped or padded (Remainder).
+//
+// Reading stays sequential within splits, a rank reads only the windows its
+// shard covers, and G does not depend on the world size, so an epoch can
+// be re-cut among another number of ranks part way through (Layout.Rest).
+//
+// Layering: order imports only the standard library.
+package order

@@ -1,0 +1,241 @@
+package order
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sort"
+)
+
+// Errors of this package.
+var (
+	// ErrBadOrder is returned for an order that cannot be built: no
+	// records, a window or shard out of range.
+	ErrBadOrder = errors.New("order: invalid order")
+)
+
+// MaxWindow bounds Window: a window is held in memory while it is permuted.
+const MaxWindow = 1 << 26
+
+// Split is a run of records of one file that is read sequentially: a
+// RecordIO chunk, or a run of records of a format that seeks to any record.
+type Split struct {
+	File  int
+	First uint64 // the first record's index in its file
+	Count uint64
+}
+
+// Remainder says what happens to the positions left over when an epoch's
+// positions do not divide evenly among the ranks.
+type Remainder uint8
+
+const (
+	// Drop gives every rank floor(T/World) positions; the last T mod World
+	// positions are not delivered in this epoch (DistributedSampler's
+	// drop_last).
+	Drop Remainder = iota
+	// Pad gives every rank ceil(T/World) positions; the positions past the
+	// end repeat the first ones, and are marked as padding so that a
+	// trainer can mask them.
+	Pad
+)
+
+func (r Remainder) String() string {
+	if r == Pad {
+		return "pad"
+	}
+	return "drop"
+}
+
+// ParseRemainder parses "drop" or "pad".
+func ParseRemainder(s string) (Remainder, error) {
+	switch s {
+	case "drop", "":
+		return Drop, nil
+	case "pad":
+		return Pad, nil
+	}
+	return 0, fmt.Errorf("%w: remainder %q: want drop or pad", ErrBadOrder, s)
+}
+
+// Config is what an order is a function of, besides the data set and the
+// epoch.
+type Config struct {
+	Seed uint64
+	// Shuffle permutes the splits; without it they keep the data set's
+	// order.
+	Shuffle bool
+	// Window is how many records are permuted together; 0 or 1 permutes
+	// none.
+	Window int
+}
+
+// Order is the order function over one data set: its splits, the seed and
+// the window. It is safe for concurrent use.
+type Order struct {
+	splits  []Split
+	n       uint64
+	seed    uint64
+	shuffle bool
+	permute bool   // the window's records are permuted (Window > 1)
+	window  uint64 // Window, or Block when no record is permuted
+}
+
+// Block is the window, in records, of an order that permutes no record:
+// the unit in which a pipeline reads and hands on its share.
+const Block = 4096
+
+// New returns the order over splits (in the data set's own order: files in
+// list order, splits in file order).
+func New(splits []Split, c Config) (*Order, error) {
+	if c.Window < 0 || c.Window > MaxWindow {
+		return nil, fmt.Errorf("%w: window %d, want 0 to %d", ErrBadOrder, c.Window, MaxWindow)
+	}
+	o := &Order{splits: slices.Clone(splits), seed: c.Seed, shuffle: c.Shuffle, permute: c.Window > 1, window: uint64(c.Window)}
+	if !o.permute {
+		o.window = Block
+	}
+	for _, s := range splits {
+		if o.n+s.Count < o.n {
+			return nil, fmt.Errorf("%w: more than 2^64 records", ErrBadOrder)
+		}
+		o.n += s.Count
+	}
+	return o, nil
+}
+
+// Len is the number of records in the data set: the positions of an epoch.
+func (o *Order) Len() uint64 { return o.n }
+
+// Window is the window of the record permutation; 1 permutes none.
+func (o *Order) Window() int {
+	if !o.permute {
+		return 1
+	}
+	return int(o.window)
+}
+
+// Span is how many positions a window spans: Window, or Block when no
+// record is permuted.
+func (o *Order) Span() int { return int(o.window) }
+
+// Seed is the order's seed.
+func (o *Order) Seed() uint64 { return o.seed }
+
+// Splits is the number of splits.
+func (o *Order) Splits() int { return len(o.splits) }
+
+// mix derives a generator stream from (a, b): splitmix64 of each, so that
+// nearby epochs and windows get unrelated streams.
+func mix(a, b uint64) uint64 { return splitmix(splitmix(a) ^ b) }
+
+func splitmix(x uint64) uint64 {
+	x += 0x9e3779b97f4a7c15
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9
+	x = (x ^ (x >> 27)) * 0x94d049bb133111eb
+	return x ^ (x >> 31)
+}
+
+// splitStream is the stream of the split permutation; windows use theirs.
+const splitStream = 1<<64 - 1
+
+// Epoch is epoch e of the order: the split permutation, and where each
+// permuted split starts in S.
+type Epoch struct {
+	o      *Order
+	e      uint64
+	perm   []int    // S's splits, as indices into o.splits
+	starts []uint64 // S position of each of perm's splits
+}
+
+// Epoch computes epoch e's split permutation.
+func (o *Order) Epoch(e uint64) *Epoch {
+	ep := &Epoch{o: o, e: e, perm: make([]int, len(o.splits)), starts: make([]uint64, len(o.splits))}
+	for i := range ep.perm {
+		ep.perm[i] = i
+	}
+	if o.shuffle {
+		rng := rand.New(rand.NewPCG(o.seed, mix(e, splitStream)))
+		rng.Shuffle(len(ep.perm), func(i, j int) { ep.perm[i], ep.perm[j] = ep.perm[j], ep.perm[i] })
+	}
+	var at uint64
+	for i, s := range ep.perm {
+		ep.starts[i] = at
+		at += o.splits[s].Count
+	}
+	return ep
+}
+
+// Number is the epoch's number.
+func (ep *Epoch) Number() uint64 { return ep.e }
+
+// windows is the number of windows of S.
+func (ep *Epoch) windows() uint64 { return (ep.o.n + ep.o.window - 1) / ep.o.window }
+
+// windowLen is how many positions window j holds (the last may be short).
+func (ep *Epoch) windowLen(j uint64) int {
+	lo := j * ep.o.window
+	return int(min(ep.o.window, ep.o.n-lo))
+}
+
+// Perm is window j's permutation: G position j*Window+i is S position
+// j*Window+Perm(j)[i].
+func (ep *Epoch) Perm(j uint64) []int { return ep.PermInto(j, nil) }
+
+// PermInto is Perm in buf's storage when it is large enough.
+func (ep *Epoch) PermInto(j uint64, buf []int) []int {
+	n := ep.windowLen(j)
+	if cap(buf) < n {
+		buf = make([]int, n)
+	}
+	p := buf[:n]
+	for i := range p {
+		p[i] = i
+	}
+	if n > 1 && ep.o.permute {
+		// As rand.Perm does, so that the permutation is the same.
+		rng := rand.New(rand.NewPCG(ep.o.seed, mix(ep.e, j)))
+		for i := range p {
+			k := rng.IntN(i + 1)
+			p[i], p[k] = p[k], i
+		}
+	}
+	return p
+}
+
+// Piece is a run of records of one file, read sequentially: the part of a
+// split that falls in one window.
+type Piece struct {
+	File     int
+	From, To uint64 // records [From, To) of the file
+	Pos      uint64 // the S position of record From
+}
+
+// Pieces are the pieces that make up S positions [lo, hi), in S order.
+func (ep *Epoch) Pieces(lo, hi uint64) []Piece {
+	var out []Piece
+	for lo < hi {
+		p := ep.PieceAt(lo, hi)
+		out = append(out, p)
+		lo = p.Pos + (p.To - p.From)
+	}
+	return out
+}
+
+// PieceAt is the first piece of S positions [lo, hi), lo < hi <= Len: the
+// records from lo to the end of its split or to hi.
+func (ep *Epoch) PieceAt(lo, hi uint64) Piece {
+	i := sort.Search(len(ep.starts), func(i int) bool { return ep.starts[i]+ep.o.splits[ep.perm[i]].Count > lo })
+	s := ep.o.splits[ep.perm[i]]
+	b := min(hi, ep.starts[i]+s.Count)
+	return Piece{File: s.File, From: s.First + (lo - ep.starts[i]), To: s.First + (b - ep.starts[i]), Pos: lo}
+}
+
+// At is the split record at G position g: its file and record.
+func (ep *Epoch) At(g uint64) (file int, record uint64) {
+	j := g / ep.o.window
+	s := j*ep.o.window + uint64(ep.Perm(j)[g-j*ep.o.window])
+	p := ep.Pieces(s, s+1)[0]
+	return p.File, p.From
+}

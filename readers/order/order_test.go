@@ -1,0 +1,221 @@
+package order_test
+
+import (
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/actorfeed/actorfeed/readers/order"
+)
+
+// randomSplits is a data set of 1-5 files cut into splits of 1-50 records.
+func randomSplits(rng *rand.Rand) []order.Split {
+	var out []order.Split
+	for f := range 1 + rng.IntN(5) {
+		var at uint64
+		for range 1 + rng.IntN(6) {
+			n := uint64(1 + rng.IntN(50))
+			out = append(out, order.Split{File: f, First: at, Count: n})
+			at += n
+		}
+	}
+	return out
+}
+
+type rec struct {
+	file int
+	r    uint64
+}
+
+// sequence is G for rank's segments, record by record, read the way a
+// pipeline does: job by job, pieces in order, then permuted.
+func sequence(t *testing.T, ep *order.Epoch, segs []order.Segment) []rec {
+	var out []rec
+	jobs := ep.Jobs(segs, 0)
+	var at uint64
+	for {
+		job, ok := jobs.Next()
+		if !ok {
+			return out
+		}
+		require.Equal(t, at, job.At)
+		at += uint64(job.Hi - job.Lo)
+		var window []rec
+		for _, p := range ep.Pieces(job.Start, job.Start+uint64(job.Len)) {
+			require.Equal(t, job.Start+uint64(len(window)), p.Pos, "pieces come in S order")
+			for r := p.From; r < p.To; r++ {
+				window = append(window, rec{p.File, r})
+			}
+		}
+		require.Len(t, window, job.Len)
+		perm := ep.Perm(job.Window)
+		for i := job.Lo; i < job.Hi; i++ {
+			out = append(out, window[perm[i]])
+		}
+	}
+}
+
+func all(splits []order.Split) []rec {
+	var out []rec
+	for _, s := range splits {
+		for r := s.First; r < s.First+s.Count; r++ {
+			out = append(out, rec{s.File, r})
+		}
+	}
+	return out
+}
+
+func sortRecs(rs []rec) []rec {
+	rs = slices.Clone(rs)
+	slices.SortFunc(rs, func(a, b rec) int {
+		if a.file != b.file {
+			return a.file - b.file
+		}
+		return int(a.r) - int(b.r)
+	})
+	return rs
+}
+
+func TestAnEpochIsAPermutationOfTheDataSet(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for range 200 {
+		splits := randomSplits(rng)
+		o, err := order.New(splits, order.Config{Seed: rng.Uint64(), Shuffle: rng.IntN(4) > 0, Window: rng.IntN(70)})
+		require.NoError(t, err)
+		ep := o.Epoch(uint64(rng.IntN(5)))
+		g := sequence(t, ep, order.Full(o.Len(), 1).Cut(0, order.Drop, 0))
+		require.Equal(t, sortRecs(all(splits)), sortRecs(g))
+		for i, r := range g {
+			f, x := ep.At(uint64(i))
+			require.Equal(t, r, rec{f, x}, "At agrees with the jobs")
+		}
+		require.Equal(t, g, sequence(t, o.Epoch(ep.Number()), order.Full(o.Len(), 1).Cut(0, order.Drop, 0)), "an epoch is a pure function")
+	}
+}
+
+func TestEpochsAndSeedsDiffer(t *testing.T) {
+	splits := []order.Split{{0, 0, 100}, {0, 100, 100}, {1, 0, 100}, {1, 100, 100}}
+	o1, _ := order.New(splits, order.Config{Seed: 7, Shuffle: true, Window: 64})
+	o2, _ := order.New(splits, order.Config{Seed: 8, Shuffle: true, Window: 64})
+	whole := order.Full(400, 1).Cut(0, order.Drop, 0)
+	e0 := sequence(t, o1.Epoch(0), whole)
+	require.NotEqual(t, e0, sequence(t, o1.Epoch(1), whole))
+	require.NotEqual(t, e0, sequence(t, o2.Epoch(0), whole))
+	require.NotEqual(t, all(splits), e0, "shuffled")
+}
+
+func TestWindowOneKeepsRecordsInSplitOrder(t *testing.T) {
+	splits := []order.Split{{0, 0, 10}, {0, 10, 10}, {1, 0, 10}}
+	o, _ := order.New(splits, order.Config{Seed: 3, Shuffle: true, Window: 1})
+	g := sequence(t, o.Epoch(0), order.Full(30, 1).Cut(0, order.Drop, 0))
+	for i := 1; i < len(g); i++ {
+		if g[i].file == g[i-1].file && g[i].r != g[i-1].r+1 {
+			require.Zero(t, g[i].r%10, "a jump happens only at a split's start: %v", g)
+		}
+	}
+}
+
+// shards are every rank's delivered positions, and how many were padding.
+func shards(l order.Layout, rem order.Remainder, done uint64) (got [][]uint64, pads int) {
+	for r := range l.World {
+		var ps []uint64
+		for _, s := range l.Cut(r, rem, done) {
+			for p := s.Lo; p < s.Hi; p++ {
+				if s.Pad {
+					pads++
+				}
+				ps = append(ps, p)
+			}
+		}
+		got = append(got, ps)
+	}
+	return got, pads
+}
+
+func TestShardsAreEqualDisjointAndCoverTheEpoch(t *testing.T) {
+	for n := uint64(0); n < 40; n++ {
+		for world := 1; world <= 7; world++ {
+			l := order.Full(n, world)
+			drop, pads := shards(l, order.Drop, 0)
+			require.Zero(t, pads)
+			seen := map[uint64]bool{}
+			for _, s := range drop {
+				require.Len(t, s, int(n)/world, "n=%d world=%d", n, world)
+				for _, p := range s {
+					require.False(t, seen[p], "disjoint")
+					seen[p] = true
+				}
+			}
+			require.Len(t, seen, int(n)/world*world, "only the remainder is dropped")
+
+			pad, pads := shards(l, order.Pad, 0)
+			seen = map[uint64]bool{}
+			for _, s := range pad {
+				require.Len(t, s, int((n+uint64(world)-1)/uint64(world)))
+				for _, p := range s {
+					seen[p] = true
+				}
+			}
+			require.Len(t, seen, int(n), "padding repeats, and every position is dealt")
+			require.Equal(t, int(l.Share(order.Pad))*world-int(n), pads)
+		}
+	}
+}
+
+// Part way through an epoch, every rank has delivered done positions; the
+// rest dealt among another number of ranks delivers every position not yet
+// delivered exactly once (padding aside).
+func TestRestDealsWhatIsLeftExactlyOnce(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	for range 500 {
+		n := uint64(rng.IntN(300))
+		l := order.Full(n, 1+rng.IntN(8))
+		delivered := map[uint64]int{}
+		for range 1 + rng.IntN(3) { // several preemptions in one epoch
+			share := l.Share(order.Pad)
+			done := uint64(0)
+			if share > 0 {
+				done = uint64(rng.IntN(int(share) + 1))
+			}
+			for r := range l.World {
+				var k uint64
+				for _, s := range l.Cut(r, order.Pad, 0) {
+					for p := s.Lo; p < s.Hi && k < done; p++ {
+						if !s.Pad {
+							delivered[p]++
+						}
+						k++
+					}
+				}
+			}
+			l = l.Rest(order.Pad, done, 1+rng.IntN(8))
+			require.NoError(t, l.Check(n))
+		}
+		final, _ := shards(l, order.Pad, 0)
+		seenNow := map[uint64]bool{}
+		for _, s := range final {
+			for _, p := range s {
+				seenNow[p] = true
+			}
+		}
+		for p := range seenNow {
+			delivered[p]++
+		}
+		require.Len(t, delivered, int(n))
+		for p, k := range delivered {
+			require.Equal(t, 1, k, "position %d", p)
+		}
+	}
+}
+
+func TestCheckRefusesBadLayouts(t *testing.T) {
+	require.Error(t, order.Layout{World: 0}.Check(10))
+	require.Error(t, order.Layout{World: 1, Ranges: []order.Range{{5, 3}}}.Check(10))
+	require.Error(t, order.Layout{World: 1, Ranges: []order.Range{{0, 11}}}.Check(10))
+	require.Error(t, order.Layout{World: 1, Ranges: []order.Range{{4, 6}, {5, 7}}}.Check(10))
+	require.NoError(t, order.Layout{World: 2, Ranges: []order.Range{{0, 3}, {5, 7}}}.Check(10))
+	_, err := order.New(nil, order.Config{Window: order.MaxWindow + 1})
+	require.ErrorIs(t, err, order.ErrBadOrder)
+}
