@@ -18,7 +18,11 @@ type Item struct {
 	Epoch uint64
 	// Seq is the item's position in its pass, from 0. With N devices, item
 	// Seq is stepped by device Seq mod N.
-	Seq       int
+	Seq int
+	// Index is the item's position among its epoch's items in the order:
+	// Seq, plus the items before a resumed pass's first (Options.Resume).
+	// Without the order it is Seq.
+	Index     int
 	Instances int
 	// Padding is how many of the last instances repeat samples dealt to a
 	// rank already, to keep the ranks' shares equal (order.Pad): a trainer
@@ -33,8 +37,13 @@ func (c *consumerCell) toItem(b *messages.Batch) (Item, error) {
 	if err != nil {
 		return Item{}, err
 	}
-	return Item{Slots: slots, IDs: b.Ids, Pass: int(b.Pass), Epoch: c.pipe.epoch(b.Pass), Seq: c.seqOf(b),
-		Instances: len(b.Ids), Padding: int(b.Padding)}, nil
+	it := Item{Slots: slots, IDs: b.Ids, Pass: int(b.Pass), Epoch: c.pipe.epoch(b.Pass), Seq: c.seqOf(b),
+		Instances: len(b.Ids), Padding: int(b.Padding)}
+	it.Index = it.Seq
+	if o := c.pipe.order; o != nil && b.Positions > 0 {
+		it.Index = int(b.Position / uint64(o.unit))
+	}
+	return it, nil
 }
 
 // seqOf is the position in its pass of an item delivered to this consumer.

@@ -202,6 +202,7 @@ func TestResumeContinuesExactly(t *testing.T) {
 				}
 				require.NoError(t, err)
 				require.EqualValues(t, len(got)/(len(want)/2), it.Epoch)
+				require.Equal(t, len(got)%(len(want)/2), it.Index, "the batch's index in its epoch")
 				got = append(got, slices.Clone(it.IDs))
 			}
 			s, err := p.State()

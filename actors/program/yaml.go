@@ -12,6 +12,7 @@ import (
 
 	"github.com/actorfeed/actorfeed/actors"
 	"github.com/actorfeed/actorfeed/readers"
+	"github.com/actorfeed/actorfeed/readers/order"
 )
 
 // Spec is a program written in YAML (docs/programs.md): a startup program
@@ -25,6 +26,9 @@ type Spec struct {
 	// Devices, when set, feeds a reader to device actors (what the CLI's
 	// run does).
 	Devices *DeviceSpec
+	// Shard, when set, is this process's rank among the ranks that read
+	// the data set together (actors.Options.Shard).
+	Shard *actors.Shard
 }
 
 // DeviceSpec says which reader feeds how many devices, and for how long a
@@ -42,6 +46,13 @@ type specYAML struct {
 	Startup []opYAML    `yaml:"startup"`
 	Main    *mainYAML   `yaml:"main"`
 	Devices *deviceYAML `yaml:"devices"`
+	Shard   *shardYAML  `yaml:"shard"`
+}
+
+type shardYAML struct {
+	Rank      int    `yaml:"rank"`
+	World     int    `yaml:"world"`
+	Remainder string `yaml:"remainder"`
 }
 
 type mainYAML struct {
@@ -184,6 +195,14 @@ func Parse(data []byte) (*Spec, error) {
 			}
 			s.Devices.Step = step
 		}
+	}
+	if sh := y.Shard; sh != nil {
+		rem, err := order.ParseRemainder(sh.Remainder)
+		if err != nil || sh.World < 1 || sh.World > actors.MaxWorld || sh.Rank < 0 || sh.Rank >= sh.World {
+			return nil, &SpecError{Msg: fmt.Sprintf("shard: want 0 <= rank < world <= %d and remainder drop or pad, got rank %d, world %d, remainder %q",
+				actors.MaxWorld, sh.Rank, sh.World, sh.Remainder)}
+		}
+		s.Shard = &actors.Shard{Rank: sh.Rank, World: sh.World, Remainder: rem}
 	}
 	if err := s.check(y); err != nil {
 		return nil, err

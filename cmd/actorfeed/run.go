@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -15,6 +16,7 @@ import (
 	"github.com/actorfeed/actorfeed/actors/program"
 	"github.com/actorfeed/actorfeed/readers"
 	"github.com/actorfeed/actorfeed/readers/format"
+	"github.com/actorfeed/actorfeed/readers/order"
 	"github.com/actorfeed/actorfeed/readers/recordio"
 	"github.com/actorfeed/actorfeed/supervisor"
 )
@@ -32,6 +34,13 @@ type runOptions struct {
 	step      time.Duration
 	anyOrder  bool
 	dropLast  bool
+	rank      int
+	world     int
+	remainder string
+	resume    string
+	ckpt      string
+	ckptEvery int
+	maxBatch  int
 	onCorrupt string
 	emitIDs   string
 	every     time.Duration
@@ -49,9 +58,16 @@ any program written in YAML (--spec; docs/programs.md). Devices take --step per
 batch. It shows progress while it runs and ends with a summary: samples,
 batches, samples/s, each device's busy fraction and data-wait p50/p95,
 restarts and skipped records. --emit-ids writes one JSON line per consumed
-batch, {"pass":P,"device":D,"seq":S,"ids":["<file>#<record>",...]} (files named
-relative to the deepest directory that holds them all),
-from which exactly-once delivery can be checked.`,
+batch, {"epoch":E,"device":D,"seq":S,"ids":["<file>#<record>",...]} (S the
+batch's index in its epoch; files named relative to the deepest directory that
+holds them all), from which exactly-once delivery can be checked.
+
+The order of the samples is a function of the files, --seed and the pass
+(docs/determinism.md). --rank and --world give this process its share when
+several read the files together. --checkpoint saves where the run stands, at
+the end, on SIGTERM or SIGINT, and every --checkpoint-every batches; --resume
+continues from it exactly. --passes counts the job's passes: a resumed run
+does those left.`,
 		Example: `  actorfeed gen --out data --files 4 --samples 20000
   actorfeed run --data 'data/*.recordio' --batch 64 --devices 2 --step 2ms --passes 3
   actorfeed run --spec pipeline.yaml --emit-ids ids.jsonl`,
@@ -77,6 +93,13 @@ from which exactly-once delivery can be checked.`,
 	f.BoolVar(&o.dropLast, "drop-last", false, "drop a last batch shorter than --batch")
 	f.StringVar(&o.onCorrupt, "on-corrupt", "fail", "what a corrupt record does: fail or skip")
 	f.StringVar(&o.emitIDs, "emit-ids", "", "write the ids of every consumed batch to this file, as JSON lines")
+	f.IntVar(&o.rank, "rank", 0, "this process's rank among --world ranks that read the files together")
+	f.IntVar(&o.world, "world", 1, "how many ranks read the files together, each an equal, disjoint share of every pass")
+	f.StringVar(&o.remainder, "remainder", "drop", "what the records left over when ranks get equal shares do: drop, or pad (repeat the first ones, marked)")
+	f.StringVar(&o.resume, "resume", "", "continue from the state saved in this file by --checkpoint")
+	f.StringVar(&o.ckpt, "checkpoint", "", "save the pipeline's state in this file at the end, on a stop, and every --checkpoint-every batches")
+	f.IntVar(&o.ckptEvery, "checkpoint-every", 0, "batches between checkpoints (0: only at the end or a stop)")
+	f.IntVar(&o.maxBatch, "max-batches", 0, "stop once the devices stepped this many batches, as a trainer stops at a step (0: no limit)")
 	f.DurationVar(&o.every, "progress-every", 5*time.Second, "interval of the progress lines when not on a terminal")
 	o.watch.flags(f)
 	return cmd
@@ -111,8 +134,18 @@ func (o *runOptions) check(cmd *cobra.Command) error {
 		intFlag{"--devices", o.devices, 1, actors.MaxConcurrency},
 		intFlag{"--shuffle", o.shuffle, 0, actors.MaxWindow},
 		intFlag{"--threads", o.threads, 0, actors.MaxConcurrency},
+		intFlag{"--world", o.world, 1, actors.MaxWorld},
+		intFlag{"--rank", o.rank, 0, o.world - 1},
+		intFlag{"--checkpoint-every", o.ckptEvery, 0, math.MaxInt32},
+		intFlag{"--max-batches", o.maxBatch, 0, math.MaxInt32},
 	); err != nil {
 		return err
+	}
+	if _, err := order.ParseRemainder(o.remainder); err != nil {
+		return fmt.Errorf("--remainder: %w", err)
+	}
+	if o.ckptEvery > 0 && o.ckpt == "" {
+		return fmt.Errorf("--checkpoint-every needs --checkpoint FILE")
 	}
 	if _, err := supervisor.ParseCorruptPolicy(o.onCorrupt); err != nil {
 		return fmt.Errorf("--on-corrupt: %w", err)
@@ -204,7 +237,15 @@ func flagProgram(o runOptions, files []string) *program.Program {
 
 func runPipeline(ctx context.Context, out, errOut io.Writer, o runOptions, changed func(string) bool) error {
 	policy, _ := supervisor.ParseCorruptPolicy(o.onCorrupt)
-	scope := program.NewScope(actors.Options{OnCorrupt: policy})
+	opts := actors.Options{OnCorrupt: policy}
+	if o.resume != "" {
+		st, err := readState(o.resume)
+		if err != nil {
+			return err
+		}
+		opts.Resume = st
+	}
+	scope := program.NewScope(opts)
 	defer scope.Close()
 
 	var startup *program.Program
@@ -220,6 +261,9 @@ func runPipeline(ctx context.Context, out, errOut io.Writer, o runOptions, chang
 		}
 		spec.ResolvePaths(filepath.Dir(o.spec))
 		startup = &spec.Startup
+		if spec.Shard != nil && !changed("rank") && !changed("world") && !changed("remainder") {
+			scope.Options.Shard = *spec.Shard
+		}
 		if d := spec.Devices; d != nil {
 			reader = d.Reader
 			if !changed("devices") {
@@ -249,25 +293,52 @@ func runPipeline(ctx context.Context, out, errOut io.Writer, o runOptions, chang
 		}
 		startup = flagProgram(o, files)
 	}
+	if scope.Options.Shard == (actors.Shard{}) {
+		rem, _ := order.ParseRemainder(o.remainder)
+		scope.Options.Shard = actors.Shard{Rank: o.rank, World: o.world, Remainder: rem}
+	}
+	if st := opts.Resume; st != nil {
+		// --passes counts the job's epochs: a resumed run does those left.
+		if o.passes -= int(min(st.Epoch, uint64(o.passes))); o.passes == 0 {
+			fmt.Fprintf(out, "nothing to do: the state is at epoch %d, and the run has %d pass(es)\n", st.Epoch, int(st.Epoch))
+			return nil
+		}
+	}
 	if err := scope.Run(ctx, startup); err != nil {
 		return err
 	}
-	s := &session{devices: o.devices, passes: o.passes, stepTime: o.step, names: baseNames(scope.Reader(reader).Stages()), watch: o.watch, log: out}
-	if err := s.prepareOutputs(o.emitIDs, scope.Reader(reader).Stages()); err != nil {
+	s := &session{devices: o.devices, passes: o.passes, stepTime: o.step, names: baseNames(scope.Reader(reader).Stages()), watch: o.watch, log: out,
+		maxBatches: o.maxBatch}
+	runCtx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
+	s.stop = stop
+	if err := s.prepareOutputs(o.emitIDs, o.ckpt, scope.Reader(reader).Stages()); err != nil {
 		return err
 	}
 	defer s.emit.close()
 	if err := s.launch(scope, reader); err != nil {
 		return err
 	}
+	if o.ckpt != "" {
+		if _, err := s.p.State(); err != nil {
+			return fmt.Errorf("--checkpoint: %w", err)
+		}
+		s.ckpt = newCheckpointer(o.ckpt, o.ckptEvery, func() *actors.Pipeline { return s.p })
+	}
 	fmt.Fprintf(out, "pipeline: %s on %d device(s), step %v, %d pass(es)\n", describe(scope.Reader(reader).Stages()), o.devices, o.step, o.passes)
 	s.progress = newProgress(errOut, o.every, countSamples(scope.Reader(reader).Stages(), o.passes))
-	err := s.run(ctx, nil)
+	err := s.run(runCtx, nil)
 	s.p.Close() // the devices write ids: stop them before the file is closed
-	if err != nil && context.Cause(ctx) == nil {
-		return err
+	if cerr := s.ckpt.final(); err == nil {
+		err = cerr // written whatever the run's end: a stop is never worse than the last checkpoint
 	}
-	s.stopped = context.Cause(ctx)
+	if errors.Is(context.Cause(runCtx), errMaxBatches) && context.Cause(ctx) == nil {
+		err, s.stopped = nil, errMaxBatches // the run did what it was asked
+	} else if err != nil && context.Cause(ctx) == nil {
+		return err
+	} else {
+		s.stopped = context.Cause(ctx)
+	}
 	s.summary(out)
 	if cerr := s.emit.close(); err == nil {
 		err = cerr

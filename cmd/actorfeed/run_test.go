@@ -27,14 +27,15 @@ func readIDs(t *testing.T, path string, passes, devices int, want []string) {
 	for sc.Scan() {
 		var line idLine
 		require.NoError(t, json.Unmarshal(sc.Bytes(), &line), sc.Text())
-		require.Less(t, line.Pass, passes)
+		pass := int(line.Epoch)
+		require.Less(t, pass, passes)
 		require.Equal(t, line.Seq%devices, line.Device, "item k goes to device k mod n")
-		key := [2]int{line.Pass, line.Device}
+		key := [2]int{pass, line.Device}
 		if last, ok := lastSeq[key]; ok {
 			require.Greater(t, line.Seq, last, "a device steps its items in order")
 		}
 		lastSeq[key] = line.Seq
-		perPass[line.Pass] = append(perPass[line.Pass], line.IDs...)
+		perPass[pass] = append(perPass[pass], line.IDs...)
 	}
 	require.NoError(t, sc.Err())
 	sort.Strings(want)

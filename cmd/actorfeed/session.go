@@ -34,8 +34,14 @@ type session struct {
 	step     actors.StepFunc
 	stepTime time.Duration
 	emit     *idEmitter
+	ckpt     *checkpointer
 	progress *progress
-	watch    watchOptions
+	// maxBatches, when set, stops the run once its devices stepped that
+	// many batches: stop ends it, with errMaxBatches as the cause.
+	maxBatches int
+	stop       context.CancelCauseFunc
+	stepped    int
+	watch      watchOptions
 
 	metricsURL string
 	recorder   *recorder
@@ -70,6 +76,13 @@ func (s *session) deviceStep(ctx context.Context, it actors.Item) error {
 	d := actors.DeviceFrom(ctx)
 	now := time.Now()
 	s.mu.Lock()
+	if s.maxBatches > 0 && s.stepped >= s.maxBatches {
+		// The run is stopping after --max-batches: no batch past them
+		// may be consumed (and committed) in the meantime.
+		s.mu.Unlock()
+		<-ctx.Done()
+		return ctx.Err()
+	}
 	s.waits[d] = append(s.waits[d], now.Sub(s.idle[d]))
 	s.mu.Unlock()
 	if s.step != nil {
@@ -90,11 +103,19 @@ func (s *session) deviceStep(ctx context.Context, it actors.Item) error {
 			return err
 		}
 	}
+	s.ckpt.step()
 	s.mu.Lock()
 	s.idle[d] = time.Now()
+	s.stepped++
+	if s.maxBatches > 0 && s.stepped == s.maxBatches {
+		s.stop(errMaxBatches)
+	}
 	s.mu.Unlock()
 	return nil
 }
+
+// errMaxBatches ends a run that stepped --max-batches batches.
+var errMaxBatches = errors.New("stopped after --max-batches batches")
 
 // watchOptions say how a run is observed besides the summary.
 type watchOptions struct {
@@ -119,23 +140,32 @@ func (w *watchOptions) flags(f interface {
 // long run's work is never lost to a bad path at its end: the ids file is
 // created (under its temporary name) and must not be one of the data files,
 // and the report's directory is made.
-func (s *session) prepareOutputs(emitIDs string, stages []actors.Stage) error {
+func (s *session) prepareOutputs(emitIDs, ckpt string, stages []actors.Stage) error {
 	if s.watch.report != "" {
 		if err := os.MkdirAll(s.watch.report, 0o755); err != nil {
 			return fmt.Errorf("--report: %w", err)
 		}
 	}
-	if emitIDs == "" {
-		return nil
-	}
+	var paths []string
 	if f, ok := stages[0].(actors.Files); ok {
-		paths := make([]string, len(f.Paths))
+		paths = make([]string, len(f.Paths))
 		for i, e := range f.Paths {
 			_, paths[i], _ = readers.ParseEntry(e)
 		}
-		if err := atomicfile.Refuse(emitIDs, paths...); err != nil {
-			return fmt.Errorf("--emit-ids: %w", err)
+	}
+	if ckpt != "" {
+		if err := atomicfile.Refuse(ckpt, paths...); err != nil {
+			return fmt.Errorf("--checkpoint: %w", err)
 		}
+		if err := os.MkdirAll(filepath.Dir(ckpt), 0o755); err != nil {
+			return fmt.Errorf("--checkpoint: %w", err)
+		}
+	}
+	if emitIDs == "" {
+		return nil
+	}
+	if err := atomicfile.Refuse(emitIDs, paths...); err != nil {
+		return fmt.Errorf("--emit-ids: %w", err)
 	}
 	if err := os.MkdirAll(filepath.Dir(emitIDs), 0o755); err != nil {
 		return fmt.Errorf("--emit-ids: %w", err)
@@ -272,7 +302,7 @@ func round(d time.Duration) time.Duration {
 }
 
 // idEmitter writes one JSON line per consumed batch:
-// {"pass":P,"device":D,"seq":S,"ids":["<file base name>#<record>",...]}.
+// {"epoch":E,"device":D,"seq":S,"ids":["<file>#<record>",...]}.
 // The file is written under a temporary name and renamed into place by
 // close, holding whole lines only: a run that fails or is stopped leaves
 // the ids of every batch its devices consumed, and a process killed before
@@ -292,15 +322,21 @@ func newIDEmitter(path string) (*idEmitter, error) {
 	return &idEmitter{f: f, w: bufio.NewWriter(f)}, nil
 }
 
+// idLine is a consumed batch: its epoch (the pass, counted on across a
+// resume), the device that stepped it, its index in the epoch, and its
+// samples.
 type idLine struct {
-	Pass   int      `json:"pass"`
+	Epoch  uint64   `json:"epoch"`
 	Device int      `json:"device"`
 	Seq    int      `json:"seq"`
 	IDs    []string `json:"ids"`
+	// Padding is how many of the last ids repeat samples dealt to a rank
+	// already (--remainder pad).
+	Padding int `json:"padding,omitempty"`
 }
 
 func (e *idEmitter) write(it actors.Item, device int, names []string) error {
-	line := idLine{Pass: it.Pass, Device: device, Seq: it.Seq, IDs: make([]string, len(it.IDs))}
+	line := idLine{Epoch: it.Epoch, Device: device, Seq: it.Index, IDs: make([]string, len(it.IDs)), Padding: it.Padding}
 	for i, id := range it.IDs {
 		f, r := messages.SplitID(id)
 		name := fmt.Sprintf("file%d", f)

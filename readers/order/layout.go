@@ -3,7 +3,10 @@ package order
 import "fmt"
 
 // Range is the positions [Lo, Hi) of an epoch's global order G.
-type Range struct{ Lo, Hi uint64 }
+type Range struct {
+	Lo uint64 `json:"lo"`
+	Hi uint64 `json:"hi"`
+}
 
 // Len is the number of positions in r.
 func (r Range) Len() uint64 { return r.Hi - r.Lo }

@@ -1,0 +1,207 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/actorfeed/actorfeed/actors"
+)
+
+// idLines reads an --emit-ids file.
+func idLines(t *testing.T, path string) []idLine {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	require.NoError(t, err)
+	var out []idLine
+	for _, line := range bytes.Split(bytes.TrimSuffix(data, []byte("\n")), []byte("\n")) {
+		if len(line) == 0 {
+			continue
+		}
+		var l idLine
+		require.NoError(t, json.Unmarshal(line, &l), "%q", line)
+		out = append(out, l)
+	}
+	return out
+}
+
+// runArgs are a run of 3 passes over data on one device, writing ids to
+// ids, and more.
+func runArgs(data, ids string, more ...string) []string {
+	return append([]string{"run", "--data", filepath.Join(data, "*.recordio"), "--passes", "3", "--batch", "32",
+		"--emit-ids", ids}, more...)
+}
+
+// A run stopped by SIGTERM at some batch and resumed from the state it
+// saved, three times over and with other numbers of readers each time,
+// delivers the uninterrupted run's batches, line for line.
+func TestResumeAfterSIGTERMIsTheUninterruptedRun(t *testing.T) {
+	data := genSet(t, 3, 3000)
+	dir := t.TempDir()
+	_, stderr, code := execCLI(t, dir, runArgs(data, "full.jsonl")...)
+	require.Zero(t, code, stderr)
+	full, err := os.ReadFile(filepath.Join(dir, "full.jsonl"))
+	require.NoError(t, err)
+
+	var got []byte
+	for i := range 4 {
+		ids := fmt.Sprintf("part-%d.jsonl", i)
+		args := runArgs(data, ids, "--checkpoint", "state.json", "--threads", fmt.Sprint(1+i%3))
+		if i > 0 {
+			args = append(args, "--resume", "state.json")
+		}
+		if i < 3 {
+			args = append(args, "--step", "2ms")
+			p := start(t, dir, args...)
+			p.waitLine(t, "pipeline:")
+			waitFile(t, dir, "."+ids, 1) // some batches were consumed
+			code, _ := p.stop(t, syscall.SIGTERM)
+			require.Equal(t, 128+int(syscall.SIGTERM), code, p.stderr.String())
+		} else {
+			_, stderr, code := execCLI(t, dir, args...)
+			require.Zero(t, code, stderr)
+		}
+		part, err := os.ReadFile(filepath.Join(dir, ids))
+		require.NoError(t, err)
+		got = append(got, part...)
+		t.Logf("part %d: %d lines", i, bytes.Count(part, []byte("\n")))
+	}
+	require.Equal(t, string(full), string(got))
+}
+
+// A run killed (SIGKILL: nothing of it is saved at the end) and resumed
+// from its last periodic checkpoint delivers what the uninterrupted run
+// delivered after that checkpoint's position.
+func TestResumeAfterSIGKILLFromTheLastCheckpoint(t *testing.T) {
+	data := genSet(t, 3, 3000)
+	dir := t.TempDir()
+	_, stderr, code := execCLI(t, dir, runArgs(data, "full.jsonl")...)
+	require.Zero(t, code, stderr)
+	full := idLines(t, filepath.Join(dir, "full.jsonl"))
+
+	p := start(t, dir, runArgs(data, "killed.jsonl", "--checkpoint", "state.json", "--checkpoint-every", "5", "--step", "2ms")...)
+	waitFile(t, dir, "state.json", 1)
+	require.NoError(t, p.cmd.Process.Kill())
+	p.cmd.Wait()
+	st, err := readState(filepath.Join(dir, "state.json"))
+	require.NoError(t, err)
+	_, err = os.Stat(filepath.Join(dir, "killed.jsonl"))
+	require.ErrorIs(t, err, os.ErrNotExist, "a killed run leaves no partial ids file")
+
+	_, stderr, code = execCLI(t, dir, runArgs(data, "resumed.jsonl", "--resume", "state.json", "--threads", "2")...)
+	require.Zero(t, code, stderr)
+	var want []idLine
+	for _, l := range full {
+		if l.Epoch > st.Epoch || l.Epoch == st.Epoch && uint64(l.Seq*st.Unit) >= st.Done {
+			want = append(want, l)
+		}
+	}
+	require.Less(t, len(want), len(full), "the checkpoint was taken part way")
+	require.Equal(t, want, idLines(t, filepath.Join(dir, "resumed.jsonl")))
+}
+
+// sampleCount counts, per epoch, how often each sample was delivered
+// (padding aside), and the batches of each file.
+func sampleCount(t *testing.T, seen map[uint64]map[string]int, path string) int {
+	t.Helper()
+	lines := idLines(t, path)
+	for _, l := range lines {
+		if seen[l.Epoch] == nil {
+			seen[l.Epoch] = map[string]int{}
+		}
+		for _, id := range l.IDs[:len(l.IDs)-l.Padding] {
+			seen[l.Epoch][id]++
+		}
+	}
+	return len(lines)
+}
+
+// Four ranks, four processes over the same files: disjoint, equal shares
+// whose union is each epoch. Stopped after the same step and resumed as
+// three: every sample not yet delivered, exactly once.
+func TestRanksShareEpochsAndResumeAsFewer(t *testing.T) {
+	data := genSet(t, 2, 2000)
+	dir := t.TempDir()
+	rank := func(r, world int, ids string, more ...string) *proc {
+		args := append([]string{"run", "--data", filepath.Join(data, "*.recordio"), "--batch", "32",
+			"--rank", fmt.Sprint(r), "--world", fmt.Sprint(world), "--emit-ids", ids}, more...)
+		return start(t, dir, args...)
+	}
+	wait := func(ps []*proc) {
+		for _, p := range ps {
+			for range p.lines {
+			}
+			require.NoError(t, p.cmd.Wait(), p.stderr.String())
+		}
+	}
+	var ps []*proc
+	for r := range 4 {
+		ps = append(ps, rank(r, 4, fmt.Sprintf("whole-%d.jsonl", r), "--passes", "2"))
+	}
+	wait(ps)
+	seen := map[uint64]map[string]int{}
+	var batches []int
+	for r := range 4 {
+		batches = append(batches, sampleCount(t, seen, filepath.Join(dir, fmt.Sprintf("whole-%d.jsonl", r))))
+	}
+	require.Equal(t, []int{batches[0], batches[0], batches[0], batches[0]}, batches, "equal shares")
+	for e := range uint64(2) {
+		require.Len(t, seen[e], 2000, "epoch %d: the union is the epoch", e)
+		for id, k := range seen[e] {
+			require.Equal(t, 1, k, "epoch %d: %s dealt to one rank", e, id)
+		}
+	}
+
+	ps = ps[:0]
+	for r := range 4 {
+		ps = append(ps, rank(r, 4, fmt.Sprintf("a-%d.jsonl", r), "--remainder", "pad", "--max-batches", "7",
+			"--checkpoint", fmt.Sprintf("a-%d.state", r)))
+	}
+	wait(ps)
+	ps = ps[:0]
+	for r := range 3 {
+		ps = append(ps, rank(r, 3, fmt.Sprintf("b-%d.jsonl", r), "--remainder", "pad", "--resume", "a-0.state",
+			"--threads", "1"))
+	}
+	wait(ps)
+	seen = map[uint64]map[string]int{}
+	for r := range 4 {
+		require.Equal(t, 7, sampleCount(t, seen, filepath.Join(dir, fmt.Sprintf("a-%d.jsonl", r))))
+	}
+	batches = batches[:0]
+	for r := range 3 {
+		batches = append(batches, sampleCount(t, seen, filepath.Join(dir, fmt.Sprintf("b-%d.jsonl", r))))
+	}
+	require.Equal(t, []int{batches[0], batches[0], batches[0]}, batches, "the three get equal shares of the rest")
+	require.Len(t, seen[0], 2000)
+	for id, k := range seen[0] {
+		require.Equal(t, 1, k, "%s", id)
+	}
+}
+
+// --resume refuses a file that is not a state, or a state of other data,
+// before anything runs, saying why.
+func TestResumeRefusesWhatItCannotContinue(t *testing.T) {
+	data := genSet(t, 2, 500)
+	other := genSet(t, 2, 600)
+	dir := t.TempDir()
+	_, err := cli(t, "run", "--data", filepath.Join(data, "*.recordio"), "--checkpoint", filepath.Join(dir, "s.json"), "--max-batches", "2")
+	require.NoError(t, err)
+	_, err = cli(t, "run", "--data", filepath.Join(other, "*.recordio"), "--resume", filepath.Join(dir, "s.json"))
+	require.ErrorIs(t, err, actors.ErrState)
+	require.ErrorContains(t, err, "another data set")
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "junk.json"), []byte("{\"epoch\": 3}"), 0o644))
+	_, err = cli(t, "run", "--data", filepath.Join(data, "*.recordio"), "--resume", filepath.Join(dir, "junk.json"))
+	require.ErrorContains(t, err, "not a state")
+	_, err = cli(t, "run", "--data", filepath.Join(data, "*.recordio"), "--checkpoint-every", "3")
+	require.ErrorContains(t, err, "--checkpoint-every needs --checkpoint")
+	_, err = cli(t, "run", "--data", filepath.Join(data, "*.recordio"), "--rank", "2", "--world", "2")
+	require.True(t, strings.Contains(err.Error(), "--rank 2 is out of range"), err.Error())
+}
