@@ -2,6 +2,7 @@ package actors_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log"
 	"os"
@@ -65,4 +66,50 @@ func exampleFiles() (paths []string, cleanup func()) {
 		paths = append(paths, path)
 	}
 	return paths, func() { os.RemoveAll(dir) }
+}
+
+// A trainer that is preempted saves the pipeline's state with its model
+// checkpoint, and a new process resumes from it: the batches before the
+// checkpoint and after the resume are those of an uninterrupted run.
+func ExampleState() {
+	files, cleanup := exampleFiles()
+	defer cleanup()
+	stages := []actors.Stage{actors.Files{Paths: files}, actors.Shuffle{Window: 512, Seed: 1}, actors.Batch{Size: 100}}
+	ctx := context.Background()
+
+	// The first process trains 7 steps, checkpoints, and is preempted.
+	p, err := actors.New(stages, actors.Options{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	for range 7 {
+		if _, err := p.Next(ctx); err != nil {
+			log.Fatal(err)
+		}
+	}
+	st, err := p.State()
+	if err != nil {
+		log.Fatal(err)
+	}
+	saved, _ := json.Marshal(st) // with the model's weights
+	p.Close()
+
+	// The next process resumes where it stopped.
+	var resume actors.State
+	if err := json.Unmarshal(saved, &resume); err != nil {
+		log.Fatal(err)
+	}
+	p, err = actors.New(stages, actors.Options{Resume: &resume})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer p.Close()
+	left, _ := p.Batches()
+	it, err := p.Next(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Printf("%d bytes of state; resumed at batch %d of epoch %d, %d batches left\n", len(saved), it.Index, it.Epoch, left)
+	// Output:
+	// 248 bytes of state; resumed at batch 7 of epoch 0, 13 batches left
 }

@@ -362,3 +362,42 @@ func TestDevicesResumeExactly(t *testing.T) {
 	}
 	require.ElementsMatch(t, wantAll, all)
 }
+
+// An item committed past a state's position (Beyond) is skipped when the
+// pipeline resumes, and stays in the state until the position passes it:
+// resumed and stopped again before reaching it, a state that forgot it
+// delivered it twice (found by sim --preempt, seed 5).
+func TestResumeKeepsItemsCommittedPastItsPosition(t *testing.T) {
+	ctx := testutil.Context(t)
+	paths := testutil.WriteFiles(t, 2, 60, 300)
+	p, err := actors.New(ordered(paths, 2), actors.Options{System: sharedSys})
+	require.NoError(t, err)
+	var want [][]uint64
+	for range 4 {
+		it, err := p.Next(ctx)
+		require.NoError(t, err)
+		want = append(want, slices.Clone(it.IDs))
+	}
+	st, err := p.State()
+	require.NoError(t, err)
+	closeAndCheck(t, p, sharedSys)
+	// As if a device had committed the 4th batch, and another not yet the
+	// 2nd: the state stands after the 1st, with the 4th past it.
+	st.Done, st.Beyond = 16, []uint64{48}
+	p, err = actors.New(ordered(paths, 1), actors.Options{System: sharedSys, Resume: &st})
+	require.NoError(t, err)
+	it, err := p.Next(ctx)
+	require.NoError(t, err)
+	require.Equal(t, want[1], it.IDs)
+	again, err := p.State()
+	require.NoError(t, err)
+	require.Equal(t, uint64(32), again.Done)
+	require.Equal(t, []uint64{48}, again.Beyond, "the 4th batch is still delivered")
+	it, err = p.Next(ctx)
+	require.NoError(t, err)
+	require.Equal(t, want[2], it.IDs)
+	it, err = p.Next(ctx)
+	require.NoError(t, err)
+	require.NotEqual(t, want[3], it.IDs, "the 4th batch is not delivered again")
+	closeAndCheck(t, p, sharedSys)
+}

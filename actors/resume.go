@@ -23,9 +23,11 @@ var ErrState = errors.New("actors: no resumable state")
 // returned it), in a few hundred bytes whatever the data set or the
 // shuffle window. Marshal it with encoding/json next to a model checkpoint;
 // Options.Resume continues exactly there, with any number of readers,
-// workers or devices, and with another Shard.World (the rest of the epoch
-// is re-dealt among the new ranks). Items prefetched but not committed are
-// delivered again after a resume, once.
+// workers or devices, and with another Shard.World: the rest of the epoch
+// is then re-dealt among the new ranks, which needs every rank at the same
+// position with nothing committed past it (Beyond empty), as a synchronous
+// trainer's ranks are. Items prefetched but not committed are delivered
+// again after a resume, once.
 type State struct {
 	Version int `json:"version"`
 	// The order: these must match the resuming pipeline's.
@@ -68,6 +70,12 @@ func (p *orderPlan) start(st *State) error {
 	}
 	p.first, p.firstPlan, p.firstDone, p.firstSkip = st.Epoch, st.Layout, st.Done, slices.Clone(st.Beyond)
 	if st.Layout.World != world { // elastic: re-deal the rest of the epoch
+		if len(st.Beyond) > 0 && st.Done < st.Layout.Share(rem) {
+			// Past its position, the state knows its own rank's commits
+			// only: re-dealt, the others' would be delivered again.
+			return fmt.Errorf("%w: the state lists %d item(s) committed past its position, so it resumes only on %d rank(s), not %d",
+				ErrState, len(st.Beyond), st.Layout.World, world)
+		}
 		p.firstPlan, p.firstDone, p.firstSkip = st.Layout.Rest(rem, st.Done, world), 0, nil
 	}
 	return nil
@@ -206,6 +214,14 @@ func (p *Pipeline) State() (State, error) {
 	t.startLocked(pass)
 	done, beyond, unplaced := t.done, t.beyondLocked(), t.unplaced
 	t.mu.Unlock()
+	// Items a resumed pass skips (committed past the state it resumed
+	// from) stay committed until the position passes them.
+	for _, start := range p.order.skip(pass) {
+		if start >= done && !slices.Contains(beyond, start) {
+			beyond = append(beyond, start)
+		}
+	}
+	slices.Sort(beyond)
 	if unplaced {
 		return State{}, fmt.Errorf("%w: an item without a place in the order was consumed", ErrState)
 	}

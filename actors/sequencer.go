@@ -238,10 +238,14 @@ func (w *windows) take(b *messages.Batch, walk bool) ([]*messages.Batch, error) 
 		j.slot[pos-j.job.Start] = int32(j.got.len())
 		j.got.refs, j.got.ids = append(j.got.refs, refs[i]), append(j.got.ids, id)
 	}
-	if walk && len(b.Ids) == 0 && b.Positions > 0 { // holes only: their window may not be open yet
-		w.window(run, b.Position, walk)
-	}
 	upto := b.Position + b.Positions
+	if walk && b.Positions > 0 {
+		// Holes may end the group: every window it reaches must be open
+		// for its positions to count, the first too when it holds holes
+		// only.
+		w.window(run, b.Position, walk)
+		w.openThrough(run, upto)
+	}
 	var out []*messages.Batch
 	for len(w.open) > 0 && w.open[0].run == run && w.open[0].end() <= upto {
 		var err error
@@ -253,6 +257,17 @@ func (w *windows) take(b *messages.Batch, walk bool) ([]*messages.Batch, error) 
 		w.open = w.open[:copy(w.open, w.open[1:])]
 	}
 	return out, nil
+}
+
+// openThrough opens the windows of run that start before S position upto.
+func (w *windows) openThrough(run int, upto uint64) {
+	for w.walk.run == run && w.walk.end < upto {
+		job, r, ok := w.walk.next(true)
+		if !ok {
+			return
+		}
+		w.add(job, r)
+	}
 }
 
 // hand permutes a complete window and adds its delivered positions to the

@@ -1,6 +1,8 @@
 package sim
 
 import (
+	"fmt"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -34,4 +36,25 @@ func TestLedgerOrderPerDevice(t *testing.T) {
 	l.add(0, 1, 1, []uint64{3})
 	l.add(0, 0, 2, []uint64{4})
 	require.Equal(t, map[int][][]uint64{0: {{1, 2, 4}, {3}}}, l.order())
+}
+
+// The preemption checker catches a sample delivered twice across segments,
+// one never delivered, and unequal shares.
+func TestCheckPreemptedCatchesLossDuplicationAndUnequalShares(t *testing.T) {
+	sc := Scenario{Shape: Shape{Files: 1, Records: 4, Passes: 1}}
+	damaged := []map[int]bool{{}}
+	id := func(r int) uint64 { return messages.SampleID(0, r) }
+	check := func(all []delivered) []string {
+		var got []string
+		checkPreempted(func(f string, a ...any) { got = append(got, fmt.Sprintf(f, a...)) }, sc, all, damaged)
+		return got
+	}
+	ok := []delivered{{world: 2, rank: 0, ids: []uint64{id(0), id(1)}}, {world: 2, rank: 1, ids: []uint64{id(2), id(3)}}}
+	require.Empty(t, check(ok))
+	twice := append(slices.Clone(ok), delivered{world: 2, rank: 1, index: 1, ids: []uint64{id(3)}})
+	require.NotEmpty(t, check(twice), "a sample twice, and rank 1 a batch more")
+	require.NotEmpty(t, check(ok[:1]), "samples never delivered")
+	padded := append(slices.Clone(ok), delivered{world: 2, rank: 0, index: 1, padding: 1, ids: []uint64{id(0)}},
+		delivered{world: 2, rank: 1, index: 1, padding: 1, ids: []uint64{id(1)}})
+	require.Empty(t, check(padded), "padding is not a second delivery")
 }

@@ -11,11 +11,17 @@
 // Run executes a scenario with a deadline and checks the invariants from
 // the ledger of the samples the devices consumed: each sample exactly once
 // per pass (under the skip policy: exactly the corrupted ones missing, and
-// counted), the fault-free order when reading is ordered, an error naming
+// counted), the fault-free order in the order, an error naming
 // the stage and cause when one is due and before the deadline, live
 // batches within the configured bound, and no goroutine or actor left
 // after shutdown. Generate draws random scenarios; the same seed gives the
 // same scenario, fault schedule and verdict.
+//
+// GeneratePreemption draws jobs of several ranks that are stopped or
+// killed and resumed from their states (Scenario.Preempt), perhaps as
+// another number of ranks; Run then checks each epoch's samples exactly
+// once across the ranks, equal shares, and every batch against the
+// uninterrupted run of its world (docs/determinism.md).
 //
 // sim may import every package except cmd.
 package sim

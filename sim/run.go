@@ -184,6 +184,10 @@ func Run(ctx context.Context, sc Scenario, o Options) (res Result) {
 	if !o.NoLeakCheck {
 		leaks = goleak.IgnoreCurrent()
 	}
+	if sc.Preempt != nil {
+		runPreempted(ctx, sc, paths, damaged, o, leaks, &res, violate)
+		return res
+	}
 
 	l, run := execute(ctx, sc, paths, o, true)
 	res.Err, res.Restarts, res.Skipped, res.Fired, res.Samples = run.err, run.restarts, run.skipped, run.fired, run.samples
@@ -218,17 +222,21 @@ func Run(ctx context.Context, sc Scenario, o Options) (res Result) {
 	default:
 		checkDelivered(violate, sc.Shape, run, l, exp, o.Intensity)
 	}
-	sh := sc.Shape
-	if len(res.Violations) == 0 && run.err == nil && !sh.AnyOrder {
-		// In the order, the consumed order is the fault-free run's.
-		ref, refRun := execute(ctx, Scenario{Seed: sc.Seed, Shape: sc.Shape, Faults: staticOnly(sc.Faults)}, paths, o, false)
-		if refRun.err != nil {
-			violate("the fault-free reference run failed: %v", refRun.err)
-		} else if a, b := l.order(), ref.order(); !equalOrders(a, b) {
-			violate("consumed order differs from the fault-free run's")
-		}
+	if len(res.Violations) == 0 && run.err == nil && !sc.Shape.AnyOrder {
+		checkOrder(ctx, violate, sc, paths, o, l)
 	}
 	return res
+}
+
+// checkOrder checks that, in the order, a run consumed in the fault-free
+// run's order.
+func checkOrder(ctx context.Context, violate violation, sc Scenario, paths []string, o Options, l *ledger) {
+	ref, refRun := execute(ctx, Scenario{Seed: sc.Seed, Shape: sc.Shape, Faults: staticOnly(sc.Faults)}, paths, o, false)
+	if refRun.err != nil {
+		violate("the fault-free reference run failed: %v", refRun.err)
+	} else if a, b := l.order(), ref.order(); !equalOrders(a, b) {
+		violate("consumed order differs from the fault-free run's")
+	}
 }
 
 // violation records a broken invariant.

@@ -104,6 +104,8 @@ type Scenario struct {
 	Seed   uint64
 	Shape  Shape
 	Faults []Fault
+	// Preempt, when set, stops and resumes the job (GeneratePreemption).
+	Preempt *Preemption
 }
 
 // Describe is the scenario's shape in a few words.
@@ -132,6 +134,9 @@ func (s Scenario) Describe() string {
 	}
 	if sh.Window > 0 || sh.Capacity > 0 || sh.ReaderWindow > 0 {
 		parts = append(parts, fmt.Sprintf("links %d/%d/%d", sh.Window, sh.Capacity, sh.ReaderWindow))
+	}
+	if s.Preempt != nil {
+		parts = append(parts, "preempted: "+s.Preempt.describe())
 	}
 	return strings.Join(parts, ", ")
 }

@@ -251,40 +251,9 @@ func runPipeline(ctx context.Context, out, errOut io.Writer, o runOptions, chang
 	var startup *program.Program
 	reader := "reader"
 	if o.spec != "" {
-		data, err := readSpec(o.spec)
-		if err != nil {
+		var err error
+		if startup, reader, err = loadSpec(&o, scope, changed); err != nil {
 			return err
-		}
-		spec, err := program.Parse(data)
-		if err != nil {
-			return fmt.Errorf("%s: %w", o.spec, err)
-		}
-		spec.ResolvePaths(filepath.Dir(o.spec))
-		startup = &spec.Startup
-		if spec.Shard != nil && !changed("rank") && !changed("world") && !changed("remainder") {
-			scope.Options.Shard = *spec.Shard
-		}
-		if d := spec.Devices; d != nil {
-			reader = d.Reader
-			if !changed("devices") {
-				o.devices = d.N
-			}
-			if !changed("step") {
-				o.step = d.Step
-			}
-			if !changed("passes") {
-				o.passes = d.Passes
-			}
-		} else {
-			reader = spec.Startup.Ops[len(spec.Startup.Ops)-1].Out[0]
-			if spec.Main != nil {
-				// The devices take the place of the main program's reads:
-				// its reader, for its passes.
-				reader = readOf(spec.Main, reader)
-				if !changed("passes") {
-					o.passes = spec.Passes
-				}
-			}
 		}
 	} else {
 		files, err := expand(o.data)
@@ -299,10 +268,11 @@ func runPipeline(ctx context.Context, out, errOut io.Writer, o runOptions, chang
 	}
 	if st := opts.Resume; st != nil {
 		// --passes counts the job's epochs: a resumed run does those left.
-		if o.passes -= int(min(st.Epoch, uint64(o.passes))); o.passes == 0 {
-			fmt.Fprintf(out, "nothing to do: the state is at epoch %d, and the run has %d pass(es)\n", st.Epoch, int(st.Epoch))
+		if st.Epoch >= uint64(o.passes) {
+			fmt.Fprintf(out, "nothing to do: the state is at epoch %d, and the job has %d pass(es)\n", st.Epoch, o.passes)
 			return nil
 		}
+		o.passes -= int(st.Epoch)
 	}
 	if err := scope.Run(ctx, startup); err != nil {
 		return err
@@ -327,16 +297,23 @@ func runPipeline(ctx context.Context, out, errOut io.Writer, o runOptions, chang
 	}
 	fmt.Fprintf(out, "pipeline: %s on %d device(s), step %v, %d pass(es)\n", describe(scope.Reader(reader).Stages()), o.devices, o.step, o.passes)
 	s.progress = newProgress(errOut, o.every, countSamples(scope.Reader(reader).Stages(), o.passes))
-	err := s.run(runCtx, nil)
+	return s.finish(ctx, runCtx, out, s.run(runCtx, nil))
+}
+
+// finish ends a run that ended with err: it stops the devices, writes the
+// last checkpoint and the ids, and prints the summary, unless the run
+// failed. ctx is the command's (a signal stops it), runCtx the run's.
+func (s *session) finish(ctx, runCtx context.Context, out io.Writer, err error) error {
 	s.p.Close() // the devices write ids: stop them before the file is closed
 	if cerr := s.ckpt.final(); err == nil {
 		err = cerr // written whatever the run's end: a stop is never worse than the last checkpoint
 	}
-	if errors.Is(context.Cause(runCtx), errMaxBatches) && context.Cause(ctx) == nil {
+	switch {
+	case errors.Is(context.Cause(runCtx), errMaxBatches) && context.Cause(ctx) == nil:
 		err, s.stopped = nil, errMaxBatches // the run did what it was asked
-	} else if err != nil && context.Cause(ctx) == nil {
+	case err != nil && context.Cause(ctx) == nil:
 		return err
-	} else {
+	default:
 		s.stopped = context.Cause(ctx)
 	}
 	s.summary(out)
@@ -344,6 +321,46 @@ func runPipeline(ctx context.Context, out, errOut io.Writer, o runOptions, chang
 		err = cerr
 	}
 	return err
+}
+
+// loadSpec reads the --spec program: its startup program and the reader
+// the devices read; the spec's devices, passes and shard apply unless
+// flags set them.
+func loadSpec(o *runOptions, scope *program.Scope, changed func(string) bool) (*program.Program, string, error) {
+	data, err := readSpec(o.spec)
+	if err != nil {
+		return nil, "", err
+	}
+	spec, err := program.Parse(data)
+	if err != nil {
+		return nil, "", fmt.Errorf("%s: %w", o.spec, err)
+	}
+	spec.ResolvePaths(filepath.Dir(o.spec))
+	if spec.Shard != nil && !changed("rank") && !changed("world") && !changed("remainder") {
+		scope.Options.Shard = *spec.Shard
+	}
+	if d := spec.Devices; d != nil {
+		if !changed("devices") {
+			o.devices = d.N
+		}
+		if !changed("step") {
+			o.step = d.Step
+		}
+		if !changed("passes") {
+			o.passes = d.Passes
+		}
+		return &spec.Startup, d.Reader, nil
+	}
+	reader := spec.Startup.Ops[len(spec.Startup.Ops)-1].Out[0]
+	if spec.Main != nil {
+		// The devices take the place of the main program's reads: its
+		// reader, for its passes.
+		reader = readOf(spec.Main, reader)
+		if !changed("passes") {
+			o.passes = spec.Passes
+		}
+	}
+	return &spec.Startup, reader, nil
 }
 
 // readOf is the reader a main program reads, or def if it reads none.

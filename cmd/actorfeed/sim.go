@@ -32,6 +32,7 @@ type simOptions struct {
 	deadline    time.Duration
 	show        string
 	parallel    int
+	preempt     bool
 }
 
 // maxParallel bounds --parallel: scenarios beyond a few per core only
@@ -51,7 +52,7 @@ func newSim() *cobra.Command {
 schedule drawn from its seed, plus the named regression scenarios, and checks
 every invariant of docs/reliability.md: each sample exactly once per pass (or
 exactly the damaged ones missing and counted, under the skip policy), the
-fault-free order when reading is ordered, an error naming the stage and cause
+fault-free order (unless --any-order is drawn), an error naming the stage and cause
 when one is due and before the deadline, live batches within the bound, no
 goroutine and no actor left. It prints a table, the seeds of failures, and
 exits non-zero on any violation.
@@ -70,7 +71,15 @@ such as panic-storm) runs that scenario again and shows its schedule and
 verdict. --parallel N runs N scenarios at a time: the
 machine is then loaded, which reaches races that a scenario alone on an idle
 machine cannot; goroutine leaks are then checked once, after the last,
-and traced to the scenarios that started them.`,
+and traced to the scenarios that started them.
+
+--preempt makes every scenario a job that is preempted and resumed: its
+ranks stop (or are killed, and resume from their last checkpoint) at drawn
+batches, perhaps several times an epoch, and go on from their states as
+another number of ranks, readers and devices, with the faults still
+injected. It checks every epoch's samples exactly once across the ranks,
+equal batch counts, and each batch against the uninterrupted run of its
+world (docs/determinism.md).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o.replaySet = cmd.Flags().Changed("replay")
@@ -93,6 +102,7 @@ and traced to the scenarios that started them.`,
 	f.BoolVar(&o.regressions, "regressions", true, "also run the named regression scenarios")
 	f.DurationVar(&o.deadline, "deadline", 20*time.Second, "deadline of one scenario")
 	f.StringVar(&o.show, "show", "", "rows of the table: all or fail (default all up to 100 scenarios)")
+	f.BoolVar(&o.preempt, "preempt", false, "preempt and resume every scenario's job, as ranks of a trainer")
 	f.IntVar(&o.parallel, "parallel", 1, "scenarios run at a time")
 	return cmd
 }
@@ -100,17 +110,21 @@ and traced to the scenarios that started them.`,
 func runSim(ctx context.Context, out io.Writer, o simOptions) error {
 	var scenarios []sim.Scenario
 	if o.replaySet {
-		sc, err := replayed(o.replay)
+		sc, err := replayed(o.replay, o.preempt)
 		if err != nil {
 			return usageError{err}
 		}
 		scenarios = []sim.Scenario{sc}
 	} else {
-		if o.regressions {
+		generate := sim.Generate
+		if o.preempt {
+			generate = sim.GeneratePreemption
+		}
+		if o.regressions && !o.preempt {
 			scenarios = append(scenarios, sim.Regressions()...)
 		}
 		for k := range o.scenarios {
-			scenarios = append(scenarios, sim.Generate(o.seed+uint64(k)))
+			scenarios = append(scenarios, generate(o.seed+uint64(k)))
 		}
 	}
 	show := o.show
@@ -258,8 +272,11 @@ func verdict(res sim.Result) string {
 }
 
 // replayed is the scenario --replay names: a seed, or a regression's name.
-func replayed(what string) (sim.Scenario, error) {
+func replayed(what string, preempt bool) (sim.Scenario, error) {
 	if seed, err := strconv.ParseUint(strings.TrimPrefix(what, "seed "), 10, 64); err == nil {
+		if preempt {
+			return sim.GeneratePreemption(seed), nil
+		}
 		return sim.Generate(seed), nil
 	}
 	var names []string

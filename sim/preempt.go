@@ -1,0 +1,531 @@
+package sim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"go.uber.org/goleak"
+
+	"github.com/actorfeed/actorfeed/actors"
+	"github.com/actorfeed/actorfeed/internal/registered"
+	"github.com/actorfeed/actorfeed/messages"
+	"github.com/actorfeed/actorfeed/readers/order"
+	"github.com/actorfeed/actorfeed/supervisor"
+)
+
+// Preemption is how a scenario's job is stopped and resumed: it starts as
+// World ranks (Options.Shard), and at each Stop every rank stops, its state
+// is saved, and the job goes on from the states, perhaps as another number
+// of ranks, readers and devices (docs/determinism.md).
+type Preemption struct {
+	World int
+	Stops []Stop
+}
+
+// Stop is one preemption: in epoch Epoch, every rank commits the batches
+// before index At and stops (Close). Killed, the process is gone and the
+// state it resumes from is the last checkpoint's, taken after Checkpoint
+// batches: what was consumed after it is lost with the process. Then the
+// job goes on as World ranks of Threads readers and Devices devices.
+type Stop struct {
+	Epoch, At  int
+	Killed     bool
+	Checkpoint int
+	World      int
+	Threads    int
+	Devices    int
+}
+
+// GeneratePreemption is scenario seed's shape and faults made fit for a
+// job that is preempted, and the preemptions, drawn from a stream of their
+// own. The shape keeps what a state needs (the order, no multi-pass stage,
+// the pad remainder) and nothing that drops batches (drop_last, dropping a
+// partial step); the faults keep those a run survives (no storms, no
+// truncation, no probabilistic read errors, damage only when skipped).
+func GeneratePreemption(seed uint64) Scenario {
+	sc := Generate(seed)
+	sh := &sc.Shape
+	sh.AnyOrder, sh.MultiPass, sh.DropLast, sh.DropPartial = false, 0, false, false
+	sc.Faults = slices.DeleteFunc(sc.Faults, func(f Fault) bool {
+		switch f.Kind {
+		case PanicStorm, Truncate, ReadErrorP:
+			return true
+		case FlipChunk:
+			return !sh.Skip
+		}
+		return false
+	})
+	damage := slices.ContainsFunc(sc.Faults, func(f Fault) bool { return f.Kind == FlipChunk })
+	rng := rand.New(rand.NewPCG(seed, 0x9e3))
+	pre := &Preemption{World: 1 + rng.IntN(4)}
+	for range 1 + rng.IntN(3) {
+		st := Stop{Epoch: rng.IntN(sh.Passes), At: rng.IntN(12), Killed: rng.IntN(3) == 0,
+			Threads: 1 + rng.IntN(4), Devices: 1 + rng.IntN(3)}
+		if st.Killed {
+			st.Checkpoint = rng.IntN(st.At + 1)
+		}
+		pre.Stops = append(pre.Stops, st)
+	}
+	slices.SortStableFunc(pre.Stops, func(a, b Stop) int { return (a.Epoch*100 + a.At) - (b.Epoch*100 + b.At) })
+	world, counted := pre.World, -1 // counted: the last epoch a stop left batches committed past its position in
+	for i := range pre.Stops {      // in the order they happen: each goes on from the world before it
+		st := &pre.Stops[i]
+		st.World = world
+		// Elastic only from a position every rank shares, with nothing
+		// committed past it (a state's Beyond is its rank's alone): not a
+		// kill, nor after a stop in the same epoch that counted its
+		// batches as they came; and not where a batch of holes alone may
+		// put one rank's stop elsewhere.
+		if w := 1 + rng.IntN(4); !st.Killed && !damage && counted != st.Epoch && rng.IntN(2) == 0 {
+			st.World = w
+		}
+		if st.World == world {
+			counted = st.Epoch
+		}
+		world = st.World
+	}
+	sc.Preempt = pre
+	return sc
+}
+
+// describe is the preemptions in a few words.
+func (p *Preemption) describe() string {
+	parts := []string{fmt.Sprintf("%d rank(s)", p.World)}
+	for _, s := range p.Stops {
+		how := "stop"
+		if s.Killed {
+			how = fmt.Sprintf("kill (checkpoint %d)", s.Checkpoint)
+		}
+		parts = append(parts, fmt.Sprintf("%s at epoch %d batch %d -> %d rank(s)", how, s.Epoch, s.At, s.World))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// delivered is a batch a rank's devices committed: where it lies in the
+// order, and its samples.
+type delivered struct {
+	epoch          uint64
+	world, rank    int
+	index, padding int
+	ids            []uint64
+	elastic        bool // in an epoch re-dealt part way: its order is no reference's
+}
+
+// segment runs one rank from state st: its epochs up to the stop (nil: to
+// the job's end), and returns what it committed and its state at the stop.
+type segment struct {
+	sc      Scenario
+	paths   []string
+	o       Options
+	d       *disk
+	rank    int
+	world   int
+	threads int
+	devices int
+	st      *actors.State
+	stop    *Stop
+	live    bool // faults injected (the reference runs have none but the damage)
+	fired   map[FaultKind]int
+}
+
+// run runs the segment.
+func (g segment) run(ctx context.Context) ([]delivered, *actors.State, error) {
+	sh := g.sc.Shape
+	if g.st != nil && g.st.Epoch >= uint64(sh.Passes) {
+		return nil, g.st, nil // the job is done: a pipeline would start its next epoch at once
+	}
+	stages := chain(g.sc, g.paths)
+	stages[0] = actors.Files{Paths: g.paths, Threads: g.threads}
+	policy := supervisorPolicy(sh)
+	var faults []Fault
+	if g.live {
+		faults = g.sc.Faults
+	}
+	sys := actors.NewSystem()
+	opts := actors.Options{System: sys, GroupSize: sh.Group, OnCorrupt: policy, Retry: g.o.Retry, Intensity: g.o.Intensity,
+		ReadTimeout: g.o.ReadTimeout, Open: g.d.open, Window: sh.Window, Capacity: sh.Capacity, ReaderWindow: sh.ReaderWindow,
+		Shard: actors.Shard{Rank: g.rank, World: g.world, Remainder: order.Pad}, Resume: g.st}
+	panics := scheduledPanics(faults)
+	if len(panics.at) > 0 {
+		opts.Faults = panics
+	}
+	h := &stopHook{stop: g.stop, byIndex: g.stop != nil && g.stop.World != g.world}
+	if g.stop != nil && uint64(g.stop.Epoch) == g.firstEpoch() && h.arm(g.st, g.firstEpoch(), g.world) {
+		// Armed before the pipeline exists (its devices step from then
+		// on), and the stop comes before it would deliver anything.
+		return nil, g.st, nil
+	}
+	sc := g.sc
+	sc.Shape.Devices = g.devices // the devices' own checks count this segment's
+	dev := newDevices(sc, faults)
+	inner := dev.step(&ledger{})
+	// The devices step from the moment the pipeline exists: everything the
+	// hook uses is set before it, or under its lock.
+	rctx, cancel := context.WithTimeout(ctx, g.o.Deadline)
+	defer cancel()
+	h.cancel = cancel
+	p, err := actors.NewDevices(stages, actors.Devices{N: g.devices, Step: h.step(inner)}, opts)
+	if err != nil {
+		return nil, nil, err
+	}
+	h.mu.Lock()
+	h.p = p
+	if h.killAtStart {
+		if s, err := p.State(); err == nil {
+			h.killed = &s
+		}
+	}
+	h.mu.Unlock()
+	err = g.passes(rctx, p, h)
+	closeErr := p.Close()
+	if left := registered.Actors(sys); len(left) > 0 {
+		err = errors.Join(err, fmt.Errorf("actors left in the registry: %v", left))
+	}
+	if msgs := dev.violations(); len(msgs) > 0 {
+		err = errors.Join(err, errors.New(strings.Join(msgs, "; ")))
+	}
+	if g.fired != nil {
+		for _, m := range []map[FaultKind]int{dev.fired(), panics.fired()} {
+			for k, v := range m {
+				g.fired[k] += v
+			}
+		}
+	}
+	st, serr := p.State()
+	if h.killed != nil {
+		st = *h.killed
+	}
+	return h.kept(g.world, g.rank, st), &st, errors.Join(err, closeErr, serr)
+}
+
+// passes runs the pipeline's passes to the job's end or the stop.
+func (g segment) passes(ctx context.Context, p *actors.Pipeline, h *stopHook) error {
+	first := g.firstEpoch()
+	for e := first; e < uint64(g.sc.Shape.Passes); e++ {
+		if e > first {
+			// Armed before the pass's items can flow.
+			if g.stop != nil && uint64(g.stop.Epoch) == e && h.arm(g.st, e, g.world) {
+				if h.killAtStart {
+					if s, err := p.State(); err == nil {
+						h.killed = &s
+					}
+				}
+				return nil // the stop comes before this run delivers anything of the epoch
+			}
+			if err := p.Reset(); err != nil {
+				return err
+			}
+		}
+		err := p.Run(ctx)
+		if h.stopped.Load() {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("%w: epoch %d: %w", errHang, e, err)
+		}
+		if g.stop != nil && uint64(g.stop.Epoch) == e {
+			return nil // the stop's batch lies past the rank's share: it stops at the epoch's end
+		}
+	}
+	return nil
+}
+
+// stopHook wraps a device step: it records what the devices commit, and in
+// the stop's epoch lets target batches be committed, then stops the run.
+// With byIndex (a stop the ranks are re-dealt after, which must leave every
+// rank at the same position) those are the batches before At, exactly;
+// otherwise the first target to start, in whatever order the devices take
+// them (a state then has batches committed past its position). Killed, it
+// takes the checkpoint's state when ckpt batches are in.
+type stopHook struct {
+	stop     *Stop
+	byIndex  bool
+	p        *actors.Pipeline
+	cancel   context.CancelFunc
+	mu       sync.Mutex
+	got      []actors.Item
+	armed    bool
+	target   int // batches of the stop's epoch to commit
+	ckpt     int
+	inEpoch  int // of them committed
+	inflight int // of them being stepped
+	killed   *actors.State
+	// killAtStart: the checkpoint is the state before the stop's epoch
+	// delivers anything in this run.
+	killAtStart bool
+	stopped     atomic.Bool
+}
+
+// arm sets the stop up for epoch e, which the run (world ranks) resumed
+// from st starts part way into, and reports whether the stop comes before
+// it starts. Re-dealt to another world, the epoch's rest starts afresh.
+func (h *stopHook) arm(st *actors.State, e uint64, world int) bool {
+	start, skipped := 0, 0
+	if st != nil && st.Epoch == e && st.Layout.World == world {
+		start = int(st.Done) / st.Unit
+		for _, b := range st.Beyond { // delivered before: the resumed run skips them
+			if i := int(b) / st.Unit; i < h.stop.At {
+				skipped++
+			}
+		}
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.armed, h.target, h.ckpt = true, h.stop.At-start-skipped, h.stop.Checkpoint-start
+	h.killAtStart = h.stop.Killed && h.ckpt <= 0
+	return h.target <= 0
+}
+
+// firstEpoch is the epoch the segment starts in.
+func (g segment) firstEpoch() uint64 {
+	if g.st != nil {
+		return g.st.Epoch
+	}
+	return 0
+}
+
+// admit says whether a step of item it may go on; the stop's batches past
+// the target wait for the stop instead.
+func (h *stopHook) admit(it actors.Item) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !h.armed || it.Epoch != uint64(h.stop.Epoch) {
+		return true
+	}
+	if h.byIndex {
+		return it.Index < h.stop.At
+	}
+	if h.inEpoch+h.inflight >= h.target {
+		return false
+	}
+	h.inflight++
+	return true
+}
+
+func (h *stopHook) step(inner actors.StepFunc) actors.StepFunc {
+	return func(ctx context.Context, it actors.Item) (err error) {
+		if !h.admit(it) {
+			<-ctx.Done() // past the stop: never committed
+			return ctx.Err()
+		}
+		committed := false
+		defer func() { h.done(it, committed) }()
+		if err := inner(ctx, it); err != nil {
+			return err
+		}
+		committed = true
+		return nil
+	}
+}
+
+// done records a step's end (a panic's too).
+func (h *stopHook) done(it actors.Item, committed bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	inStop := h.armed && it.Epoch == uint64(h.stop.Epoch)
+	if inStop && !h.byIndex {
+		h.inflight--
+	}
+	if !committed {
+		return
+	}
+	h.got = append(h.got, actors.Item{Epoch: it.Epoch, Index: it.Index, Padding: it.Padding, IDs: slices.Clone(it.IDs)})
+	if !inStop {
+		return
+	}
+	h.inEpoch++
+	if h.stop.Killed && h.killed == nil && h.inEpoch >= h.ckpt {
+		if h.p == nil {
+			h.killAtStart = true // reached while the pipeline was being built: taken once it is
+		} else if st, err := h.p.State(); err == nil {
+			h.killed = &st // this step's own batch is not in it
+		}
+	}
+	if h.inEpoch >= h.target {
+		h.stopped.Store(true)
+		h.cancel()
+	}
+}
+
+// kept is what the segment delivered for good: all it committed, or, when
+// it was killed, what its checkpoint covers.
+func (h *stopHook) kept(world, rank int, st actors.State) []delivered {
+	var out []delivered
+	for _, it := range h.got {
+		if h.killed != nil && !covered(st, it) {
+			continue
+		}
+		out = append(out, delivered{epoch: it.Epoch, world: world, rank: rank, index: it.Index, padding: it.Padding, ids: it.IDs})
+	}
+	return out
+}
+
+// covered says whether a state's position is past a committed item.
+func covered(st actors.State, it actors.Item) bool {
+	if it.Epoch != st.Epoch {
+		return it.Epoch < st.Epoch
+	}
+	start := uint64(it.Index * st.Unit)
+	return start < st.Done || slices.Contains(st.Beyond, start)
+}
+
+// supervisorPolicy is the shape's corrupt-record policy.
+func supervisorPolicy(sh Shape) supervisor.CorruptPolicy {
+	if sh.Skip {
+		return supervisor.SkipCorrupt
+	}
+	return supervisor.FailOnCorrupt
+}
+
+// runPreempted is Run for a preempted scenario.
+func runPreempted(ctx context.Context, sc Scenario, paths []string, damaged []map[int]bool, o Options, leaks goleak.Option,
+	res *Result, violate violation) {
+	n, err := runPreempt(ctx, sc, paths, damaged, o, violate, res.Fired)
+	res.Samples = n
+	if ctx.Err() != nil {
+		res.Verdict, res.Violations = Stopped, nil
+		return
+	}
+	if err != nil {
+		res.Err = err
+		violate("%v", err)
+	}
+	if !o.NoLeakCheck {
+		if err := goleak.Find(leaks); err != nil {
+			violate("goroutines left after shutdown: %v", err)
+		}
+	}
+}
+
+// runPreempt runs a preempted job to its end, and its uninterrupted
+// references, and checks what they delivered.
+func runPreempt(ctx context.Context, sc Scenario, paths []string, damaged []map[int]bool, o Options, violate violation,
+	fired map[FaultKind]int) (int, error) {
+	pre := sc.Preempt
+	d := newDisk(paths, sc.Faults, sc.Seed)
+	defer func() {
+		for k, v := range d.counts() {
+			fired[k] += v
+		}
+	}()
+	var all []delivered
+	states := make([]*actors.State, pre.World)
+	world, threads, devices := pre.World, sc.Shape.Threads, sc.Shape.Devices
+	elasticFrom := -1 // the epoch re-dealt part way, if any
+	for i := 0; i <= len(pre.Stops); i++ {
+		var stop *Stop
+		if i < len(pre.Stops) {
+			stop = &pre.Stops[i]
+		}
+		next := make([]*actors.State, world)
+		for r := range world {
+			g := segment{sc: sc, paths: paths, o: o, d: d, rank: r, world: world, threads: threads, devices: devices,
+				st: states[r], stop: stop, live: true, fired: fired}
+			got, st, err := g.run(ctx)
+			for k := range got {
+				got[k].elastic = int(got[k].epoch) == elasticFrom
+			}
+			all = append(all, got...)
+			if err != nil {
+				return len(all), fmt.Errorf("rank %d of %d, before stop %d: %w", r, world, i, err)
+			}
+			next[r] = st
+		}
+		if stop == nil {
+			break
+		}
+		states = next
+		if stop.World != world { // re-dealt from any rank's state: they stopped at the same batch
+			if next[0] != nil && next[0].Done < next[0].Layout.Share(order.Pad) { // nil: stopped before it began
+				elasticFrom = int(next[0].Epoch)
+			}
+			states = make([]*actors.State, stop.World)
+			for r := range states {
+				states[r] = next[0]
+			}
+		}
+		world, threads, devices = stop.World, stop.Threads, stop.Devices
+	}
+	checkPreempted(violate, sc, all, damaged)
+	return len(all), checkAgainstReferences(ctx, violate, sc, paths, o, all)
+}
+
+// checkPreempted checks the job's deliveries: every undamaged sample once
+// in every epoch (padding aside), and, where nothing was damaged, equal
+// batch counts for the ranks of each world.
+func checkPreempted(violate violation, sc Scenario, all []delivered, damaged []map[int]bool) {
+	var want []uint64
+	anyDamage := false
+	for f := range sc.Shape.Files {
+		for r := range sc.Shape.Records {
+			if damaged[f][r] {
+				anyDamage = true
+				continue
+			}
+			want = append(want, messages.SampleID(f, r))
+		}
+	}
+	for e := range uint64(sc.Shape.Passes) {
+		var got []uint64
+		counts := map[[2]int]int{}
+		for _, dl := range all {
+			if dl.epoch == e {
+				got = append(got, dl.ids[:len(dl.ids)-dl.padding]...)
+				counts[[2]int{dl.world, dl.rank}]++
+			}
+		}
+		if msg := sameSet(want, got, 0, 0); msg != "" {
+			violate("epoch %d: %s", e, msg)
+		}
+		if anyDamage {
+			continue
+		}
+		for k, n := range counts {
+			if other := counts[[2]int{k[0], 0}]; n != other && !elasticIn(all, e) {
+				violate("epoch %d: rank %d of %d got %d batches, rank 0 %d", e, k[1], k[0], n, other)
+			}
+		}
+	}
+}
+
+// elasticIn says whether epoch e was re-dealt part way.
+func elasticIn(all []delivered, e uint64) bool {
+	return slices.ContainsFunc(all, func(d delivered) bool { return d.epoch == e && d.elastic })
+}
+
+// checkAgainstReferences checks every batch delivered outside a re-dealt
+// epoch against the uninterrupted run of its world: the same batch at the
+// same index of the same epoch, to the sample.
+func checkAgainstReferences(ctx context.Context, violate violation, sc Scenario, paths []string, o Options, all []delivered) error {
+	refs := map[[2]int]map[[2]uint64][]uint64{} // (world, rank) -> (epoch, index) -> ids
+	ref := Scenario{Seed: sc.Seed, Shape: sc.Shape, Faults: staticOnly(sc.Faults)}
+	for _, dl := range all {
+		if dl.elastic {
+			continue
+		}
+		key := [2]int{dl.world, dl.rank}
+		if refs[key] == nil {
+			g := segment{sc: ref, paths: paths, o: o, d: newDisk(paths, nil, sc.Seed), rank: dl.rank, world: dl.world,
+				threads: sc.Shape.Threads, devices: 1}
+			got, _, err := g.run(ctx)
+			if err != nil {
+				return fmt.Errorf("the reference run of rank %d of %d: %w", dl.rank, dl.world, err)
+			}
+			refs[key] = map[[2]uint64][]uint64{}
+			for _, r := range got {
+				refs[key][[2]uint64{r.epoch, uint64(r.index)}] = r.ids
+			}
+		}
+		if want := refs[key][[2]uint64{dl.epoch, uint64(dl.index)}]; !slices.Equal(want, dl.ids) {
+			violate("epoch %d, rank %d of %d, batch %d: not the uninterrupted run's batch", dl.epoch, dl.rank, dl.world, dl.index)
+			return nil
+		}
+	}
+	return nil
+}
