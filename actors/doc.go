@@ -12,8 +12,15 @@
 // a pool of worker goroutines the stage owns), MultiPass and DoubleBuffer
 // are the decorated readers.
 //
-// actors may import tensor, readers, messages, supervisor and
-// protoactor-go (with orcaman/concurrent-map, the type of protoactor's
-// process registry, which NewSystem replaces with a small one). It must not
-// import sim or cmd.
+// Files delivers its records in the order (docs/determinism.md): a function
+// of the files, the seed and the epoch, whatever the readers' number and
+// timing. Options.Shard makes a pipeline one rank's share of each epoch;
+// Pipeline.State is where it stands, in a few hundred bytes, and
+// Options.Resume continues from it exactly, after a preemption, on other
+// numbers of readers, devices or ranks.
 package actors
+
+// actors may import tensor, readers (and readers/order and
+// readers/recordio), messages, supervisor and protoactor-go (with
+// orcaman/concurrent-map, the type of protoactor's process registry, which
+// NewSystem replaces with a small one). It must not import sim or cmd.

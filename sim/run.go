@@ -20,7 +20,6 @@ import (
 	"github.com/actorfeed/actorfeed/messages"
 	"github.com/actorfeed/actorfeed/readers/format"
 	"github.com/actorfeed/actorfeed/readers/order"
-	"github.com/actorfeed/actorfeed/readers/recordio"
 	"github.com/actorfeed/actorfeed/supervisor"
 	"github.com/actorfeed/actorfeed/tensor"
 )
@@ -732,7 +731,7 @@ func orderTails(sc Scenario, paths []string, damaged []map[int]bool) ([]int, err
 	sh := sc.Shape
 	var splits []order.Split
 	for f, path := range paths {
-		x, err := indexOf(path)
+		x, err := index(path)
 		if err != nil {
 			return nil, err
 		}
@@ -758,18 +757,4 @@ func orderTails(sc Scenario, paths []string, damaged []map[int]bool) ([]int, err
 		tails = append(tails, k)
 	}
 	return tails, nil
-}
-
-// indexOf reads a RecordIO file's chunk index.
-func indexOf(path string) (*recordio.Index, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	return recordio.LoadIndex(f, st.Size(), path)
 }
