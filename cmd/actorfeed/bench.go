@@ -123,6 +123,16 @@ func runBench(ctx context.Context, out io.Writer, o benchOptions) error {
 	return nil
 }
 
+// The rows of the throughput table.
+const (
+	copyRow, readRow = "plain copy of the file's bytes", "plain read of the file"
+	chRow, stRow     = "channel pipeline, a record at a time", "channel pipeline, stacked read path"
+	srRow            = "channel pipeline, stacked, recycled batches"
+	acRow, rcRow     = "actor pipeline", "actor pipeline, recycled batches"
+	nwRow            = "actor pipeline, a new one for each pass"
+	aoRow            = "actor pipeline, any order (not deterministic)"
+)
+
 // benchThroughput measures the pipelines over the file at path and writes
 // their rows to tw. The running pipelines it keeps for the measurement are
 // closed before it returns, so that they are not in the later measurements'
@@ -147,14 +157,6 @@ func benchThroughput(ctx context.Context, tw io.Writer, comp recordio.Compressor
 		times[name] = append(times[name], time.Since(t))
 		return nil
 	}
-	const (
-		copyRow, readRow = "plain copy of the file's bytes", "plain read of the file"
-		chRow, stRow     = "channel pipeline, a record at a time", "channel pipeline, stacked read path"
-		srRow            = "channel pipeline, stacked, recycled batches"
-		acRow, rcRow     = "actor pipeline", "actor pipeline, recycled batches"
-		nwRow            = "actor pipeline, a new one for each pass"
-		aoRow            = "actor pipeline, any order (not deterministic)"
-	)
 	// The actor pipeline's throughput is that of a running pipeline, as
 	// a trainer keeps one across passes (Reset between them), after an
 	// untimed first pass; the last row builds a new one for every pass,
@@ -224,13 +226,24 @@ func benchThroughput(ctx context.Context, tw io.Writer, comp recordio.Compressor
 			}
 		}
 	}
+	names := make([]string, len(runs))
+	for i, r := range runs {
+		names[i] = r.name
+	}
+	reportThroughput(tw, comp, names, times, float64(o.samples), float64(payload), figs)
+	return nil
+}
+
+// reportThroughput writes the rows of the runs named names, in that order,
+// from their times: samples/s, MB/s and the ratios to the baselines.
+func reportThroughput(tw io.Writer, comp recordio.Compressor, names []string, times map[string][]time.Duration, samples, payload float64, figs *benchFigures) {
 	ch, cp := benchmark.Median(times[chRow]), benchmark.Median(times[copyRow])
 	st, sr := benchmark.Median(times[stRow]), benchmark.Median(times[srRow])
 	ratio := func(base, m time.Duration) string { return fmt.Sprintf("%.2f", base.Seconds()/m.Seconds()) }
-	for _, r := range runs {
-		m := benchmark.Median(times[r.name])
+	for _, name := range names {
+		m := benchmark.Median(times[name])
 		vsCh, vsSt, vsCp := "", "", ""
-		switch r.name {
+		switch name {
 		case acRow, nwRow, aoRow: // against the baseline that, like it, makes fresh batches
 			vsCh, vsSt, vsCp = ratio(ch, m), ratio(st, m), ratio(cp, m)
 		case rcRow:
@@ -238,13 +251,12 @@ func benchThroughput(ctx context.Context, tw io.Writer, comp recordio.Compressor
 		case chRow, stRow, srRow:
 			vsCp = ratio(cp, m)
 		}
-		fmt.Fprintf(tw, "%v\t%s\t%.0f\t%.0f\t%s\t%s\t%s\t\n", comp, r.name, float64(o.samples)/m.Seconds(), float64(payload)/m.Seconds()/1e6, vsCh, vsSt, vsCp)
-		if r.name != copyRow && r.name != readRow { // the bounds are two orders of magnitude above
-			figs.throughput = append(figs.throughput, benchBar{file: comp.String(), what: r.name, samples: float64(o.samples) / m.Seconds()})
+		fmt.Fprintf(tw, "%v\t%s\t%.0f\t%.0f\t%s\t%s\t%s\t\n", comp, name, samples/m.Seconds(), payload/m.Seconds()/1e6, vsCh, vsSt, vsCp)
+		if name != copyRow && name != readRow { // the bounds are two orders of magnitude above
+			figs.throughput = append(figs.throughput, benchBar{file: comp.String(), what: name, samples: samples / m.Seconds()})
 		}
 	}
 	fmt.Fprintf(tw, "%v\tactor pipeline in the order, vs any order\t\t\t\t%s\t\t\n", comp, ratio(benchmark.Median(times[aoRow]), benchmark.Median(times[acRow])))
-	return nil
 }
 
 // stacked is the stacked baseline's configuration.
