@@ -49,7 +49,6 @@ func (l *batchLogic) join(n int) (*messages.Batch, error) {
 	}
 	b.Pass = l.pass
 	// Nothing below fails: the rows are joined for good.
-	b.Position, b.Positions, b.Padding = l.pending.position, l.pending.positions, l.pending.padding
 	if l.blocks != nil {
 		l.blocks.joined(l.pending.refs[:n], &l.counts)
 	}
@@ -72,12 +71,12 @@ func (l *batchLogic) take(b *messages.Batch) ([]*messages.Batch, error) {
 		if err := l.pending.add(b); err != nil {
 			return nil, err
 		}
-		l.pending.position, l.pending.positions, l.pending.padding = b.Position, b.Positions, b.Padding
 		o, err := l.join(l.pending.len())
 		if err != nil {
 			l.pending.reset()
 			return nil, err
 		}
+		keepPlace(o, b)
 		return []*messages.Batch{o}, nil
 	}
 	if err := l.pending.add(b); err != nil {

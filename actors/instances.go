@@ -11,10 +11,6 @@ import (
 type instances struct {
 	refs []messages.Ref
 	ids  []uint64
-	// The place in the order of the item the instances came from, when
-	// they are one item's (a batch stage aligned on the order).
-	position, positions uint64
-	padding             uint32
 }
 
 // add appends an item's instances.
@@ -41,7 +37,6 @@ func (in *instances) cut(n int) {
 func (in *instances) reset() {
 	clear(in.refs)
 	in.refs, in.ids = in.refs[:0], in.ids[:0]
-	in.position, in.positions, in.padding = 0, 0, 0
 }
 
 // gather makes one item of the given pass from instances [lo, hi), still in

@@ -294,8 +294,8 @@ func (p *Pipeline) placeStages(stages []Stage, plan *orderPlan) {
 			p.unplaced = fmt.Sprintf("stage %d (%s)", i+1, s.kind())
 			return
 		case Batch:
-			if p.aligned == nil {
-				p.aligned, plan.unit = &s, s.Size
+			if p.aligned == 0 {
+				p.aligned, p.dropLast, plan.unit = i+1, s.DropLast, s.Size
 				continue
 			}
 			p.unplaced = fmt.Sprintf("stage %d (a second %s)", i+1, s.kind())
@@ -315,15 +315,4 @@ func stageAt[S Stage](stages []Stage, i int) (S, bool) {
 	}
 	s, ok := stages[i].(S)
 	return s, ok
-}
-
-// alignedAt says whether the batch stage at i is the one that batches the
-// order's items one to one.
-func (p *Pipeline) alignedAt(stages []Stage, i int) bool {
-	for j := 1; j < i; j++ {
-		if _, ok := stages[j].(Batch); ok {
-			return false
-		}
-	}
-	return p.aligned != nil
 }

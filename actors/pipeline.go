@@ -40,7 +40,10 @@ type Pipeline struct {
 	// unplaced names the stage that does not keep items' places in the
 	// order, when one does not: the pipeline then has no State.
 	unplaced string
-	aligned  *Batch // the batch stage that makes one batch of each item of the order
+	// aligned is the index of the batch stage that makes one batch of each
+	// item of the order, 0 when none does (stage 0 is the source).
+	aligned  int
+	dropLast bool // that stage's DropLast
 
 	mu          sync.Mutex
 	pass        uint32
@@ -346,7 +349,7 @@ func (p *Pipeline) planTransform(name string, stages []Stage, i int, dev *Device
 // recycled through when it may be.
 func (p *Pipeline) planBatch(s Batch, stages []Stage, i int, dev *Devices) *batchLogic {
 	pipe, opts := p.pipe, p.pipe.opts
-	bl := &batchLogic{size: s.Size, dropLast: s.DropLast, pipe: pipe, aligned: p.aligned != nil && *p.aligned == s && p.alignedAt(stages, i)}
+	bl := &batchLogic{size: s.Size, dropLast: s.DropLast, pipe: pipe, aligned: i == p.aligned}
 	if limit, ok := recyclesBlocks(stages, i, opts); ok && pipe.blocks == nil {
 		pipe.blocks = newBlockPool(limit)
 		bl.blocks = pipe.blocks

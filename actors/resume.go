@@ -139,9 +139,7 @@ type commits struct {
 	next  int             // items committed from the pass's first
 	done  uint64          // the end position of item next-1, or where the pass began
 	ahead map[int]placing // committed beyond next, by item
-	// unplaced is set when an item without a place was committed.
-	unplaced bool
-	order    *orderPlan
+	order *orderPlan
 }
 
 // commit records that item seq of pass, message b, was consumed.
@@ -150,8 +148,7 @@ func (t *commits) commit(pass uint32, seq int, b *messages.Batch) {
 	defer t.mu.Unlock()
 	t.startLocked(pass)
 	if b.Positions == 0 {
-		t.unplaced = true
-		return
+		return // no place in an order: the pipeline has no State (placed)
 	}
 	if seq != t.next {
 		t.ahead[seq] = placing{b.Position, b.Position + b.Positions}
@@ -212,7 +209,7 @@ func (p *Pipeline) State() (State, error) {
 	t := &p.pipe.commits
 	t.mu.Lock()
 	t.startLocked(pass)
-	done, beyond, unplaced := t.done, t.beyondLocked(), t.unplaced
+	done, beyond := t.done, t.beyondLocked()
 	t.mu.Unlock()
 	// Items a resumed pass skips (committed past the state it resumed
 	// from) stay committed until the position passes them.
@@ -222,9 +219,6 @@ func (p *Pipeline) State() (State, error) {
 		}
 	}
 	slices.Sort(beyond)
-	if unplaced {
-		return State{}, fmt.Errorf("%w: an item without a place in the order was consumed", ErrState)
-	}
 	return p.order.state(pass, done, beyond, ended), nil
 }
 
@@ -260,5 +254,5 @@ func (p *Pipeline) Batches() (int, error) {
 	p.mu.Lock()
 	pass := p.pass
 	p.mu.Unlock()
-	return p.order.batches(pass, p.aligned != nil && p.aligned.DropLast), nil
+	return p.order.batches(pass, p.dropLast), nil
 }

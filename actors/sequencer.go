@@ -228,10 +228,13 @@ func (w *windows) take(b *messages.Batch, walk bool) ([]*messages.Batch, error) 
 		w.refs = refs
 	}
 	run := int(b.Run)
+	var j *seqJob // a group's records mostly share a window: look further only when they leave it
 	for i, id := range b.Ids {
 		_, rec := messages.SplitID(id)
 		pos := b.Position + uint64(rec) - b.First
-		j := w.window(run, pos, walk)
+		if j == nil || pos < j.job.Start || pos >= j.end() {
+			j = w.window(run, pos, walk)
+		}
 		if j == nil {
 			return nil, fmt.Errorf("%w: S position %d of run %d is in no window of the rank", ErrProtocol, pos, run)
 		}

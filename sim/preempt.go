@@ -16,7 +16,6 @@ import (
 	"github.com/actorfeed/actorfeed/internal/registered"
 	"github.com/actorfeed/actorfeed/messages"
 	"github.com/actorfeed/actorfeed/readers/order"
-	"github.com/actorfeed/actorfeed/supervisor"
 )
 
 // Preemption is how a scenario's job is stopped and resumed: it starts as
@@ -142,19 +141,14 @@ func (g segment) run(ctx context.Context) ([]delivered, *actors.State, error) {
 	}
 	stages := chain(g.sc, g.paths)
 	stages[0] = actors.Files{Paths: g.paths, Threads: g.threads}
-	policy := supervisorPolicy(sh)
 	var faults []Fault
 	if g.live {
 		faults = g.sc.Faults
 	}
 	sys := actors.NewSystem()
-	opts := actors.Options{System: sys, GroupSize: sh.Group, OnCorrupt: policy, Retry: g.o.Retry, Intensity: g.o.Intensity,
-		ReadTimeout: g.o.ReadTimeout, Open: g.d.open, Window: sh.Window, Capacity: sh.Capacity, ReaderWindow: sh.ReaderWindow,
-		Shard: actors.Shard{Rank: g.rank, World: g.world, Remainder: order.Pad}, Resume: g.st}
 	panics := scheduledPanics(faults)
-	if len(panics.at) > 0 {
-		opts.Faults = panics
-	}
+	opts := pipelineOptions(sh, g.o, sys, g.d, panics)
+	opts.Shard, opts.Resume = actors.Shard{Rank: g.rank, World: g.world, Remainder: order.Pad}, g.st
 	h := &stopHook{stop: g.stop, byIndex: g.stop != nil && g.stop.World != g.world}
 	if g.stop != nil && uint64(g.stop.Epoch) == g.firstEpoch() && h.arm(g.st, g.firstEpoch(), g.world) {
 		// Armed before the pipeline exists (its devices step from then
@@ -373,14 +367,6 @@ func covered(st actors.State, it actors.Item) bool {
 	}
 	start := uint64(it.Index * st.Unit)
 	return start < st.Done || slices.Contains(st.Beyond, start)
-}
-
-// supervisorPolicy is the shape's corrupt-record policy.
-func supervisorPolicy(sh Shape) supervisor.CorruptPolicy {
-	if sh.Skip {
-		return supervisor.SkipCorrupt
-	}
-	return supervisor.FailOnCorrupt
 }
 
 // runPreempted is Run for a preempted scenario.

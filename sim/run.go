@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/asynkron/protoactor-go/actor"
 	"go.uber.org/goleak"
 
 	"github.com/actorfeed/actorfeed/actors"
@@ -456,16 +457,8 @@ func execute(ctx context.Context, sc Scenario, paths []string, o Options, live b
 	}
 	d := newDisk(paths, faults, sc.Seed)
 	panics := scheduledPanics(faults)
-	policy := supervisor.FailOnCorrupt
-	if sh.Skip {
-		policy = supervisor.SkipCorrupt
-	}
 	sys := actors.NewSystem()
-	opts := actors.Options{System: sys, GroupSize: sh.Group, OnCorrupt: policy, Retry: o.Retry, Intensity: o.Intensity,
-		ReadTimeout: o.ReadTimeout, Open: d.open, Window: sh.Window, Capacity: sh.Capacity, ReaderWindow: sh.ReaderWindow}
-	if len(panics.at) > 0 {
-		opts.Faults = panics
-	}
+	opts := pipelineOptions(sh, o, sys, d, panics)
 	l := &ledger{}
 	dev := newDevices(sc, faults)
 	stages := chain(sc, paths)
@@ -550,6 +543,22 @@ func runPasses(ctx context.Context, p *actors.Pipeline, passes, bound int, viola
 		}
 	}
 	return nil
+}
+
+// pipelineOptions are the options a scenario's pipelines run with: the
+// shape's links and policy, o's schedules, files opened through d, and the
+// stage panics when there are some.
+func pipelineOptions(sh Shape, o Options, sys *actor.ActorSystem, d *disk, panics *stagePanics) actors.Options {
+	policy := supervisor.FailOnCorrupt
+	if sh.Skip {
+		policy = supervisor.SkipCorrupt
+	}
+	opts := actors.Options{System: sys, GroupSize: sh.Group, OnCorrupt: policy, Retry: o.Retry, Intensity: o.Intensity,
+		ReadTimeout: o.ReadTimeout, Open: d.open, Window: sh.Window, Capacity: sh.Capacity, ReaderWindow: sh.ReaderWindow}
+	if len(panics.at) > 0 {
+		opts.Faults = panics
+	}
+	return opts
 }
 
 // panicAt is a stage panic of a fault of kind kind.

@@ -54,7 +54,6 @@ type checkpointer struct {
 	due     chan struct{}
 	done    chan struct{}
 	err     error // the first failed write
-	written int
 	closed  bool
 }
 
@@ -103,9 +102,6 @@ func (c *checkpointer) write() {
 	defer c.mu.Unlock()
 	if err != nil && c.err == nil {
 		c.err = fmt.Errorf("--checkpoint: %w", err)
-	}
-	if err == nil {
-		c.written++
 	}
 }
 

@@ -296,7 +296,7 @@ func runPipeline(ctx context.Context, out, errOut io.Writer, o runOptions, chang
 		s.ckpt = newCheckpointer(o.ckpt, o.ckptEvery, func() *actors.Pipeline { return s.p })
 	}
 	fmt.Fprintf(out, "pipeline: %s on %d device(s), step %v, %d pass(es)\n", describe(scope.Reader(reader).Stages()), o.devices, o.step, o.passes)
-	s.progress = newProgress(errOut, o.every, countSamples(scope.Reader(reader).Stages(), o.passes))
+	s.progress = newProgress(errOut, o.every, s.samplesToCome(scope.Reader(reader).Stages(), o.passes))
 	return s.finish(ctx, runCtx, out, s.run(runCtx, nil))
 }
 
@@ -408,6 +408,21 @@ func describe(stages []actors.Stage) string {
 		}
 	}
 	return strings.Join(parts, " -> ")
+}
+
+// samplesToCome is the samples this run will deliver in passes passes, or
+// -1. In the order the pipeline's state says it (this rank's share, less
+// what a resumed pass delivered already) from the index it read; otherwise
+// the files' indexes are read for it.
+func (s *session) samplesToCome(stages []actors.Stage, passes int) int64 {
+	st, err := s.p.State()
+	if err != nil {
+		return countSamples(stages, passes)
+	}
+	rem, _ := order.ParseRemainder(st.Remainder)
+	share := st.Layout.Share(rem)
+	full := order.Full(st.Data.Records, st.Layout.World).Share(rem)
+	return int64(share-st.Done) + int64(passes-1)*int64(full)
 }
 
 // countSamples is the samples the run will deliver when the files say so
