@@ -65,19 +65,7 @@ func (l *batchLogic) upstreamPass(pass uint32) uint32 { return pass }
 
 func (l *batchLogic) take(b *messages.Batch) ([]*messages.Batch, error) {
 	if l.aligned {
-		if l.dropLast && b.Positions < uint64(l.size) {
-			return nil, nil
-		}
-		if err := l.pending.add(b); err != nil {
-			return nil, err
-		}
-		o, err := l.join(l.pending.len())
-		if err != nil {
-			l.pending.reset()
-			return nil, err
-		}
-		keepPlace(o, b)
-		return []*messages.Batch{o}, nil
+		return l.takeAligned(b)
 	}
 	if err := l.pending.add(b); err != nil {
 		return nil, err
@@ -91,6 +79,52 @@ func (l *batchLogic) take(b *messages.Batch) ([]*messages.Batch, error) {
 		out = append(out, o)
 	}
 	return out, nil
+}
+
+// takeAligned makes the batches of an item of the order: one, or one per
+// cut (messages.Batch.Cuts), each keeping its place.
+func (l *batchLogic) takeAligned(b *messages.Batch) ([]*messages.Batch, error) {
+	if len(b.Cuts) == 0 && l.dropLast && b.Positions < uint64(l.size) {
+		return nil, nil
+	}
+	if err := l.pending.add(b); err != nil {
+		return nil, err
+	}
+	cuts := b.Cuts
+	if len(cuts) == 0 {
+		cuts = []uint32{uint32(l.pending.len())}
+	}
+	if err := checkCuts(cuts, l.pending.len(), b.Positions); err != nil {
+		l.pending.reset()
+		return nil, err
+	}
+	out := make([]*messages.Batch, 0, len(cuts))
+	per := b.Positions / uint64(len(cuts))
+	for i, n := range cuts {
+		o, err := l.join(int(n))
+		if err != nil {
+			l.pending.reset()
+			return nil, err
+		}
+		keepPlace(o, b)
+		if o.Cuts = nil; len(b.Cuts) > 0 {
+			o.Position, o.Positions = b.Position+uint64(i)*per, per
+		}
+		out = append(out, o)
+	}
+	return out, nil
+}
+
+// checkCuts checks an item's cuts against its instances and positions.
+func checkCuts(cuts []uint32, instances int, positions uint64) error {
+	sum := 0
+	for _, n := range cuts {
+		sum += int(n)
+	}
+	if sum != instances || positions%uint64(len(cuts)) != 0 {
+		return fmt.Errorf("%w: an item of %d instances and %d positions is cut %v", ErrProtocol, instances, positions, cuts)
+	}
+	return nil
 }
 
 func (l *batchLogic) finish() ([]*messages.Batch, uint32, bool, error) {

@@ -2,6 +2,7 @@ package actors_test
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -37,14 +38,17 @@ const (
 
 func benchFile(b *testing.B) string {
 	b.Helper()
+	return testutil.WriteRecords(b, filepath.Join(b.TempDir(), "bench.rio"), 0, benchSamples, benchSample)
+}
+
+// benchSample is sample r of the benchmarks' files.
+func benchSample(r int) tensor.Slots {
 	img := make([]uint8, 784)
-	return testutil.WriteRecords(b, filepath.Join(b.TempDir(), "bench.rio"), 0, benchSamples, func(r int) tensor.Slots {
-		img[0], img[1] = uint8(r), uint8(r>>8)
-		return tensor.Slots{
-			{Tensor: tensor.MustFromSlice(tensor.Shape{1, 28, 28}, img)},
-			{Tensor: tensor.MustFromSlice(tensor.Shape{1, 1}, []int64{int64(r % 10)})},
-		}
-	})
+	img[0], img[1] = uint8(r), uint8(r>>8)
+	return tensor.Slots{
+		{Tensor: tensor.MustFromSlice(tensor.Shape{1, 28, 28}, img)},
+		{Tensor: tensor.MustFromSlice(tensor.Shape{1, 1}, []int64{int64(r % 10)})},
+	}
 }
 
 // consume is the simulated device's work on a batch: it reads every image
@@ -252,31 +256,73 @@ func BenchmarkMemory(b *testing.B) {
 	}
 }
 
-// BenchmarkOrderCost runs a pass of the pipeline in the order and one of the
+// BenchmarkOrderCost runs a pass of a pipeline in the order and one of the
 // same pipeline in any order (Files.AnyOrder) per iteration, taking turns at
 // going first, each from a collected heap, and reports the first's
 // throughput as a fraction of the second's ("ratio"): the order's cost.
+// Three pipelines: the benchmarks' own (one file, a shuffle window of
+// 1,024, batches of 64); the same over 16 files; and without a shuffle.
 func BenchmarkOrderCost(b *testing.B) {
-	path := benchFile(b)
-	sys := actors.NewSystem()
-	inOrder, stopOrder := actorRun(b, sys, path, false, true, false)
-	defer stopOrder()
-	anyOrder, stopAny := actorRun(b, sys, path, false, true, true)
-	defer stopAny()
-	var tOrder, tAny time.Duration
-	b.ResetTimer()
-	for i := range b.N {
-		if i%2 == 0 {
-			timedRun(b, &tOrder, inOrder)
-			timedRun(b, &tAny, anyOrder)
-		} else {
-			timedRun(b, &tAny, anyOrder)
-			timedRun(b, &tOrder, inOrder)
-		}
+	one := []string{benchFile(b)}
+	var sixteen []string
+	for f := range 16 {
+		sixteen = append(sixteen, testutil.WriteRecords(b, filepath.Join(b.TempDir(), fmt.Sprintf("part-%02d.rio", f)), 0,
+			benchSamples/16, benchSample))
 	}
-	b.ReportMetric(tAny.Seconds()/tOrder.Seconds(), "ratio")
-	b.ReportMetric(float64(b.N*benchSamples)/tOrder.Seconds(), "order-samples/s")
-	b.ReportMetric(float64(b.N*benchSamples)/tAny.Seconds(), "any-samples/s")
+	for _, c := range []struct {
+		name   string
+		paths  []string
+		window int
+	}{{"one-file", one, benchWindow}, {"16-files", sixteen, benchWindow}, {"no-shuffle", one, 0}} {
+		b.Run(c.name, func(b *testing.B) {
+			inOrder, anyOrder := orderRun(b, c.paths, c.window, false), orderRun(b, c.paths, c.window, true)
+			var tOrder, tAny time.Duration
+			b.ResetTimer()
+			for i := range b.N {
+				if i%2 == 0 {
+					timedRun(b, &tOrder, inOrder)
+					timedRun(b, &tAny, anyOrder)
+				} else {
+					timedRun(b, &tAny, anyOrder)
+					timedRun(b, &tOrder, inOrder)
+				}
+			}
+			b.ReportMetric(tAny.Seconds()/tOrder.Seconds(), "ratio")
+			b.ReportMetric(float64(b.N*benchSamples)/tOrder.Seconds(), "order-samples/s")
+			b.ReportMetric(float64(b.N*benchSamples)/tAny.Seconds(), "any-samples/s")
+		})
+	}
+}
+
+// orderRun returns a function that runs a pass of a running pipeline over
+// paths (a shuffle of window, unless 0, batches of 64, a double buffer, a
+// device that reads every image byte) and checks that every sample came.
+// Its first pass, which spawns it, runs untimed here.
+func orderRun(b *testing.B, paths []string, window int, anyOrder bool) func() {
+	stages := []actors.Stage{actors.Files{Paths: paths, AnyOrder: anyOrder}}
+	if window > 0 {
+		stages = append(stages, actors.Shuffle{Window: window, Seed: 1})
+	}
+	var stepped atomic.Int64
+	p, err := actors.NewDevices(append(stages, actors.Batch{Size: benchBatch}, actors.DoubleBuffer{}),
+		actors.Devices{N: 1, Step: func(_ context.Context, it actors.Item) error {
+			consume(it.Slots)
+			stepped.Add(int64(it.Instances))
+			return nil
+		}}, actors.Options{System: sharedSys})
+	require.NoError(b, err)
+	b.Cleanup(func() { require.NoError(b, p.Close()) })
+	passes := 0
+	pass := func() {
+		if passes++; passes > 1 {
+			require.NoError(b, p.Reset())
+		}
+		stepped.Store(0)
+		require.NoError(b, p.Run(context.Background()))
+		require.Equal(b, int64(benchSamples), stepped.Load())
+	}
+	pass()
+	return pass
 }
 
 // timedRun adds run's time to d. It starts from a collected heap, so that

@@ -54,6 +54,8 @@ type workerCell struct {
 	handoff []*messages.Batch // read by the goroutine, not yet in out
 	ended   *messages.End     // the goroutine reached the end of the file
 	failed  *readFailure      // the goroutine failed
+	kept    keptReader        // left open by the last run for the next
+	stopped bool              // the actor stopped: nothing is kept any more
 }
 
 type readFailure struct {
@@ -100,9 +102,11 @@ func (a *workerActor) Receive(ctx actor.Context) {
 		if !a.read.stopWithin(c.pipe.opts.StopGrace) {
 			c.pipe.abandon(fmt.Sprintf("stage %s's read", c.name))
 		}
+		c.dropKept(true)
 		return
 	case *actor.Restarting:
 		a.stop()
+		c.dropKept(false)
 		return
 	case *crashed:
 		panic(m.reason)
@@ -248,7 +252,7 @@ func (a *workerActor) stop() { a.read.stop() }
 // slot per group, into the handoff.
 func (a *workerActor) readFile(ctx context.Context, file int, pass uint32, from, to uint64, poke func()) {
 	c := a.c
-	fr := &fileRead{c: c, ctx: ctx, file: file, pass: pass, from: from, rec: from, to: to, stuckAt: math.MaxUint64}
+	fr := &fileRead{c: c, ctx: ctx, file: file, pass: pass, from: from, rec: from, to: to, w: &watchdog{}, stuckAt: math.MaxUint64}
 	defer fr.close()
 	if err := supervisor.Retry(ctx, c.retry, func(int) error { return fr.open() }); err != nil {
 		if ctx.Err() == nil {
@@ -299,6 +303,7 @@ func (a *workerActor) readFile(ctx context.Context, file int, pass uint32, from,
 			e = &messages.End{Pass: pass, Count: fr.rec}
 		}
 		holding = false // the slot goes with the group, or came back above
+		fr.clean = g.end && fail == nil
 		a.put(b, e, fail, poke)
 		if g.end || fail != nil {
 			return
@@ -319,16 +324,22 @@ type fileRead struct {
 	rec     uint64 // the next record
 	to      uint64 // the record to stop before; 0 reads to the end
 	r       readers.Reader
-	w       watchdog
+	w       *watchdog
 	st      *tensor.Stack
 	stuckAt uint64 // the record transient failures happen at
 	tries   int    // the failures there
 	// skipped counts the records of corrupt chunks skipped while opening,
 	// not yet reported in a group.
 	skipped uint64
+	clean   bool // the run read its assignment to the end, without a failure
 }
 
+// close closes the reader, or keeps it for the worker's next run when this
+// one read its assignment to the end.
 func (fr *fileRead) close() {
+	if fr.r != nil && fr.clean && fr.c.keep(fr.file, fr.r, fr.w) {
+		return
+	}
 	fr.w.close()
 	if fr.r != nil {
 		fr.r.Close()
@@ -367,9 +378,13 @@ func (fr *fileRead) open() error {
 	}
 }
 
-// openAt opens the file at fr.from under the watchdog.
+// openAt opens the file at fr.from under the watchdog, or moves the
+// reader the worker kept open on the file there.
 func (fr *fileRead) openAt() error {
 	c := fr.c
+	if fr.reuse() {
+		return nil
+	}
 	readCtx := fr.w.open(fr.ctx, c.pipe.opts.ReadTimeout)
 	err := fr.w.guard(fr.ctx, func() (err error) {
 		fr.r, err = c.src.Open(readCtx, fr.file, fr.pass, fr.from)
@@ -572,15 +587,19 @@ func (fr *fileRead) message(g group) (*messages.Batch, *readFailure) {
 type watchdog struct {
 	ctx     context.Context
 	cancel  context.CancelFunc
+	unlink  func() bool // stops parent's end from cancelling ctx (context.AfterFunc)
 	timer   *time.Timer // armed during calls; nil when reads are unbounded
 	timeout time.Duration
 	fired   atomic.Bool // the timer cancelled ctx: the reader must be reopened
 }
 
 // open starts the context for a newly opened reader, ending the last one.
+// The context ends with parent (the run's), or when the timer fires; a
+// reader kept for the next run is detached from its run (keptReader).
 func (w *watchdog) open(parent context.Context, timeout time.Duration) context.Context {
 	w.close()
-	w.ctx, w.cancel = context.WithCancel(parent)
+	w.ctx, w.cancel = context.WithCancel(context.WithoutCancel(parent))
+	w.attach(parent)
 	w.timeout, w.timer = timeout, nil
 	w.fired.Store(false)
 	if timeout > 0 {
@@ -628,8 +647,20 @@ func (w *watchdog) guard(parent context.Context, call func() error) error {
 	return err
 }
 
+// attach ends the reader's context when parent ends: the run using it
+// was stopped.
+func (w *watchdog) attach(parent context.Context) { w.unlink = context.AfterFunc(parent, w.cancel) }
+
+// detach keeps the reader's context alive after its run, false when the
+// run was stopped or the timer fired (the context ended).
+func (w *watchdog) detach() bool {
+	w.disarm()
+	return w.unlink() && w.ctx.Err() == nil
+}
+
 func (w *watchdog) close() {
 	if w.cancel != nil {
+		w.unlink()
 		w.cancel()
 		if w.timer != nil {
 			w.timer.Stop()

@@ -103,7 +103,7 @@ func (o *outlet) flush(send func(*actor.PID, any)) {
 	for o.demand > 0 && o.sent < o.produced() {
 		b := o.items[o.sent-o.base]
 		send(o.sub, &messages.Batch{Epoch: o.epoch, Seq: o.sent, Pass: b.Pass, Slots: b.Slots, Parts: b.Parts, Rows: b.Rows, Ids: b.Ids,
-			Source: b.Source, First: b.First, Count: b.Count, Skipped: b.Skipped, Position: b.Position, Positions: b.Positions, Padding: b.Padding, Run: b.Run})
+			Source: b.Source, First: b.First, Count: b.Count, Skipped: b.Skipped, Position: b.Position, Positions: b.Positions, Padding: b.Padding, Run: b.Run, Cuts: b.Cuts, OrderPass: b.OrderPass})
 		o.sent++
 		o.demand--
 	}

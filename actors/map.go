@@ -49,7 +49,7 @@ func apply(fn MapFunc, pass uint32, b *messages.Batch) (*messages.Batch, error) 
 
 // keepPlace gives dst, made from src, src's place in the order.
 func keepPlace(dst, src *messages.Batch) {
-	dst.Position, dst.Positions, dst.Padding = src.Position, src.Positions, src.Padding
+	dst.Position, dst.Positions, dst.Padding, dst.Cuts, dst.OrderPass = src.Position, src.Positions, src.Padding, src.Cuts, src.OrderPass
 }
 
 func (l *mapLogic) finish() ([]*messages.Batch, uint32, bool, error) { return nil, 0, false, nil }

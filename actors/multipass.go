@@ -8,23 +8,42 @@ import (
 // passes q*passes .. q*passes+passes-1 read one after the other, so every
 // upstream pass (and its shuffle seed) is distinct across re-inits.
 type multiPassLogic struct {
-	passes   int
+	passSplit
 	pass     uint32
 	upstream uint32
 }
 
-func (l *multiPassLogic) start(pass uint32) {
-	l.pass, l.upstream = pass, pass*uint32(l.passes)
+// passSplit is how a multi-pass stage maps its passes to its upstream's:
+// passes each, the first skip of them left out of pass 0. A pipeline
+// resumed in the order part way through a multi-pass pass (an epoch not
+// the first of its pass) starts there: its pass 0 is the rest of that pass,
+// so that its passes end where the uninterrupted run's do.
+type passSplit struct{ passes, skip int }
+
+// first and last are the upstream passes pass reads.
+func (s passSplit) first(pass uint32) uint32 {
+	if pass == 0 {
+		return 0
+	}
+	return pass*uint32(s.passes) - uint32(s.skip)
 }
 
-func (l *multiPassLogic) upstreamPass(pass uint32) uint32 { return pass * uint32(l.passes) }
+func (s passSplit) last(pass uint32) uint32 { return (pass+1)*uint32(s.passes) - uint32(s.skip) - 1 }
+
+func (l *multiPassLogic) start(pass uint32) {
+	l.pass, l.upstream = pass, l.first(pass)
+}
+
+func (l *multiPassLogic) upstreamPass(pass uint32) uint32 { return l.first(pass) }
 
 func (l *multiPassLogic) take(b *messages.Batch) ([]*messages.Batch, error) {
-	return []*messages.Batch{{Pass: l.pass, Slots: b.Slots, Parts: b.Parts, Rows: b.Rows, Ids: b.Ids}}, nil
+	o := &messages.Batch{Pass: l.pass, Slots: b.Slots, Parts: b.Parts, Rows: b.Rows, Ids: b.Ids}
+	keepPlace(o, b)
+	return []*messages.Batch{o}, nil
 }
 
 func (l *multiPassLogic) finish() ([]*messages.Batch, uint32, bool, error) {
-	if int(l.upstream-l.pass*uint32(l.passes))+1 < l.passes {
+	if l.upstream < l.last(l.pass) {
 		l.upstream++
 		return nil, l.upstream, true, nil
 	}

@@ -61,16 +61,52 @@ type orderPlan struct {
 	first     uint64       // the epoch of pass 0
 	firstPlan order.Layout // pass 0's layout
 	firstDone uint64       // positions of pass 0's shard already delivered
-	firstSkip []uint64     // the first positions of pass 0's items delivered past firstDone
+	firstSkip []uint64     // where items delivered past firstDone start on the line (see line)
+	multi     []passSplit  // the multi-pass stages', from open_files on
 }
 
 // skip are the first positions of the items of pass that were delivered
 // already.
 func (p *orderPlan) skip(pass uint32) []uint64 {
-	if pass == 0 {
-		return p.firstSkip
+	lo, hi := p.line(pass, 0), p.line(pass+1, 0)
+	var out []uint64
+	for _, l := range p.firstSkip {
+		if l >= lo && l < hi {
+			out = append(out, l-lo)
+		}
 	}
-	return nil
+	return out
+}
+
+// The line is the rank's positions of the pipeline's passes one after the
+// other: pass 0's from its first position (a resumed pass's included),
+// then each later pass's share. Commits are tracked on it, so that a state
+// taken while devices commit items of two epochs of one multi-pass pass
+// says which of both were committed.
+
+// line is position pos of pass on the line.
+func (p *orderPlan) line(pass uint32, pos uint64) uint64 {
+	if pass == 0 {
+		return pos
+	}
+	return p.share(0) + uint64(pass-1)*p.share(1) + pos
+}
+
+// onLine is the pass and position of line position l; a pass's end is the
+// next one's start.
+func (p *orderPlan) onLine(l uint64) (uint32, uint64) {
+	first, full := p.share(0), p.share(1)
+	if l < first || full == 0 {
+		return 0, l
+	}
+	k := (l - first) / full
+	return uint32(1 + k), l - first - k*full
+}
+
+// share is the rank's positions of pass, padding included.
+func (p *orderPlan) share(pass uint32) uint64 {
+	layout, _ := p.layout(pass)
+	return layout.Share(p.shard.Remainder)
 }
 
 func (p *orderPlan) epoch(pass uint32) uint64 { return p.first + uint64(pass) }
@@ -276,8 +312,48 @@ func (p *Pipeline) planOrder(stages []Stage) error {
 	if err := plan.start(opts.Resume); err != nil {
 		return err
 	}
+	plan.splitPasses(stages)
 	p.order = plan
 	return nil
+}
+
+// splitPasses sets how the multi-pass stages map their passes to the
+// order's, from the epoch pass 0 starts in: a pipeline resumed part way
+// through a multi-pass stage's pass starts with the rest of that pass, so
+// that its passes end where the uninterrupted run's do.
+func (p *orderPlan) splitPasses(stages []Stage) {
+	e := p.first
+	for _, s := range stages {
+		if m, ok := s.(MultiPass); ok {
+			p.multi = append(p.multi, passSplit{passes: m.Passes, skip: int(e % uint64(m.Passes))})
+			e /= uint64(m.Passes)
+		}
+	}
+}
+
+// passSplit is the split of multi-pass stage i: the order's when there is
+// one, none skipped otherwise.
+func (p *Pipeline) passSplit(stages []Stage, i int) passSplit {
+	k := 0
+	for _, s := range stages[:i] {
+		if _, ok := s.(MultiPass); ok {
+			k++
+		}
+	}
+	if p.order != nil {
+		return p.order.multi[k]
+	}
+	return passSplit{passes: stages[i].(MultiPass).Passes}
+}
+
+// passesOf is the order's passes [lo, hi) that the consumers' pass reads
+// through the multi-pass stages.
+func (p *orderPlan) passesOf(pass uint32) (lo, hi uint32) {
+	lo, hi = pass, pass+1
+	for i := len(p.multi) - 1; i >= 0; i-- {
+		lo, hi = p.multi[i].first(lo), p.multi[i].last(hi-1)+1
+	}
+	return lo, hi
 }
 
 // placeStages finds the batch stage that batches the order's items one to
@@ -286,7 +362,7 @@ func (p *Pipeline) planOrder(stages []Stage) error {
 func (p *Pipeline) placeStages(stages []Stage, plan *orderPlan) {
 	for i, s := range stages[1:] {
 		switch s := s.(type) {
-		case Map, XMap, DoubleBuffer:
+		case Map, XMap, DoubleBuffer, MultiPass:
 		case Shuffle:
 			if i == 0 {
 				continue // the order's

@@ -4,10 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"math/rand/v2"
+	"os"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -76,19 +79,20 @@ type indexedSlow struct {
 }
 
 // The order of the batches is a function of the files, the seed and the
-// epoch: 1, 2, 8 or 16 readers, with or without an xmap stage, and readers
-// slowed at random so that they finish in another order every time, give
-// the same batches in the same order.
+// epoch: 1, 2, 8 or 16 readers, with or without an xmap stage, groups of
+// 8 or 64 (which carry four batches to the batch stage in one message),
+// and readers slowed at random so that they finish in another order every
+// time, give the same batches in the same order.
 func TestOrderDoesNotDependOnReadersOrTiming(t *testing.T) {
 	ctx := testutil.Context(t)
 	paths := testutil.WriteFiles(t, 16, 40, 300)
 	identity := func(s tensor.Slots) (tensor.Slots, error) { return s, nil }
-	run := func(threads int, xmap bool, seed uint64) [][][]uint64 {
+	run := func(threads int, xmap bool, group int, seed uint64) [][][]uint64 {
 		var extra []actors.Stage
 		if xmap {
 			extra = append(extra, actors.XMap{Fn: identity, Workers: 4}) // unordered, but in the order
 		}
-		p, err := actors.New(ordered(paths, threads, extra...), actors.Options{System: sharedSys, Open: jittery(seed), GroupSize: 8})
+		p, err := actors.New(ordered(paths, threads, extra...), actors.Options{System: sharedSys, Open: jittery(seed), GroupSize: group})
 		require.NoError(t, err)
 		var passes [][][]uint64
 		for pass := range 2 {
@@ -100,7 +104,7 @@ func TestOrderDoesNotDependOnReadersOrTiming(t *testing.T) {
 		closeAndCheck(t, p, sharedSys)
 		return passes
 	}
-	want := run(1, false, 1)
+	want := run(1, false, 8, 1)
 	var all []uint64
 	for _, b := range want[0] {
 		all = append(all, b...)
@@ -109,7 +113,9 @@ func TestOrderDoesNotDependOnReadersOrTiming(t *testing.T) {
 	require.NotEqual(t, want[0], want[1], "each epoch has an order of its own")
 	for _, threads := range []int{2, 8, 16} {
 		for _, xmap := range []bool{false, true} {
-			require.Equal(t, want, run(threads, xmap, uint64(threads)), "%d readers, xmap %v", threads, xmap)
+			for _, group := range []int{8, 64} {
+				require.Equal(t, want, run(threads, xmap, group, uint64(threads)), "%d readers, xmap %v, groups of %d", threads, xmap, group)
+			}
 		}
 	}
 }
@@ -119,12 +125,16 @@ func TestOrderDoesNotDependOnReadersOrTiming(t *testing.T) {
 func TestShardsAreDisjointEqualAndCoverTheEpoch(t *testing.T) {
 	ctx := testutil.Context(t)
 	paths := testutil.WriteFiles(t, 3, 67, 300) // 201 records: 4 ranks leave 1 over
-	for _, rem := range []order.Remainder{order.Drop, order.Pad} {
+	for _, run := range []struct {
+		rem   order.Remainder
+		group int
+	}{{order.Drop, 8}, {order.Pad, 8}, {order.Drop, 64}, {order.Pad, 64}} {
+		rem := run.rem
 		seen := map[uint64]int{}
 		var counts []int
 		padded := 0
 		for rank := range 4 {
-			p, err := actors.New(ordered(paths, 2), actors.Options{System: sharedSys, GroupSize: 8,
+			p, err := actors.New(ordered(paths, 2), actors.Options{System: sharedSys, GroupSize: run.group,
 				Shard: actors.Shard{Rank: rank, World: 4, Remainder: rem}})
 			require.NoError(t, err)
 			n, err := p.Batches()
@@ -168,11 +178,18 @@ func saved(t *testing.T, st actors.State) *actors.State {
 
 // A pipeline stopped anywhere, several times, each time resumed from its
 // state with another number of readers, delivers the rest of the epoch and
-// the next exactly as the uninterrupted run does.
+// the next exactly as the uninterrupted run does; with groups of 8 and of
+// 64 (which carry four batches to the batch stage in one message).
 func TestResumeContinuesExactly(t *testing.T) {
+	for _, group := range []int{8, 64} {
+		t.Run(fmt.Sprint("groups of ", group), func(t *testing.T) { resumeContinuesExactly(t, group) })
+	}
+}
+
+func resumeContinuesExactly(t *testing.T, group int) {
 	ctx := testutil.Context(t)
 	paths := testutil.WriteFiles(t, 4, 57, 300)
-	opts := actors.Options{System: sharedSys, GroupSize: 8}
+	opts := actors.Options{System: sharedSys, GroupSize: group}
 	p, err := actors.New(ordered(paths, 4), opts)
 	require.NoError(t, err)
 	want := batches(t, ctx, p)
@@ -292,10 +309,10 @@ func TestStateNeedsTheOrder(t *testing.T) {
 	q, err := readers.NewFeedQueue(4, nil)
 	require.NoError(t, err)
 	for name, stages := range map[string][]actors.Stage{
-		"feed queue":  {actors.Queue{Queue: q}, actors.Batch{Size: 4}},
-		"any order":   {actors.Files{Paths: paths, AnyOrder: true}, actors.Batch{Size: 4}},
-		"multi-pass":  {actors.Files{Paths: paths}, actors.Batch{Size: 4}, actors.MultiPass{Passes: 2}},
-		"two batches": {actors.Files{Paths: paths}, actors.Batch{Size: 4}, actors.Batch{Size: 2}},
+		"feed queue":              {actors.Queue{Queue: q}, actors.Batch{Size: 4}},
+		"any order":               {actors.Files{Paths: paths, AnyOrder: true}, actors.Batch{Size: 4}},
+		"two batches":             {actors.Files{Paths: paths}, actors.Batch{Size: 4}, actors.Batch{Size: 2}},
+		"a shuffle after a batch": {actors.Files{Paths: paths}, actors.Batch{Size: 4}, actors.MultiPass{Passes: 2}, actors.Shuffle{Window: 8}},
 	} {
 		p, err := actors.New(stages, actors.Options{System: sharedSys})
 		require.NoError(t, err, name)
@@ -314,10 +331,24 @@ func TestStateNeedsTheOrder(t *testing.T) {
 // Devices commit out of order; a state taken while some are ahead of
 // others, resumed on another number of devices, repeats nothing and loses
 // nothing.
+// With a multi-pass stage, a state taken across the boundary of two
+// epochs of one pass says which items of both were committed.
 func TestDevicesResumeExactly(t *testing.T) {
+	for _, group := range []int{8, 64} {
+		t.Run(fmt.Sprint("groups of ", group), func(t *testing.T) { devicesResumeExactly(t, group, 0, 7) })
+	}
+	for _, stopAt := range []int{14, 16, 18} { // an epoch is 15 batches
+		t.Run(fmt.Sprint("multi-pass, stopped after ", stopAt), func(t *testing.T) { devicesResumeExactly(t, 8, 2, stopAt) })
+	}
+}
+
+func devicesResumeExactly(t *testing.T, group, passes, stopAt int) {
 	ctx := testutil.Context(t)
 	paths := testutil.WriteFiles(t, 3, 80, 300)
 	stages := ordered(paths, 3)
+	if passes > 0 {
+		stages = append(stages, actors.MultiPass{Passes: passes})
+	}
 	collect := func(n int, st *actors.State, stopAt int) (map[int][]uint64, *actors.State) {
 		var mu sync.Mutex
 		got := map[int][]uint64{}
@@ -336,7 +367,7 @@ func TestDevicesResumeExactly(t *testing.T) {
 			}
 			got[it.Seq] = slices.Clone(it.IDs)
 			return nil
-		}}, actors.Options{System: sharedSys, GroupSize: 8, Resume: st})
+		}}, actors.Options{System: sharedSys, GroupSize: group, Resume: st})
 		require.NoError(t, err)
 		err = p.Run(rctx)
 		if stopAt < 0 {
@@ -348,7 +379,7 @@ func TestDevicesResumeExactly(t *testing.T) {
 		return got, saved(t, s)
 	}
 	want, _ := collect(1, nil, -1)
-	first, st := collect(3, nil, 7)
+	first, st := collect(3, nil, stopAt)
 	rest, _ := collect(2, st, -1)
 	var all [][]uint64
 	for _, m := range []map[int][]uint64{first, rest} {
@@ -400,4 +431,202 @@ func TestResumeKeepsItemsCommittedPastItsPosition(t *testing.T) {
 	require.NoError(t, err)
 	require.NotEqual(t, want[3], it.IDs, "the 4th batch is not delivered again")
 	closeAndCheck(t, p, sharedSys)
+}
+
+// A reader of a file's bytes that counts them, and reads with the context
+// it was opened with, as a reader of remote storage does: a call after that
+// context ended fails.
+type countedFile struct {
+	f    *os.File
+	ctx  context.Context
+	read *atomic.Int64
+}
+
+func (c countedFile) ReadAt(p []byte, off int64) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, fmt.Errorf("reading with the context the file was opened with: %w", err)
+	}
+	n, err := c.f.ReadAt(p, off)
+	c.read.Add(int64(n))
+	return n, err
+}
+
+type countedCloser struct {
+	f      *os.File
+	closes *atomic.Int64
+}
+
+func (c countedCloser) Close() error {
+	c.closes.Add(1)
+	return c.f.Close()
+}
+
+// In the order a pass reads every chunk once, however many windows it
+// spans, and a reader keeps its file open from one piece of it to the
+// next, with the context it was opened with alive. A piece that ended
+// inside a chunk made the next piece read and verify the whole chunk
+// again (with 16 MB chunks a pass ran at 0.4 of any order), and reopening
+// the file for every piece cost more than the order could spare
+// (docs/performance.md).
+func TestOrderReadsEachChunkOnce(t *testing.T) {
+	ctx := testutil.Context(t)
+	paths := testutil.WriteFiles(t, 1, 1200, 0) // one chunk, 75 windows
+	st, err := os.Stat(paths[0])
+	require.NoError(t, err)
+	var read, opens, closes atomic.Int64
+	open := func(ctx context.Context, entry string) (readers.Reader, error) {
+		fh, err := os.Open(entry)
+		if err != nil {
+			return nil, err
+		}
+		opens.Add(1)
+		return readers.NewRecordFile(countedFile{f: fh, ctx: ctx, read: &read}, st.Size(), entry, countedCloser{f: fh, closes: &closes}), nil
+	}
+	stages := []actors.Stage{actors.Files{Paths: paths}, actors.Shuffle{Window: 16, Seed: 3}, actors.Batch{Size: 8}}
+	p, err := actors.New(stages, actors.Options{System: sharedSys, GroupSize: 8, Open: open})
+	require.NoError(t, err)
+	for pass := range 3 {
+		if pass > 0 {
+			require.NoError(t, p.Reset())
+		}
+		before := read.Load()
+		l := drain(t, ctx, p)
+		require.Len(t, l.ids, 1200)
+		require.LessOrEqual(t, read.Load()-before, st.Size(), "pass %d reads the chunk once", pass)
+	}
+	closeAndCheck(t, p, sharedSys)
+	require.LessOrEqual(t, opens.Load(), int64(2), "opened to index it, and once to read it")
+	require.Equal(t, opens.Load(), closes.Load(), "every reader opened is closed")
+}
+
+// mpItem is an item of a multi-pass job: the job's pass it came in (a
+// resumed pipeline counts its passes from 0), its place and its samples.
+type mpItem struct {
+	pass, index int
+	epoch       uint64
+	ids         []uint64
+}
+
+// A multi-pass pipeline stopped anywhere (in either epoch of a pass, or at
+// their boundary), several times, and resumed from its state with another
+// number of readers, delivers the rest exactly as the uninterrupted run
+// does, and its passes end where the run's do: a resumed pipeline's first
+// pass is the rest of the one it stopped in. Batches counts every epoch of
+// a pass.
+func TestMultiPassResumesExactly(t *testing.T) {
+	ctx := testutil.Context(t)
+	paths := testutil.WriteFiles(t, 3, 50, 300)
+	stages := func(threads int) []actors.Stage {
+		return append(ordered(paths, threads), actors.MultiPass{Passes: 2})
+	}
+	opts := actors.Options{System: sharedSys, GroupSize: 8}
+	p, err := actors.New(stages(3), opts)
+	require.NoError(t, err)
+	var want []mpItem
+	for pass := range 2 {
+		if pass > 0 {
+			require.NoError(t, p.Reset())
+		}
+		n, err := p.Batches()
+		require.NoError(t, err)
+		readPass(t, ctx, p, func(it actors.Item) {
+			want = append(want, mpItem{pass: it.Pass, index: it.Index, epoch: it.Epoch, ids: slices.Clone(it.IDs)})
+		})
+		require.Equal(t, 2*10, n, "two epochs of 150 samples in batches of 16")
+	}
+	closeAndCheck(t, p, sharedSys)
+	require.Len(t, want, 40)
+	require.EqualValues(t, 3, want[39].epoch, "two passes of two epochs")
+
+	rng := rand.New(rand.NewPCG(5, 5))
+	for range 10 {
+		stops := []int{10, 20} // the boundaries of an epoch and of a pass
+		for range 1 + rng.IntN(3) {
+			stops = append(stops, rng.IntN(len(want)+1))
+		}
+		slices.Sort(stops)
+		got := resumedMultiPass(t, ctx, stages, opts, append(stops, len(want)))
+		require.Equal(t, want, got, "stopped after %v batches", stops)
+	}
+}
+
+// resumedMultiPass runs the job of TestMultiPassResumesExactly, stopped
+// after each of stops items and resumed from its state.
+func resumedMultiPass(t *testing.T, ctx context.Context, stages func(int) []actors.Stage, opts actors.Options, stops []int) []mpItem {
+	t.Helper()
+	var got []mpItem
+	var st *actors.State
+	for i, end := range stops {
+		o := opts
+		o.Resume = st
+		p, err := actors.New(stages(1+i%3), o)
+		require.NoError(t, err)
+		base := 0 // the job's pass the pipeline's pass 0 is
+		if st != nil {
+			base = int(st.Epoch / 2)
+		}
+		left, err := p.Batches()
+		require.NoError(t, err)
+		for len(got) < end {
+			it, err := p.Next(ctx)
+			if errors.Is(err, io.EOF) {
+				require.Zero(t, left, "Batches said how many the pass had")
+				require.NoError(t, p.Reset())
+				left, err = p.Batches()
+				require.NoError(t, err)
+				continue
+			}
+			require.NoError(t, err)
+			left--
+			got = append(got, mpItem{pass: base + it.Pass, index: it.Index, epoch: it.Epoch, ids: slices.Clone(it.IDs)})
+		}
+		s, err := p.State()
+		require.NoError(t, err)
+		st = saved(t, s)
+		closeAndCheck(t, p, sharedSys)
+	}
+	return got
+}
+
+// A state taken while the first item of a pass is being stepped and later
+// ones are committed stands in that pass's epoch, at its start, with the
+// later ones past it: not at the end of the epoch before, which resumed as
+// well but told a trainer (and sim --preempt, seed 195 under -race) that
+// the items it listed were of another epoch.
+func TestStateStandsInTheEpochItsPassReads(t *testing.T) {
+	ctx := testutil.Context(t)
+	paths := testutil.WriteFiles(t, 2, 64, 300)
+	var pass atomic.Int32
+	started := make(chan int, 64) // the items the devices start, in pass 1
+	var p *actors.Pipeline
+	var st actors.State
+	var stErr error
+	step := func(_ context.Context, it actors.Item) error {
+		if pass.Load() != 1 {
+			return nil
+		}
+		if it.Seq != 0 {
+			started <- it.Seq
+			return nil
+		}
+		// Devices 1 and 2 started their second items: their first are
+		// committed, this one is not.
+		for seen := map[int]bool{}; !seen[4] || !seen[5]; {
+			seen[<-started] = true
+		}
+		st, stErr = p.State()
+		return nil
+	}
+	p, err := actors.NewDevices(ordered(paths, 2), actors.Devices{N: 3, Step: step}, actors.Options{System: sharedSys, GroupSize: 8})
+	require.NoError(t, err)
+	require.NoError(t, p.Run(ctx))
+	pass.Store(1)
+	require.NoError(t, p.Reset())
+	require.NoError(t, p.Run(ctx))
+	closeAndCheck(t, p, sharedSys)
+	require.NoError(t, stErr)
+	require.EqualValues(t, 1, st.Epoch)
+	require.Zero(t, st.Done)
+	require.Contains(t, st.Beyond, uint64(16), "item 1")
+	require.Contains(t, st.Beyond, uint64(32), "item 2")
 }

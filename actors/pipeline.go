@@ -270,7 +270,7 @@ func (p *Pipeline) planSource(name string, s Stage) ([]spawnable, error) {
 			// next window. Counted against the buffer, they would stop the
 			// readers until they drained, and the stages after would wait
 			// for a window.
-			fc.windows = &windows{plan: p.order, unit: uint64(p.order.unit)}
+			fc.windows = p.order.windows(p.aligned > 0, opts.GroupSize)
 			fc.units.onJob = fc.windows.add
 			fc.buffer += (p.order.ord.Span() + p.order.unit - 1) / p.order.unit
 		}
@@ -327,7 +327,7 @@ func (p *Pipeline) planTransform(name string, stages []Stage, i int, dev *Device
 		// wait for them to drain.
 		tc.capacity += (s.Window + opts.GroupSize - 1) / opts.GroupSize
 		if p.order != nil && i == 1 { // the order's windows, assembled here
-			tc.logic = &orderLogic{w: windows{plan: p.order, unit: uint64(p.order.unit)}}
+			tc.logic = &orderLogic{w: *p.order.windows(p.aligned > 0, opts.GroupSize)}
 			tc.capacity = opts.Capacity + (p.order.ord.Span()+p.order.unit-1)/p.order.unit
 		}
 	case Batch:
@@ -335,7 +335,7 @@ func (p *Pipeline) planTransform(name string, stages []Stage, i int, dev *Device
 	case Map:
 		tc.logic = &mapLogic{fn: s.Fn}
 	case MultiPass:
-		tc.logic = &multiPassLogic{passes: s.Passes}
+		tc.logic = &multiPassLogic{passSplit: p.passSplit(stages, i)}
 	}
 	tc.in.reach = int64(tc.capacity)
 	p.cells = append(p.cells, &tc.cell)

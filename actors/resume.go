@@ -47,7 +47,9 @@ type State struct {
 	Done uint64 `json:"done"`
 	// Beyond are the first positions of items past Done that were
 	// committed too (devices commit out of order): a resume skips them.
-	// There are at most as many as the items in flight.
+	// There are at most as many as the items in flight. Past the epoch's
+	// share (Layout.Share) they are in the epochs after it, a multi-pass
+	// stage's: share+k is position k of the next epoch.
 	Beyond []uint64 `json:"beyond,omitempty"`
 }
 
@@ -70,7 +72,7 @@ func (p *orderPlan) start(st *State) error {
 	}
 	p.first, p.firstPlan, p.firstDone, p.firstSkip = st.Epoch, st.Layout, st.Done, slices.Clone(st.Beyond)
 	if st.Layout.World != world { // elastic: re-deal the rest of the epoch
-		if len(st.Beyond) > 0 && st.Done < st.Layout.Share(rem) {
+		if len(st.Beyond) > 0 {
 			// Past its position, the state knows its own rank's commits
 			// only: re-dealt, the others' would be delivered again.
 			return fmt.Errorf("%w: the state lists %d item(s) committed past its position, so it resumes only on %d rank(s), not %d",
@@ -103,41 +105,61 @@ func (p *orderPlan) compatible(st *State) error {
 	return fmt.Errorf("%w: cannot resume from this state: %s", ErrState, why)
 }
 
-// state is the state at epoch (pass's) with done positions committed, and
-// the items starting at beyond.
+// state is the state with the line committed up to done, and the items
+// starting at beyond on it, in the consumers' pass; ended, that pass was
+// consumed to its end.
 func (p *orderPlan) state(pass uint32, done uint64, beyond []uint64, ended bool) State {
-	layout, _ := p.layout(pass)
-	epoch := p.epoch(pass)
-	if ended {
-		epoch, layout, done, beyond = epoch+1, order.Full(p.ord.Len(), p.shard.world()), 0, nil
+	at, pos := p.onLine(done)
+	switch lo, hi := p.passesOf(pass); {
+	case ended:
+		at, pos, beyond = hi, 0, nil
+	case at >= hi: // every item of the pass committed: at its last epoch's end
+		at = hi - 1
+		pos = done - p.line(at, 0)
+	case at < lo: // the pass's first epochs have no positions
+		at, pos = lo, done-p.line(lo, 0)
+	}
+	layout, _ := p.layout(at)
+	base := p.line(at, 0)
+	var rel []uint64 // from the state's epoch's start: past its share, in the epochs after
+	for _, l := range beyond {
+		rel = append(rel, l-base)
 	}
 	return State{Version: StateVersion, Seed: p.ord.Seed(), Window: p.ord.Window(), Shuffled: p.shuffled, Unit: p.unit,
-		Remainder: p.shard.Remainder.String(), Data: p.data, Epoch: epoch, Layout: layout, Rank: p.shard.Rank, Done: done,
-		Beyond: beyond}
+		Remainder: p.shard.Remainder.String(), Data: p.data, Epoch: p.epoch(at), Layout: layout, Rank: p.shard.Rank, Done: pos,
+		Beyond: rel}
 }
 
-// Batches is the number of items the rank's consumers receive in pass,
-// each covering Unit positions of its shard (the last may cover fewer),
-// when no record is skipped; dropLast drops a last item of fewer.
+// Batches is the number of items the rank's consumers receive in their
+// pass, each covering Unit positions of its shard (the last of each epoch
+// may cover fewer), when no record is skipped; dropLast drops a last item
+// of fewer.
 func (p *orderPlan) batches(pass uint32, dropLast bool) int {
-	layout, done := p.layout(pass)
-	left, u := layout.Share(p.shard.Remainder)-done, uint64(p.unit)
-	if dropLast {
-		return int(left / u)
+	lo, hi := p.passesOf(pass)
+	n := 0
+	for e := lo; e < hi; e++ {
+		layout, done := p.layout(e)
+		left, u := layout.Share(p.shard.Remainder)-done, uint64(p.unit)
+		if dropLast {
+			n += int(left / u)
+		} else {
+			n += int((left + u - 1) / u)
+		}
 	}
-	return int((left + u - 1) / u)
+	return n
 }
 
-// commits tracks where a pipeline's consumers stand in the order: the end
-// position of the last item of the longest run of committed items from the
-// start of the pass. Items commit out of order across devices; those past
-// the run wait in ahead (at most the items in flight).
+// commits tracks where a pipeline's consumers stand in the order: the end,
+// on the line (orderPlan.line), of the last item of the longest run of
+// committed items from the start of the consumers' pass. Items commit out
+// of order across devices; those past the run wait in ahead (at most the
+// items in flight).
 type commits struct {
 	mu    sync.Mutex
 	pass  uint32
 	began bool
 	next  int             // items committed from the pass's first
-	done  uint64          // the end position of item next-1, or where the pass began
+	done  uint64          // the end of item next-1, or where the pass began
 	ahead map[int]placing // committed beyond next, by item
 	order *orderPlan
 }
@@ -150,18 +172,19 @@ func (t *commits) commit(pass uint32, seq int, b *messages.Batch) {
 	if b.Positions == 0 {
 		return // no place in an order: the pipeline has no State (placed)
 	}
+	start := t.order.line(b.OrderPass, b.Position)
 	if seq != t.next {
-		t.ahead[seq] = placing{b.Position, b.Position + b.Positions}
+		t.ahead[seq] = placing{start, start + b.Positions}
 		return
 	}
-	t.next, t.done = t.next+1, b.Position+b.Positions
+	t.next, t.done = t.next+1, start+b.Positions
 	for at, ok := t.ahead[t.next]; ok; at, ok = t.ahead[t.next] {
 		delete(t.ahead, t.next)
 		t.next, t.done = t.next+1, at.end
 	}
 }
 
-// placing is where an item lies in its rank's shard.
+// placing is where an item lies on the line.
 type placing struct{ start, end uint64 }
 
 // beyondLocked are the first positions of the items committed past done.
@@ -182,7 +205,9 @@ func (t *commits) startLocked(pass uint32) {
 	t.began, t.pass, t.next, t.ahead = true, pass, 0, map[int]placing{}
 	t.done = 0
 	if t.order != nil {
-		_, t.done = t.order.layout(pass)
+		first, _ := t.order.passesOf(pass)
+		_, done := t.order.layout(first)
+		t.done = t.order.line(first, done)
 	}
 }
 
@@ -196,9 +221,12 @@ func (t *commits) startLocked(pass uint32) {
 //
 // A pipeline has a State when its source is Files in an order (not
 // AnyOrder) and every stage keeps its items' places: maps, xmaps, the
-// batch stage and the double buffer do; a second shuffle or batch stage, or
-// a multi-pass stage, does not. A feed queue cannot be replayed and has no
-// State. Otherwise State returns ErrState saying why.
+// batch stage, multi-pass stages and the double buffer do; a second
+// shuffle or batch stage does not. A feed queue cannot be replayed and has
+// no State. Otherwise State returns ErrState saying why. Behind a
+// multi-pass stage the state is in the epoch of the pass its consumers
+// stand in, and lists the items of later epochs committed already in
+// Beyond, past that epoch's share.
 func (p *Pipeline) State() (State, error) {
 	if err := p.placed(); err != nil {
 		return State{}, err
@@ -213,7 +241,7 @@ func (p *Pipeline) State() (State, error) {
 	t.mu.Unlock()
 	// Items a resumed pass skips (committed past the state it resumed
 	// from) stay committed until the position passes them.
-	for _, start := range p.order.skip(pass) {
+	for _, start := range p.order.firstSkip {
 		if start >= done && !slices.Contains(beyond, start) {
 			beyond = append(beyond, start)
 		}

@@ -2,6 +2,7 @@ package actors
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/actorfeed/actorfeed/messages"
 	"github.com/actorfeed/actorfeed/readers/order"
@@ -100,9 +101,12 @@ func (u *units) more(c *filesCell) bool {
 	}
 	p := u.ep.PieceAt(u.at, u.hi)
 	u.at = p.Pos + (p.To - p.From)
-	// At most a few windows: the windows a unit reaches are open, and
-	// held, until it is read.
-	limit := p.From + 4*uint64(u.plan.ord.Span())
+	// At most a few windows (the windows a unit reaches are open, and
+	// held, until it is read), but never less than the rest of the split:
+	// a unit that ended inside one would make the next reader of it seek
+	// into the chunk, which reads and verifies the whole chunk again. A
+	// long split's windows close one after the other as it is read.
+	limit := max(p.From+4*uint64(u.plan.ord.Span()), u.ep.PieceAt(p.Pos, u.plan.ord.Len()).To)
 	for p.To < limit && (u.at < u.hi || u.extend(false)) {
 		q := u.ep.PieceAt(u.at, u.hi)
 		if q.File != p.File || q.From != p.To {
@@ -127,8 +131,9 @@ func place(st *unitState, b *messages.Batch) {
 // delivers into items of unit positions (the last of the pass may have
 // fewer).
 type windows struct {
-	plan *orderPlan
-	unit uint64
+	plan    *orderPlan
+	unit    uint64
+	perItem int // whole batches an item may carry (see cut)
 
 	pass  uint32
 	ep    *order.Epoch
@@ -144,21 +149,38 @@ type windows struct {
 	perm []int
 }
 
-// seqJob is one window being read.
+// windows makes the plan's assembler. Items for a batch stage that
+// batches them one to one (batched) carry as many whole batches as fit in
+// a group of groupSize instances.
+func (p *orderPlan) windows(batched bool, groupSize int) *windows {
+	w := &windows{plan: p, unit: uint64(p.unit), perItem: 1}
+	if batched {
+		w.perItem = max(1, groupSize/p.unit)
+	}
+	return w
+}
+
+// seqJob is one window being read: its instances by window-local S
+// offset, a hole where the ref has no part.
 type seqJob struct {
 	job  order.Job
 	run  int
-	got  instances
-	slot []int32 // window-local S offset -> index into got; -1 a hole
+	refs []messages.Ref
+	ids  []uint64
 }
 
 func (j *seqJob) end() uint64 { return j.job.Start + uint64(j.job.Len) }
 
-// outGroup is the item being filled: instances and where it starts.
+// outGroup is the item being filled: whole batches cut already (cuts,
+// their instances first in got, from rank position from), and the batch
+// being filled, which starts at rank position at.
 type outGroup struct {
 	got     instances
-	at      uint64 // the rank position of the item's first position
-	padding uint32
+	cuts    []uint32 // instances of each whole batch in got
+	held    int      // instances of got in those batches
+	from    uint64
+	at      uint64
+	padding uint32 // of the batch being filled
 }
 
 // begin starts pass.
@@ -168,9 +190,13 @@ func (w *windows) begin(pass uint32) {
 	w.ep = w.plan.ord.Epoch(w.plan.epoch(pass))
 	w.walk.begin(w.ep.Jobs(layout.Cut(w.plan.shard.Rank, w.plan.shard.Remainder, done), done))
 	w.share = layout.Share(w.plan.shard.Remainder)
+	for _, j := range w.open {
+		clear(j.refs) // a Reset mid-pass: nothing holds on to its parts
+	}
 	w.free = append(w.free, w.open...)
 	w.open = w.open[:0]
 	w.out.got.reset()
+	w.out.cuts, w.out.held = w.out.cuts[:0], 0
 	w.out.at, w.out.padding = done, 0
 	w.skip = w.plan.skip(pass)
 }
@@ -180,18 +206,15 @@ func (w *windows) add(job order.Job, run int) {
 	var j *seqJob
 	if n := len(w.free); n > 0 {
 		j, w.free = w.free[n-1], w.free[:n-1]
-		j.got.reset()
 	} else {
 		j = &seqJob{}
 	}
 	j.job, j.run = job, run
-	if cap(j.slot) < job.Len {
-		j.slot = make([]int32, job.Len)
+	if cap(j.refs) < job.Len {
+		j.refs, j.ids = make([]messages.Ref, job.Len), make([]uint64, job.Len)
 	}
-	j.slot = j.slot[:job.Len]
-	for i := range j.slot {
-		j.slot[i] = -1
-	}
+	j.refs, j.ids = j.refs[:job.Len], j.ids[:job.Len]
+	clear(j.refs) // every offset a hole until its instance comes
 	w.open = append(w.open, j)
 }
 
@@ -238,8 +261,7 @@ func (w *windows) take(b *messages.Batch, walk bool) ([]*messages.Batch, error) 
 		if j == nil {
 			return nil, fmt.Errorf("%w: S position %d of run %d is in no window of the rank", ErrProtocol, pos, run)
 		}
-		j.slot[pos-j.job.Start] = int32(j.got.len())
-		j.got.refs, j.got.ids = append(j.got.refs, refs[i]), append(j.got.ids, id)
+		j.refs[pos-j.job.Start], j.ids[pos-j.job.Start] = refs[i], id
 	}
 	upto := b.Position + b.Positions
 	if walk && b.Positions > 0 {
@@ -255,7 +277,7 @@ func (w *windows) take(b *messages.Batch, walk bool) ([]*messages.Batch, error) 
 		if out, err = w.hand(w.open[0], out); err != nil {
 			return nil, err
 		}
-		w.open[0].got.reset() // the items hold the parts; the buffers are free
+		clear(w.open[0].refs) // the items hold the parts; the buffers are free
 		w.free = append(w.free, w.open[0])
 		w.open = w.open[:copy(w.open, w.open[1:])]
 	}
@@ -277,19 +299,22 @@ func (w *windows) openThrough(run int, upto uint64) {
 // items, appending the items it completed to out.
 func (w *windows) hand(j *seqJob, out []*messages.Batch) ([]*messages.Batch, error) {
 	w.perm = w.ep.PermInto(j.job.Window, w.perm)
+	at := j.job.At - uint64(j.job.Lo) // the rank position of window offset 0
+	next := (j.job.At/w.unit + 1) * w.unit
 	for i := j.job.Lo; i < j.job.Hi; i++ {
-		if k := j.slot[w.perm[i]]; k >= 0 {
-			w.out.got.refs = append(w.out.got.refs, j.got.refs[k])
-			w.out.got.ids = append(w.out.got.ids, j.got.ids[k])
+		if k := w.perm[i]; j.refs[k].Part != nil {
+			w.out.got.refs = append(w.out.got.refs, j.refs[k])
+			w.out.got.ids = append(w.out.got.ids, j.ids[k])
 			if j.job.Pad {
 				w.out.padding++
 			}
 		}
-		if end := j.job.At + uint64(i-j.job.Lo) + 1; end%w.unit == 0 {
+		if end := at + uint64(i) + 1; end == next {
 			var err error
 			if out, err = w.cut(end, out); err != nil {
 				return nil, err
 			}
+			next += w.unit
 		}
 	}
 	return out, nil
@@ -303,26 +328,63 @@ func (w *windows) finish() ([]*messages.Batch, error) {
 	return w.cut(w.share, nil)
 }
 
-// cut ends the item being filled at rank position end. An item of holes
-// only is not sent: the next item's position accounts for them; nor is an
-// item a resumed pass delivered already.
+// cut ends the batch being filled at rank position end. Whole batches
+// without padding travel together, perItem to a message (outGroup.cuts);
+// any other batch travels alone. A batch of holes only is not sent: the
+// next one's position accounts for them; nor is a batch a resumed pass
+// delivered already.
 func (w *windows) cut(end uint64, out []*messages.Batch) ([]*messages.Batch, error) {
 	o := &w.out
 	for len(w.skip) > 0 && w.skip[0] < o.at {
 		w.skip = w.skip[1:]
 	}
 	delivered := len(w.skip) > 0 && w.skip[0] == o.at
-	if o.got.len() > 0 && !delivered {
-		b, err := o.got.gather(w.pass, 0, o.got.len())
+	n := o.got.len() - o.held
+	if n > 0 && !delivered && o.padding == 0 && end-o.at == w.unit && w.perItem > 1 {
+		if len(o.cuts) == 0 {
+			o.from = o.at
+		}
+		o.cuts, o.held, o.at = append(o.cuts, uint32(n)), o.got.len(), end
+		if len(o.cuts) < w.perItem {
+			return out, nil
+		}
+		return w.flush(out)
+	}
+	out, err := w.flush(out)
+	if err != nil {
+		return nil, err
+	}
+	if n > 0 && !delivered {
+		b, err := o.got.gather(w.pass, 0, n)
 		if err != nil {
 			return nil, err
 		}
-		b.Position, b.Positions, b.Padding = o.at, end-o.at, o.padding
+		b.Position, b.Positions, b.Padding, b.OrderPass = o.at, end-o.at, o.padding, w.pass
 		out = append(out, b)
 	}
 	o.got.reset() // the item holds its own rows and ids
 	o.at, o.padding = end, 0
 	return out, nil
+}
+
+// flush sends the whole batches cut so far: one batch as an item of its
+// own, more as one item with cuts.
+func (w *windows) flush(out []*messages.Batch) ([]*messages.Batch, error) {
+	o := &w.out
+	if len(o.cuts) == 0 {
+		return out, nil
+	}
+	b, err := o.got.gather(w.pass, 0, o.held)
+	if err != nil {
+		return nil, err
+	}
+	b.Position, b.Positions, b.OrderPass = o.from, uint64(len(o.cuts))*w.unit, w.pass
+	if len(o.cuts) > 1 {
+		b.Cuts = slices.Clone(o.cuts)
+	}
+	o.got.cut(o.held)
+	o.cuts, o.held = o.cuts[:0], 0
+	return append(out, b), nil
 }
 
 // orderLogic is a Shuffle stage behind open_files in the order: the

@@ -142,10 +142,12 @@ func TestXMapErrorComesInOrder(t *testing.T) {
 	var se *actors.StageError
 	require.ErrorAs(t, got, &se)
 	require.Equal(t, "1-xmap", se.Stage)
-	// Calls are numbered as workers take items, so the failed item is one of
-	// the first 6; every item before it arrived, in order.
+	// Every item before the failed one arrived, in order, and not the
+	// failed one. Which item the 6th call got depends on when the workers
+	// ran: a worker that took an item may call fn after another took and
+	// mapped the next ones (the test had asserted one of the first 6).
 	require.Equal(t, allIDs(1, 100)[:len(ids)], ids)
-	require.Less(t, len(ids), 60)
+	require.Less(t, len(ids), 100)
 	closeAndCheck(t, p, sys)
 }
 

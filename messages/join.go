@@ -80,17 +80,40 @@ func (b *Batch) Refs(dst []Ref) ([]Ref, error) {
 		if uniform {
 			k = int(r) / bases[1]
 		} else {
-			var found bool
-			if k, found = slices.BinarySearch(bases, int(r)); !found {
-				k--
-			}
-			for bases[k+1] == bases[k] { // an empty part: r is in a later one
-				k++
-			}
+			k = partOf(bases, int(r))
 		}
 		dst = append(dst, Ref{Part: parts[k], Row: int(r) - bases[k]})
 	}
 	return dst, nil
+}
+
+// partOf is the part k holding instance r: bases[k] <= r < bases[k+1],
+// with bases[0] == 0 <= r < bases[len(bases)-1]. Parts are mostly of one
+// size (full stacked groups, a few cut short), so the part r would be in
+// if all were the first's size is tried first, then its neighbours.
+func partOf(bases []int, r int) int {
+	last := len(bases) - 2
+	if size := bases[1]; size > 0 {
+		k := min(r/size, last)
+		for range 2 {
+			switch {
+			case r < bases[k]:
+				k--
+			case r >= bases[k+1]:
+				k++
+			default:
+				return k
+			}
+		}
+	}
+	k, found := slices.BinarySearch(bases, r)
+	if !found {
+		k--
+	}
+	for bases[k+1] == bases[k] { // an empty part: r is in a later one
+		k++
+	}
+	return k
 }
 
 // instances counts the part's instances from its wire form, as

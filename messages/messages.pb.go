@@ -497,7 +497,17 @@ type Batch struct {
 	// Between open_files and the stage that puts its groups in the order,
 	// position is the S position of record first, positions the records the
 	// group used up, and run the run of windows it was read for.
-	Run           uint32 `protobuf:"varint,15,opt,name=run,proto3" json:"run,omitempty"`
+	Run uint32 `protobuf:"varint,15,opt,name=run,proto3" json:"run,omitempty"`
+	// Set in an order between the windows assembler and the batch stage, on
+	// an item of several whole batches: batch i is the next cuts[i]
+	// instances and covers positions [position + i*u, position + (i+1)*u),
+	// u = positions / len(cuts). Such an item has no padding. One message
+	// for several batches halves the messages into the batch stage.
+	Cuts []uint32 `protobuf:"varint,16,rep,packed,name=cuts,proto3" json:"cuts,omitempty"`
+	// Set in an order with the item's place: the pass of open_files (the
+	// order's epoch, counted from the pipeline's first) its positions are
+	// in. A multi-pass stage renumbers passes; this stays.
+	OrderPass     uint32 `protobuf:"varint,17,opt,name=order_pass,json=orderPass,proto3" json:"order_pass,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -633,6 +643,20 @@ func (x *Batch) GetPadding() uint32 {
 func (x *Batch) GetRun() uint32 {
 	if x != nil {
 		return x.Run
+	}
+	return 0
+}
+
+func (x *Batch) GetCuts() []uint32 {
+	if x != nil {
+		return x.Cuts
+	}
+	return nil
+}
+
+func (x *Batch) GetOrderPass() uint32 {
+	if x != nil {
+		return x.OrderPass
 	}
 	return 0
 }
@@ -996,7 +1020,7 @@ const file_messages_proto_rawDesc = "" +
 	"\x01n\x18\x02 \x01(\x03R\x01n\x12\x10\n" +
 	"\x03ack\x18\x03 \x01(\x04R\x03ack\"2\n" +
 	"\x04Part\x12*\n" +
-	"\x05slots\x18\x01 \x03(\v2\x14.actorfeed.v1.TensorR\x05slots\"\x83\x03\n" +
+	"\x05slots\x18\x01 \x03(\v2\x14.actorfeed.v1.TensorR\x05slots\"\xb6\x03\n" +
 	"\x05Batch\x12\x14\n" +
 	"\x05epoch\x18\x01 \x01(\x04R\x05epoch\x12\x10\n" +
 	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12\x12\n" +
@@ -1013,7 +1037,10 @@ const file_messages_proto_rawDesc = "" +
 	"\bposition\x18\f \x01(\x04R\bposition\x12\x1c\n" +
 	"\tpositions\x18\r \x01(\x04R\tpositions\x12\x18\n" +
 	"\apadding\x18\x0e \x01(\rR\apadding\x12\x10\n" +
-	"\x03run\x18\x0f \x01(\rR\x03run\"_\n" +
+	"\x03run\x18\x0f \x01(\rR\x03run\x12\x12\n" +
+	"\x04cuts\x18\x10 \x03(\rR\x04cuts\x12\x1d\n" +
+	"\n" +
+	"order_pass\x18\x11 \x01(\rR\torderPass\"_\n" +
 	"\x03End\x12\x14\n" +
 	"\x05epoch\x18\x01 \x01(\x04R\x05epoch\x12\x12\n" +
 	"\x04pass\x18\x02 \x01(\rR\x04pass\x12\x14\n" +

@@ -1,6 +1,7 @@
 package messages_test
 
 import (
+	"math/rand/v2"
 	"testing"
 	"unsafe"
 
@@ -131,6 +132,40 @@ func TestGatherRowsOfARun(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, want.Equal(got))
 	require.NotSame(t, unsafe.SliceData(first[0].Bytes()), unsafe.SliceData(got[0].Bytes()), "the join owns its storage")
+}
+
+// Rows picked at random out of parts of several sizes (stacked groups,
+// some cut short, one empty) name the instances they were gathered from.
+func TestRowsOfPartsOfManySizes(t *testing.T) {
+	sizes := []int{8, 8, 3, 0, 8, 8, 5, 8, 1, 8}
+	recs := records(57)
+	var parts []tensor.Slots
+	at := 0
+	for _, n := range sizes {
+		if n == 0 {
+			parts = append(parts, tensor.Slots{
+				{Tensor: tensor.MustFromSlice(tensor.Shape{0, 2, 2}, []uint8{})},
+				{Tensor: tensor.MustFromSlice(tensor.Shape{0, 1}, []int64{})},
+			})
+			continue
+		}
+		part, err := tensor.Concat(recs[at : at+n])
+		require.NoError(t, err)
+		parts, at = append(parts, part), at+n
+	}
+	b, err := messages.FromParts(parts, ids(at))
+	require.NoError(t, err)
+	refs, err := b.Refs(nil)
+	require.NoError(t, err)
+	rng := rand.New(rand.NewPCG(1, 2))
+	pick := make([]messages.Ref, at)
+	b.Rows = make([]uint32, at)
+	for i, k := range rng.Perm(at) {
+		pick[i], b.Rows[i] = refs[k], uint32(k)
+	}
+	again, err := b.Refs(nil)
+	require.NoError(t, err)
+	require.Equal(t, pick, again)
 }
 
 func TestBadRows(t *testing.T) {

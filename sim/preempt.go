@@ -50,7 +50,7 @@ type Stop struct {
 func GeneratePreemption(seed uint64) Scenario {
 	sc := Generate(seed)
 	sh := &sc.Shape
-	sh.AnyOrder, sh.MultiPass, sh.DropLast, sh.DropPartial = false, 0, false, false
+	sh.AnyOrder, sh.DropLast, sh.DropPartial = false, false, false
 	sc.Faults = slices.DeleteFunc(sc.Faults, func(f Fault) bool {
 		switch f.Kind {
 		case PanicStorm, Truncate, ReadErrorP:
@@ -64,7 +64,7 @@ func GeneratePreemption(seed uint64) Scenario {
 	rng := rand.New(rand.NewPCG(seed, 0x9e3))
 	pre := &Preemption{World: 1 + rng.IntN(4)}
 	for range 1 + rng.IntN(3) {
-		st := Stop{Epoch: rng.IntN(sh.Passes), At: rng.IntN(12), Killed: rng.IntN(3) == 0,
+		st := Stop{Epoch: rng.IntN(sh.epochs()), At: rng.IntN(12), Killed: rng.IntN(3) == 0,
 			Threads: 1 + rng.IntN(4), Devices: 1 + rng.IntN(3)}
 		if st.Killed {
 			st.Checkpoint = rng.IntN(st.At + 1)
@@ -80,8 +80,10 @@ func GeneratePreemption(seed uint64) Scenario {
 		// committed past it (a state's Beyond is its rank's alone): not a
 		// kill, nor after a stop in the same epoch that counted its
 		// batches as they came; and not where a batch of holes alone may
-		// put one rank's stop elsewhere.
-		if w := 1 + rng.IntN(4); !st.Killed && !damage && counted != st.Epoch && rng.IntN(2) == 0 {
+		// put one rank's stop elsewhere. Nor in a multi-pass job: its
+		// ranks go on into the next epoch of the pass while the stop's
+		// waits.
+		if w := 1 + rng.IntN(4); !st.Killed && !damage && counted != st.Epoch && sh.MultiPass == 0 && rng.IntN(2) == 0 {
 			st.World = w
 		}
 		if st.World == world {
@@ -136,7 +138,7 @@ type segment struct {
 // run runs the segment.
 func (g segment) run(ctx context.Context) ([]delivered, *actors.State, error) {
 	sh := g.sc.Shape
-	if g.st != nil && g.st.Epoch >= uint64(sh.Passes) {
+	if g.st != nil && g.st.Epoch >= uint64(sh.epochs()) {
 		return nil, g.st, nil // the job is done: a pipeline would start its next epoch at once
 	}
 	stages := chain(g.sc, g.paths)
@@ -150,7 +152,7 @@ func (g segment) run(ctx context.Context) ([]delivered, *actors.State, error) {
 	opts := pipelineOptions(sh, g.o, sys, g.d, panics)
 	opts.Shard, opts.Resume = actors.Shard{Rank: g.rank, World: g.world, Remainder: order.Pad}, g.st
 	h := &stopHook{stop: g.stop, byIndex: g.stop != nil && g.stop.World != g.world}
-	if g.stop != nil && uint64(g.stop.Epoch) == g.firstEpoch() && h.arm(g.st, g.firstEpoch(), g.world) {
+	if g.stopsIn(g.firstEpoch()) && h.arm(g.st, g.world) {
 		// Armed before the pipeline exists (its devices step from then
 		// on), and the stop comes before it would deliver anything.
 		return nil, g.st, nil
@@ -198,13 +200,15 @@ func (g segment) run(ctx context.Context) ([]delivered, *actors.State, error) {
 	return h.kept(g.world, g.rank, st), &st, errors.Join(err, closeErr, serr)
 }
 
-// passes runs the pipeline's passes to the job's end or the stop.
+// passes runs the pipeline's passes to the job's end or the stop. A pass
+// is an epoch, or a multi-pass stage's epochs; e is each pass's first (the
+// segment's first pass may start part way into one).
 func (g segment) passes(ctx context.Context, p *actors.Pipeline, h *stopHook) error {
-	first := g.firstEpoch()
-	for e := first; e < uint64(g.sc.Shape.Passes); e++ {
+	first, per := g.firstEpoch(), uint64(g.sc.Shape.perPass())
+	for e := first; e < uint64(g.sc.Shape.epochs()); e = (e/per + 1) * per {
 		if e > first {
 			// Armed before the pass's items can flow.
-			if g.stop != nil && uint64(g.stop.Epoch) == e && h.arm(g.st, e, g.world) {
+			if g.stopsIn(e) && h.arm(g.st, g.world) {
 				if h.killAtStart {
 					if s, err := p.State(); err == nil {
 						h.killed = &s
@@ -223,8 +227,8 @@ func (g segment) passes(ctx context.Context, p *actors.Pipeline, h *stopHook) er
 		if err != nil {
 			return fmt.Errorf("%w: epoch %d: %w", errHang, e, err)
 		}
-		if g.stop != nil && uint64(g.stop.Epoch) == e {
-			return nil // the stop's batch lies past the rank's share: it stops at the epoch's end
+		if g.stopsIn(e) {
+			return nil // the stop's batch lies past the rank's share: it stops at the pass's end
 		}
 	}
 	return nil
@@ -256,15 +260,19 @@ type stopHook struct {
 	stopped     atomic.Bool
 }
 
-// arm sets the stop up for epoch e, which the run (world ranks) resumed
-// from st starts part way into, and reports whether the stop comes before
-// it starts. Re-dealt to another world, the epoch's rest starts afresh.
-func (h *stopHook) arm(st *actors.State, e uint64, world int) bool {
+// arm sets the stop up for its epoch, which the run (world ranks) resumed
+// from st may start part way into, and reports whether the stop comes
+// before the run delivers any of it. Re-dealt to another world, the
+// epoch's rest starts afresh.
+func (h *stopHook) arm(st *actors.State, world int) bool {
 	start, skipped := 0, 0
-	if st != nil && st.Epoch == e && st.Layout.World == world {
-		start = int(st.Done) / st.Unit
+	e := uint64(h.stop.Epoch)
+	if st != nil && st.Layout.World == world {
+		if st.Epoch == e {
+			start = int(st.Done) / st.Unit
+		}
 		for _, b := range st.Beyond { // delivered before: the resumed run skips them
-			if i := int(b) / st.Unit; i < h.stop.At {
+			if be, i := beyondAt(*st, b); be == e && i < h.stop.At {
 				skipped++
 			}
 		}
@@ -274,6 +282,13 @@ func (h *stopHook) arm(st *actors.State, e uint64, world int) bool {
 	h.armed, h.target, h.ckpt = true, h.stop.At-start-skipped, h.stop.Checkpoint-start
 	h.killAtStart = h.stop.Killed && h.ckpt <= 0
 	return h.target <= 0
+}
+
+// stopsIn says whether the segment's stop is in the pass that epoch e is
+// in (from e on).
+func (g segment) stopsIn(e uint64) bool {
+	per := uint64(g.sc.Shape.perPass())
+	return g.stop != nil && uint64(g.stop.Epoch) >= e && uint64(g.stop.Epoch) < (e/per+1)*per
 }
 
 // firstEpoch is the epoch the segment starts in.
@@ -362,11 +377,31 @@ func (h *stopHook) kept(world, rank int, st actors.State) []delivered {
 
 // covered says whether a state's position is past a committed item.
 func covered(st actors.State, it actors.Item) bool {
-	if it.Epoch != st.Epoch {
-		return it.Epoch < st.Epoch
+	if it.Epoch < st.Epoch {
+		return true
 	}
 	start := uint64(it.Index * st.Unit)
-	return start < st.Done || slices.Contains(st.Beyond, start)
+	if it.Epoch == st.Epoch && start < st.Done {
+		return true
+	}
+	return slices.ContainsFunc(st.Beyond, func(b uint64) bool {
+		e, i := beyondAt(st, b)
+		return e == it.Epoch && i == it.Index
+	})
+}
+
+// beyondAt is the epoch and index of the item a state's Beyond entry b
+// names: past the state's epoch's share, it is in the epochs after it (a
+// multi-pass pass's).
+func beyondAt(st actors.State, b uint64) (uint64, int) {
+	rem, _ := order.ParseRemainder(st.Remainder)
+	share := st.Layout.Share(rem)
+	if b < share {
+		return st.Epoch, int(b) / st.Unit
+	}
+	full := order.Full(st.Data.Records, st.Layout.World).Share(rem)
+	k := (b - share) / full
+	return st.Epoch + 1 + k, int(b-share-k*full) / st.Unit
 }
 
 // runPreempted is Run for a preempted scenario.
@@ -457,7 +492,10 @@ func checkPreempted(violate violation, sc Scenario, all []delivered, damaged []m
 			want = append(want, messages.SampleID(f, r))
 		}
 	}
-	for e := range uint64(sc.Shape.Passes) {
+	if i := slices.IndexFunc(all, func(d delivered) bool { return d.epoch >= uint64(sc.Shape.epochs()) }); i >= 0 {
+		violate("a batch of epoch %d, past the job's %d: its passes did not end where the uninterrupted run's do", all[i].epoch, sc.Shape.epochs())
+	}
+	for e := range uint64(sc.Shape.epochs()) {
 		var got []uint64
 		counts := map[[2]int]int{}
 		for _, dl := range all {

@@ -756,7 +756,7 @@ func orderTails(sc Scenario, paths []string, damaged []map[int]bool) ([]int, err
 	}
 	n := ord.Len()
 	var tails []int
-	for epoch := range uint64(sh.Passes * max(sh.MultiPass, 1)) {
+	for epoch := range uint64(sh.epochs()) {
 		ep, k := ord.Epoch(epoch), 0
 		for g := n - n%uint64(sh.Batch); g < n; g++ {
 			if f, r := ep.At(g); !damaged[f][int(r)] {

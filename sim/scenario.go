@@ -153,6 +153,13 @@ func (s Scenario) DescribeFaults() string {
 	return strings.Join(out, ", ")
 }
 
+// perPass is how many epochs of the order a pass reads: a multi-pass
+// stage's passes, or 1.
+func (sh Shape) perPass() int { return max(sh.MultiPass, 1) }
+
+// epochs is the job's epochs: Passes passes of perPass each.
+func (sh Shape) epochs() int { return sh.Passes * sh.perPass() }
+
 // Generate draws a random scenario from seed: the same seed always gives
 // the same scenario.
 func Generate(seed uint64) Scenario {

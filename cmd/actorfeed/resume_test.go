@@ -205,3 +205,47 @@ func TestResumeRefusesWhatItCannotContinue(t *testing.T) {
 	_, err = cli(t, "run", "--data", filepath.Join(data, "*.recordio"), "--rank", "2", "--world", "2")
 	require.True(t, strings.Contains(err.Error(), "--rank 2 is out of range"), err.Error())
 }
+
+// A job whose reader is multi-pass (each pass two epochs) stopped after
+// some steps, in either epoch of a pass, and resumed from its state,
+// delivers the uninterrupted run's batches line for line, and its last
+// resume finds nothing to do.
+func TestMultiPassJobResumes(t *testing.T) {
+	data := genSet(t, 2, 600)
+	dir := t.TempDir()
+	spec := filepath.Join(dir, "p.yaml")
+	require.NoError(t, os.WriteFile(spec, []byte(fmt.Sprintf(`startup:
+  - {op: open_files, out: files, attrs: {file_names: [%s, %s]}}
+  - {op: create_shuffle_reader, in: files, out: shuffled, attrs: {buffer_size: 100, seed: 3}}
+  - {op: create_batch_reader, in: shuffled, out: batches, attrs: {batch_size: 32}}
+  - {op: create_multi_pass_reader, in: batches, out: passes, attrs: {pass_num: 2}}
+  - {op: create_double_buffer_reader, in: passes, out: reader}
+devices: {n: 1}
+`, filepath.Join(data, fileName(0)), filepath.Join(data, fileName(1)))), 0o644))
+	args := func(ids string, more ...string) []string {
+		return append([]string{"run", "--spec", spec, "--passes", "2", "--emit-ids", ids}, more...)
+	}
+	_, stderr, code := execCLI(t, dir, args("full.jsonl")...)
+	require.Zero(t, code, stderr)
+	full, err := os.ReadFile(filepath.Join(dir, "full.jsonl"))
+	require.NoError(t, err)
+	require.Equal(t, 4*19, bytes.Count(full, []byte("\n")), "2 passes of 2 epochs of 19 batches")
+
+	var got []byte
+	for i, steps := range []string{"10", "15", "20", "0"} { // stops in epochs 0, 1 and 2
+		ids := fmt.Sprintf("part-%d.jsonl", i)
+		more := []string{"--checkpoint", "state.json", "--max-batches", steps}
+		if i > 0 {
+			more = append(more, "--resume", "state.json")
+		}
+		_, stderr, code := execCLI(t, dir, args(ids, more...)...)
+		require.Zero(t, code, stderr)
+		part, err := os.ReadFile(filepath.Join(dir, ids))
+		require.NoError(t, err)
+		got = append(got, part...)
+	}
+	require.Equal(t, string(full), string(got))
+	out, stderr, code := execCLI(t, dir, args("after.jsonl", "--resume", "state.json")...)
+	require.Zero(t, code, stderr)
+	require.Contains(t, out, "nothing to do: the state is at epoch 4, and the job has 2 pass(es) of 2 epoch(s)")
+}

@@ -266,16 +266,16 @@ func runPipeline(ctx context.Context, out, errOut io.Writer, o runOptions, chang
 		rem, _ := order.ParseRemainder(o.remainder)
 		scope.Options.Shard = actors.Shard{Rank: o.rank, World: o.world, Remainder: rem}
 	}
-	if st := opts.Resume; st != nil {
-		// --passes counts the job's epochs: a resumed run does those left.
-		if st.Epoch >= uint64(o.passes) {
-			fmt.Fprintf(out, "nothing to do: the state is at epoch %d, and the job has %d pass(es)\n", st.Epoch, o.passes)
-			return nil
-		}
-		o.passes -= int(st.Epoch)
-	}
 	if err := scope.Run(ctx, startup); err != nil {
 		return err
+	}
+	if st := opts.Resume; st != nil {
+		left, why := passesLeft(o.passes, st, scope.Reader(reader).Stages())
+		if left == 0 {
+			fmt.Fprintln(out, why)
+			return nil
+		}
+		o.passes = left
 	}
 	s := &session{devices: o.devices, passes: o.passes, stepTime: o.step, names: baseNames(scope.Reader(reader).Stages()), watch: o.watch, log: out,
 		maxBatches: o.maxBatch}
@@ -421,8 +421,34 @@ func (s *session) samplesToCome(stages []actors.Stage, passes int) int64 {
 	}
 	rem, _ := order.ParseRemainder(st.Remainder)
 	share := st.Layout.Share(rem)
-	full := order.Full(st.Data.Records, st.Layout.World).Share(rem)
-	return int64(share-st.Done) + int64(passes-1)*int64(full)
+	full := int64(order.Full(st.Data.Records, st.Layout.World).Share(rem))
+	per := int64(epochsPerPass(stages))
+	// The rest of the state's epoch, the rest of the pass it is in, then
+	// whole passes.
+	return int64(share-st.Done) + (per-int64(st.Epoch)%per-1)*full + int64(passes-1)*per*full
+}
+
+// passesLeft is how many of the job's passes (--passes, of epochsPerPass
+// epochs each) a run resumed from st does, the first from the state; 0,
+// and why, when none is left.
+func passesLeft(passes int, st *actors.State, stages []actors.Stage) (int, string) {
+	per := uint64(epochsPerPass(stages))
+	if st.Epoch >= uint64(passes)*per {
+		return 0, fmt.Sprintf("nothing to do: the state is at epoch %d, and the job has %d pass(es) of %d epoch(s)", st.Epoch, passes, per)
+	}
+	return passes - int(st.Epoch/per), ""
+}
+
+// epochsPerPass is how many of the order's epochs one pass of stages
+// reads: the product of its multi-pass stages' passes.
+func epochsPerPass(stages []actors.Stage) int {
+	n := 1
+	for _, st := range stages {
+		if mp, ok := st.(actors.MultiPass); ok {
+			n *= mp.Passes
+		}
+	}
+	return n
 }
 
 // countSamples is the samples the run will deliver when the files say so
@@ -449,10 +475,5 @@ func countSamples(stages []actors.Stage, passes int) int64 {
 		}
 		n += int64(idx.NumRecords)
 	}
-	for _, st := range stages {
-		if mp, ok := st.(actors.MultiPass); ok {
-			n *= int64(mp.Passes)
-		}
-	}
-	return n * int64(passes)
+	return n * int64(epochsPerPass(stages)) * int64(passes)
 }

@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"runtime"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -382,4 +383,30 @@ func FuzzChunk(f *testing.F) {
 			}
 		}
 	})
+}
+
+// A released scanner's buffers go to the next scanner made, even after
+// garbage collections. A pipeline in an order opens a reader for each run
+// of chunks it is dealt, and allocates all the time: a sync.Pool, emptied
+// by every collection, left most readers to allocate (and zero) a chunk's
+// buffers afresh.
+func TestReleasedBuffersOutliveCollections(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "f.rio")
+	writeFile(t, path, makeRecords(4000, 1), recordio.WriterOptions{})
+	f, size := openFile(t, path)
+	scan := func() {
+		s := recordio.NewScanner(f, size, recordio.ScannerOptions{Name: path})
+		for s.Scan() {
+		}
+		require.NoError(t, s.Err())
+		s.Release()
+	}
+	scan()
+	runtime.GC()
+	runtime.GC()
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	scan()
+	runtime.ReadMemStats(&after)
+	require.Less(t, after.TotalAlloc-before.TotalAlloc, uint64(size)/8, "a %d-byte file scanned in kept buffers", size)
 }

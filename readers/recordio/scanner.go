@@ -50,36 +50,61 @@ func newChunkReader(r io.ReaderAt, size int64, name string, maxDecoded int) *chu
 	return &chunkReader{r: r, size: size, name: name, maxDecoded: maxDecoded}
 }
 
-// reuse takes the buffers a released reader left, if there are some.
+// reuse takes the buffers a reader released last, if some are kept.
 func (c *chunkReader) reuse() {
-	if b, ok := buffers.Get().(*chunkBuffers); ok {
-		c.stored, c.decoded, c.snappy, c.gzip = b.stored, b.decoded, b.snappy, b.gzip
+	buffers.Lock()
+	defer buffers.Unlock()
+	n := len(buffers.sets)
+	if n == 0 {
+		return
 	}
+	b := buffers.sets[n-1]
+	buffers.sets[n-1], buffers.sets = nil, buffers.sets[:n-1]
+	buffers.bytes -= b.size()
+	c.stored, c.decoded, c.starts, c.snappy, c.gzip = b.stored, b.decoded, b.starts, b.snappy, b.gzip
 }
 
 // chunkBuffers are a chunk reader's buffers and decompressors, kept for the
 // next reader once one is released. A pipeline in an order opens a file
-// once for each run of chunks it reads, and a fresh chunk's megabyte of
-// buffers each time was most of its allocation.
+// for runs of chunks, and a fresh chunk's megabyte of buffers each time
+// was most of its allocation.
 type chunkBuffers struct {
 	stored, decoded []byte
+	starts          []int
 	snappy          *snappy.Reader
 	gzip            *gzip.Reader
 }
 
-var buffers sync.Pool
+func (b *chunkBuffers) size() int { return cap(b.stored) + cap(b.decoded) + 8*cap(b.starts) }
 
-// maxPooled is the largest buffer kept for reuse: a few ordinary chunks'
-// worth, not the buffers of an outlier.
-const maxPooled = 4 * DefaultMaxChunkBytes
+// buffers is a free list, not a sync.Pool: a pool is emptied by every
+// garbage collection, and a pipeline that allocates its batches collects
+// often enough that most readers found it empty and allocated (and
+// zeroed) a chunk's buffers afresh. It keeps at most pooledBytes, a few
+// readers' worth, whatever the process released, and hands out the last
+// released first.
+var buffers struct {
+	sync.Mutex
+	sets  []*chunkBuffers
+	bytes int
+}
+
+// pooledBytes bounds the buffers kept (the decompressors' own aside).
+const pooledBytes = 4 * DefaultMaxChunkBytes
 
 // release hands the buffers on to the next reader; c must not be used
 // again.
 func (c *chunkReader) release() {
-	if cap(c.stored) <= maxPooled && cap(c.decoded) <= maxPooled && (c.stored != nil || c.decoded != nil || c.snappy != nil || c.gzip != nil) {
-		buffers.Put(&chunkBuffers{stored: c.stored[:0], decoded: c.decoded[:0], snappy: c.snappy, gzip: c.gzip})
+	b := &chunkBuffers{stored: c.stored[:0], decoded: c.decoded[:0], starts: c.starts[:0], snappy: c.snappy, gzip: c.gzip}
+	c.stored, c.decoded, c.starts, c.cur, c.snappy, c.gzip = nil, nil, nil, nil, nil, nil
+	if b.size() == 0 && b.snappy == nil && b.gzip == nil {
+		return
 	}
-	c.stored, c.decoded, c.cur, c.snappy, c.gzip = nil, nil, nil, nil, nil
+	buffers.Lock()
+	defer buffers.Unlock()
+	if buffers.bytes+b.size() <= pooledBytes {
+		buffers.sets, buffers.bytes = append(buffers.sets, b), buffers.bytes+b.size()
+	}
 }
 
 func (c *chunkReader) fail(k int, off int64, err error) error {
