@@ -272,7 +272,7 @@ func (p *Pipeline) planSource(name string, s Stage) ([]spawnable, error) {
 			// for a window.
 			fc.windows = p.order.windows(p.aligned > 0, opts.GroupSize)
 			fc.units.onJob = fc.windows.add
-			fc.buffer += (p.order.ord.Span() + p.order.unit - 1) / p.order.unit
+			fc.buffer += fc.windows.items()
 		}
 	}
 	p.cells = append(p.cells, &fc.cell)
@@ -327,8 +327,9 @@ func (p *Pipeline) planTransform(name string, stages []Stage, i int, dev *Device
 		// wait for them to drain.
 		tc.capacity += (s.Window + opts.GroupSize - 1) / opts.GroupSize
 		if p.order != nil && i == 1 { // the order's windows, assembled here
-			tc.logic = &orderLogic{w: *p.order.windows(p.aligned > 0, opts.GroupSize)}
-			tc.capacity = opts.Capacity + (p.order.ord.Span()+p.order.unit-1)/p.order.unit
+			w := p.order.windows(p.aligned > 0, opts.GroupSize)
+			tc.logic = &orderLogic{w: *w}
+			tc.capacity = opts.Capacity + w.items()
 		}
 	case Batch:
 		tc.logic = p.planBatch(s, stages, i, dev)

@@ -160,6 +160,14 @@ func (p *orderPlan) windows(batched bool, groupSize int) *windows {
 	return w
 }
 
+// items is how many items a window leaves as, at most: a stage that
+// assembles windows holds them unsent while it fills the next (counted in
+// batches rather than in items of several, it held two windows' worth).
+func (w *windows) items() int {
+	per := w.unit * uint64(w.perItem)
+	return int((uint64(w.plan.ord.Span()) + per - 1) / per)
+}
+
 // seqJob is one window being read: its instances by window-local S
 // offset, a hole where the ref has no part.
 type seqJob struct {
