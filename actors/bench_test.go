@@ -41,6 +41,11 @@ func benchFile(b *testing.B) string {
 	return testutil.WriteRecords(b, filepath.Join(b.TempDir(), "bench.rio"), 0, benchSamples, benchSample)
 }
 
+// writeBench writes file f of 16 that share the benchmarks' samples.
+func writeBench(b *testing.B, f int) string {
+	return testutil.WriteRecords(b, filepath.Join(b.TempDir(), fmt.Sprintf("part-%02d.rio", f)), 0, benchSamples/16, benchSample)
+}
+
 // benchSample is sample r of the benchmarks' files.
 func benchSample(r int) tensor.Slots {
 	img := make([]uint8, 784)
@@ -266,8 +271,7 @@ func BenchmarkOrderCost(b *testing.B) {
 	one := []string{benchFile(b)}
 	var sixteen []string
 	for f := range 16 {
-		sixteen = append(sixteen, testutil.WriteRecords(b, filepath.Join(b.TempDir(), fmt.Sprintf("part-%02d.rio", f)), 0,
-			benchSamples/16, benchSample))
+		sixteen = append(sixteen, writeBench(b, f))
 	}
 	for _, c := range []struct {
 		name   string
