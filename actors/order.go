@@ -143,7 +143,7 @@ type fileIndex struct {
 // formats, counted by reading them. Each file is opened through
 // Options.Open under the readers' own rules: every call bounded by
 // ReadTimeout, transient errors retried on Retry's schedule.
-func splitsOf(src *fileSource, opts Options, threads int) ([]order.Split, Fingerprint, error) {
+func splitsOf(ctx context.Context, src *fileSource, opts Options, threads int) ([]order.Split, Fingerprint, error) {
 	found := make([]fileIndex, len(src.entries))
 	errs := make([]error, len(src.entries))
 	var wg sync.WaitGroup
@@ -151,15 +151,23 @@ func splitsOf(src *fileSource, opts Options, threads int) ([]order.Split, Finger
 	for range max(threads, 1) {
 		wg.Go(func() {
 			for f := range next {
-				found[f], errs[f] = src.indexRetried(f, opts)
+				found[f], errs[f] = src.indexRetried(ctx, f, opts)
 			}
 		})
 	}
+feed:
 	for f := range src.entries {
-		next <- f
+		select {
+		case next <- f:
+		case <-ctx.Done():
+			break feed
+		}
 	}
 	close(next)
 	wg.Wait()
+	if err := ctx.Err(); err != nil {
+		return nil, Fingerprint{}, fmt.Errorf("actors: building the pipeline: indexing its files: %w", err)
+	}
 	var splits []order.Split
 	h := sha256.New()
 	fp := Fingerprint{Files: len(src.entries)}
@@ -180,27 +188,28 @@ func splitsOf(src *fileSource, opts Options, threads int) ([]order.Split, Finger
 }
 
 // indexRetried indexes file f, retrying transient errors.
-func (s *fileSource) indexRetried(f int, opts Options) (fileIndex, error) {
+func (s *fileSource) indexRetried(ctx context.Context, f int, opts Options) (fileIndex, error) {
 	var x fileIndex
-	err := supervisor.Retry(context.Background(), opts.Retry, func(int) (err error) {
+	err := supervisor.Retry(ctx, opts.Retry, func(int) (err error) {
 		defer func() {
 			if r := recover(); r != nil { // user code (Options.Open, a reader)
 				err = fmt.Errorf("actors: panic while indexing: %v", r)
 			}
 		}()
-		x, err = s.index(f, opts.ReadTimeout)
+		x, err = s.index(ctx, f, opts.ReadTimeout)
 		return err
 	})
 	return x, err
 }
 
-// index opens file f and finds its splits, each call under the watchdog.
-func (s *fileSource) index(f int, timeout time.Duration) (fileIndex, error) {
+// index opens file f and finds its splits, each call under the watchdog;
+// parent ending stops it.
+func (s *fileSource) index(parent context.Context, f int, timeout time.Duration) (fileIndex, error) {
 	var w watchdog
 	defer w.close()
-	ctx := w.open(context.Background(), timeout)
+	ctx := w.open(parent, timeout)
 	var r readers.Reader
-	err := w.guard(context.Background(), func() (err error) {
+	err := w.guard(parent, func() (err error) {
 		r, err = s.open(ctx, s.entries[f])
 		return err
 	})
@@ -217,7 +226,7 @@ func (s *fileSource) index(f int, timeout time.Duration) (fileIndex, error) {
 	}
 	if ix, ok := r.(indexed); ok {
 		var rx *recordio.Index
-		err := w.guard(context.Background(), func() (err error) { rx, err = ix.Index(); return err })
+		err := w.guard(parent, func() (err error) { rx, err = ix.Index(); return err })
 		if err != nil {
 			return fileIndex{}, s.stalledOr(f, err, timeout)
 		}
@@ -231,7 +240,7 @@ func (s *fileSource) index(f int, timeout time.Duration) (fileIndex, error) {
 			break
 		}
 		if err != nil {
-			if w.tripped(context.Background()) {
+			if w.tripped(parent) {
 				err = ErrReadStalled
 			}
 			return fileIndex{}, s.stalledOr(f, fmt.Errorf("counting records: %w", err), timeout)
@@ -276,7 +285,7 @@ func (s *fileSource) stalledOr(f int, err error, timeout time.Duration) error {
 // order, the order over them. A Shuffle stage right after Files gives the
 // order its seed and window; the first Batch stage its positions an item,
 // when every stage before it keeps items whole (maps).
-func (p *Pipeline) planOrder(stages []Stage) error {
+func (p *Pipeline) planOrder(ctx context.Context, stages []Stage) error {
 	f, ok := stages[0].(Files)
 	if !ok {
 		return nil
@@ -299,7 +308,7 @@ func (p *Pipeline) planOrder(stages []Stage) error {
 		seed, window, shuffled = sh.Seed, sh.Window, true
 	}
 	threads, _ := f.readers()
-	splits, fp, err := splitsOf(fs, opts, threads)
+	splits, fp, err := splitsOf(ctx, fs, opts, threads)
 	if err != nil {
 		return err
 	}

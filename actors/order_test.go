@@ -11,6 +11,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -21,6 +22,7 @@ import (
 	"github.com/actorfeed/actorfeed/internal/testutil"
 	"github.com/actorfeed/actorfeed/readers"
 	"github.com/actorfeed/actorfeed/readers/order"
+	"github.com/actorfeed/actorfeed/supervisor"
 	"github.com/actorfeed/actorfeed/tensor"
 )
 
@@ -629,4 +631,29 @@ func TestStateStandsInTheEpochItsPassReads(t *testing.T) {
 	require.Zero(t, st.Done)
 	require.Contains(t, st.Beyond, uint64(16), "item 1")
 	require.Contains(t, st.Beyond, uint64(32), "item 2")
+}
+
+// Building a pipeline in the order reads every file's index, on the retry
+// schedule: over storage that fails, that takes as long as the schedule.
+// NewContext stops when its context ends, and says why.
+func TestBuildingStopsWithItsContext(t *testing.T) {
+	paths := testutil.WriteFiles(t, 4, 20, 300)
+	opened := make(chan struct{}, 16)
+	failing := func(context.Context, string) (readers.Reader, error) {
+		opened <- struct{}{}
+		return nil, fmt.Errorf("storage unavailable: %w", syscall.EIO)
+	}
+	ctx, cancel := context.WithCancel(testutil.Context(t))
+	retry := supervisor.Backoff{Attempts: 1_000, Initial: time.Hour, Max: time.Hour} // a build that would take weeks
+	done := make(chan error, 1)
+	go func() {
+		_, err := actors.NewContext(ctx, ordered(paths, 2), actors.Options{System: sharedSys, Open: failing, Retry: retry})
+		done <- err
+	}()
+	<-opened // it is building: the first open failed and waits to retry
+	cancel()
+	err := <-done
+	require.ErrorIs(t, err, context.Canceled)
+	require.ErrorContains(t, err, "indexing its files")
+	require.Empty(t, registered.Actors(sharedSys))
 }

@@ -56,16 +56,33 @@ type Pipeline struct {
 }
 
 // New builds and starts a pipeline read with Next. stages[0] is a source;
-// the rest decorate it in order.
+// the rest decorate it in order. It is NewContext with a context that
+// never ends.
 func New(stages []Stage, opts Options) (*Pipeline, error) {
-	return build(stages, nil, opts)
+	return build(context.Background(), stages, nil, opts)
 }
 
 // NewDevices builds and starts a pipeline that feeds dev.N device actors.
 // With more than one device and no DoubleBuffer stage, a DoubleBuffer with
-// the default window is added.
+// the default window is added. It is NewDevicesContext with a context that
+// never ends.
 func NewDevices(stages []Stage, dev Devices, opts Options) (*Pipeline, error) {
-	return build(stages, &dev, opts)
+	return build(context.Background(), stages, &dev, opts)
+}
+
+// NewContext is New whose building stops when ctx ends. In the order,
+// building reads every file's chunk index (or counts the records of a
+// file without one) on Options.Retry's schedule, which on slow or failing
+// storage takes as long as that; a build stopped so returns an error
+// wrapping ctx's.
+func NewContext(ctx context.Context, stages []Stage, opts Options) (*Pipeline, error) {
+	return build(ctx, stages, nil, opts)
+}
+
+// NewDevicesContext is NewDevices whose building stops when ctx ends (see
+// NewContext).
+func NewDevicesContext(ctx context.Context, stages []Stage, dev Devices, opts Options) (*Pipeline, error) {
+	return build(ctx, stages, &dev, opts)
 }
 
 // NewSystem returns an actor system set up as pipelines need it: no log
@@ -157,7 +174,7 @@ func consumerWindow(stages []Stage, opts Options) int {
 	return opts.Window
 }
 
-func build(stages []Stage, dev *Devices, opts Options) (*Pipeline, error) {
+func build(ctx context.Context, stages []Stage, dev *Devices, opts Options) (*Pipeline, error) {
 	if err := errors.Join(validate(stages, dev), opts.validate()); err != nil {
 		return nil, err
 	}
@@ -172,7 +189,7 @@ func build(stages []Stage, dev *Devices, opts Options) (*Pipeline, error) {
 		p.sys = NewSystem()
 	}
 	p.pipe = newShared(opts, p.sys.Root)
-	plan, err := p.plan(stages, dev)
+	plan, err := p.plan(ctx, stages, dev)
 	if err != nil {
 		p.finish() // nothing was spawned; an own system is shut down
 		return nil, err
@@ -198,12 +215,12 @@ type spawnable struct {
 }
 
 // plan creates the cells of every stage, in spawn order (sources first).
-func (p *Pipeline) plan(stages []Stage, dev *Devices) ([]spawnable, error) {
+func (p *Pipeline) plan(ctx context.Context, stages []Stage, dev *Devices) ([]spawnable, error) {
 	consumers := 1
 	if dev != nil {
 		consumers = dev.N
 	}
-	if err := p.planOrder(stages); err != nil {
+	if err := p.planOrder(ctx, stages); err != nil {
 		return nil, err
 	}
 	p.pipe.order, p.pipe.commits.order = p.order, p.order

@@ -268,7 +268,7 @@ func multiPassStage(c *opCtx) (actors.Stage, error) {
 // ---- reading ----
 
 func read(s *Scope, c *opCtx) error {
-	p, err := s.pull(c.in)
+	p, err := s.pull(c.ctx, c.in)
 	if err != nil {
 		return err
 	}
@@ -290,7 +290,7 @@ func read(s *Scope, c *opCtx) error {
 }
 
 func hasNext(s *Scope, c *opCtx) error {
-	p, err := s.pull(c.in)
+	p, err := s.pull(c.ctx, c.in)
 	if err != nil {
 		return err
 	}
@@ -303,7 +303,7 @@ func hasNext(s *Scope, c *opCtx) error {
 }
 
 func reset(s *Scope, c *opCtx) error {
-	p, err := s.pull(c.in)
+	p, err := s.pull(c.ctx, c.in)
 	if err != nil {
 		return err
 	}

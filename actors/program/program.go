@@ -185,8 +185,9 @@ func (s *Scope) set(name string, v any) {
 	s.values[name] = v
 }
 
-// pull returns the reader's pipeline, starting it to be read with Next.
-func (s *Scope) pull(r *Reader) (*actors.Pipeline, error) {
+// pull returns the reader's pipeline, starting it to be read with Next;
+// ctx bounds building it.
+func (s *Scope) pull(ctx context.Context, r *Reader) (*actors.Pipeline, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.pipeline != nil {
@@ -195,7 +196,7 @@ func (s *Scope) pull(r *Reader) (*actors.Pipeline, error) {
 	if err := s.claim(r); err != nil {
 		return nil, err
 	}
-	p, err := actors.New(r.stages, s.Options)
+	p, err := actors.NewContext(ctx, r.stages, s.Options)
 	if err != nil {
 		return nil, fmt.Errorf("program: starting reader %q: %w", r.name, err)
 	}
@@ -204,9 +205,9 @@ func (s *Scope) pull(r *Reader) (*actors.Pipeline, error) {
 }
 
 // RunDevices starts the reader name's pipeline feeding dev instead of being
-// read by read ops. The caller runs passes with Run and Reset; Close shuts
-// it down with the scope.
-func (s *Scope) RunDevices(name string, dev actors.Devices) (*actors.Pipeline, error) {
+// read by read ops; ctx bounds building it (actors.NewDevicesContext). The
+// caller runs passes with Run and Reset; Close shuts it down with the scope.
+func (s *Scope) RunDevices(ctx context.Context, name string, dev actors.Devices) (*actors.Pipeline, error) {
 	r := s.Reader(name)
 	if r == nil {
 		return nil, fmt.Errorf("%w: no reader %q", ErrBadProgram, name)
@@ -219,7 +220,7 @@ func (s *Scope) RunDevices(name string, dev actors.Devices) (*actors.Pipeline, e
 	if err := s.claim(r); err != nil {
 		return nil, err
 	}
-	p, err := actors.NewDevices(r.stages, dev, s.Options)
+	p, err := actors.NewDevicesContext(ctx, r.stages, dev, s.Options)
 	if err != nil {
 		return nil, fmt.Errorf("program: starting reader %q on %d devices: %w", name, dev.N, err)
 	}
@@ -293,7 +294,7 @@ func (s *Scope) Loop(ctx context.Context, main *Program, passes int, each func(p
 	if r == nil {
 		return fmt.Errorf("%w: the main program reads %q, which is no reader", ErrBadProgram, reader)
 	}
-	p, err := s.pull(r)
+	p, err := s.pull(ctx, r)
 	if err != nil {
 		return err
 	}

@@ -222,7 +222,7 @@ func TestRunDevices(t *testing.T) {
 	s := program.NewScope(actors.Options{})
 	defer s.Close()
 	require.NoError(t, s.Run(ctx, startup(paths, 0)))
-	p, err := s.RunDevices("double_buffer_reader", actors.Devices{N: 2})
+	p, err := s.RunDevices(ctx, "double_buffer_reader", actors.Devices{N: 2})
 	require.NoError(t, err)
 	require.NoError(t, p.Run(ctx))
 	n := 0
@@ -230,7 +230,7 @@ func TestRunDevices(t *testing.T) {
 		n += d.Instances
 	}
 	require.Equal(t, 128, n)
-	_, err = s.RunDevices("double_buffer_reader", actors.Devices{N: 2})
+	_, err = s.RunDevices(ctx, "double_buffer_reader", actors.Devices{N: 2})
 	require.ErrorIs(t, err, program.ErrBadProgram, "a reader starts once")
 }
 

@@ -231,7 +231,7 @@ func runDemo(ctx context.Context, out, errOut io.Writer, o demoOptions) error {
 			}
 			return model.step(ctx, it.Slots[0].Tensor, it.Slots[1].Tensor)
 		}}
-	if err := s.launch(scope, "reader"); err != nil {
+	if err := s.launch(ctx, scope, "reader"); err != nil {
 		return err
 	}
 	fmt.Fprintf(out, "pipeline: %s -> %d devices training softmax regression (lr %g), %d passes\n",

@@ -286,7 +286,7 @@ func runPipeline(ctx context.Context, out, errOut io.Writer, o runOptions, chang
 		return err
 	}
 	defer s.emit.close()
-	if err := s.launch(scope, reader); err != nil {
+	if err := s.launch(ctx, scope, reader); err != nil {
 		return err
 	}
 	if o.ckpt != "" {

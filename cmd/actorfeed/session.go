@@ -178,14 +178,14 @@ func (s *session) prepareOutputs(emitIDs, ckpt string, stages []actors.Stage) er
 // launch starts the scope's reader on the session's devices. The devices
 // step from the moment the pipeline exists, so everything deviceStep uses
 // (the emitter too) must be set before.
-func (s *session) launch(scope *program.Scope, reader string) error {
+func (s *session) launch(ctx context.Context, scope *program.Scope, reader string) error {
 	s.waits = make([][]time.Duration, s.devices)
 	s.idle = make([]time.Time, s.devices)
 	s.start = time.Now()
 	for d := range s.idle {
 		s.idle[d] = s.start
 	}
-	p, err := scope.RunDevices(reader, actors.Devices{N: s.devices, Step: s.deviceStep})
+	p, err := scope.RunDevices(ctx, reader, actors.Devices{N: s.devices, Step: s.deviceStep})
 	if err != nil {
 		return err
 	}
