@@ -49,7 +49,10 @@ type Files struct {
 	// more than len(Paths).
 	Threads int
 	// Buffer is buffer_size, in groups of Options.GroupSize samples;
-	// default 3 * Threads, as upstream.
+	// default 3 * Threads, as upstream, and Threads in the order: there the
+	// stage after it holds a window being assembled besides, and groups
+	// buffered longer reach the batch stage's copy colder
+	// (docs/performance.md).
 	Buffer int
 	// AnyOrder hands records on as the readers deliver them, instead of in
 	// the order (docs/determinism.md): the order of a pass then depends on
@@ -345,6 +348,9 @@ func (s Files) readers() (threads, buffer int) {
 	}
 	if buffer == 0 {
 		buffer = 3 * threads
+		if !s.AnyOrder {
+			buffer = threads
+		}
 	}
 	return threads, buffer
 }
