@@ -23,5 +23,14 @@
 // once across the ranks, equal shares, and every batch against the
 // uninterrupted run of its world (docs/determinism.md).
 //
+// A user's own questions take a Schedule (ParseSchedule: faults by target
+// and kind, each in a window of time, seeded; docs/simulation.md) and run
+// their own program under it: WhatIf runs a program N times, and reports
+// throughput, the devices' busy fractions and data waits, what the faults
+// injected and the invariant verdict, with ratios to a run without faults.
+// The same pieces serve a trainer's own tests: an Injector wraps a
+// pipeline's files, stages and device steps; a Ledger checks exactly once
+// against a fault-free run; a LeakCheck finds goroutines and actors left.
+//
 // sim may import every package except cmd.
 package sim

@@ -618,14 +618,21 @@ func chain(sc Scenario, paths []string) []actors.Stage {
 // buffer's windows (the lanes', and the next pass read ahead) and the
 // devices'.
 func liveBound(sh Shape, o actors.Options) int {
-	// Options' documented defaults where the scenario keeps them.
-	capacity, window, prefetch := cmp.Or(o.Capacity, 2), cmp.Or(o.Window, 2), 2
-	b := capacity + window*((sh.Group+sh.Batch-1)/sh.Batch)
-	if sh.MultiPass > 0 {
+	return linksBound(o, sh.Group, sh.Batch, sh.MultiPass > 0, sh.Devices, 2)
+}
+
+// linksBound is liveBound for a pipeline of groups of group samples,
+// batches of batch, perhaps a multi-pass stage, and devices lanes of a
+// double buffer with window prefetch.
+func linksBound(o actors.Options, group, batch int, multiPass bool, devices, prefetch int) int {
+	// Options' documented defaults where the caller keeps them.
+	capacity, window := cmp.Or(o.Capacity, 2), cmp.Or(o.Window, 2)
+	b := capacity + window*((group+batch-1)/batch)
+	if multiPass {
 		b += capacity + window
 	}
 	// The lanes, the next pass read ahead, and queued at the devices.
-	return b + sh.Devices*(2*prefetch+max(prefetch, actors.MinConsumerQueue))
+	return b + devices*(2*prefetch+max(prefetch, actors.MinConsumerQueue))
 }
 
 // devices are the scenario's device steps: they check each batch, record it
@@ -656,7 +663,7 @@ func (d *devices) step(l *ledger) actors.StepFunc {
 		d.mu.Lock()
 		d.steps[dev]++
 		n := d.steps[dev]
-		var sleep time.Duration
+		var pause time.Duration
 		var crash bool
 		for i, f := range d.faults {
 			if f.Device != dev {
@@ -664,12 +671,12 @@ func (d *devices) step(l *ledger) actors.StepFunc {
 			}
 			switch f.Kind {
 			case SlowDevice:
-				sleep += f.Delay + time.Duration(d.rngs[dev].Int64N(int64(f.Delay)+1))
+				pause += f.Delay + time.Duration(d.rngs[dev].Int64N(int64(f.Delay)+1))
 			case StallDevice:
 				if n == f.N && !d.done[i] {
 					d.done[i] = true
 					d.count[f.Kind]++
-					sleep += f.Delay
+					pause += f.Delay
 				}
 			case PanicDevice:
 				if n == f.N && !d.done[i] {
@@ -689,14 +696,8 @@ func (d *devices) step(l *ledger) actors.StepFunc {
 		if crash {
 			panic(fmt.Sprintf("sim: device %d fails at step %d", dev, n))
 		}
-		if sleep > 0 {
-			t := time.NewTimer(sleep)
-			select {
-			case <-ctx.Done():
-				t.Stop()
-				return ctx.Err()
-			case <-t.C:
-			}
+		if err := sleep(ctx, pause); err != nil {
+			return err
 		}
 		l.add(it.Pass, dev, it.Seq, it.IDs)
 		return nil

@@ -14,6 +14,6 @@
 // (actors.New), and Scope.RunDevices feeds them to device actors instead
 // (actors.NewDevices).
 //
-// program may import actors, readers, tensor and supervisor. Nothing but
-// cmd imports it.
+// program may import actors, readers, tensor and supervisor. Only sim (for
+// what-if runs of a user's program) and cmd import it.
 package program

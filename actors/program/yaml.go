@@ -342,3 +342,24 @@ func (s *Spec) feeders() map[string]bool {
 	}
 	return out
 }
+
+// Feed says what a spec feeds to devices: its devices section, or else
+// the reader its main program reads (or the last reader its startup
+// program creates) on one device for main's passes.
+func (s *Spec) Feed() DeviceSpec {
+	if s.Devices != nil {
+		return *s.Devices
+	}
+	last := s.Startup.Ops[len(s.Startup.Ops)-1].Out[0]
+	if s.Main == nil {
+		return DeviceSpec{Reader: last, N: 1, Passes: 1}
+	}
+	reader := last
+	for _, op := range s.Main.Ops {
+		if op.Type == "read" {
+			reader = op.In
+			break
+		}
+	}
+	return DeviceSpec{Reader: reader, N: 1, Passes: s.Passes}
+}

@@ -126,6 +126,12 @@ func drawBuffers(path string, series []sample, stages []actors.StageStats) error
 	if err != nil {
 		return err
 	}
+	return drawStacked(path, plots)
+}
+
+// drawStacked draws plots one above the other, their axes aligned, as a
+// PNG file at path, atomically.
+func drawStacked(path string, plots []*plot.Plot) error {
 	width, height := 8*vg.Inch, 3*vg.Inch*vg.Length(len(plots))
 	c := vgimg.New(width, height)
 	dc := draw.New(c)

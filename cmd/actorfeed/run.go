@@ -339,38 +339,19 @@ func loadSpec(o *runOptions, scope *program.Scope, changed func(string) bool) (*
 	if spec.Shard != nil && !changed("rank") && !changed("world") && !changed("remainder") {
 		scope.Options.Shard = *spec.Shard
 	}
-	if d := spec.Devices; d != nil {
+	feed := spec.Feed()
+	if spec.Devices != nil {
 		if !changed("devices") {
-			o.devices = d.N
+			o.devices = feed.N
 		}
 		if !changed("step") {
-			o.step = d.Step
-		}
-		if !changed("passes") {
-			o.passes = d.Passes
-		}
-		return &spec.Startup, d.Reader, nil
-	}
-	reader := spec.Startup.Ops[len(spec.Startup.Ops)-1].Out[0]
-	if spec.Main != nil {
-		// The devices take the place of the main program's reads: its
-		// reader, for its passes.
-		reader = readOf(spec.Main, reader)
-		if !changed("passes") {
-			o.passes = spec.Passes
+			o.step = feed.Step
 		}
 	}
-	return &spec.Startup, reader, nil
-}
-
-// readOf is the reader a main program reads, or def if it reads none.
-func readOf(main *program.Program, def string) string {
-	for _, op := range main.Ops {
-		if op.Type == "read" {
-			return op.In
-		}
+	if (spec.Devices != nil || spec.Main != nil) && !changed("passes") {
+		o.passes = feed.Passes
 	}
-	return def
+	return &spec.Startup, feed.Reader, nil
 }
 
 // readSpec reads a YAML program: a regular file (a named pipe would block),

@@ -234,10 +234,60 @@ func TestBadCommandLinesAreUsageErrors(t *testing.T) {
 		{"run", "--data", "x.rio", "--devices", "9223372036854775807"},
 		{"run", "--data", "x.rio", "--shuffle", "9223372036854775806"},
 		{"sim", "--parallel", "1000000"},
-		{"sim", "--scenarios", "9223372036854775807"},                                               // listed them all first, deaf to SIGTERM
+		{"sim", "--scenarios", "9223372036854775807"}, // listed them all first, deaf to SIGTERM
+		{"sim", "--faults", "f.yaml"},
+		{"sim", "--spec", "p.yaml", "--preempt"},
+		{"sim", "--spec", "p.yaml", "--runs", "0"},
+		{"sim", "--spec", "p.yaml", "--time-scale", "2"},
+		{"sim", "--spec", "p.yaml", "--on-corrupt", "maybe"},
 		{"gen", "--out", dir, "--files", "9223372036854775807", "--samples", "9223372036854775807"}, // panicked in makeslice
 	} {
 		_, stderr, code := execCLI(t, dir, args...)
 		require.Equal(t, 2, code, "%v: %s", args, stderr)
+	}
+}
+
+func TestSimWhatIfPrintsRatiosOfItsTwoRuns(t *testing.T) {
+	dir := genSet(t, 2, 1000)
+	spec := filepath.Join(dir, "p.yaml")
+	require.NoError(t, os.WriteFile(spec, []byte(fmt.Sprintf(`startup:
+  - op: open_files
+    out: files
+    attrs: {file_names: [%s, %s]}
+  - {op: create_batch_reader, in: files, out: batches, attrs: {batch_size: 50}}
+  - {op: create_double_buffer_reader, in: batches, out: reader}
+devices: {n: 2, step: 2ms}
+`, fileName(0), fileName(1))), 0o644))
+	faults := filepath.Join(dir, "f.yaml")
+	require.NoError(t, os.WriteFile(faults, []byte("faults:\n  - {kind: stall-device, device: 0, length: 30ms, at: 3}\n  - {kind: latency, dist: {fixed: 1ms}}\n"), 0o644))
+	js := filepath.Join(dir, "out.json")
+	out, err := cli(t, "sim", "--spec", spec, "--faults", faults, "--runs", "1", "--seed", "4", "--baseline", "--json", js, "--report", filepath.Join(dir, "report"))
+	require.NoError(t, err, out)
+	require.Contains(t, out, "with faults / baseline: throughput ")
+	require.Contains(t, out, "invariants (exactly once, no hang, no leak, bounded memory): 1 of 1 run(s) pass")
+	data, err := os.ReadFile(js)
+	require.NoError(t, err)
+	var doc struct {
+		Runs []struct {
+			Throughput float64
+			ElapsedS   float64 `json:"elapsed_s"`
+			Fired      map[string]int
+		}
+		Baseline struct {
+			Throughput float64
+			ElapsedS   float64 `json:"elapsed_s"`
+		}
+		Ratios struct{ Throughput, Elapsed float64 }
+	}
+	require.NoError(t, json.Unmarshal(data, &doc))
+	require.Len(t, doc.Runs, 1)
+	require.Equal(t, 1, doc.Runs[0].Fired["stall-device"])
+	require.Positive(t, doc.Baseline.Throughput)
+	require.InDelta(t, doc.Runs[0].Throughput/doc.Baseline.Throughput, doc.Ratios.Throughput, 1e-9)
+	require.InDelta(t, doc.Runs[0].ElapsedS/doc.Baseline.ElapsedS, doc.Ratios.Elapsed, 1e-9)
+	for _, png := range []string{"baseline.png", "run-4.png"} {
+		st, err := os.Stat(filepath.Join(dir, "report", png))
+		require.NoError(t, err)
+		require.Positive(t, st.Size())
 	}
 }

@@ -33,6 +33,8 @@ type simOptions struct {
 	show        string
 	parallel    int
 	preempt     bool
+	deadlineSet bool
+	whatIf      whatIfOptions
 }
 
 // maxParallel bounds --parallel: scenarios beyond a few per core only
@@ -46,7 +48,7 @@ const maxScenarios = 100_000
 func newSim() *cobra.Command {
 	o := simOptions{}
 	cmd := &cobra.Command{
-		Use:   "sim [--scenarios N] [--seed S] [--replay SEED]",
+		Use:   "sim [--scenarios N] [--seed S] [--replay SEED] | sim --spec PIPELINE.yaml --faults FAULTS.yaml [--runs N] [--baseline]",
 		Short: "Run fault-injection scenarios and check the runtime's invariants",
 		Long: `Runs N random scenarios (seeds S, S+1, ...), each a pipeline shape and a fault
 schedule drawn from its seed, plus the named regression scenarios, and checks
@@ -79,10 +81,32 @@ batches, perhaps several times an epoch, and go on from their states as
 another number of ranks, readers and devices, with the faults still
 injected. It checks every epoch's samples exactly once across the ranks,
 equal batch counts, and each batch against the uninterrupted run of its
-world (docs/determinism.md).`,
+world (docs/determinism.md).
+
+--spec PIPELINE.yaml runs your own program (docs/programs.md) on its own
+files instead, under the fault schedule --faults FAULTS.yaml
+(docs/simulation.md), --runs times with seeds --seed, --seed+1, ...; it
+prints each run and the medians: throughput, each device's busy fraction
+and data-wait p50/p95/p99, the delay injected, restarts, skipped records and
+the invariant verdict (exactly once, no hang, no leak, bounded memory).
+--baseline also runs the program without faults and prints the ratios;
+--report DIR draws every run; --time-scale 0.1 runs a schedule of
+latencies and stalls ten times faster than real time.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o.replaySet = cmd.Flags().Changed("replay")
+			o.deadlineSet = cmd.Flags().Changed("deadline")
+			if o.whatIf.spec != "" {
+				for _, name := range []string{"scenarios", "replay", "preempt", "parallel", "show", "regressions"} {
+					if cmd.Flags().Changed(name) {
+						return usageError{fmt.Errorf("--%s is for generated scenarios, not --spec", name)}
+					}
+				}
+				return runWhatIf(cmd.Context(), cmd.OutOrStdout(), o)
+			}
+			if o.whatIf.faults != "" {
+				return usageError{fmt.Errorf("--faults needs --spec: the program to run under the schedule")}
+			}
 			if o.scenarios > maxScenarios {
 				return usageError{fmt.Errorf("--scenarios %d is more than %d in one run: run more with other --seed values", o.scenarios, maxScenarios)}
 			}
@@ -104,6 +128,14 @@ world (docs/determinism.md).`,
 	f.StringVar(&o.show, "show", "", "rows of the table: all or fail (default all up to 100 scenarios)")
 	f.BoolVar(&o.preempt, "preempt", false, "preempt and resume every scenario's job, as ranks of a trainer")
 	f.IntVar(&o.parallel, "parallel", 1, "scenarios run at a time")
+	f.StringVar(&o.whatIf.spec, "spec", "", "run this YAML program (docs/programs.md) under --faults instead of generated scenarios")
+	f.StringVar(&o.whatIf.faults, "faults", "", "the fault schedule (YAML, docs/simulation.md) for --spec")
+	f.IntVar(&o.whatIf.runs, "runs", 3, "with --spec: runs, with seeds --seed, --seed+1, ...")
+	f.BoolVar(&o.whatIf.baseline, "baseline", false, "with --spec: also run the program without faults and print the ratios")
+	f.Float64Var(&o.whatIf.timeScale, "time-scale", 1, "with --spec: multiply every duration by this factor (0.1: ten times faster); latency-shaped faults only")
+	f.StringVar(&o.whatIf.report, "report", "", "with --spec: draw each run into this directory")
+	f.StringVar(&o.whatIf.onCorrupt, "on-corrupt", "fail", "with --spec: what a corrupt record does: fail or skip")
+	f.StringVar(&o.whatIf.json, "json", "", "with --spec: write the runs, medians and ratios as JSON to this file")
 	return cmd
 }
 
