@@ -199,3 +199,29 @@ func TestScaledTimeRefusesFaultsOfCounts(t *testing.T) {
 	require.Equal(t, time.Second, in.faults[0].From)
 	require.Equal(t, []Window{{Fault: 0, Kind: Latency, From: 10 * time.Second}}, in.Windows(), "reported unscaled")
 }
+
+func TestReadStallsAndProbablePanics(t *testing.T) {
+	in := injector(t, 2,
+		FaultSpec{Kind: StallRead, Files: "a.rio", At: 2},
+		FaultSpec{Kind: StallRead, Files: "b.rio", Length: time.Second, Times: []time.Duration{0}},
+		FaultSpec{Kind: StagePanic, Stage: "shuffle", P: 0.25})
+	a := reads(in, "a.rio", 3)
+	require.Equal(t, []bool{false, true, false}, []bool{a[0].stallForever, a[1].stallForever, a[2].stallForever},
+		"the second read of a blocks until the runtime abandons it")
+	b := in.onRead("b.rio")
+	require.Equal(t, time.Second, b.stallUntil, "b's storage is stalled from 0 to 1 s")
+	panics := 0
+	for n := range 4000 {
+		func() {
+			defer func() {
+				if recover() != nil {
+					panics++
+				}
+			}()
+			in.BeforeMessage("1-shuffle", "shuffle", int64(n+1), nil)
+		}()
+	}
+	// Binomial(4000, 0.25): mean 1000, sd 27.
+	require.InDelta(t, 1000, panics, 100)
+	require.Equal(t, []int{1, 1, panics}, in.Injected().Fired)
+}
