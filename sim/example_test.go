@@ -24,7 +24,7 @@ func Example_trainersOwnTest() {
 	paths := exampleFiles(dir, 2, 100)
 
 	schedule, err := sim.ParseSchedule([]byte(`faults:
-  - {kind: read-error, p: 0.05}
+  - {kind: read-error, p: 0.01}
   - {kind: latency, dist: {uniform: [0s, 1ms]}}
   - {kind: panic-device, device: 1, at: 3}
 `))
@@ -61,6 +61,9 @@ func Example_trainersOwnTest() {
 	}
 	got, err := run(inj)
 	fmt.Println("run:", err)
+	if err != nil {
+		return
+	}
 	fmt.Println("exactly once:", got.Check(ref, sim.Tolerance{}))
 	fmt.Println("samples:", got.Samples())
 	fmt.Println("device crashes:", inj.Injected().ByKind[sim.PanicDevice])

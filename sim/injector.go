@@ -22,8 +22,8 @@ import (
 // Start). An Injector is safe for concurrent use; use one per run.
 //
 // Every decision is a function of the seed, the fault, the target (a
-// file's path, a stage's name, a device) and how many reads, messages or
-// steps of that target the fault's window saw before: the same seed gives
+// file's base name, a stage's name, a device) and how many reads, messages
+// or steps of that target the fault's window saw before: the same seed gives
 // the same fault sequence whatever the goroutines' interleaving, and
 // stalls by rate arrive at the same times.
 type Injector struct {
@@ -116,8 +116,11 @@ func (in *Injector) active(i int, now time.Duration) bool {
 func (in *Injector) next(t target) (int, *rand.Rand) {
 	in.counts[t]++
 	n := in.counts[t]
+	// Draws follow a file's base name, not its path: the same seed gives
+	// the same faults on another machine, or in a test's temporary
+	// directory.
 	h := fnv.New64a()
-	h.Write([]byte(t.name))
+	h.Write([]byte(filepath.Base(t.name)))
 	return n, rand.New(rand.NewPCG(mix(in.seed, uint64(t.fault)), mix(h.Sum64(), uint64(n))))
 }
 
