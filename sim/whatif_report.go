@@ -41,10 +41,16 @@ type RunReport struct {
 	// lost, a hang, a leak, live batches past the bound.
 	Violations []string
 	Series     []Point
+	// Stopped says the caller's ctx ended the run (a signal): it says
+	// nothing about the invariants.
+	Stopped bool
 }
 
-// Verdict is Pass, or Fail when an invariant broke.
+// Verdict is Pass, Fail when an invariant broke, or Stopped.
 func (r RunReport) Verdict() Verdict {
+	if r.Stopped {
+		return Stopped
+	}
 	if len(r.Violations) > 0 {
 		return Fail
 	}

@@ -39,6 +39,7 @@ func (w WhatIf) runOnce(ctx context.Context, pl plan, seed uint64, mode runMode,
 	devStep := m.outer(l.Step(in.Step(m.inner(step))))
 	err = w.drive(ctx, scope, pl, in, m, devStep, &rep)
 	rep.Err = err
+	rep.Stopped = ctx.Err() != nil
 	if cerr := scope.Close(); cerr != nil {
 		rep.Violations = append(rep.Violations, fmt.Sprintf("close: %v", cerr))
 	}

@@ -154,6 +154,10 @@ func printRun(w io.Writer, r sim.RunReport) {
 	if r.Err != nil && r.Verdict() == sim.Pass {
 		verdict = "pass*"
 	}
+	if r.Stopped {
+		fmt.Fprintf(w, "%-8s %6v stopped after %v\n", name, r.Seed, short(r.Elapsed))
+		return
+	}
 	fmt.Fprintf(w, runRow, name, r.Seed, fmt.Sprintf("%.0f", r.Throughput), short(r.Elapsed), short(r.FirstBatch), fmt.Sprintf("%.0f%%", 100*s.Busy),
 		short(s.WaitP50), short(s.WaitP95), short(s.WaitP99), short(s.WaitMax), short(r.Injected.Delay), r.Restarts, r.Skipped, verdict, firedList(r.Injected.ByKind))
 	for _, v := range r.Violations {
