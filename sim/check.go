@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"sync"
@@ -94,46 +95,84 @@ type Tolerance struct {
 // returns nil or an error wrapping ErrNotExactlyOnce that says what
 // differs.
 func (l *Ledger) Check(ref *Ledger, tol Tolerance) error {
-	if msgs := l.compare(ref, tol); len(msgs) > 0 {
+	if msgs := l.diff(ref).violations(tol); len(msgs) > 0 {
 		return fmt.Errorf("%w: %s", ErrNotExactlyOnce, msgs[0])
 	}
 	return nil
 }
 
-// compare lists what differs between l and ref beyond tol.
-func (l *Ledger) compare(ref *Ledger, tol Tolerance) []string {
+// Missing is how many of ref's samples l lacks, in all epochs.
+func (l *Ledger) Missing(ref *Ledger) int { return l.diff(ref).lost() }
+
+// ledgerDiff is how a ledger differs from a reference.
+type ledgerDiff struct {
+	stray  []uint64 // epochs the reference does not have
+	epochs []epochDiff
+}
+
+// epochDiff is how one epoch differs: samples consumed more often than the
+// reference did (and more than once), samples it never consumed, and how
+// many of its consumptions are missing.
+type epochDiff struct {
+	epoch        uint64
+	twice, extra []string
+	lost         int
+}
+
+// diff compares l with ref, epoch by epoch.
+func (l *Ledger) diff(ref *Ledger) ledgerDiff {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	ref.mu.Lock()
 	defer ref.mu.Unlock()
-	var msgs []string
-	missing := 0
-	for _, e := range sortedKeys(l.epochs) {
+	var d ledgerDiff
+	for _, e := range slices.Sorted(maps.Keys(l.epochs)) {
 		if _, ok := ref.epochs[e]; !ok {
-			msgs = append(msgs, fmt.Sprintf("epoch %d: consumed, but the reference run has no such epoch", e))
+			d.stray = append(d.stray, e)
 		}
 	}
-	for _, e := range sortedKeys(ref.epochs) {
+	for _, e := range slices.Sorted(maps.Keys(ref.epochs)) {
 		got, want := l.epochs[e], ref.epochs[e]
-		var twice, extra []string
-		for _, id := range sortedKeys(got) {
+		ed := epochDiff{epoch: e}
+		for _, id := range slices.Sorted(maps.Keys(got)) {
 			switch {
 			case got[id] > max(want[id], 1):
-				twice = append(twice, idString(id))
+				ed.twice = append(ed.twice, idString(id))
 			case want[id] == 0:
-				extra = append(extra, idString(id))
+				ed.extra = append(ed.extra, idString(id))
 			}
 		}
-		lost := 0
 		for id, c := range want {
-			lost += max(c-got[id], 0)
+			ed.lost += max(c-got[id], 0)
 		}
-		missing += max(lost-tol.Tail, 0)
-		if len(twice) > 0 {
-			msgs = append(msgs, fmt.Sprintf("epoch %d: %d samples consumed more than once: %v", e, len(twice), head(twice)))
+		d.epochs = append(d.epochs, ed)
+	}
+	return d
+}
+
+// lost is how many of the reference's consumptions are missing.
+func (d ledgerDiff) lost() int {
+	n := 0
+	for _, ed := range d.epochs {
+		n += ed.lost
+	}
+	return n
+}
+
+// violations lists what differs beyond tol.
+func (d ledgerDiff) violations(tol Tolerance) []string {
+	var msgs []string
+	for _, e := range d.stray {
+		msgs = append(msgs, fmt.Sprintf("epoch %d: consumed, but the reference run has no such epoch", e))
+	}
+	missing := 0
+	for _, ed := range d.epochs {
+		missing += max(ed.lost-tol.Tail, 0)
+		if len(ed.twice) > 0 {
+			msgs = append(msgs, fmt.Sprintf("epoch %d: %d samples consumed more than once: %v", ed.epoch, len(ed.twice), head(ed.twice)))
 		}
-		if len(extra) > tol.Tail {
-			msgs = append(msgs, fmt.Sprintf("epoch %d: %d samples the reference run did not consume: %v", e, len(extra), head(extra)))
+		if len(ed.extra) > tol.Tail {
+			msgs = append(msgs, fmt.Sprintf("epoch %d: %d samples the reference run did not consume: %v", ed.epoch, len(ed.extra), head(ed.extra)))
 		}
 	}
 	if missing > tol.Missing {
@@ -142,33 +181,9 @@ func (l *Ledger) compare(ref *Ledger, tol Tolerance) []string {
 	return msgs
 }
 
-// Missing is how many of ref's samples l lacks, in all epochs.
-func (l *Ledger) Missing(ref *Ledger) int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	ref.mu.Lock()
-	defer ref.mu.Unlock()
-	lost := 0
-	for e, want := range ref.epochs {
-		for id, c := range want {
-			lost += max(c-l.epochs[e][id], 0)
-		}
-	}
-	return lost
-}
-
 func idString(id uint64) string {
 	f, r := messages.SplitID(id)
 	return fmt.Sprintf("%d#%d", f, r)
-}
-
-func sortedKeys[V any](m map[uint64]V) []uint64 {
-	keys := make([]uint64, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }
 
 // LeakCheck finds goroutines and actors that outlive a pipeline: take one

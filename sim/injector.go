@@ -40,7 +40,7 @@ type Injector struct {
 	kinds    map[FaultKind]int
 	delay    time.Duration // injected, scaled time
 	stalled  map[int]time.Duration
-	stalls   map[target]Window // stalls that began, by fault and start
+	stalls   map[stallKey]Window // stalls that began
 	arrivals map[int]*arrivals
 	cut      map[string]bool // files a truncation cut
 }
@@ -50,6 +50,12 @@ type Injector struct {
 type target struct {
 	fault int
 	name  string
+}
+
+// stallKey is a stall by its fault and its start.
+type stallKey struct {
+	fault int
+	at    time.Duration
 }
 
 // InjectorOptions tune NewInjector.
@@ -76,7 +82,7 @@ func NewInjector(s *Schedule, o InjectorOptions) (*Injector, error) {
 		return nil, fmt.Errorf("%w: time scale %g: want a factor in (0, 1000]", ErrBadSchedule, o.TimeScale)
 	}
 	in := &Injector{seed: o.Seed, scale: o.TimeScale, counts: map[target]int{}, fired: make([]int, len(s.Faults)),
-		kinds: map[FaultKind]int{}, stalled: map[int]time.Duration{}, stalls: map[target]Window{},
+		kinds: map[FaultKind]int{}, stalled: map[int]time.Duration{}, stalls: map[stallKey]Window{},
 		arrivals: map[int]*arrivals{}, cut: map[string]bool{}}
 	for i, f := range s.Faults {
 		if o.TimeScale != 1 && !f.timeShaped() {
@@ -98,10 +104,13 @@ func (in *Injector) now() time.Duration {
 }
 
 // Options returns o with its Open wrapped (around o.Open, or
-// actors.OpenFile) and its Faults set to in.
+// actors.OpenFile) and, when the schedule panics stages, its Faults set to
+// in: without stage faults no message pays for the check.
 func (in *Injector) Options(o actors.Options) actors.Options {
 	o.Open = in.Open(o.Open)
-	o.Faults = in
+	if slices.ContainsFunc(in.faults, func(f FaultSpec) bool { return f.Kind == StagePanic }) {
+		o.Faults = in
+	}
 	return o
 }
 
@@ -111,16 +120,16 @@ func (in *Injector) active(i int, now time.Duration) bool {
 	return now >= f.From && (f.Until == 0 || now < f.Until)
 }
 
-// next counts one more event of target t in fault i's window and returns
-// its number (from 1) and the generator of its draws. mu is held.
-func (in *Injector) next(t target) (int, *rand.Rand) {
+// next counts one more event of target t in fault t.fault's window and
+// returns its number (from 1) and the generator of its draws, which follow
+// key (for a file its base name, so that the same seed gives the same
+// faults on another machine or in a test's temporary directory). mu is
+// held.
+func (in *Injector) next(t target, key string) (int, *rand.Rand) {
 	in.counts[t]++
 	n := in.counts[t]
-	// Draws follow a file's base name, not its path: the same seed gives
-	// the same faults on another machine, or in a test's temporary
-	// directory.
 	h := fnv.New64a()
-	h.Write([]byte(filepath.Base(t.name)))
+	h.Write([]byte(key))
 	return n, rand.New(rand.NewPCG(mix(in.seed, uint64(t.fault)), mix(h.Sum64(), uint64(n))))
 }
 
@@ -177,7 +186,7 @@ func (in *Injector) stallAt(i int, now time.Duration) (time.Duration, bool) {
 	}
 	for _, t := range starts {
 		if t <= now && now < t+f.Length {
-			k := target{fault: i, name: t.String()}
+			k := stallKey{fault: i, at: t}
 			if _, seen := in.stalls[k]; !seen {
 				in.stalls[k] = Window{Fault: i, Kind: f.Kind, From: t, Until: t + f.Length}
 				in.fire(i)
@@ -200,7 +209,11 @@ func (f FaultSpec) matchesFile(path string) bool {
 
 // fileFault says whether kind k is a fault of files.
 func fileFault(k FaultKind) bool {
-	return slices.Contains([]FaultKind{ReadError, Latency, ShortRead, StallRead, FlipBytes, Truncate}, k)
+	switch k {
+	case ReadError, Latency, ShortRead, StallRead, FlipBytes, Truncate:
+		return true
+	}
+	return false
 }
 
 // Window is a span of a run in which a fault applied: a fault's window,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"os"
+	"path/filepath"
 	"syscall"
 	"time"
 
@@ -67,7 +68,7 @@ func (in *Injector) onRead(path string) readAction {
 			}
 			continue
 		}
-		n, r := in.next(target{fault: i, name: path})
+		n, r := in.next(target{fault: i, name: path}, filepath.Base(path))
 		if f.Kind == Latency {
 			if f.P == 0 || r.Float64() < f.P {
 				d := f.Dist.Draw(r)

@@ -6,6 +6,9 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/actorfeed/actorfeed/actors"
+	"github.com/actorfeed/actorfeed/actors/program"
 )
 
 func injector(t *testing.T, seed uint64, faults ...FaultSpec) *Injector {
@@ -224,4 +227,16 @@ func TestReadStallsAndProbablePanics(t *testing.T) {
 	// Binomial(4000, 0.25): mean 1000, sd 27.
 	require.InDelta(t, 1000, panics, 100)
 	require.Equal(t, []int{1, 1, panics}, in.Injected().Fired)
+}
+
+// A Go DoubleBuffer's zero Window is its default, 2 batches per device,
+// and the bound counts them so (it took 1, and flagged pipelines within
+// their bound).
+func TestWhatIfBoundTakesTheDoubleBuffersDefault(t *testing.T) {
+	stages := []actors.Stage{actors.Files{Paths: []string{"a.rio"}}, actors.Batch{Size: 16}}
+	pl := plan{feed: program.DeviceSpec{N: 3}}
+	pl.stages = append(slices.Clone(stages), actors.DoubleBuffer{})
+	implicit := pl.bound(actors.Options{})
+	pl.stages = append(slices.Clone(stages), actors.DoubleBuffer{Window: 2})
+	require.Equal(t, pl.bound(actors.Options{}), implicit)
 }

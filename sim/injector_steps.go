@@ -22,7 +22,7 @@ func (in *Injector) BeforeMessage(stage, kind string, _ int64, _ any) {
 		if f.Kind != StagePanic || f.Stage != kind || !in.active(i, now) {
 			continue
 		}
-		n, r := in.next(target{fault: i, name: stage})
+		n, r := in.next(target{fault: i, name: stage}, stage)
 		if f.chosen(n, r) && struck < 0 {
 			in.fire(i)
 			struck = i
@@ -59,7 +59,7 @@ func (in *Injector) onStep(dev int) stepAction {
 			}
 			continue
 		}
-		n, r := in.next(target{fault: i, name: name})
+		n, r := in.next(target{fault: i, name: name}, name)
 		switch {
 		case f.Kind == SlowDevice:
 			act.factor *= max(f.Factor, 1)

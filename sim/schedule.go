@@ -3,6 +3,7 @@ package sim
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -165,14 +166,13 @@ var kindFields = map[FaultKind][]string{
 // Kinds lists the kinds a schedule may name, sorted.
 func Kinds() []string {
 	out := make([]string, 0, len(kindFields))
-	for k := range kindFields {
+	for _, k := range slices.Sorted(maps.Keys(kindFields)) {
 		out = append(out, string(k))
 	}
-	slices.Sort(out)
 	return out
 }
 
-// stageKinds are the stage kinds a panic may name.
+// panicKinds are the stage kinds a panic may name.
 var panicKinds = []string{actors.KindFileReader, actors.KindFiles, actors.KindShuffle, actors.KindBatch,
 	actors.KindMultiPass, actors.KindDoubleBuffer, actors.KindDevice}
 

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -84,19 +85,20 @@ func (w WhatIf) Run(ctx context.Context) (*WhatIfResult, error) {
 		}
 	}
 	res := &WhatIfResult{}
-	var ref *Ledger
+	mode := runReference
 	if w.Baseline {
-		base, l := w.runOnce(ctx, pl, w.Seed, runBaseline, nil)
-		res.Baseline, ref = &base, l
-	} else {
-		base, l := w.runOnce(ctx, pl, w.Seed, runReference, nil)
-		if base.Err != nil || len(base.Violations) > 0 {
-			return nil, fmt.Errorf("%w: the program's run without faults failed: %v %v", ErrWhatIf, base.Err, base.Violations)
-		}
-		ref = l
+		mode = runBaseline
 	}
+	base, ref := w.runOnce(ctx, pl, w.Seed, mode, nil)
 	if err := ctx.Err(); err != nil {
 		return nil, err
+	}
+	if base.Err != nil || len(base.Violations) > 0 {
+		// Nothing can be compared with a reference that fails.
+		return nil, fmt.Errorf("%w: the program's run without faults failed: %v %v", ErrWhatIf, base.Err, base.Violations)
+	}
+	if w.Baseline {
+		res.Baseline = &base
 	}
 	for k := range w.Runs {
 		r, _ := w.runOnce(ctx, pl, w.Seed+uint64(k), runFaults, ref)
@@ -214,28 +216,21 @@ const (
 func (pl plan) tolerance(skipped uint64) Tolerance {
 	tol := Tolerance{Missing: int(skipped)}
 	anyOrder := pl.stages[0].(actors.Files).AnyOrder
+	batch := 1
 	for _, st := range pl.stages {
 		switch st := st.(type) {
 		case actors.Batch:
+			batch = st.Size
 			if st.DropLast && anyOrder {
 				tol.Tail += st.Size
 			}
-		case actors.DoubleBuffer:
+		case actors.DoubleBuffer: // after the batch stage
 			if st.DropPartial {
-				tol.Tail += (pl.feed.N - 1) * batchSize(pl.stages)
+				tol.Tail += (pl.feed.N - 1) * batch
 			}
 		}
 	}
 	return tol
-}
-
-func batchSize(stages []actors.Stage) int {
-	for _, st := range stages {
-		if b, ok := st.(actors.Batch); ok {
-			return b.Size
-		}
-	}
-	return 1
 }
 
 // bound is the most batches the program's pipeline may hold alive at once
@@ -250,7 +245,7 @@ func (pl plan) bound(o actors.Options) int {
 		case actors.MultiPass:
 			multi = true
 		case actors.DoubleBuffer:
-			prefetch = max(st.Window, 1)
+			prefetch = cmp.Or(st.Window, 2) // DoubleBuffer's default
 		}
 	}
 	if batch == 0 {

@@ -50,14 +50,14 @@ func (w WhatIf) runOnce(ctx context.Context, pl plan, seed uint64, mode runMode,
 		rep.Violations = append(rep.Violations, err.Error())
 	}
 	m.report(&rep, in)
-	rep.Samples = l.Samples()
 	if ref != nil {
-		rep.Missing = l.Missing(ref)
+		d := l.diff(ref)
+		rep.Missing = d.lost()
 		tol := pl.tolerance(rep.Skipped)
 		if err != nil {
 			tol.Missing = 1 << 62 // a run that ended early may miss anything, but never repeat one
 		}
-		rep.Violations = append(rep.Violations, l.compare(ref, tol)...)
+		rep.Violations = append(rep.Violations, d.violations(tol)...)
 	}
 	if rep.Elapsed > 0 {
 		rep.Throughput = float64(rep.Samples) / rep.Elapsed.Seconds()
@@ -81,7 +81,7 @@ func (w WhatIf) drive(ctx context.Context, scope *program.Scope, pl plan, in *In
 	if err != nil {
 		return err
 	}
-	stop := m.sample(p, time.Duration(float64(w.SampleEvery)*w.TimeScale))
+	stop := m.sample(time.Duration(float64(w.SampleEvery) * w.TimeScale))
 	defer stop()
 	rep.Bound = pl.bound(scope.Options)
 	for pass := range pl.feed.Passes {
@@ -200,7 +200,7 @@ func (m *meter) inner(step time.Duration) actors.StepFunc {
 }
 
 // sample records a Point every interval until the returned func is called.
-func (m *meter) sample(p *actors.Pipeline, every time.Duration) func() {
+func (m *meter) sample(every time.Duration) func() {
 	done := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Go(func() {
@@ -255,6 +255,7 @@ func (m *meter) report(rep *RunReport, in *Injector) {
 	rep.Injected = in.Injected()
 	rep.Windows = in.Windows()
 	rep.Series = m.series
+	rep.Samples = m.samples
 	for d := range m.busy {
 		waits := make([]time.Duration, len(m.waits[d]))
 		for i, x := range m.waits[d] {

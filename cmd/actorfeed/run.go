@@ -327,15 +327,10 @@ func (s *session) finish(ctx, runCtx context.Context, out io.Writer, err error) 
 // the devices read; the spec's devices, passes and shard apply unless
 // flags set them.
 func loadSpec(o *runOptions, scope *program.Scope, changed func(string) bool) (*program.Program, string, error) {
-	data, err := readSpec(o.spec)
+	spec, err := parseSpecFile(o.spec)
 	if err != nil {
 		return nil, "", err
 	}
-	spec, err := program.Parse(data)
-	if err != nil {
-		return nil, "", fmt.Errorf("%s: %w", o.spec, err)
-	}
-	spec.ResolvePaths(filepath.Dir(o.spec))
 	if spec.Shard != nil && !changed("rank") && !changed("world") && !changed("remainder") {
 		scope.Options.Shard = *spec.Shard
 	}
@@ -352,6 +347,21 @@ func loadSpec(o *runOptions, scope *program.Scope, changed func(string) bool) (*
 		o.passes = feed.Passes
 	}
 	return &spec.Startup, feed.Reader, nil
+}
+
+// parseSpecFile reads and parses the YAML program at path, its relative
+// file paths resolved against the file's directory.
+func parseSpecFile(path string) (*program.Spec, error) {
+	data, err := readSpec(path)
+	if err != nil {
+		return nil, err
+	}
+	spec, err := program.Parse(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	spec.ResolvePaths(filepath.Dir(path))
+	return spec, nil
 }
 
 // readSpec reads a YAML program: a regular file (a named pipe would block),

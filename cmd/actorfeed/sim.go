@@ -86,9 +86,9 @@ world (docs/determinism.md).
 --spec PIPELINE.yaml runs your own program (docs/programs.md) on its own
 files instead, under the fault schedule --faults FAULTS.yaml
 (docs/simulation.md), --runs times with seeds --seed, --seed+1, ...; it
-prints each run and the medians: throughput, each device's busy fraction
-and data-wait p50/p95/p99, the delay injected, restarts, skipped records and
-the invariant verdict (exactly once, no hang, no leak, bounded memory).
+prints each run and the medians: throughput, time to the first batch, each
+device's busy fraction and data-wait p50/p95/p99/max, the delay injected,
+restarts, skipped records, the faults fired and the invariant verdict (exactly once, no hang, no leak, bounded memory).
 --baseline also runs the program without faults and prints the ratios;
 --report DIR draws every run; --time-scale 0.1 runs a schedule of
 latencies and stalls ten times faster than real time.`,

@@ -6,13 +6,11 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/actorfeed/actorfeed/actors"
-	"github.com/actorfeed/actorfeed/actors/program"
 	"github.com/actorfeed/actorfeed/internal/atomicfile"
 	"github.com/actorfeed/actorfeed/readers/format"
 	"github.com/actorfeed/actorfeed/sim"
@@ -41,15 +39,10 @@ func runWhatIf(ctx context.Context, out io.Writer, o simOptions) error {
 	if err != nil {
 		return usageError{fmt.Errorf("--on-corrupt: %w", err)}
 	}
-	data, err := readSpec(w.spec)
+	spec, err := parseSpecFile(w.spec)
 	if err != nil {
 		return err
 	}
-	spec, err := program.Parse(data)
-	if err != nil {
-		return fmt.Errorf("%s: %w", w.spec, err)
-	}
-	spec.ResolvePaths(filepath.Dir(w.spec))
 	var sched *sim.Schedule
 	if w.faults != "" {
 		if sched, err = readSchedule(w.faults); err != nil {
@@ -198,24 +191,23 @@ type whatIfJSON struct {
 }
 
 type runJSON struct {
-	Seed       uint64             `json:"seed"`
-	Throughput float64            `json:"throughput"`
-	ElapsedS   float64            `json:"elapsed_s"`
-	Summary    sim.Summary        `json:"summary"`
-	Fired      map[string]int     `json:"fired"`
-	Restarts   int                `json:"restarts"`
-	Skipped    uint64             `json:"skipped"`
-	Missing    int                `json:"missing"`
-	Verdict    string             `json:"verdict"`
-	Error      string             `json:"error,omitempty"`
-	Violations []string           `json:"violations,omitempty"`
-	Devices    []sim.DeviceReport `json:"devices"`
+	Seed       uint64         `json:"seed"`
+	Throughput float64        `json:"throughput"`
+	ElapsedS   float64        `json:"elapsed_s"`
+	Summary    sim.Summary    `json:"summary"`
+	Fired      map[string]int `json:"fired"`
+	Restarts   int            `json:"restarts"`
+	Skipped    uint64         `json:"skipped"`
+	Missing    int            `json:"missing"`
+	Verdict    string         `json:"verdict"`
+	Error      string         `json:"error,omitempty"`
+	Violations []string       `json:"violations,omitempty"`
 }
 
 func toJSON(r sim.RunReport) runJSON {
 	j := runJSON{Seed: r.Seed, Throughput: r.Throughput, ElapsedS: r.Elapsed.Seconds(), Summary: sim.Summarize([]sim.RunReport{r}),
 		Fired: map[string]int{}, Restarts: r.Restarts, Skipped: r.Skipped, Missing: r.Missing, Verdict: string(r.Verdict()),
-		Violations: r.Violations, Devices: r.Devices}
+		Violations: r.Violations}
 	for k, v := range r.Injected.ByKind {
 		j.Fired[string(k)] = v
 	}
