@@ -136,7 +136,7 @@ func openFiles(s *Scope, c *opCtx) error {
 	if err != nil {
 		return err
 	}
-	buffer, err := c.integer("buffer_size", 0, 0, "an integer >= 1 (default 3 * thread_num)")
+	buffer, err := c.integer("buffer_size", 0, 0, "an integer >= 1 (default thread_num in the order, 3 * thread_num in any order)")
 	if err != nil {
 		return err
 	}
