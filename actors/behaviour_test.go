@@ -795,3 +795,46 @@ func TestRecordsThatDoNotStack(t *testing.T) {
 	require.False(t, slices.IsSorted(ids), "shuffled")
 	closeAndCheck(t, p, sys)
 }
+
+// groupCounts records how many records each group a file reader sends
+// carries.
+type groupCounts struct {
+	mu     sync.Mutex
+	counts []uint64
+}
+
+func (g *groupCounts) BeforeMessage(_, kind string, _ int64, msg any) {
+	if b, ok := msg.(*messages.Batch); ok && kind == actors.KindFiles && b.Count > 0 {
+		g.mu.Lock()
+		g.counts = append(g.counts, b.Count)
+		g.mu.Unlock()
+	}
+}
+
+// A group of large samples holds as many as fit Options.GroupBytes, not
+// GroupSize: its block is allocated for that many (128 decoded images of
+// 150 KB made 19 MB blocks, zeroed in full).
+func TestGroupsOfLargeSamplesStayWithinGroupBytes(t *testing.T) {
+	const n, image = 40, 4096
+	path := testutil.WriteRecords(t, filepath.Join(t.TempDir(), "large.rio"), 0, n, func(r int) tensor.Slots {
+		img := make([]uint8, image)
+		img[0] = uint8(r)
+		return tensor.Slots{{Tensor: tensor.MustFromSlice(tensor.Shape{1, 1}, []int64{int64(r)})},
+			{Tensor: tensor.MustFromSlice(tensor.Shape{1, image}, img)}}
+	})
+	sys := actors.NewSystem()
+	seen := &groupCounts{}
+	// Three records (8 + 4096 bytes each) fit 16 KiB.
+	p, err := actors.New([]actors.Stage{actors.Files{Paths: []string{path}}, actors.Batch{Size: 8}},
+		actors.Options{System: sys, GroupBytes: 16 << 10, Faults: seen})
+	require.NoError(t, err)
+	ids := readPass(t, testutil.Context(t), p, nil)
+	closeAndCheck(t, p, sys)
+	requireExactlyOnce(t, allIDs(1, n), ids)
+	var total uint64
+	for _, c := range seen.counts {
+		require.LessOrEqual(t, c, uint64(3), "records in a group")
+		total += c
+	}
+	require.GreaterOrEqual(t, total, uint64(n))
+}

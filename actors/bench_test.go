@@ -183,7 +183,7 @@ func channelPipeline(ctx context.Context, path string) (int, error) {
 // stackedPipeline is the same on the actor pipeline's read path.
 func stackedPipeline(ctx context.Context, path string, recycle bool) (int, error) {
 	return baseline.Stacked(ctx, []string{path}, baseline.StackedOptions{Window: benchWindow, Batch: benchBatch,
-		Group: actors.DefaultGroupSize, Seed: 1, Recycle: recycle}, func(s tensor.Slots) { consume(s) })
+		Group: actors.DefaultGroupSize, GroupBytes: actors.DefaultGroupBytes, Seed: 1, Recycle: recycle}, func(s tensor.Slots) { consume(s) })
 }
 
 func BenchmarkPipelineStacked(b *testing.B) {
@@ -340,4 +340,49 @@ func timedRun(b *testing.B, d *time.Duration, run func()) {
 	start := time.Now()
 	run()
 	*d += time.Since(start)
+}
+
+// BenchmarkParallelRatio runs a pass of a new actor pipeline over 16 files
+// feeding 4 devices, and a pass of baseline.Parallel with one lane per
+// core (GOMAXPROCS) doing the same work, per iteration, taking turns at
+// going first. "ratio" is the actor pipeline's throughput as a fraction of
+// the parallel baseline's: run it with -cpu 1,2 (and more where the machine
+// has them) to see how each scales with the cores.
+//
+//	go test -run '^$' -bench 'ParallelRatio' -cpu 1,2 -count 5 ./actors
+func BenchmarkParallelRatio(b *testing.B) {
+	paths := make([]string, 16)
+	for f := range paths {
+		paths[f] = writeBench(b, f)
+	}
+	const devices = 4
+	cfg := benchmark.Config{Paths: paths, Window: benchWindow, Batch: benchBatch, System: actors.NewSystem(), Devices: devices}
+	par := baseline.ParallelOptions{StackedOptions: baseline.StackedOptions{Window: benchWindow, Batch: benchBatch, Group: actors.DefaultGroupSize,
+		GroupBytes: actors.DefaultGroupBytes, Seed: 1}, Lanes: runtime.GOMAXPROCS(0), Devices: devices}
+	var inActors, inParallel time.Duration
+	runs := []func(){
+		func() {
+			timedRun(b, &inActors, func() {
+				_, _, err := cfg.Pass(context.Background(), false, consume)
+				require.NoError(b, err)
+			})
+		},
+		func() {
+			timedRun(b, &inParallel, func() {
+				n, err := baseline.Parallel(context.Background(), paths, par, func(_ int, s tensor.Slots) { consume(s) })
+				require.NoError(b, err)
+				require.Equal(b, benchSamples, n)
+			})
+		},
+	}
+	b.ResetTimer()
+	for i := range b.N {
+		for k := range runs {
+			runs[(i+k)%len(runs)]()
+		}
+	}
+	samples := float64(b.N * benchSamples)
+	b.ReportMetric(inParallel.Seconds()/inActors.Seconds(), "ratio")
+	b.ReportMetric(samples/inActors.Seconds(), "actors-samples/s")
+	b.ReportMetric(samples/inParallel.Seconds(), "parallel-samples/s")
 }

@@ -266,7 +266,9 @@ func (a *workerActor) readFile(ctx context.Context, file int, pass uint32, from,
 		}
 		return
 	}
-	fr.stackOnto(tensor.NewStack(c.group))
+	st := tensor.NewStack(c.group)
+	st.SetMaxBytes(c.pipe.opts.GroupBytes)
+	fr.stackOnto(st)
 	// A panic in the reader (user code) while a read-ahead slot is held
 	// gives the slot back before it reaches the actor: the restarted reader
 	// needs it. Without this, ReaderWindow panics left a reader with no slot,
@@ -441,15 +443,15 @@ type group struct {
 	stopped        bool         // the goroutine was stopped: nothing to deliver
 }
 
-// readGroup reads up to a group of records. The watchdog runs over the
-// group's reads (one timer reset per group, not per record).
+// readGroup reads up to a group of records: GroupSize, or as many as fill
+// a block of GroupBytes. The watchdog runs over the group's reads (one timer reset per group, not per record).
 func (fr *fileRead) readGroup() group {
 	c := fr.c
 	g := group{first: fr.rec - fr.skipped, skipped: fr.skipped, ids: make([]uint64, 0, c.group)}
 	fr.skipped = 0
 	fr.w.arm()
 	defer fr.w.disarm()
-	for len(g.ids) < c.group {
+	for len(g.ids) < c.group && !fr.st.Full() {
 		if fr.r == nil || fr.to > 0 && fr.rec >= fr.to {
 			g.end = true
 			break

@@ -21,6 +21,9 @@ const (
 	// XMap.Buffer, DoubleBuffer.Window and Options' GroupSize,
 	// ReaderWindow, Capacity and Window.
 	MaxQueue = 1 << 16
+	// MaxGroupBytes bounds Options.GroupBytes: a group's block is one
+	// allocation.
+	MaxGroupBytes = 1 << 30
 	// MaxPasses bounds MultiPass.Passes: passes are counted in 32 bits
 	// across Reset, with room for many Resets.
 	MaxPasses = 1 << 20
@@ -46,6 +49,9 @@ func (o *Options) validate() error {
 		if err := checkSize("options", f.what, f.v, 0, MaxQueue); err != nil {
 			return err
 		}
+	}
+	if err := checkSize("options", "GroupBytes", o.GroupBytes, 0, MaxGroupBytes); err != nil {
+		return err
 	}
 	return o.Shard.check()
 }

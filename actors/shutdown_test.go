@@ -267,6 +267,7 @@ func TestSizesBeyondTheLimitsAreRefusedAtConstruction(t *testing.T) {
 		"passes":        {stages: []actors.Stage{files, actors.MultiPass{Passes: math.MaxInt}}, want: "passes"},
 		"devices":       {stages: []actors.Stage{files, actors.Batch{Size: 2}}, dev: &actors.Devices{N: math.MaxInt}, want: "N"},
 		"options":       {stages: []actors.Stage{files}, opts: actors.Options{Window: math.MaxInt}, want: "Window"},
+		"group bytes":   {stages: []actors.Stage{files}, opts: actors.Options{GroupBytes: math.MaxInt}, want: "GroupBytes"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			sys := actors.NewSystem()

@@ -14,7 +14,9 @@ import (
 // first record stacked (the template, kept across Take). Other records are
 // left to Decode.
 type Stack struct {
-	capacity int
+	capacity int // records a block may hold, as asked
+	maxBytes int // bytes a block may hold; 0 bounds nothing
+	limit    int // records this template's block holds: capacity, fewer under maxBytes
 	n        int
 	tmpl     []stackSlot
 	arena    []byte                // capacity rows of every slot; nil until the first Append after Take
@@ -30,21 +32,30 @@ type stackSlot struct {
 
 // NewStack returns a stack that holds up to capacity records.
 func NewStack(capacity int) *Stack {
-	return &Stack{capacity: max(capacity, 1)}
+	c := max(capacity, 1)
+	return &Stack{capacity: c, limit: c}
 }
+
+// SetMaxBytes bounds a block's storage to n bytes (the rows of every
+// slot), from the next template on: a block of records of r bytes holds
+// min(capacity, n/r) of them, at least one. Without it, a block of large
+// records is capacity times their size, allocated (and zeroed) in full even
+// when a file's group ends after a few of them.
+func (s *Stack) SetMaxBytes(n int) { s.maxBytes = max(n, 0) }
 
 // Len is the number of records stacked since the last Take.
 func (s *Stack) Len() int { return s.n }
 
-// Full reports whether the stack holds capacity records.
-func (s *Stack) Full() bool { return s.n == s.capacity }
+// Full reports whether the stack holds as many records as its block can:
+// capacity, or fewer under SetMaxBytes.
+func (s *Stack) Full() bool { return s.n == s.limit }
 
 // AppendEncoded decodes rec, a record made by Encode, onto the stack and
 // returns nil. When rec does not stack (see Stack), or the stack is full, it
 // returns rec decoded by Decode instead, leaving the stack unchanged. A
 // malformed record is the error Decode returns.
 func (s *Stack) AppendEncoded(rec []byte) (Slots, error) {
-	if s.n == s.capacity || s.tmpl == nil || !s.matches(rec) {
+	if s.n == s.limit || s.tmpl == nil || !s.matches(rec) {
 		slots, err := Decode(rec)
 		if err != nil || s.n > 0 || !s.setTemplate(slots) {
 			return slots, err
@@ -78,7 +89,7 @@ func (s *Stack) AppendEncoded(rec []byte) (Slots, error) {
 func (s *Stack) arenaSize() int {
 	size := 0
 	for _, t := range s.tmpl {
-		size += (s.capacity*t.rowBytes + 7) &^ 7
+		size += (s.limit*t.rowBytes + 7) &^ 7
 	}
 	return size
 }
@@ -125,19 +136,27 @@ func (s *Stack) matches(rec []byte) bool {
 // setTemplate makes slots, a decoded record, the template if it stacks (the
 // stack is empty).
 func (s *Stack) setTemplate(slots Slots) bool {
-	tmpl := make([]stackSlot, len(slots))
-	off := 0
-	for i, t := range slots {
+	row := 0
+	for _, t := range slots {
 		if len(t.LoD) > 0 || t.Rank() == 0 || t.shape[0] != 1 {
 			return false
 		}
-		tmpl[i] = stackSlot{dtype: t.dtype, shape: t.shape.Clone(), rowBytes: len(t.data), off: off}
-		off += (s.capacity*len(t.data) + 7) &^ 7
+		row += len(t.data)
 	}
-	if len(tmpl) == 0 {
+	if len(slots) == 0 {
 		return false
 	}
-	s.tmpl, s.arena = tmpl, nil
+	limit := s.capacity
+	if s.maxBytes > 0 && row > 0 {
+		limit = max(1, min(limit, s.maxBytes/row))
+	}
+	tmpl := make([]stackSlot, len(slots))
+	off := 0
+	for i, t := range slots {
+		tmpl[i] = stackSlot{dtype: t.dtype, shape: t.shape.Clone(), rowBytes: len(t.data), off: off}
+		off += (limit*len(t.data) + 7) &^ 7
+	}
+	s.tmpl, s.arena, s.limit = tmpl, nil, limit
 	return true
 }
 

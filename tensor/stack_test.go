@@ -239,3 +239,26 @@ func FuzzStack(f *testing.F) {
 		}
 	})
 }
+
+// A block of large records holds as many as fit the stack's byte bound, not
+// its capacity: its storage is the rows of that many (sample is 12 bytes).
+func TestStackBlocksStayWithinMaxBytes(t *testing.T) {
+	for _, c := range []struct{ maxBytes, rows int }{{0, 8}, {50, 4}, {48, 4}, {47, 3}, {5, 1}, {1000, 8}} {
+		st := tensor.NewStack(8)
+		st.SetMaxBytes(c.maxBytes)
+		var rows int
+		for i := 0; !st.Full(); i++ {
+			out, err := st.AppendEncoded(encode(t, sample(i)))
+			require.NoError(t, err)
+			require.Nil(t, out, "stacked")
+			rows++
+		}
+		require.Equal(t, c.rows, rows, "max bytes %d", c.maxBytes)
+		out, err := st.AppendEncoded(encode(t, sample(99)))
+		require.NoError(t, err)
+		require.NotNil(t, out, "a full stack leaves the record to Decode")
+		g, block := st.TakeBlock()
+		requireSlotsEqual(t, concat(t, 0, rows), g)
+		require.Len(t, block, (rows*4+7)&^7+rows*8, "the block is the rows' storage, each slot 8-byte aligned")
+	}
+}

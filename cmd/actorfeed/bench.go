@@ -25,6 +25,7 @@ import (
 type benchOptions struct {
 	samples, repeat, passes, batch, window, buffer, deviceBatch int
 	plot                                                        string
+	matrix                                                      matrixOptions
 	system                                                      *actor.ActorSystem // shared by the runs, as a trainer shares one
 }
 
@@ -48,7 +49,16 @@ waits with a simulated step twice the pipeline's time per batch (the step
 waits without using the CPU, as a host thread waiting for its accelerator
 does; batches of --device-batch, so that the step is long enough for a
 timer); allocations per batch; and the heap after each of --passes passes.
---plot draws the figures.`,
+--plot draws the figures.
+
+With --sizes or --procs it measures a matrix instead: for each sample size
+(--sizes 784,16K,150K), uncompressed and snappy, --data-mb of samples in
+--files files, and for each GOMAXPROCS (--procs 1,2,all): the plain read of
+the files (one goroutine per core), the hand-written pipeline with one lane
+per core (internal/baseline's Parallel), and a new actor pipeline for each
+run, both feeding --devices devices that read every image byte. It reports
+samples/s, GB/s, the ratios to the plain read, to the parallel baseline and
+to the fewest cores measured, and the CPU seconds per million samples.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := checkInts(
@@ -59,8 +69,14 @@ timer); allocations per batch; and the heap after each of --passes passes.
 				intFlag{"--shuffle", o.window, 0, actors.MaxWindow},
 				intFlag{"--buffer", o.buffer, 1, actors.MaxQueue},
 				intFlag{"--device-batch", o.deviceBatch, 1, actors.MaxBatch},
+				intFlag{"--files", o.matrix.files, 1, 4096},
+				intFlag{"--devices", o.matrix.devices, 1, actors.MaxConcurrency},
+				intFlag{"--data-mb", o.matrix.dataMB, 1, 1 << 16},
 			); err != nil {
 				return usageError{err}
+			}
+			if o.matrix.asked(cmd.Flags()) {
+				return runMatrix(cmd.Context(), cmd.OutOrStdout(), o)
 			}
 			return runBench(cmd.Context(), cmd.OutOrStdout(), o)
 		},
@@ -73,6 +89,7 @@ timer); allocations per batch; and the heap after each of --passes passes.
 	f.IntVar(&o.window, "shuffle", 1024, "shuffle window")
 	f.IntVar(&o.buffer, "buffer", 2, "double buffer window, in batches per device")
 	f.StringVar(&o.plot, "plot", "", "also draw the figures into this directory: throughput.png, device-waits.png, heap.png")
+	o.matrix.flags(f)
 	f.IntVar(&o.deviceBatch, "device-batch", 1024, "batch size of the device-busy measurement (its step must be a few ms for a timer to simulate it)")
 	return cmd
 }
@@ -188,19 +205,7 @@ func benchThroughput(ctx context.Context, tw io.Writer, comp recordio.Compressor
 		run  func() error
 	}{
 		{copyRow, func() error { copy(dst, data); return nil }},
-		{readRow, func() error {
-			fh, err := os.Open(path)
-			if err != nil {
-				return err
-			}
-			defer fh.Close()
-			for off := int64(0); ; off += int64(len(buf)) {
-				n, err := fh.ReadAt(buf, off)
-				if n == 0 || err != nil {
-					return nil
-				}
-			}
-		}},
+		{readRow, func() error { return readFile(path, buf) }},
 		{chRow, func() error {
 			_, err := baseline.Channels(ctx, []string{path}, o.window, o.batch, 1, touch)
 			return err
@@ -261,7 +266,7 @@ func reportThroughput(tw io.Writer, comp recordio.Compressor, names []string, ti
 
 // stacked is the stacked baseline's configuration.
 func (o benchOptions) stacked(recycle bool) baseline.StackedOptions {
-	return baseline.StackedOptions{Window: o.window, Batch: o.batch, Group: actors.DefaultGroupSize, Seed: 1, Recycle: recycle}
+	return baseline.StackedOptions{Window: o.window, Batch: o.batch, Group: actors.DefaultGroupSize, GroupBytes: actors.DefaultGroupBytes, Seed: 1, Recycle: recycle}
 }
 
 // config is the measured pipeline over path.

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"runtime/pprof"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -298,4 +300,36 @@ func TestInspectAndRunAgreeOnCutAndUndecodableFiles(t *testing.T) {
 		require.Contains(t, stderr, want, "run %s", path)
 		require.Contains(t, stderr, path)
 	}
+}
+
+// The matrix measures every size, compressor and GOMAXPROCS asked for,
+// and refuses sizes and core counts it cannot run.
+func TestBenchMatrix(t *testing.T) {
+	out, err := cli(t, "bench", "--sizes", "100,1K", "--procs", "1,all,1", "--files", "3", "--devices", "2", "--data-mb", "1",
+		"--repeat", "1", "--shuffle", "50", "--batch", "16")
+	require.NoError(t, err)
+	procs := []string{"1"}
+	if runtime.NumCPU() > 1 {
+		procs = append(procs, strconv.Itoa(runtime.NumCPU()))
+	}
+	rows := 0
+	for _, line := range strings.Split(out, "\n") {
+		f := strings.Fields(line)
+		if len(f) < 4 || (f[0] != "100" && f[0] != "1K") {
+			continue
+		}
+		rows++
+		require.Contains(t, []string{"none", "snappy"}, f[1], line)
+		require.Contains(t, procs, f[2], line)
+	}
+	require.Equal(t, 2*2*len(procs)*3, rows, "a row for each of 3 measurements, per size, compressor and GOMAXPROCS:\n%s", out)
+	for _, want := range []string{"plain read of the files", "channel pipeline, parallel lanes", "actor pipeline", "vs parallel", "CPU s per M samples"} {
+		require.Contains(t, out, want)
+	}
+	_, err = cli(t, "bench", "--sizes", "0")
+	require.ErrorContains(t, err, "--sizes")
+	_, err = cli(t, "bench", "--sizes", "17M")
+	require.ErrorContains(t, err, "--sizes")
+	_, err = cli(t, "bench", "--procs", strconv.Itoa(runtime.NumCPU()+1))
+	require.ErrorContains(t, err, "--procs")
 }

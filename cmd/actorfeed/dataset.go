@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math/rand/v2"
@@ -23,6 +24,9 @@ type synthetic struct {
 	seed           uint64
 	compressor     recordio.Compressor
 	first          int // index of the first sample: a held-out set starts past the training set
+	// image is the image's size in bytes when it is not Fashion-MNIST's
+	// 784: the image is then a [1,image] vector (bench --sizes).
+	image int
 }
 
 const (
@@ -62,11 +66,22 @@ func (s synthetic) write(ctx context.Context, dir string) ([]string, error) {
 	return paths, nil
 }
 
+// pixels is the image's size in bytes.
+func (s synthetic) pixels() int { return cmp.Or(s.image, imageSide*imageSide) }
+
+// shape is the image's shape.
+func (s synthetic) shape() tensor.Shape {
+	if s.pixels() == imageSide*imageSide {
+		return tensor.Shape{1, imageSide, imageSide}
+	}
+	return tensor.Shape{1, s.pixels()}
+}
+
 func (s synthetic) prototypes() [classes][]uint8 {
 	var protos [classes][]uint8
 	rng := rand.New(rand.NewPCG(s.seed, 1<<63))
 	for c := range protos {
-		protos[c] = make([]uint8, imageSide*imageSide)
+		protos[c] = make([]uint8, s.pixels())
 		for k := range protos[c] {
 			protos[c][k] = uint8(rng.IntN(256))
 		}
@@ -76,20 +91,39 @@ func (s synthetic) prototypes() [classes][]uint8 {
 
 // writeFile writes samples first..first+n-1 of the set.
 func (s synthetic) writeFile(ctx context.Context, path string, protos [classes][]uint8, first, n int) error {
-	img := make([]uint8, imageSide*imageSide) // each sample is encoded before the next is made
+	img := make([]uint8, s.pixels()) // each sample is encoded before the next is made
+	shape := s.shape()
 	_, err := readers.WriteRecordFile(path, recordio.WriterOptions{Compressor: s.compressor}, readers.Samples(n, func(i int) (tensor.Slots, error) {
 		if err := context.Cause(ctx); err != nil {
 			return nil, err
 		}
 		rng := rand.New(rand.NewPCG(s.seed, uint64(first+i)))
 		label := rng.IntN(classes)
-		for k, p := range protos[label] {
-			img[k] = uint8((int(p)*3 + rng.IntN(256)) / 4)
+		if s.image == 0 {
+			for k, p := range protos[label] {
+				img[k] = uint8((int(p)*3 + rng.IntN(256)) / 4)
+			}
+		} else {
+			noisy(img, protos[label], rng)
 		}
 		return tensor.Slots{
-			{Tensor: tensor.MustFromSlice(tensor.Shape{1, imageSide, imageSide}, img)},
+			{Tensor: tensor.MustFromSlice(shape, img)},
 			{Tensor: tensor.MustFromSlice(tensor.Shape{1}, []int64{int64(label)})},
 		}, nil
 	}))
 	return err
+}
+
+// noisy makes img its prototype plus noise, as a Fashion-MNIST-shaped
+// sample's, drawing eight noise bytes at a time: large images are written
+// at memory speed rather than one random draw a byte.
+func noisy(img, proto []uint8, rng *rand.Rand) {
+	var bits uint64
+	for k, p := range proto {
+		if k%8 == 0 {
+			bits = rng.Uint64()
+		}
+		img[k] = uint8((int(p)*3 + int(bits&0xff)) / 4)
+		bits >>= 8
+	}
 }

@@ -8,7 +8,8 @@
 //	                    simulated devices; progress, summary, --emit-ids
 //	actorfeed sim       fault-injection scenarios and the invariant checker
 //	actorfeed bench     the actor pipeline against a plain copy, a plain read
-//	                    and a channel pipeline, side by side
+//	                    and a channel pipeline, side by side; with --sizes
+//	                    and --procs, a matrix of sample sizes and cores
 //	actorfeed gen       write a synthetic RecordIO data set
 //	actorfeed convert   convert IDX (Fashion-MNIST) to RecordIO
 //	actorfeed inspect   show a data file's chunks, records, shapes, checksums

@@ -10,7 +10,8 @@
 // pipeline uses: records decoded in groups into one block each
 // (tensor.Stack), blocks handed on, the shuffle moving references to rows,
 // and the batch stage copying rows once. The actor pipeline's overhead is
-// measured against Stacked.
+// measured against Stacked. Parallel is Stacked in lanes, one per core, the
+// baseline of a pipeline that spreads its per-sample work over the cores.
 //
 // baseline may import tensor and readers. Only benchmarks import it.
 package baseline
@@ -131,6 +132,7 @@ type block struct {
 type StackedOptions struct {
 	Window, Batch int    // shuffle window and batch size, as Channels's
 	Group         int    // records per block
+	GroupBytes    int    // bytes per block, at most (tensor.Stack.SetMaxBytes); 0 bounds nothing
 	Seed          uint64 // of the shuffle
 	// Recycle makes batches in the storage of batches already stepped, as
 	// the actor pipeline does with Devices.Recycle; step must not keep
@@ -142,7 +144,6 @@ type StackedOptions struct {
 // groups of o.Group records per block. A block's storage goes back to the
 // reader once all its rows were batched, as the actor pipeline's does.
 func Stacked(ctx context.Context, paths []string, o StackedOptions, step func(tensor.Slots)) (int, error) {
-	window, batch, group := o.Window, o.Batch, o.Group
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	blocks := make(chan *block, 2)
@@ -150,74 +151,21 @@ func Stacked(ctx context.Context, paths []string, o StackedOptions, step func(te
 	shuffled := make(chan []row, 2)
 	batches := make(chan tensor.Slots, 2) // the double buffer
 	spent := make(chan tensor.Slots, 8)   // batches the device stepped, with Recycle
-	errc := make(chan error, 3)
+	errc := make(chan error, 2)
 	go func() {
 		defer close(blocks)
 		for _, path := range paths {
-			if err := readStacked(ctx, path, group, blocks, free); err != nil {
+			if err := readStacked(ctx, path, o, blocks, free); err != nil {
 				errc <- err
 				return
 			}
 		}
 	}()
-	go func() {
-		defer close(shuffled)
-		rng := rand.New(rand.NewPCG(o.Seed, 0))
-		buf := make([]row, 0, max(window, 1))
-		flush := func() bool {
-			rng.Shuffle(len(buf), func(i, j int) { buf[i], buf[j] = buf[j], buf[i] })
-			for lo := 0; lo < len(buf); lo += group {
-				if !send(ctx, shuffled, slices.Clone(buf[lo:min(lo+group, len(buf))])) {
-					return false
-				}
-			}
-			buf = buf[:0]
-			return true
-		}
-		for b := range blocks {
-			for i := range b.left {
-				if buf = append(buf, row{b, i}); len(buf) >= window && !flush() {
-					return
-				}
-			}
-		}
-		flush()
-	}()
+	go shuffleRows(ctx, o, blocks, shuffled)
 	go func() {
 		defer close(batches)
-		pending := make([]row, 0, batch)
-		emit := func() bool {
-			var reuse tensor.Slots
-			select {
-			case reuse = <-spent:
-			default:
-			}
-			out, err := copyRows(reuse, pending)
-			if err != nil {
-				errc <- err
-				return false
-			}
-			for _, r := range pending {
-				if r.block.left--; r.block.left == 0 && r.block.storage != nil {
-					select {
-					case free <- r.block.storage:
-					default:
-					}
-				}
-			}
-			clear(pending)
-			pending = pending[:0]
-			return send(ctx, batches, out)
-		}
-		for rows := range shuffled {
-			for _, r := range rows {
-				if pending = append(pending, r); len(pending) == batch && !emit() {
-					return
-				}
-			}
-		}
-		if len(pending) > 0 {
-			emit()
+		if err := batchRows(ctx, o.Batch, shuffled, free, spent, batches); err != nil {
+			errc <- err
 		}
 	}()
 	if !o.Recycle {
@@ -232,13 +180,100 @@ func Stacked(ctx context.Context, paths []string, o StackedOptions, step func(te
 	})
 }
 
-func readStacked(ctx context.Context, path string, group int, out chan<- *block, free <-chan []byte) error {
+// shuffleRows shuffles the rows of blocks in windows and hands them on in
+// groups of o.Group.
+func shuffleRows(ctx context.Context, o StackedOptions, blocks <-chan *block, shuffled chan<- []row) {
+	defer close(shuffled)
+	rng := rand.New(rand.NewPCG(o.Seed, 0))
+	buf := make([]row, 0, max(o.Window, 1))
+	flush := func() bool {
+		rng.Shuffle(len(buf), func(i, j int) { buf[i], buf[j] = buf[j], buf[i] })
+		for lo := 0; lo < len(buf); lo += o.Group {
+			if !send(ctx, shuffled, slices.Clone(buf[lo:min(lo+o.Group, len(buf))])) {
+				return false
+			}
+		}
+		buf = buf[:0]
+		return true
+	}
+	for b := range blocks {
+		for i := range b.left {
+			if buf = append(buf, row{b, i}); len(buf) >= o.Window && !flush() {
+				return
+			}
+		}
+	}
+	flush()
+}
+
+// batchRows copies shuffled rows into batches of size, in the storage of a
+// spent batch when one is free, and hands a block's storage back to its
+// reader once all its rows were copied.
+func batchRows(ctx context.Context, size int, shuffled <-chan []row, free chan<- []byte, spent <-chan tensor.Slots, out chan<- tensor.Slots) error {
+	pending := make([]row, 0, size)
+	var err error
+	emit := func() bool {
+		var reuse tensor.Slots
+		select {
+		case reuse = <-spent:
+		default:
+		}
+		var b tensor.Slots
+		if b, err = copyRows(reuse, pending); err != nil {
+			return false
+		}
+		for _, r := range pending {
+			if r.block.left--; r.block.left == 0 && r.block.storage != nil {
+				select {
+				case free <- r.block.storage:
+				default:
+				}
+			}
+		}
+		clear(pending)
+		pending = pending[:0]
+		return send(ctx, out, b)
+	}
+	for rows := range shuffled {
+		for _, r := range rows {
+			if pending = append(pending, r); len(pending) == size && !emit() {
+				return err
+			}
+		}
+	}
+	if len(pending) > 0 {
+		emit()
+	}
+	return err
+}
+
+func readStacked(ctx context.Context, path string, o StackedOptions, out chan<- *block, free <-chan []byte) error {
 	r, err := readers.OpenRecordFile(path)
 	if err != nil {
 		return err
 	}
 	defer r.Close()
-	st := tensor.NewStack(group)
+	s := newStacker(ctx, o, out, free)
+	for {
+		if err := s.next(r); errors.Is(err, io.EOF) {
+			return s.flush(s.st.TakeBlock())
+		} else if err != nil {
+			return err
+		}
+	}
+}
+
+// stacker decodes records onto a stack whose blocks come from a free list,
+// and sends each block when it is full.
+type stacker struct {
+	ctx context.Context
+	st  *tensor.Stack
+	out chan<- *block
+}
+
+func newStacker(ctx context.Context, o StackedOptions, out chan<- *block, free <-chan []byte) *stacker {
+	st := tensor.NewStack(o.Group)
+	st.SetMaxBytes(o.GroupBytes)
 	st.SetAlloc(func(int) []byte {
 		select {
 		case b := <-free:
@@ -247,37 +282,34 @@ func readStacked(ctx context.Context, path string, group int, out chan<- *block,
 			return nil
 		}
 	})
-	flush := func(b tensor.Slots, storage []byte) error { // a block, unless there is none
-		if b == nil {
-			return nil
-		}
-		n, _ := b.Instances()
-		if !send(ctx, out, &block{slots: b, storage: storage, left: n}) {
-			return ctx.Err()
-		}
+	return &stacker{ctx: ctx, st: st, out: out}
+}
+
+// next reads a record of r onto the stack; a record that does not stack
+// goes as a block of its own. It returns io.EOF at the end of r.
+func (s *stacker) next(r *readers.RecordFile) error {
+	item, err := r.NextStacked(s.ctx, s.st)
+	switch {
+	case err != nil:
+		return err
+	case item != nil:
+		return errors.Join(s.flush(s.st.TakeBlock()), s.flush(item, nil))
+	case s.st.Full():
+		return s.flush(s.st.TakeBlock())
+	}
+	return nil
+}
+
+// flush sends a block, unless there is none.
+func (s *stacker) flush(b tensor.Slots, storage []byte) error {
+	if b == nil {
 		return nil
 	}
-	for {
-		item, err := r.NextStacked(ctx, st)
-		if errors.Is(err, io.EOF) {
-			return flush(st.TakeBlock())
-		}
-		if err != nil {
-			return err
-		}
-		if item != nil { // a record that does not stack: a block of its own
-			if err := flush(st.TakeBlock()); err != nil {
-				return err
-			}
-			if err := flush(item, nil); err != nil {
-				return err
-			}
-		} else if st.Full() {
-			if err := flush(st.TakeBlock()); err != nil {
-				return err
-			}
-		}
+	n, _ := b.Instances()
+	if !send(s.ctx, s.out, &block{slots: b, storage: storage, left: n}) {
+		return s.ctx.Err()
 	}
+	return nil
 }
 
 // copyRows copies rows of dense blocks into one batch, in the storage of

@@ -12,6 +12,7 @@ import (
 
 	"github.com/actorfeed/actorfeed/internal/baseline"
 	"github.com/actorfeed/actorfeed/readers"
+	"github.com/actorfeed/actorfeed/readers/format"
 	"github.com/actorfeed/actorfeed/readers/recordio"
 	"github.com/actorfeed/actorfeed/tensor"
 )
@@ -100,4 +101,86 @@ func stopsOnCancel(t *testing.T, run pipeline) {
 		}
 	})
 	require.ErrorIs(t, err, context.Canceled)
+}
+
+// parallel runs baseline.Parallel with lanes lanes and devices devices,
+// collecting each device's samples in the order it stepped them.
+func parallel(ctx context.Context, paths []string, lanes, devices int, recycle bool) (int, [][]int64, error) {
+	got := make([][]int64, devices)
+	o := baseline.ParallelOptions{StackedOptions: baseline.StackedOptions{Window: 32, Batch: 16, Group: 8, Seed: 7, Recycle: recycle},
+		Lanes: lanes, Devices: devices}
+	n, err := baseline.Parallel(ctx, paths, o, func(d int, s tensor.Slots) {
+		v, err := tensor.View[int64](s[0].Tensor)
+		if err != nil {
+			panic(err)
+		}
+		got[d] = append(got[d], v...) // each device appends to its own slice only
+	})
+	return n, got, err
+}
+
+func TestParallelStepsEverySampleOnceOnEveryLaneCount(t *testing.T) {
+	dir := t.TempDir()
+	a, b := filepath.Join(dir, "a.rio"), filepath.Join(dir, "b.rio")
+	write(t, a, 0, 300)
+	write(t, b, 300, 145)
+	for _, lanes := range []int{1, 2, 3, 8} {
+		for _, devices := range []int{1, 3} {
+			n, got, err := parallel(t.Context(), []string{a, b}, lanes, devices, devices == 3)
+			require.NoError(t, err)
+			require.Equal(t, 445, n)
+			var all []int64
+			for _, g := range got {
+				all = append(all, g...)
+			}
+			require.False(t, slices.IsSorted(all), "shuffled")
+			slices.Sort(all)
+			for i, x := range all {
+				require.Equal(t, int64(i), x, "lanes %d devices %d: every sample once", lanes, devices)
+			}
+		}
+	}
+}
+
+// The merged stream is a function of the files, the seed and the lanes.
+func TestParallelOrderIsTheSameFromRunToRun(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "a.rio")
+	write(t, path, 0, 400)
+	_, first, err := parallel(t.Context(), []string{path}, 3, 1, false)
+	require.NoError(t, err)
+	for range 3 {
+		_, again, err := parallel(t.Context(), []string{path}, 3, 1, true)
+		require.NoError(t, err)
+		require.Equal(t, first, again)
+	}
+}
+
+func TestParallelReportsErrorsAndStopsOnCancel(t *testing.T) {
+	_, _, err := parallel(t.Context(), []string{filepath.Join(t.TempDir(), "missing.rio")}, 2, 1, false)
+	require.ErrorIs(t, err, os.ErrNotExist)
+
+	path := filepath.Join(t.TempDir(), "a.rio")
+	write(t, path, 0, 2000)
+	ctx, cancel := context.WithCancel(t.Context())
+	steps := 0
+	o := baseline.ParallelOptions{StackedOptions: baseline.StackedOptions{Window: 16, Batch: 4, Group: 8, Seed: 1}, Lanes: 4, Devices: 1}
+	_, err = baseline.Parallel(ctx, []string{path}, o, func(int, tensor.Slots) {
+		if steps++; steps == 3 {
+			cancel()
+		}
+	})
+	require.ErrorIs(t, err, context.Canceled)
+}
+
+// A lane that fails stops the others: the run returns the error, and
+// goleak finds no goroutine left.
+func TestParallelLaneErrorStopsTheRun(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "a.rio")
+	write(t, path, 0, 2000)
+	data, err := os.ReadFile(path)
+	require.NoError(t, err)
+	data[len(data)/2] ^= 0xff // a payload byte: its chunk's checksum fails
+	require.NoError(t, os.WriteFile(path, data, 0o644))
+	_, _, err = parallel(t.Context(), []string{path}, 4, 2, false)
+	require.ErrorIs(t, err, format.ErrCorrupt)
 }

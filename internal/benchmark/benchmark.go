@@ -4,6 +4,7 @@ import (
 	"context"
 	"runtime"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -14,7 +15,9 @@ import (
 
 // Config is the pipeline measured.
 type Config struct {
-	Path   string
+	Path string
+	// Paths, when set, are the files instead of Path.
+	Paths  []string
 	Window int // shuffle window
 	Batch  int
 	Buffer int // double buffer window, in batches (default 2)
@@ -23,10 +26,17 @@ type Config struct {
 	System *actor.ActorSystem
 	// AnyOrder reads without the order (Files.AnyOrder).
 	AnyOrder bool
+	// Devices is how many devices Start's pipeline feeds (default 1); their
+	// steps run at once.
+	Devices int
 }
 
 func (c Config) pipeline(dev actors.Devices) (*actors.Pipeline, error) {
-	return actors.NewDevices([]actors.Stage{actors.Files{Paths: []string{c.Path}, AnyOrder: c.AnyOrder}, actors.Shuffle{Window: c.Window, Seed: 1},
+	paths := c.Paths
+	if len(paths) == 0 {
+		paths = []string{c.Path}
+	}
+	return actors.NewDevices([]actors.Stage{actors.Files{Paths: paths, AnyOrder: c.AnyOrder}, actors.Shuffle{Window: c.Window, Seed: 1},
 		actors.Batch{Size: c.Batch}, actors.DoubleBuffer{Window: c.Buffer}}, dev, actors.Options{System: c.System})
 }
 
@@ -36,10 +46,9 @@ func (c Config) pipeline(dev actors.Devices) (*actors.Pipeline, error) {
 func (c Config) Pass(ctx context.Context, recycle bool, step func(tensor.Slots)) (total, first time.Duration, err error) {
 	start := time.Now()
 	var firstAt time.Time
-	p, err := c.pipeline(actors.Devices{N: 1, Recycle: recycle, Step: func(_ context.Context, it actors.Item) error {
-		if firstAt.IsZero() {
-			firstAt = time.Now()
-		}
+	var once sync.Once // the devices step at once
+	p, err := c.pipeline(actors.Devices{N: max(c.Devices, 1), Recycle: recycle, Step: func(_ context.Context, it actors.Item) error {
+		once.Do(func() { firstAt = time.Now() })
 		step(it.Slots)
 		return nil
 	}})
@@ -61,10 +70,11 @@ type Running struct {
 	passes int
 }
 
-// Start builds the pipeline with step as the device's work; recycle is
-// Devices.Recycle. Close it when done.
+// Start builds the pipeline with step as the devices' work (called from
+// c.Devices goroutines at once); recycle is Devices.Recycle. Close it when
+// done.
 func (c Config) Start(recycle bool, step func(tensor.Slots)) (*Running, error) {
-	p, err := c.pipeline(actors.Devices{N: 1, Recycle: recycle, Step: func(_ context.Context, it actors.Item) error {
+	p, err := c.pipeline(actors.Devices{N: max(c.Devices, 1), Recycle: recycle, Step: func(_ context.Context, it actors.Item) error {
 		step(it.Slots)
 		return nil
 	}})
