@@ -32,7 +32,19 @@ type batchLogic struct {
 // there is some. The batch never shares storage with its parts, so the
 // devices may hand it back for reuse.
 func (l *batchLogic) join(n int) (*messages.Batch, error) {
-	slots, err := messages.JoinRefs(l.pending.refs[:n], l.pipe.reusable())
+	recycled := l.pipe.reusable()
+	var alloc tensor.Alloc
+	if st := l.pipe.storage; st != nil {
+		alloc = st.alloc
+	}
+	slots, err := messages.JoinRefsAlloc(l.pending.refs[:n], recycled, alloc)
+	if st := l.pipe.storage; st != nil {
+		st.unused(recycled, slots)
+		if ferr := st.failed(); err == nil && ferr != nil {
+			st.free(slots)
+			return nil, ferr
+		}
+	}
 	if err != nil {
 		var ie *tensor.InstanceError
 		if errors.As(err, &ie) && ie.Instance < n {

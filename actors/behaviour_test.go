@@ -286,6 +286,9 @@ func TestCorruptRecordFailPolicy(t *testing.T) {
 func TestCorruptSkipPolicyCountsExactly(t *testing.T) {
 	ctx := testutil.Context(t)
 	bad := map[int]bool{0: true, 5: true, 6: true, 50: true, 99: true}
+	for r := 3; r < 100; r += 8 { // enough that some lie in windows two lanes read
+		bad[r] = true
+	}
 	path := writeCorrupt(t, 100, bad)
 	// A second file with one chunk whose checksum fails: the whole chunk
 	// is skipped and its records counted.
@@ -302,11 +305,6 @@ func TestCorruptSkipPolicyCountsExactly(t *testing.T) {
 	data[victim.Offset+recordio.HeaderSize+3] ^= 0xff
 	require.NoError(t, os.WriteFile(chunked, data, 0o644))
 
-	sys := actors.NewSystem()
-	p, err := actors.New([]actors.Stage{actors.Files{Paths: []string{path, chunked}, Threads: 2}, actors.Batch{Size: 8}},
-		actors.Options{System: sys, OnCorrupt: supervisor.SkipCorrupt})
-	require.NoError(t, err)
-	ids := readPass(t, ctx, p, nil)
 	var want []uint64
 	for r := range 100 {
 		if !bad[r] {
@@ -318,9 +316,23 @@ func TestCorruptSkipPolicyCountsExactly(t *testing.T) {
 			want = append(want, messages.SampleID(1, r))
 		}
 	}
-	requireExactlyOnce(t, want, ids)
-	require.EqualValues(t, len(bad)+int(victim.NumRecords), p.Stats().Skipped)
-	closeAndCheck(t, p, sys)
+	files := actors.Files{Paths: []string{path, chunked}, Threads: 2}
+	// With lanes whose stretches (54 positions) end inside windows of 10,
+	// two lanes read such a window, and their readers both skip its
+	// corrupt records: each lane counts the ones it delivers.
+	for _, run := range []struct {
+		stages []actors.Stage
+		lanes  int
+	}{{[]actors.Stage{files, actors.Batch{Size: 8}}, 1}, {[]actors.Stage{files, actors.Shuffle{Window: 10, Seed: 3}, actors.Batch{Size: 18}}, 1},
+		{[]actors.Stage{files, actors.Shuffle{Window: 10, Seed: 3}, actors.Batch{Size: 18}}, 3}} {
+		sys := actors.NewSystem()
+		p, err := actors.New(run.stages, actors.Options{System: sys, OnCorrupt: supervisor.SkipCorrupt, Lanes: run.lanes})
+		require.NoError(t, err)
+		ids := readPass(t, ctx, p, nil)
+		requireExactlyOnce(t, want, ids)
+		require.EqualValues(t, len(bad)+int(victim.NumRecords), p.Stats().Skipped, "%d stages, %d lanes", len(run.stages), run.lanes)
+		closeAndCheck(t, p, sys)
+	}
 }
 
 func TestQueueSourceUnderPanics(t *testing.T) {

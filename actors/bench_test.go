@@ -343,8 +343,8 @@ func timedRun(b *testing.B, d *time.Duration, run func()) {
 }
 
 // BenchmarkParallelRatio runs a pass of a new actor pipeline over 16 files
-// feeding 4 devices, and a pass of baseline.Parallel with one lane per
-// core (GOMAXPROCS) doing the same work, per iteration, taking turns at
+// feeding 4 devices, and a pass of baseline.Parallel doing the same work,
+// both with one lane per core (GOMAXPROCS), per iteration, taking turns at
 // going first. "ratio" is the actor pipeline's throughput as a fraction of
 // the parallel baseline's: run it with -cpu 1,2 (and more where the machine
 // has them) to see how each scales with the cores.
@@ -356,7 +356,8 @@ func BenchmarkParallelRatio(b *testing.B) {
 		paths[f] = writeBench(b, f)
 	}
 	const devices = 4
-	cfg := benchmark.Config{Paths: paths, Window: benchWindow, Batch: benchBatch, System: actors.NewSystem(), Devices: devices}
+	cfg := benchmark.Config{Paths: paths, Window: benchWindow, Batch: benchBatch, System: actors.NewSystem(), Devices: devices,
+		Lanes: runtime.GOMAXPROCS(0)}
 	par := baseline.ParallelOptions{StackedOptions: baseline.StackedOptions{Window: benchWindow, Batch: benchBatch, Group: actors.DefaultGroupSize,
 		GroupBytes: actors.DefaultGroupBytes, Seed: 1}, Lanes: runtime.GOMAXPROCS(0), Devices: devices}
 	var inActors, inParallel time.Duration

@@ -94,7 +94,7 @@ func (a *fanoutActor) onSubscribe(send func(*actor.PID, any), from *actor.PID, m
 	if !c.running || m.Pass != c.pass {
 		ahead := c.readingAhead() && m.Pass == c.in.pass
 		for _, b := range c.step {
-			c.pipe.noteDropped(b)
+			c.pipe.discard(b)
 		}
 		c.pass, c.running, c.routed, c.step, c.skipped = m.Pass, true, 0, nil, 0
 		for i := range c.outs {
@@ -208,7 +208,7 @@ func (a *fanoutActor) end(m *messages.End) {
 	c := a.c
 	c.skipped += m.Skipped
 	for _, b := range c.step {
-		c.pipe.noteDropped(b)
+		c.pipe.discard(b)
 	}
 	c.step = nil
 	for i := range c.outs {
@@ -240,7 +240,7 @@ func (a *fanoutActor) switchToAhead() {
 func (a *fanoutActor) dropAhead() {
 	c := a.c
 	for _, b := range c.ahead {
-		c.pipe.noteDropped(b)
+		c.pipe.discard(b)
 	}
 	c.pipe.ahead.Add(-int64(len(c.ahead)))
 	c.ahead, c.aheadEnd, c.aheadFail = nil, nil, nil

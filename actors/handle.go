@@ -235,7 +235,11 @@ func (p *Pipeline) finish() error {
 	if p.own {
 		p.sys.Shutdown()
 	}
-	return p.pipe.abandonedErr()
+	abandoned := p.pipe.abandonedErr()
+	if p.pipe.storage != nil {
+		p.pipe.storage.close(abandoned != nil)
+	}
+	return abandoned
 }
 
 // Stats are a pipeline's counters.

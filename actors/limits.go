@@ -1,6 +1,9 @@
 package actors
 
-import "fmt"
+import (
+	"errors"
+	"fmt"
+)
 
 // Limits on the sizes a pipeline may ask for. A size above its limit is
 // ErrBadSpec when the pipeline is built, naming the stage and field: sizes
@@ -15,7 +18,7 @@ const (
 	MaxBatch = 1 << 24
 	// MaxConcurrency bounds the goroutines and actors a stage starts:
 	// Files.Threads (which is also capped at the number of files),
-	// XMap.Workers and Devices.N.
+	// XMap.Workers and Devices.N, and Options.Lanes.
 	MaxConcurrency = 1 << 12
 	// MaxQueue bounds the items a stage or link may hold: Files.Buffer,
 	// XMap.Buffer, DoubleBuffer.Window and Options' GroupSize,
@@ -50,7 +53,8 @@ func (o *Options) validate() error {
 			return err
 		}
 	}
-	if err := checkSize("options", "GroupBytes", o.GroupBytes, 0, MaxGroupBytes); err != nil {
+	if err := errors.Join(checkSize("options", "GroupBytes", o.GroupBytes, 0, MaxGroupBytes),
+		checkSize("options", "Lanes", o.Lanes, 0, MaxConcurrency)); err != nil {
 		return err
 	}
 	return o.Shard.check()

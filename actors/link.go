@@ -133,6 +133,10 @@ type inlet struct {
 	reach int64
 	ended bool
 	open  bool // subscribed at least once
+	// stride is how far the epoch moves on each subscription (0: 1): the
+	// merge stage's links from its lanes take turns at epochs, so that an
+	// item's epoch names its lane.
+	stride uint64
 }
 
 // step is the smallest top-up replenish sends: half of the most the link
@@ -154,7 +158,7 @@ func demandStep[T int | int64](most T) T { return max(1, most/2) }
 // subscribe opens the link again under a new epoch from sequence number
 // from, granting up to room items at once.
 func (in *inlet) subscribe(send func(*actor.PID, any), pass uint32, from uint64, room int) {
-	in.epoch++
+	in.epoch += max(in.stride, 1)
 	in.pass, in.next, in.ended, in.open = pass, from, false, true
 	in.outstanding = min(in.window, int64(max(room, 0)))
 	send(in.pub, &messages.Subscribe{Epoch: in.epoch, Pass: pass, From: from, Demand: in.outstanding})

@@ -63,6 +63,9 @@ type orderPlan struct {
 	firstDone uint64       // positions of pass 0's shard already delivered
 	firstSkip []uint64     // where items delivered past firstDone start on the line (see line)
 	multi     []passSplit  // the multi-pass stages', from open_files on
+	// lanes share the rank's positions in stretches of span (lanes.go).
+	lanes int
+	span  uint64
 }
 
 // skip are the first positions of the items of pass that were delivered
@@ -316,8 +319,11 @@ func (p *Pipeline) planOrder(ctx context.Context, stages []Stage) error {
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrBadSpec, err)
 	}
-	plan := &orderPlan{ord: ord, shuffled: shuffled, unit: opts.GroupSize, shard: opts.Shard, data: fp}
+	plan := &orderPlan{ord: ord, shuffled: shuffled, unit: opts.GroupSize, shard: opts.Shard, data: fp, lanes: opts.Lanes}
 	p.placeStages(stages, plan)
+	// A window of the order is ord.Span() positions, unshuffled too (where
+	// none is permuted): what a lane reads whole.
+	plan.span = laneSpan(uint64(ord.Span()), uint64(plan.unit), ord.Len()/uint64(max(ord.Splits(), 1)))
 	if err := plan.start(opts.Resume); err != nil {
 		return err
 	}

@@ -44,6 +44,20 @@ func batches(t *testing.T, ctx context.Context, p *actors.Pipeline) [][]uint64 {
 	return out
 }
 
+// passBatches reads n passes (Reset between them) and returns each pass's
+// batches' ids.
+func passBatches(t *testing.T, ctx context.Context, p *actors.Pipeline, n int) [][][]uint64 {
+	t.Helper()
+	var passes [][][]uint64
+	for pass := range n {
+		if pass > 0 {
+			require.NoError(t, p.Reset())
+		}
+		passes = append(passes, batches(t, ctx, p))
+	}
+	return passes
+}
+
 // jittery opens files whose reads take a random few microseconds, from a
 // generator seeded by seed, so that readers finish in another order on
 // every run.
@@ -96,13 +110,7 @@ func TestOrderDoesNotDependOnReadersOrTiming(t *testing.T) {
 		}
 		p, err := actors.New(ordered(paths, threads, extra...), actors.Options{System: sharedSys, Open: jittery(seed), GroupSize: group})
 		require.NoError(t, err)
-		var passes [][][]uint64
-		for pass := range 2 {
-			if pass > 0 {
-				require.NoError(t, p.Reset())
-			}
-			passes = append(passes, batches(t, ctx, p))
-		}
+		passes := passBatches(t, ctx, p, 2)
 		closeAndCheck(t, p, sharedSys)
 		return passes
 	}
@@ -136,7 +144,7 @@ func TestShardsAreDisjointEqualAndCoverTheEpoch(t *testing.T) {
 		var counts []int
 		padded := 0
 		for rank := range 4 {
-			p, err := actors.New(ordered(paths, 2), actors.Options{System: sharedSys, GroupSize: run.group,
+			p, err := actors.New(ordered(paths, 2), actors.Options{System: sharedSys, GroupSize: run.group, Lanes: 1 + rank%3,
 				Shard: actors.Shard{Rank: rank, World: 4, Remainder: rem}})
 			require.NoError(t, err)
 			n, err := p.Batches()
@@ -210,7 +218,7 @@ func resumeContinuesExactly(t *testing.T, group int) {
 		var st *actors.State
 		for i, end := range append(cuts, len(want)) {
 			o := opts
-			o.Resume = st
+			o.Resume, o.Lanes = st, 1+(i+len(cuts))%3 // a resume may run on other lanes
 			p, err := actors.New(ordered(paths, 1+i%4), o)
 			require.NoError(t, err)
 			for len(got) < end {

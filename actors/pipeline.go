@@ -151,8 +151,9 @@ func recyclesBlocks(stages []Stage, i int, opts Options) (limit int, ok bool) {
 			return 0, false
 		}
 		// The window being filled and the one handed on (see Shuffle's
-		// capacity in plan), and the partly used groups at their edges.
-		limit += 2*((sh.Window+opts.GroupSize-1)/opts.GroupSize) + 2
+		// capacity in plan), and the partly used groups at their edges,
+		// in every lane.
+		limit += opts.Lanes * (2*((sh.Window+opts.GroupSize-1)/opts.GroupSize) + 2)
 	}
 	return limit, true
 }
@@ -179,7 +180,12 @@ func build(ctx context.Context, stages []Stage, dev *Devices, opts Options) (*Pi
 		return nil, err
 	}
 	opts.EnsureDefaults()
-	if dev != nil && dev.N > 1 {
+	if err := checkLanes(stages, opts.Lanes); err != nil {
+		return nil, err
+	}
+	// Several devices are fed by a double buffer, and so are several lanes
+	// merged.
+	if dev != nil && dev.N > 1 || opts.Lanes > 1 {
 		if _, ok := stages[len(stages)-1].(DoubleBuffer); !ok {
 			stages = append(slices.Clone(stages), DoubleBuffer{})
 		}
@@ -212,6 +218,8 @@ type spawnable struct {
 	producer func(upstream *actor.PID, workers []*actor.PID) actor.Actor
 	workers  bool // a file reader: the next source stage gets its PID
 	sink     *consumerCell
+	toMerge  bool                   // a lane's last stage: it feeds the merge stage
+	lanes    func(ups []*actor.PID) // the merge stage: told the lanes' last stages
 }
 
 // plan creates the cells of every stage, in spawn order (sources first).
@@ -224,12 +232,46 @@ func (p *Pipeline) plan(ctx context.Context, stages []Stage, dev *Devices) ([]sp
 		return nil, err
 	}
 	p.pipe.order, p.pipe.commits.order = p.order, p.order
+	lanes := p.pipe.opts.Lanes
+	if lanes == 1 {
+		plan, err := p.planStages(stages, 0, len(stages), dev, consumers, 0)
+		if err != nil {
+			return nil, err
+		}
+		return append(plan, p.planConsumers(stages, dev, consumers)...), nil
+	}
+	n := laneStages(stages)
 	var plan []spawnable
-	for i, s := range stages {
-		name := fmt.Sprintf("%d-%s", i, s.kind())
-		switch s := s.(type) {
+	var lasts []string
+	for l := range lanes {
+		lp, err := p.planStages(stages, 0, n, dev, consumers, l)
+		if err != nil {
+			return nil, err
+		}
+		lp[len(lp)-1].toMerge = true
+		lasts = append(lasts, lp[len(lp)-1].name)
+		plan = append(plan, lp...)
+	}
+	plan = append(plan, p.planMerge(stages, n, lasts))
+	rest, err := p.planStages(stages, n, len(stages), dev, consumers, 0)
+	if err != nil {
+		return nil, err
+	}
+	return append(append(plan, rest...), p.planConsumers(stages, dev, consumers)...), nil
+}
+
+// planStages plans stages [from, to) of the chain; with lanes, the stages
+// of lane (named after it) when they are before the double buffer.
+func (p *Pipeline) planStages(stages []Stage, from, to int, dev *Devices, consumers, lane int) ([]spawnable, error) {
+	var plan []spawnable
+	for i := from; i < to; i++ {
+		name := fmt.Sprintf("%d-%s", i, stages[i].kind())
+		if p.pipe.opts.Lanes > 1 && i < laneStages(stages) {
+			name = laneName(lane, name)
+		}
+		switch s := stages[i].(type) {
 		case Files, Generator, Queue:
-			src, err := p.planSource(name, s)
+			src, err := p.planSource(name, s, lane)
 			if err != nil {
 				return nil, err
 			}
@@ -239,14 +281,14 @@ func (p *Pipeline) plan(ctx context.Context, stages []Stage, dev *Devices) ([]sp
 		case XMap:
 			plan = append(plan, p.planXMap(name, s))
 		default:
-			plan = append(plan, p.planTransform(name, stages, i, dev))
+			plan = append(plan, p.planTransform(name, stages, i, dev, lane))
 		}
 	}
-	return append(plan, p.planConsumers(stages, dev, consumers)...), nil
+	return plan, nil
 }
 
 // planSource plans a source: its file readers, then their coordinator.
-func (p *Pipeline) planSource(name string, s Stage) ([]spawnable, error) {
+func (p *Pipeline) planSource(name string, s Stage, lane int) ([]spawnable, error) {
 	pipe, opts := p.pipe, p.pipe.opts
 	var src recordSource
 	var threads, buffer int
@@ -255,7 +297,7 @@ func (p *Pipeline) planSource(name string, s Stage) ([]spawnable, error) {
 	switch s := s.(type) {
 	case Files:
 		src, files, slots = p.files, len(s.Paths), s.Slots
-		threads, buffer = s.readers()
+		threads, buffer = s.laneReaders(opts.Lanes)
 	case Generator:
 		src, threads = &fileSource{entries: []string{s.Name}, names: []string{s.Name}, indexes: map[int]*recordio.Index{},
 			open: func(context.Context, string) (readers.Reader, error) { return s.New() }}, 1
@@ -278,7 +320,7 @@ func (p *Pipeline) planSource(name string, s Stage) ([]spawnable, error) {
 	fc := &filesCell{cell: cell{name: name, kind: KindFiles, pipe: pipe}, src: src, files: files,
 		buffer: buffer, window: opts.ReaderWindow}
 	if p.order != nil {
-		fc.ordered, fc.units = true, &units{plan: p.order}
+		fc.ordered, fc.units = true, &units{plan: p.order, lane: lane}
 		if !p.order.shuffled {
 			// No Shuffle stage follows to assemble the windows: this
 			// stage does. A window leaves at once, as about Span/unit
@@ -287,7 +329,7 @@ func (p *Pipeline) planSource(name string, s Stage) ([]spawnable, error) {
 			// next window. Counted against the buffer, they would stop the
 			// readers until they drained, and the stages after would wait
 			// for a window.
-			fc.windows = p.order.windows(p.aligned > 0, opts.GroupSize)
+			fc.windows = p.order.windows(p.aligned > 0, opts.GroupSize, lane)
 			fc.units.onJob = fc.windows.add
 			fc.buffer += fc.windows.items()
 		}
@@ -330,7 +372,7 @@ func (p *Pipeline) planXMap(name string, s XMap) spawnable {
 }
 
 // planTransform plans stage i, a shuffle, batch, map or multi-pass stage.
-func (p *Pipeline) planTransform(name string, stages []Stage, i int, dev *Devices) spawnable {
+func (p *Pipeline) planTransform(name string, stages []Stage, i int, dev *Devices, lane int) spawnable {
 	pipe, opts := p.pipe, p.pipe.opts
 	tc := &transformCell{cell: cell{name: name, kind: stages[i].kind(), pipe: pipe}, relay: relay{capacity: opts.Capacity}}
 	tc.in.window = int64(opts.Window)
@@ -344,7 +386,7 @@ func (p *Pipeline) planTransform(name string, stages []Stage, i int, dev *Device
 		// wait for them to drain.
 		tc.capacity += (s.Window + opts.GroupSize - 1) / opts.GroupSize
 		if p.order != nil && i == 1 { // the order's windows, assembled here
-			w := p.order.windows(p.aligned > 0, opts.GroupSize)
+			w := p.order.windows(p.aligned > 0, opts.GroupSize, lane)
 			tc.logic = &orderLogic{w: *w}
 			tc.capacity = opts.Capacity + w.items()
 		}
@@ -368,12 +410,17 @@ func (p *Pipeline) planTransform(name string, stages []Stage, i int, dev *Device
 func (p *Pipeline) planBatch(s Batch, stages []Stage, i int, dev *Devices) *batchLogic {
 	pipe, opts := p.pipe, p.pipe.opts
 	bl := &batchLogic{size: s.Size, dropLast: s.DropLast, pipe: pipe, aligned: i == p.aligned}
-	if limit, ok := recyclesBlocks(stages, i, opts); ok && pipe.blocks == nil {
-		pipe.blocks = newBlockPool(limit)
+	if limit, ok := recyclesBlocks(stages, i, opts); ok {
+		if pipe.blocks == nil { // the lanes' batch stages share it
+			pipe.blocks = newBlockPool(limit)
+		}
 		bl.blocks = pipe.blocks
 	}
 	pipe.counting = true
-	if dev != nil && dev.Recycle && lastBeforeBuffer(stages, i) {
+	if dev != nil && dev.Storage != nil && pipe.storage == nil {
+		pipe.storage = newStoragePool(dev.Storage)
+	}
+	if dev != nil && (dev.Recycle || dev.Storage != nil) && lastBeforeBuffer(stages, i) && pipe.recycled == nil {
 		// As many as may be alive at once (docs/protocol.md): a batch is
 		// made in fresh storage only when none is free, so storage never
 		// exceeds the peak of live batches.
@@ -381,7 +428,10 @@ func (p *Pipeline) planBatch(s Batch, stages []Stage, i int, dev *Devices) *batc
 		if db, ok := stages[len(stages)-1].(DoubleBuffer); ok {
 			prefetch = db.window()
 		}
-		alive := opts.Capacity + opts.Window*((opts.GroupSize+s.Size-1)/s.Size) + dev.N*(2*prefetch+consumerWindow(stages, opts))
+		alive := opts.Lanes*(opts.Capacity+opts.Window*((opts.GroupSize+s.Size-1)/s.Size)) + dev.N*(2*prefetch+consumerWindow(stages, opts))
+		if opts.Lanes > 1 {
+			alive += p.mergeHolds()
+		}
 		pipe.recycled = make(chan tensor.Slots, alive)
 	}
 	return bl
@@ -445,19 +495,7 @@ func (s *supervisorActor) Receive(ctx actor.Context) {
 				sp.sink.mu.Unlock()
 			}
 		}
-		for i, sp := range s.plan {
-			j := i + 1
-			for j < len(s.plan) && s.plan[j].workers {
-				j++
-			}
-			switch {
-			case sp.sink != nil || j == len(s.plan):
-			case s.plan[j].sink != nil:
-				sp.cell.down = sinks
-			default:
-				sp.cell.down = []*actor.PID{pids[j]}
-			}
-		}
+		s.link(pids, sinks)
 		var prev *actor.PID
 		var workers []*actor.PID
 		for _, sp := range s.plan {
@@ -482,6 +520,40 @@ func (s *supervisorActor) Receive(ctx actor.Context) {
 		s.strategy.Halt() // a failure from now on must not restart a stage told to stop
 	case built:
 		ctx.Respond(built{})
+	}
+}
+
+// link tells each planned stage whom it feeds: the next stage that is not a
+// file reader, the sinks, or, for a lane's last stage, the merge stage,
+// which is told the lanes' last stages.
+func (s *supervisorActor) link(pids, sinks []*actor.PID) {
+	var merge *actor.PID
+	var lasts []*actor.PID
+	for i, sp := range s.plan {
+		if sp.lanes != nil {
+			merge = pids[i]
+		}
+		if sp.toMerge {
+			lasts = append(lasts, pids[i])
+		}
+	}
+	for i, sp := range s.plan {
+		j := i + 1
+		for j < len(s.plan) && s.plan[j].workers {
+			j++
+		}
+		switch {
+		case sp.lanes != nil:
+			sp.lanes(lasts)
+			sp.cell.down = []*actor.PID{pids[j]}
+		case sp.toMerge:
+			sp.cell.down = []*actor.PID{merge}
+		case sp.sink != nil || j == len(s.plan):
+		case s.plan[j].sink != nil:
+			sp.cell.down = sinks
+		default:
+			sp.cell.down = []*actor.PID{pids[j]}
+		}
 	}
 }
 

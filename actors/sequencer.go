@@ -24,6 +24,7 @@ import (
 // mid-window) starts a new run and is read again.
 type units struct {
 	plan   *orderPlan
+	lane   int // the lane whose positions it reads (Options.Lanes)
 	ep     *order.Epoch
 	walk   jobWalk
 	at, hi uint64 // units cover S up to at; the run's jobs reach hi
@@ -67,9 +68,8 @@ func (w *jobWalk) next(onlyContiguous bool) (job order.Job, run int, ok bool) {
 
 // begin starts pass.
 func (u *units) begin(pass uint32) {
-	layout, done := u.plan.layout(pass)
 	u.ep = u.plan.ord.Epoch(u.plan.epoch(pass))
-	u.walk.begin(u.ep.Jobs(layout.Cut(u.plan.shard.Rank, u.plan.shard.Remainder, done), done))
+	u.walk.begin(u.ep.Jobs(u.plan.segments(pass, u.lane)))
 	u.at, u.hi = 0, 0
 }
 
@@ -132,6 +132,7 @@ func place(st *unitState, b *messages.Batch) {
 // fewer).
 type windows struct {
 	plan    *orderPlan
+	lane    int // the lane whose positions it assembles (Options.Lanes)
 	unit    uint64
 	perItem int // whole batches an item may carry (see cut)
 
@@ -142,6 +143,12 @@ type windows struct {
 	open  []*seqJob
 	out   outGroup // the item being filled
 	skip  []uint64 // the first positions of items delivered already, in order
+	// cursor is the rank position after the last one handed on (holes
+	// included): a job that starts elsewhere follows a jump of its lane.
+	cursor uint64
+	// holes counts the positions handed on without a record (skipped as
+	// corrupt) this pass.
+	holes uint64
 
 	// Buffers kept from window to window: a pass allocates none.
 	free []*seqJob
@@ -152,8 +159,8 @@ type windows struct {
 // windows makes the plan's assembler. Items for a batch stage that
 // batches them one to one (batched) carry as many whole batches as fit in
 // a group of groupSize instances.
-func (p *orderPlan) windows(batched bool, groupSize int) *windows {
-	w := &windows{plan: p, unit: uint64(p.unit), perItem: 1}
+func (p *orderPlan) windows(batched bool, groupSize, lane int) *windows {
+	w := &windows{plan: p, lane: lane, unit: uint64(p.unit), perItem: 1}
 	if batched {
 		w.perItem = max(1, groupSize/p.unit)
 	}
@@ -196,7 +203,7 @@ func (w *windows) begin(pass uint32) {
 	layout, done := w.plan.layout(pass)
 	w.pass = pass
 	w.ep = w.plan.ord.Epoch(w.plan.epoch(pass))
-	w.walk.begin(w.ep.Jobs(layout.Cut(w.plan.shard.Rank, w.plan.shard.Remainder, done), done))
+	w.walk.begin(w.ep.Jobs(w.plan.segments(pass, w.lane)))
 	w.share = layout.Share(w.plan.shard.Remainder)
 	for _, j := range w.open {
 		clear(j.refs) // a Reset mid-pass: nothing holds on to its parts
@@ -205,7 +212,7 @@ func (w *windows) begin(pass uint32) {
 	w.open = w.open[:0]
 	w.out.got.reset()
 	w.out.cuts, w.out.held = w.out.cuts[:0], 0
-	w.out.at, w.out.padding = done, 0
+	w.out.at, w.out.padding, w.cursor, w.holes = done, 0, done, 0
 	w.skip = w.plan.skip(pass)
 }
 
@@ -306,6 +313,21 @@ func (w *windows) openThrough(run int, upto uint64) {
 // hand permutes a complete window and adds its delivered positions to the
 // items, appending the items it completed to out.
 func (w *windows) hand(j *seqJob, out []*messages.Batch) ([]*messages.Batch, error) {
+	if j.job.At != w.cursor {
+		// A lane's positions jump over the other lanes' stretches, which
+		// end on item boundaries: the items cut so far go, and the next
+		// starts where the job does.
+		if o := &w.out; j.job.At < w.cursor || o.got.len() != o.held || o.at != w.cursor {
+			return nil, fmt.Errorf("%w: window %d delivers from rank position %d, the last one ended at %d with an item open at %d",
+				ErrProtocol, j.job.Window, j.job.At, w.cursor, o.at)
+		}
+		var err error
+		if out, err = w.flush(out); err != nil {
+			return nil, err
+		}
+		w.out.at = j.job.At
+	}
+	w.cursor = j.job.At + uint64(j.job.Hi-j.job.Lo)
 	w.perm = w.ep.PermInto(j.job.Window, w.perm)
 	at := j.job.At - uint64(j.job.Lo) // the rank position of window offset 0
 	next := (j.job.At/w.unit + 1) * w.unit
@@ -316,6 +338,8 @@ func (w *windows) hand(j *seqJob, out []*messages.Batch) ([]*messages.Batch, err
 			if j.job.Pad {
 				w.out.padding++
 			}
+		} else {
+			w.holes++
 		}
 		if end := at + uint64(i) + 1; end == next {
 			var err error
@@ -410,3 +434,9 @@ func (l *orderLogic) finish() ([]*messages.Batch, uint32, bool, error) {
 	out, err := l.w.finish()
 	return out, 0, false, err
 }
+
+// skipped is the corrupt records the lane's positions lost, with lanes:
+// the readers' count then includes the records of windows that two lanes
+// read (a stretch that ends inside a window), skipped by both, while each
+// lane delivers only its own positions of them.
+func (l *orderLogic) skipped() (uint64, bool) { return l.w.holes, l.w.plan.lanes > 1 }

@@ -152,6 +152,11 @@ type Devices struct {
 	// the double buffer, so that a device's batch is wholly the batch
 	// stage's own; Stats.Recycled counts the batches made so.
 	Recycle bool
+	// Storage, when set, is the memory batches are made in (page-locked
+	// memory a GPU copies from, say), recycled as with Recycle, which it
+	// implies: Step must not keep the item's tensors. The batch stage must
+	// be the last one before the double buffer.
+	Storage Storage
 }
 
 // DefaultGroupSize is Options.GroupSize's default: each message costs
@@ -182,6 +187,15 @@ type Options struct {
 	// of large samples holds fewer than GroupSize, at least one. Default
 	// DefaultGroupBytes.
 	GroupBytes int
+	// Lanes is how many copies of the stages before the double buffer (file
+	// readers, open_files, the order's shuffle, batch and maps) run side by
+	// side, each on its stretches of the order, so that the per-sample
+	// work spreads over the cores; a merge stage puts their items back in
+	// the order, which does not depend on Lanes. The readers and buffer of
+	// Files are shared among the lanes. Default 1. Lanes need a Files
+	// source in the order and no MultiPass stage; a DoubleBuffer is added
+	// when the chain has none.
+	Lanes int
 	// ReaderWindow is how many groups a file reader may have in flight.
 	// Default 2.
 	ReaderWindow int
@@ -246,6 +260,9 @@ func (o *Options) EnsureDefaults() {
 	}
 	if o.GroupBytes <= 0 {
 		o.GroupBytes = DefaultGroupBytes
+	}
+	if o.Lanes <= 0 {
+		o.Lanes = 1
 	}
 	if o.ReaderWindow <= 0 {
 		o.ReaderWindow = 2
@@ -348,12 +365,27 @@ func validate(stages []Stage, dev *Devices) error {
 		}
 	}
 	if dev != nil {
+		if dev.Storage != nil {
+			if _, ok := stages[len(stages)-1].(DoubleBuffer); ok {
+				stages = stages[:len(stages)-1]
+			}
+			if _, ok := stages[len(stages)-1].(Batch); !ok {
+				return fmt.Errorf("%w: Devices.Storage needs a batch stage right before the double buffer, to make the devices' batches", ErrBadSpec)
+			}
+		}
 		return checkSize("devices", "N", dev.N, 1, MaxConcurrency)
 	}
 	return nil
 }
 
 func defaultThreads(files int) int { return max(1, min(files, runtime.NumCPU())) }
+
+// laneReaders is readers shared among lanes: each lane's share, rounded
+// up.
+func (s Files) laneReaders(lanes int) (threads, buffer int) {
+	threads, buffer = s.readers()
+	return (threads + lanes - 1) / lanes, (buffer + lanes - 1) / lanes
+}
 
 // readers is the stage's file readers and buffer, defaults applied.
 func (s Files) readers() (threads, buffer int) {

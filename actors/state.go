@@ -35,6 +35,8 @@ type shared struct {
 	// blocks recycles the file readers' stacked groups once the batch
 	// stage copied them; nil unless the stages between are shuffles.
 	blocks *blockPool
+	// storage is Devices.Storage and what it gave; nil without one.
+	storage *storagePool
 
 	mu      sync.Mutex
 	err     error
@@ -102,6 +104,9 @@ func (s *shared) recycle(slots tensor.Slots) {
 	select {
 	case s.recycled <- slots:
 	default:
+		if s.storage != nil {
+			s.storage.free(slots)
+		}
 	}
 }
 
@@ -196,3 +201,15 @@ func (s *shared) noteConsumed(*messages.Batch) {
 }
 
 func (s *shared) noteDropped(b *messages.Batch) { s.noteConsumed(b) }
+
+// discard forgets a batch no device was given (a stage upstream of the
+// consumers dropped it): its Devices.Storage goes back at once. A batch
+// queued at a device may be under its step, and is freed at Close.
+func (s *shared) discard(b *messages.Batch) {
+	s.noteDropped(b)
+	if s.storage != nil {
+		for _, t := range b.GetSlots() {
+			s.storage.freeBytes(t.GetData())
+		}
+	}
+}

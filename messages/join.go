@@ -211,10 +211,16 @@ func Gather(refs []Ref, ids []uint64) (*Batch, error) {
 // trailing dimensions are copied row by row straight from their wire form;
 // anything else (LoD) goes through tensor.ConcatInto.
 func JoinRefs(refs []Ref, recycled tensor.Slots) (tensor.Slots, error) {
+	return JoinRefsAlloc(refs, recycled, nil)
+}
+
+// JoinRefsAlloc is JoinRefs that takes a slot's storage from alloc (when
+// not nil) where recycled has none large enough (tensor.Storage).
+func JoinRefsAlloc(refs []Ref, recycled tensor.Slots, alloc tensor.Alloc) (tensor.Slots, error) {
 	if len(refs) == 0 {
 		return nil, fmt.Errorf("%w: a batch of no instances", ErrInvalid)
 	}
-	if out, ok := joinDense(refs, recycled); ok {
+	if out, ok := joinDense(refs, recycled, alloc); ok {
 		return out, nil
 	}
 	converted := make(map[*Part]tensor.Slots)
@@ -241,7 +247,7 @@ func JoinRefs(refs []Ref, recycled tensor.Slots) (tensor.Slots, error) {
 		}
 		insts[i] = inst
 	}
-	slots, err := tensor.ConcatInto(recycled, insts)
+	slots, err := tensor.ConcatAlloc(recycled, insts, alloc)
 	if err != nil {
 		return nil, fmt.Errorf("%w: joining instances: %w", ErrInvalid, err)
 	}
@@ -252,7 +258,7 @@ func JoinRefs(refs []Ref, recycled tensor.Slots) (tensor.Slots, error) {
 // with the first instance's in slot count, dtype, rank and trailing
 // dimensions, with data of exactly the size its shape says. ok is false
 // otherwise; the general path then also says what is wrong.
-func joinDense(refs []Ref, recycled tensor.Slots) (tensor.Slots, bool) {
+func joinDense(refs []Ref, recycled tensor.Slots, alloc tensor.Alloc) (tensor.Slots, bool) {
 	width := len(refs[0].Part.GetSlots())
 	if width == 0 {
 		return nil, false
@@ -268,7 +274,7 @@ func joinDense(refs []Ref, recycled tensor.Slots) (tensor.Slots, bool) {
 		if s < len(recycled) {
 			reuse = recycled[s].Bytes()
 		}
-		t, ok := joinSlot(refs, s, reuse)
+		t, ok := joinSlot(refs, s, reuse, alloc)
 		if !ok {
 			return nil, false
 		}
@@ -277,7 +283,7 @@ func joinDense(refs []Ref, recycled tensor.Slots) (tensor.Slots, bool) {
 	return out, true
 }
 
-func joinSlot(refs []Ref, s int, reuse []byte) (tensor.Tensor, bool) {
+func joinSlot(refs []Ref, s int, reuse []byte, alloc tensor.Alloc) (tensor.Tensor, bool) {
 	ref := refs[0].Part.GetSlots()[s]
 	dt := tensor.DType(ref.GetDtype())
 	if !dt.Valid() || int32(ref.GetDtype()) != int32(dt) || len(ref.GetShape()) == 0 {
@@ -317,13 +323,10 @@ func joinSlot(refs []Ref, s int, reuse []byte) (tensor.Tensor, bool) {
 		shape[k+1] = int(d)
 	}
 	size := len(refs) * int(row)
-	var out tensor.Tensor
-	var err error
-	if cap(reuse) >= size && size > 0 && uintptr(unsafe.Pointer(unsafe.SliceData(reuse)))%8 == 0 {
-		out, err = tensor.WrapBytes(dt, shape, reuse[:size])
-	} else {
-		out, err = tensor.Zeros(dt, shape)
+	if uintptr(unsafe.Pointer(unsafe.SliceData(reuse)))%8 != 0 {
+		reuse = nil
 	}
+	out, err := tensor.WrapBytes(dt, shape, tensor.Storage(reuse, size, alloc))
 	if err != nil {
 		return tensor.Tensor{}, false
 	}

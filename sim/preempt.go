@@ -39,6 +39,7 @@ type Stop struct {
 	World      int
 	Threads    int
 	Devices    int
+	Lanes      int // actors.Options.Lanes; 0 or 1: none
 }
 
 // GeneratePreemption is scenario seed's shape and faults made fit for a
@@ -72,6 +73,15 @@ func GeneratePreemption(seed uint64) Scenario {
 		pre.Stops = append(pre.Stops, st)
 	}
 	slices.SortStableFunc(pre.Stops, func(a, b Stop) int { return (a.Epoch*100 + a.At) - (b.Epoch*100 + b.At) })
+	if sh.MultiPass == 0 {
+		// A job goes on with as many lanes as it likes: drawn from a
+		// generator of their own, so that the draws above stay what they
+		// were before lanes existed.
+		lanes := rand.New(rand.NewPCG(seed, 0x1a4e6))
+		for i := range pre.Stops {
+			pre.Stops[i].Lanes = 1 + lanes.IntN(3)
+		}
+	}
 	world, counted := pre.World, -1 // counted: the last epoch a stop left batches committed past its position in
 	for i := range pre.Stops {      // in the order they happen: each goes on from the world before it
 		st := &pre.Stops[i]
@@ -103,7 +113,11 @@ func (p *Preemption) describe() string {
 		if s.Killed {
 			how = fmt.Sprintf("kill (checkpoint %d)", s.Checkpoint)
 		}
-		parts = append(parts, fmt.Sprintf("%s at epoch %d batch %d -> %d rank(s)", how, s.Epoch, s.At, s.World))
+		to := fmt.Sprintf("%d rank(s)", s.World)
+		if s.Lanes > 1 {
+			to += fmt.Sprintf(" of %d lanes", s.Lanes)
+		}
+		parts = append(parts, fmt.Sprintf("%s at epoch %d batch %d -> %s", how, s.Epoch, s.At, to))
 	}
 	return strings.Join(parts, ", ")
 }
@@ -129,6 +143,7 @@ type segment struct {
 	world   int
 	threads int
 	devices int
+	lanes   int
 	st      *actors.State
 	stop    *Stop
 	live    bool // faults injected (the reference runs have none but the damage)
@@ -150,7 +165,7 @@ func (g segment) run(ctx context.Context) ([]delivered, *actors.State, error) {
 	sys := actors.NewSystem()
 	panics := scheduledPanics(faults)
 	opts := pipelineOptions(sh, g.o, sys, g.d, panics)
-	opts.Shard, opts.Resume = actors.Shard{Rank: g.rank, World: g.world, Remainder: order.Pad}, g.st
+	opts.Shard, opts.Resume, opts.Lanes = actors.Shard{Rank: g.rank, World: g.world, Remainder: order.Pad}, g.st, g.lanes
 	h := &stopHook{stop: g.stop, byIndex: g.stop != nil && g.stop.World != g.world}
 	if g.stopsIn(g.firstEpoch()) && h.arm(g.st, g.world) {
 		// Armed before the pipeline exists (its devices step from then
@@ -437,7 +452,7 @@ func runPreempt(ctx context.Context, sc Scenario, paths []string, damaged []map[
 	}()
 	var all []delivered
 	states := make([]*actors.State, pre.World)
-	world, threads, devices := pre.World, sc.Shape.Threads, sc.Shape.Devices
+	world, threads, devices, lanes := pre.World, sc.Shape.Threads, sc.Shape.Devices, sc.Shape.Lanes
 	elasticFrom := -1 // the epoch re-dealt part way, if any
 	for i := 0; i <= len(pre.Stops); i++ {
 		var stop *Stop
@@ -447,7 +462,7 @@ func runPreempt(ctx context.Context, sc Scenario, paths []string, damaged []map[
 		next := make([]*actors.State, world)
 		for r := range world {
 			g := segment{sc: sc, paths: paths, o: o, d: d, rank: r, world: world, threads: threads, devices: devices,
-				st: states[r], stop: stop, live: true, fired: fired}
+				lanes: lanes, st: states[r], stop: stop, live: true, fired: fired}
 			got, st, err := g.run(ctx)
 			for k := range got {
 				got[k].elastic = int(got[k].epoch) == elasticFrom
@@ -471,7 +486,7 @@ func runPreempt(ctx context.Context, sc Scenario, paths []string, damaged []map[
 				states[r] = next[0]
 			}
 		}
-		world, threads, devices = stop.World, stop.Threads, stop.Devices
+		world, threads, devices, lanes = stop.World, stop.Threads, stop.Devices, stop.Lanes
 	}
 	checkPreempted(violate, sc, all, damaged)
 	return len(all), checkAgainstReferences(ctx, violate, sc, paths, o, all)
@@ -536,7 +551,7 @@ func checkAgainstReferences(ctx context.Context, violate violation, sc Scenario,
 		key := [2]int{dl.world, dl.rank}
 		if refs[key] == nil {
 			g := segment{sc: ref, paths: paths, o: o, d: newDisk(paths, nil, sc.Seed), rank: dl.rank, world: dl.world,
-				threads: sc.Shape.Threads, devices: 1}
+				threads: sc.Shape.Threads, devices: 1, lanes: sc.Shape.Lanes}
 			got, _, err := g.run(ctx)
 			if err != nil {
 				return fmt.Errorf("the reference run of rank %d of %d: %w", dl.rank, dl.world, err)

@@ -475,7 +475,8 @@ func execute(ctx context.Context, sc Scenario, paths []string, o Options, live b
 		}
 		return l, out
 	}
-	bound := liveBound(sh, opts)
+	_, stretch := p.Lanes()
+	bound := liveBound(sh, opts, stretch)
 	rctx, cancel := context.WithTimeout(ctx, o.Deadline)
 	defer cancel()
 	out.err = runPasses(rctx, p, sh.Passes, bound, &out.violations)
@@ -554,7 +555,7 @@ func pipelineOptions(sh Shape, o Options, sys *actor.ActorSystem, d *disk, panic
 		policy = supervisor.SkipCorrupt
 	}
 	opts := actors.Options{System: sys, GroupSize: sh.Group, OnCorrupt: policy, Retry: o.Retry, Intensity: o.Intensity,
-		ReadTimeout: o.ReadTimeout, Open: d.open, Window: sh.Window, Capacity: sh.Capacity, ReaderWindow: sh.ReaderWindow}
+		ReadTimeout: o.ReadTimeout, Open: d.open, Window: sh.Window, Capacity: sh.Capacity, ReaderWindow: sh.ReaderWindow, Lanes: sh.Lanes}
 	if len(panics.at) > 0 {
 		opts.Faults = panics
 	}
@@ -615,10 +616,18 @@ func chain(sc Scenario, paths []string) []actors.Stage {
 // liveBound is the most batches that may be alive at once
 // (docs/protocol.md): the batch stage's unsent items and what its input
 // can complete, a stage between it and the double buffer, the double
-// buffer's windows (the lanes', and the next pass read ahead) and the
-// devices'.
-func liveBound(sh Shape, o actors.Options) int {
-	return linksBound(o, sh.Group, sh.Batch, sh.MultiPass > 0, sh.Devices, 2)
+// buffer's windows (the consumers', and the next pass read ahead) and the
+// devices'; with lanes, every lane's batch stage and the merge stage's
+// queues, for lanes that deliver stretch positions in a row.
+func liveBound(sh Shape, o actors.Options, stretch int) int {
+	b := linksBound(o, sh.Group, sh.Batch, sh.MultiPass > 0, sh.Devices, 2)
+	if o.Lanes > 1 {
+		// Every lane's batch stage, and what the merge stage holds: a
+		// stretch (of stretch positions) and its link's window per lane.
+		capacity, window := cmp.Or(o.Capacity, 2), cmp.Or(o.Window, 2)
+		b += (o.Lanes-1)*(capacity+window*((sh.Group+sh.Batch-1)/sh.Batch)) + o.Lanes*((stretch+sh.Batch-1)/sh.Batch+window) + capacity
+	}
+	return b
 }
 
 // linksBound is liveBound for a pipeline of groups of group samples,

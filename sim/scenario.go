@@ -37,6 +37,9 @@ type Shape struct {
 	// of the same names, the demand windows and stage buffers; 0 is the
 	// default.
 	Window, Capacity, ReaderWindow int
+	// Lanes is actors.Options.Lanes (0 or 1: none); only in the order,
+	// without a multi-pass stage.
+	Lanes int
 }
 
 // FaultKind names a fault.
@@ -132,6 +135,9 @@ func (s Scenario) Describe() string {
 	if sh.Ragged {
 		parts = append(parts, "ragged")
 	}
+	if sh.Lanes > 1 {
+		parts = append(parts, fmt.Sprintf("%d lanes", sh.Lanes))
+	}
 	if sh.Window > 0 || sh.Capacity > 0 || sh.ReaderWindow > 0 {
 		parts = append(parts, fmt.Sprintf("links %d/%d/%d", sh.Window, sh.Capacity, sh.ReaderWindow))
 	}
@@ -201,6 +207,7 @@ func Generate(seed uint64) Scenario {
 		sh.Window, sh.Capacity, sh.ReaderWindow = sizes[links.IntN(5)], sizes[links.IntN(5)], sizes[links.IntN(5)]
 	}
 
+	sh.Lanes = drawLanes(seed, sh)
 	kinds := stageKinds(sh)
 	var faults []Fault
 	for range rng.IntN(5) {
@@ -209,6 +216,20 @@ func Generate(seed uint64) Scenario {
 		}
 	}
 	return Scenario{Seed: seed, Shape: sh, Faults: faults}
+}
+
+// drawLanes gives half the scenarios that can have lanes 2 or 3 of them,
+// from a generator of its own, so that the other draws of every seed stay
+// what they were before lanes existed.
+func drawLanes(seed uint64, sh Shape) int {
+	if sh.AnyOrder || sh.MultiPass > 0 {
+		return 0
+	}
+	rng := rand.New(rand.NewPCG(seed, 0x1a4e5))
+	if rng.IntN(2) == 0 {
+		return 0
+	}
+	return 2 + rng.IntN(2)
 }
 
 // stageKinds are the kinds of the stages a scenario of shape sh runs: the
@@ -223,6 +244,9 @@ func stageKinds(sh Shape) []string {
 	}
 	if sh.MultiPass > 0 {
 		kinds = append(kinds, actors.KindMultiPass)
+	}
+	if sh.Lanes > 1 {
+		kinds = append(kinds, actors.KindMerge)
 	}
 	return kinds
 }

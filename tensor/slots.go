@@ -2,6 +2,7 @@ package tensor
 
 import (
 	"fmt"
+	"unsafe"
 )
 
 // Slots is one instance or one batch: one LoDTensor per output slot, in the
@@ -89,6 +90,19 @@ func Concat(instances []Slots) (Slots, error) {
 // An instance that does not match the first is an *InstanceError saying
 // which, so that a caller can name where it came from.
 func ConcatInto(recycled Slots, instances []Slots) (Slots, error) {
+	return ConcatAlloc(recycled, instances, nil)
+}
+
+// Alloc provides storage of size bytes for a tensor's data, 8-byte
+// aligned, that nothing else uses; nil to have the default allocation (a
+// failing allocator says why to its caller by other means).
+type Alloc func(size int) []byte
+
+// ConcatAlloc is ConcatInto that takes a slot's storage from alloc (when
+// not nil) where recycled has none large enough: memory a device copies
+// from, say. Storage alloc returns that is too small or unaligned is not
+// used.
+func ConcatAlloc(recycled Slots, instances []Slots, alloc Alloc) (Slots, error) {
 	if len(instances) == 0 {
 		return nil, fmt.Errorf("%w: concat of no instances", ErrShape)
 	}
@@ -104,7 +118,7 @@ func ConcatInto(recycled Slots, instances []Slots) (Slots, error) {
 		if slot < len(recycled) {
 			reuse = recycled[slot].data
 		}
-		t, err := concatSlot(instances, slot, reuse)
+		t, err := concatSlot(instances, slot, reuse, alloc)
 		if err != nil {
 			return nil, err
 		}
@@ -113,7 +127,7 @@ func ConcatInto(recycled Slots, instances []Slots) (Slots, error) {
 	return out, nil
 }
 
-func concatSlot(instances []Slots, slot int, reuse []byte) (LoDTensor, error) {
+func concatSlot(instances []Slots, slot int, reuse []byte, alloc Alloc) (LoDTensor, error) {
 	ref := &instances[0][slot]
 	if ref.Rank() == 0 {
 		return LoDTensor{}, fmt.Errorf("%w: slot %d: a rank-0 tensor cannot be batched", ErrShape, slot)
@@ -134,12 +148,7 @@ func concatSlot(instances []Slots, slot int, reuse []byte) (LoDTensor, error) {
 		rows += t.shape[0]
 		size += len(t.data)
 	}
-	var data []byte
-	if cap(reuse) >= size && size > 0 {
-		data = reuse[:size]
-	} else {
-		data = alignedBytes(size)
-	}
+	data := Storage(reuse, size, alloc)
 	off := 0
 	for k := range instances {
 		off += copy(data[off:], instances[k][slot].data)
@@ -147,6 +156,21 @@ func concatSlot(instances []Slots, slot int, reuse []byte) (LoDTensor, error) {
 	shape := ref.shape.Clone()
 	shape[0] = rows
 	return LoDTensor{Tensor: Tensor{dtype: ref.dtype, shape: shape, data: data}, LoD: concatLoD(instances, slot)}, nil
+}
+
+// Storage is size bytes for a tensor's data: reuse when it holds that
+// many, else what alloc gives when it is large enough and 8-byte aligned,
+// else fresh aligned storage.
+func Storage(reuse []byte, size int, alloc Alloc) []byte {
+	if cap(reuse) >= size && size > 0 {
+		return reuse[:size]
+	}
+	if alloc != nil && size > 0 {
+		if b := alloc(size); len(b) >= size && uintptr(unsafe.Pointer(unsafe.SliceData(b)))%8 == 0 {
+			return b[:size]
+		}
+	}
+	return alignedBytes(size)
 }
 
 func concatLoD(instances []Slots, slot int) LoD {

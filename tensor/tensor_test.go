@@ -376,3 +376,31 @@ func TestConcatRefusesDifferentSlotCounts(t *testing.T) {
 		require.ErrorIs(t, err, tensor.ErrShape)
 	}
 }
+
+// Where recycled storage is too small, ConcatAlloc takes a slot's storage
+// from the allocator, unless what it gives is too small or unaligned.
+func TestConcatAllocTakesTheAllocatorsStorage(t *testing.T) {
+	mk := func(v uint8) tensor.Slots {
+		return tensor.Slots{{Tensor: tensor.MustFromSlice(tensor.Shape{1, 3}, []uint8{v, v, v})}}
+	}
+	insts := []tensor.Slots{mk(1), mk(2)}
+	want, err := tensor.Concat(insts)
+	require.NoError(t, err)
+	block := make([]byte, 64)
+	for _, c := range []struct {
+		name  string
+		give  []byte
+		fresh bool
+	}{{"given", block, false}, {"too small", block[:5], true}, {"unaligned", block[1:], true}, {"none", nil, true}} {
+		var asked []int
+		got, err := tensor.ConcatAlloc(nil, insts, func(size int) []byte { asked = append(asked, size); return c.give })
+		require.NoError(t, err, c.name)
+		assert.Equal(t, []int{6}, asked, c.name)
+		assert.True(t, got.Equal(want), c.name)
+		if c.fresh {
+			assert.NotSame(t, &block[0], &got[0].Bytes()[0], c.name)
+		} else {
+			assert.Same(t, &block[0], &got[0].Bytes()[0], "%s: made in the allocator's storage", c.name)
+		}
+	}
+}

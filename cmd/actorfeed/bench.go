@@ -56,7 +56,8 @@ With --sizes or --procs it measures a matrix instead: for each sample size
 --files files, and for each GOMAXPROCS (--procs 1,2,all): the plain read of
 the files (one goroutine per core), the hand-written pipeline with one lane
 per core (internal/baseline's Parallel), and a new actor pipeline for each
-run, both feeding --devices devices that read every image byte. It reports
+run, with one lane and with one lane per core (--lanes), all feeding
+--devices devices that read every image byte. It reports
 samples/s, GB/s, the ratios to the plain read, to the parallel baseline and
 to the fewest cores measured, and the CPU seconds per million samples.`,
 		Args: cobra.NoArgs,

@@ -100,8 +100,9 @@ func parseProcs(list []string) ([]int, error) {
 // The rows of a cell of the matrix.
 const (
 	mxRead     = "plain read of the files"
-	mxParallel = "channel pipeline, parallel lanes"
-	mxActors   = "actor pipeline"
+	mxParallel = "channel pipeline, a lane per core"
+	mxOneLane  = "actor pipeline, one lane"
+	mxActors   = "actor pipeline, a lane per core"
 )
 
 // cellResult is what one cell measured: each row's median time, and its
@@ -114,7 +115,8 @@ type cellResult struct {
 
 // runMatrix measures, for every sample size, uncompressed and snappy, and
 // every GOMAXPROCS of o.procs: the plain read of the files, the parallel
-// channel baseline with one lane per core, and the actor pipeline.
+// channel baseline with one lane per core, and the actor pipeline with one
+// lane and with one lane per core.
 func runMatrix(ctx context.Context, out io.Writer, o benchOptions) error {
 	sizes, err := parseSizes(o.matrix.sizes)
 	if err != nil {
@@ -177,13 +179,16 @@ func matrixDataSet(ctx context.Context, tw io.Writer, dir string, size int, comp
 }
 
 // matrixCell measures the rows at GOMAXPROCS p, taking turns, each from a
-// collected heap. The actor pipeline is a new one for each run, as the
-// baseline is: a running pipeline reads the next pass ahead while its
+// collected heap: the actor pipeline with one lane, and with a lane per
+// core (Options.Lanes), as the baseline has. It is a new one for each
+// run, as the baseline is: a running pipeline reads the next pass ahead while its
 // devices drain the last, which in a pass of a few dozen large batches
 // would hide a third of the work (and its CPU time) outside the run.
 func matrixCell(ctx context.Context, paths []string, p, samples int, o benchOptions) (cellResult, error) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(p))
-	cfg := benchmark.Config{Paths: paths, Window: o.window, Batch: o.batch, Buffer: o.buffer, System: o.system, Devices: o.matrix.devices}
+	one := benchmark.Config{Paths: paths, Window: o.window, Batch: o.batch, Buffer: o.buffer, System: o.system, Devices: o.matrix.devices}
+	lanes := one
+	lanes.Lanes = p
 	par := baseline.ParallelOptions{StackedOptions: o.stacked(false), Lanes: p, Devices: o.matrix.devices}
 	runs := []struct {
 		name string
@@ -193,7 +198,8 @@ func matrixCell(ctx context.Context, paths []string, p, samples int, o benchOpti
 		{mxParallel, func() (int, error) {
 			return baseline.Parallel(ctx, paths, par, func(_ int, b tensor.Slots) { touch(b) })
 		}},
-		{mxActors, func() (int, error) { _, _, err := cfg.Pass(ctx, false, touch); return samples, err }},
+		{mxOneLane, func() (int, error) { _, _, err := one.Pass(ctx, false, touch); return samples, err }},
+		{mxActors, func() (int, error) { _, _, err := lanes.Pass(ctx, false, touch); return samples, err }},
 	}
 	c := cellResult{procs: p, runs: o.repeat, times: map[string]time.Duration{}, cpu: map[string]time.Duration{}}
 	times := map[string][]time.Duration{}
@@ -277,13 +283,13 @@ func reportMatrix(tw io.Writer, ds dataSet, cells []cellResult) {
 	ratio := func(base, m time.Duration) string { return fmt.Sprintf("%.2f", base.Seconds()/m.Seconds()) }
 	first := cells[0]
 	for _, c := range cells {
-		for _, name := range []string{mxRead, mxParallel, mxActors} {
+		for _, name := range []string{mxRead, mxParallel, mxOneLane, mxActors} {
 			m := c.times[name]
 			vsRead, vsPar, vsFirst := "", "", ""
 			if name != mxRead {
 				vsRead, vsFirst = ratio(c.times[mxRead], m), ratio(first.times[name], m)
 			}
-			if name == mxActors {
+			if name == mxActors || name == mxOneLane {
 				vsPar = ratio(c.times[mxParallel], m)
 			}
 			bytes := ds.samples * ds.payload

@@ -322,8 +322,9 @@ func TestBenchMatrix(t *testing.T) {
 		require.Contains(t, []string{"none", "snappy"}, f[1], line)
 		require.Contains(t, procs, f[2], line)
 	}
-	require.Equal(t, 2*2*len(procs)*3, rows, "a row for each of 3 measurements, per size, compressor and GOMAXPROCS:\n%s", out)
-	for _, want := range []string{"plain read of the files", "channel pipeline, parallel lanes", "actor pipeline", "vs parallel", "CPU s per M samples"} {
+	require.Equal(t, 2*2*len(procs)*4, rows, "a row for each of 4 measurements, per size, compressor and GOMAXPROCS:\n%s", out)
+	for _, want := range []string{"plain read of the files", "channel pipeline, a lane per core", "actor pipeline, one lane", "actor pipeline, a lane per core",
+		"vs parallel", "CPU s per M samples"} {
 		require.Contains(t, out, want)
 	}
 	_, err = cli(t, "bench", "--sizes", "0")

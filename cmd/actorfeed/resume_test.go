@@ -40,8 +40,8 @@ func runArgs(data, ids string, more ...string) []string {
 }
 
 // A run stopped by SIGTERM at some batch and resumed from the state it
-// saved, three times over and with other numbers of readers each time,
-// delivers the uninterrupted run's batches, line for line.
+// saved, three times over and with other numbers of readers and lanes each
+// time, delivers the uninterrupted run's batches, line for line.
 func TestResumeAfterSIGTERMIsTheUninterruptedRun(t *testing.T) {
 	data := genSet(t, 3, 3000)
 	dir := t.TempDir()
@@ -53,7 +53,7 @@ func TestResumeAfterSIGTERMIsTheUninterruptedRun(t *testing.T) {
 	var got []byte
 	for i := range 4 {
 		ids := fmt.Sprintf("part-%d.jsonl", i)
-		args := runArgs(data, ids, "--checkpoint", "state.json", "--threads", fmt.Sprint(1+i%3))
+		args := runArgs(data, ids, "--checkpoint", "state.json", "--threads", fmt.Sprint(1+i%3), "--lanes", fmt.Sprint(1+(i+1)%3))
 		if i > 0 {
 			args = append(args, "--resume", "state.json")
 		}

@@ -30,6 +30,7 @@ type runOptions struct {
 	seed      uint64
 	passes    int
 	threads   int
+	lanes     int
 	devices   int
 	step      time.Duration
 	anyOrder  bool
@@ -87,6 +88,7 @@ does those left.`,
 	f.Uint64Var(&o.seed, "seed", 1, "shuffle seed")
 	f.IntVar(&o.passes, "passes", 1, "passes over the data")
 	f.IntVar(&o.threads, "threads", 0, "file-reader threads (default min(#files, #cpus))")
+	f.IntVar(&o.lanes, "lanes", 1, "copies of the stages before the double buffer, run side by side to use more cores; the order does not change")
 	f.IntVar(&o.devices, "devices", 1, "device consumers")
 	f.DurationVar(&o.step, "step", 0, "simulated step time of a device per batch")
 	f.BoolVar(&o.anyOrder, "any-order", false, "hand records on as the readers deliver them: no deterministic order, no state to resume from")
@@ -134,6 +136,7 @@ func (o *runOptions) check(cmd *cobra.Command) error {
 		intFlag{"--devices", o.devices, 1, actors.MaxConcurrency},
 		intFlag{"--shuffle", o.shuffle, 0, actors.MaxWindow},
 		intFlag{"--threads", o.threads, 0, actors.MaxConcurrency},
+		intFlag{"--lanes", o.lanes, 1, actors.MaxConcurrency},
 		intFlag{"--world", o.world, 1, actors.MaxWorld},
 		intFlag{"--rank", o.rank, 0, o.world - 1},
 		intFlag{"--checkpoint-every", o.ckptEvery, 0, math.MaxInt32},
@@ -237,7 +240,7 @@ func flagProgram(o runOptions, files []string) *program.Program {
 
 func runPipeline(ctx context.Context, out, errOut io.Writer, o runOptions, changed func(string) bool) error {
 	policy, _ := supervisor.ParseCorruptPolicy(o.onCorrupt)
-	opts := actors.Options{OnCorrupt: policy}
+	opts := actors.Options{OnCorrupt: policy, Lanes: o.lanes}
 	if o.resume != "" {
 		st, err := readState(o.resume)
 		if err != nil {

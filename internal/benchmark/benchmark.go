@@ -26,9 +26,11 @@ type Config struct {
 	System *actor.ActorSystem
 	// AnyOrder reads without the order (Files.AnyOrder).
 	AnyOrder bool
-	// Devices is how many devices Start's pipeline feeds (default 1); their
+	// Devices is how many devices the pipeline feeds (default 1); their
 	// steps run at once.
 	Devices int
+	// Lanes is Options.Lanes.
+	Lanes int
 }
 
 func (c Config) pipeline(dev actors.Devices) (*actors.Pipeline, error) {
@@ -37,7 +39,7 @@ func (c Config) pipeline(dev actors.Devices) (*actors.Pipeline, error) {
 		paths = []string{c.Path}
 	}
 	return actors.NewDevices([]actors.Stage{actors.Files{Paths: paths, AnyOrder: c.AnyOrder}, actors.Shuffle{Window: c.Window, Seed: 1},
-		actors.Batch{Size: c.Batch}, actors.DoubleBuffer{Window: c.Buffer}}, dev, actors.Options{System: c.System})
+		actors.Batch{Size: c.Batch}, actors.DoubleBuffer{Window: c.Buffer}}, dev, actors.Options{System: c.System, Lanes: c.Lanes})
 }
 
 // Pass builds the pipeline, runs one pass with step as the device's work,

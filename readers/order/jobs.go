@@ -19,13 +19,11 @@ type Jobs struct {
 	ep   *Epoch
 	segs []Segment
 	g    uint64 // the next G position of segs[0]
-	at   uint64
 }
 
-// Jobs returns the jobs of a rank that delivers segs, the first of them at
-// its position at.
-func (ep *Epoch) Jobs(segs []Segment, at uint64) *Jobs {
-	j := &Jobs{ep: ep, segs: segs, at: at}
+// Jobs returns the jobs of a rank (or a lane of one) that delivers segs.
+func (ep *Epoch) Jobs(segs []Segment) *Jobs {
+	j := &Jobs{ep: ep, segs: segs}
 	if len(segs) > 0 {
 		j.g = segs[0].Lo
 	}
@@ -47,8 +45,8 @@ func (j *Jobs) Next() (Job, bool) {
 	win := j.g / w
 	start := win * w
 	end := min(j.segs[0].Hi, start+w)
-	job := Job{Window: win, Start: start, Len: j.ep.windowLen(win), Lo: int(j.g - start), Hi: int(end - start), Pad: j.segs[0].Pad, At: j.at}
-	j.at += end - j.g
+	sg := j.segs[0]
+	job := Job{Window: win, Start: start, Len: j.ep.windowLen(win), Lo: int(j.g - start), Hi: int(end - start), Pad: sg.Pad, At: sg.At + (j.g - sg.Lo)}
 	j.g = end
 	return job, true
 }

@@ -11,11 +11,14 @@ type Range struct {
 // Len is the number of positions in r.
 func (r Range) Len() uint64 { return r.Hi - r.Lo }
 
-// Segment is a run of a rank's sequence: positions of G, and whether they
-// are padding (repeats of positions dealt already, under Pad).
+// Segment is a run of a rank's sequence: positions of G, whether they are
+// padding (repeats of positions dealt already, under Pad), and At, the
+// rank's position (its count of positions from the start of its shard) of
+// G position Lo.
 type Segment struct {
 	Range
 	Pad bool
+	At  uint64
 }
 
 // Layout is how the positions of an epoch still to be delivered are dealt:
@@ -77,7 +80,8 @@ func (l Layout) Cut(rank int, rem Remainder, from uint64) []Segment {
 	if t == 0 || from >= n {
 		return nil
 	}
-	lo, hi := uint64(rank)*n+from, uint64(rank+1)*n
+	base := uint64(rank) * n
+	lo, hi := base+from, base+n
 	var out []Segment
 	for lo < hi {
 		q, pad := lo, false
@@ -88,8 +92,36 @@ func (l Layout) Cut(rank int, rem Remainder, from uint64) []Segment {
 		} else {
 			end = min(hi, t)
 		}
-		out = append(out, l.span(q, q+(end-lo), pad)...)
+		at := lo - base
+		for _, sg := range l.span(q, q+(end-lo), pad) {
+			sg.At, at = at, at+sg.Len()
+			out = append(out, sg)
+		}
 		lo = end
+	}
+	return out
+}
+
+// Lanes is lane's part of segs when lanes lanes share a rank's sequence:
+// the rank's positions are cut into stretches of span positions, and
+// stretch k belongs to lane k mod lanes. Each lane reads the windows its
+// positions are in; a span that is a multiple of the window (and starts
+// where one does) keeps lanes from reading a window twice.
+func Lanes(segs []Segment, lane, lanes int, span uint64) []Segment {
+	if lanes <= 1 {
+		return segs
+	}
+	var out []Segment
+	for _, sg := range segs {
+		for at := sg.At; at < sg.At+sg.Len(); {
+			k := at / span
+			end := min((k+1)*span, sg.At+sg.Len())
+			if int(k%uint64(lanes)) == lane {
+				lo := sg.Lo + (at - sg.At)
+				out = append(out, Segment{Range: Range{lo, lo + (end - at)}, Pad: sg.Pad, At: at})
+			}
+			at = end
+		}
 	}
 	return out
 }
@@ -104,7 +136,7 @@ func (l Layout) span(a, b uint64, pad bool) []Segment {
 			break
 		}
 		if x, y := max(a, at), min(b, at+r.Len()); x < y {
-			out = append(out, Segment{Range{r.Lo + (x - at), r.Lo + (y - at)}, pad})
+			out = append(out, Segment{Range: Range{r.Lo + (x - at), r.Lo + (y - at)}, Pad: pad})
 		}
 		at += r.Len()
 	}

@@ -33,7 +33,7 @@ type rec struct {
 // pipeline does: job by job, pieces in order, then permuted.
 func sequence(t *testing.T, ep *order.Epoch, segs []order.Segment) []rec {
 	var out []rec
-	jobs := ep.Jobs(segs, 0)
+	jobs := ep.Jobs(segs)
 	var at uint64
 	for {
 		job, ok := jobs.Next()
@@ -218,4 +218,54 @@ func TestCheckRefusesBadLayouts(t *testing.T) {
 	require.NoError(t, order.Layout{World: 2, Ranges: []order.Range{{0, 3}, {5, 7}}}.Check(10))
 	_, err := order.New(nil, order.Config{Window: order.MaxWindow + 1})
 	require.ErrorIs(t, err, order.ErrBadOrder)
+}
+
+// pairs maps each rank position of segs to its G position, and says
+// whether it is padding.
+func pairs(segs []order.Segment) map[uint64][2]uint64 {
+	out := map[uint64][2]uint64{}
+	for _, s := range segs {
+		for i := range s.Len() {
+			pad := uint64(0)
+			if s.Pad {
+				pad = 1
+			}
+			out[s.At+i] = [2]uint64{s.Lo + i, pad}
+		}
+	}
+	return out
+}
+
+// Lanes deal a rank's positions in stretches of span, stretch k to lane k
+// mod lanes: together they are the rank's, each position in one lane, with
+// its G position, padding mark and rank position kept.
+func TestLanesDealTheRanksPositions(t *testing.T) {
+	layouts := []order.Layout{order.Full(1000, 1), order.Full(1003, 3),
+		{World: 2, Ranges: []order.Range{{10, 400}, {500, 731}, {900, 1000}}}}
+	for _, l := range layouts {
+		for _, rem := range []order.Remainder{order.Drop, order.Pad} {
+			for r := range l.World {
+				for _, done := range []uint64{0, 37, 128} {
+					segs := l.Cut(r, rem, done)
+					want := pairs(segs)
+					if len(segs) > 0 {
+						require.Equal(t, done, segs[0].At, "a cut starts at its first position")
+					}
+					for _, lanes := range []int{1, 2, 3, 5} {
+						for _, span := range []uint64{1, 7, 64, 5000} {
+							got := map[uint64][2]uint64{}
+							for lane := range lanes {
+								for at, g := range pairs(order.Lanes(segs, lane, lanes, span)) {
+									require.Equal(t, lane, int(at/span)%lanes, "position %d's lane", at)
+									require.NotContains(t, got, at, "in one lane only")
+									got[at] = g
+								}
+							}
+							require.Equal(t, want, got, "layout %v rank %d done %d lanes %d span %d", l, r, done, lanes, span)
+						}
+					}
+				}
+			}
+		}
+	}
 }

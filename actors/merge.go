@@ -1,0 +1,274 @@
+package actors
+
+import (
+	"fmt"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/actorfeed/actorfeed/messages"
+)
+
+// KindMerge is the stage that merges the lanes' items (Options.Lanes).
+const KindMerge = "merge"
+
+// mergeCell is what the merge stage persists: a link from each lane's last
+// stage, the items taken in from each and not yet merged, and its link to
+// the double buffer. Items leave in the order: the next item covers the
+// rank's next positions, and the lane whose stretch those are delivers it
+// (docs/protocol.md, "Lanes").
+type mergeCell struct {
+	cell
+	plan     *orderPlan
+	ins      []inlet
+	lanes    map[string]int // a lane's last stage -> its lane, for Resubscribe
+	queues   [][]*messages.Batch
+	queue    int // items a lane may have queued here: its link's window
+	out      outlet
+	capacity int    // merged items held unsent before merging pauses
+	next     uint64 // the rank position the next merged item starts at, or after
+	skipped  uint64
+}
+
+// lane is the lane whose link an epoch belongs to: lane l's epochs are
+// l mod lanes (inlet.stride).
+func (c *mergeCell) lane(epoch uint64) int { return int(epoch % uint64(len(c.ins))) }
+
+// mergeHolds is how many items the merge stage may hold: queued from the
+// lanes and unsent.
+func (p *Pipeline) mergeHolds() int {
+	return p.pipe.opts.Lanes*p.mergeQueue() + p.pipe.opts.Capacity
+}
+
+// mergeQueue is how many items a lane may queue at the merge stage: a
+// stretch's worth, so that every lane works on its next stretch while the
+// merge hands on the current one, and its link's window besides.
+func (p *Pipeline) mergeQueue() int {
+	per := uint64(p.order.unit)
+	return int((p.order.span+per-1)/per) + p.pipe.opts.Window
+}
+
+// planMerge plans the merge stage after the lanes' first n stages; lasts
+// names each lane's last stage.
+func (p *Pipeline) planMerge(stages []Stage, n int, lasts []string) spawnable {
+	name := fmt.Sprintf("%d-%s", n, KindMerge)
+	mc := &mergeCell{cell: cell{name: name, kind: KindMerge, pipe: p.pipe}, plan: p.order, lanes: map[string]int{},
+		ins: make([]inlet, len(lasts)), queues: make([][]*messages.Batch, len(lasts)), queue: p.mergeQueue(),
+		capacity: p.pipe.opts.Capacity}
+	for l, last := range lasts {
+		mc.lanes[last] = l
+		mc.ins[l] = inlet{window: int64(mc.queue), epoch: uint64(l), stride: uint64(len(lasts))}
+	}
+	p.cells = append(p.cells, &mc.cell)
+	return spawnable{name: name, cell: &mc.cell,
+		lanes: func(ups []*actor.PID) {
+			for l, up := range ups {
+				mc.ins[l].pub = up
+			}
+		},
+		producer: func(*actor.PID, []*actor.PID) actor.Actor { return &mergeActor{c: mc} }}
+}
+
+type mergeActor struct{ c *mergeCell }
+
+func (a *mergeActor) Receive(ctx actor.Context) {
+	c := a.c
+	defer a.gauge()
+	msg, send := c.receive(ctx)
+	switch m := msg.(type) {
+	case *actor.Started:
+		if c.restarted() {
+			for l := range c.ins {
+				c.ins[l].reopen(send, a.room(l))
+			}
+			c.announce(send)
+		}
+		return
+	case *messages.Subscribe:
+		if err := a.onSubscribe(ctx, send, m); err != nil {
+			a.fail(send, err)
+			return
+		}
+	case *messages.Demand:
+		if err := c.out.onDemand(m); err != nil {
+			a.fail(send, err)
+			return
+		}
+	case *messages.Cancel:
+		a.onCancel(send, m)
+		return
+	case *messages.Resubscribe:
+		if l, ok := c.lanes[m.Stage]; ok {
+			c.ins[l].reopen(send, a.room(l))
+		}
+		return
+	default:
+		if !a.onLane(send, msg) {
+			return
+		}
+	}
+	// Merging pauses at Capacity unsent items, and what it sends frees
+	// room: merge again until nothing more goes, since the items queued
+	// here bring no message that would prompt it.
+	for {
+		if err := a.merge(); err != nil {
+			a.fail(send, err)
+			return
+		}
+		sent := c.out.sent
+		c.out.flush(send)
+		if c.out.sent == sent {
+			break
+		}
+	}
+	for l := range c.ins {
+		c.ins[l].replenish(send, a.room(l), c.ins[l].next)
+	}
+}
+
+// onLane takes what a lane sends: an item, its End or its Failure. It
+// reports whether the message counted.
+func (a *mergeActor) onLane(send func(*actor.PID, any), msg any) bool {
+	c := a.c
+	switch m := msg.(type) {
+	case *messages.Batch:
+		l := c.lane(m.Epoch)
+		if !c.ins[l].admit(send, m.Epoch, m.Seq, a.room(l)) {
+			return false
+		}
+		c.ins[l].commit()
+		item := &messages.Batch{Pass: c.out.pass, Slots: m.Slots, Parts: m.Parts, Rows: m.Rows, Ids: m.Ids}
+		keepPlace(item, m)
+		c.queues[l] = append(c.queues[l], item)
+	case *messages.End:
+		l := c.lane(m.Epoch)
+		if !c.ins[l].admitEnd(send, m, a.room(l)) {
+			return false
+		}
+		c.ins[l].ended = true
+		c.skipped += m.Skipped
+	case *messages.Failure:
+		l := c.lane(m.Epoch)
+		if !c.ins[l].current(m.Epoch) {
+			return false
+		}
+		c.ins[l].ended = true
+		c.out.fail = m
+	default:
+		return false
+	}
+	return true
+}
+
+// onSubscribe takes the double buffer's subscription: one for another pass
+// starts it in every lane, forgetting what was queued of the last.
+func (a *mergeActor) onSubscribe(ctx actor.Context, send func(*actor.PID, any), m *messages.Subscribe) error {
+	c := a.c
+	if c.out.sub != nil && m.Epoch <= c.out.epoch {
+		return nil // an old request
+	}
+	if c.out.sub != nil && m.Pass == c.out.pass {
+		return c.out.subscribe(ctx.Sender(), m)
+	}
+	c.out.reset(m.Pass)
+	for l, q := range c.queues {
+		for _, b := range q {
+			c.pipe.discard(b)
+		}
+		c.queues[l] = q[:0]
+	}
+	_, c.next = c.plan.layout(m.Pass)
+	c.skipped = 0
+	if err := c.out.subscribe(ctx.Sender(), m); err != nil {
+		return err
+	}
+	for l := range c.ins {
+		c.ins[l].subscribe(send, m.Pass, 0, a.room(l))
+	}
+	return nil
+}
+
+// onCancel closes the link to the double buffer, and the lanes' links.
+func (a *mergeActor) onCancel(send func(*actor.PID, any), m *messages.Cancel) {
+	c := a.c
+	if m.Epoch != c.out.epoch || c.out.closed {
+		return
+	}
+	c.out.closed = true
+	for l := range c.ins {
+		if in := &c.ins[l]; in.open && !in.ended {
+			send(in.pub, &messages.Cancel{Epoch: in.epoch})
+			in.ended = true
+		}
+	}
+}
+
+// merge moves queued items to the outlet in the order, while it has room:
+// the item that covers the next positions comes from the lane whose stretch
+// they are in. A stretch with no item left (its lane ended, or its next
+// item starts in a later stretch: holes of skipped records) is passed
+// over. Once every lane ended and nothing is queued, the pass ends.
+func (a *mergeActor) merge() error {
+	c := a.c
+	for c.out.fail == nil && c.out.end == nil && c.out.unsent() < c.capacity {
+		l, end := c.plan.laneOf(c.next)
+		if q := c.queues[l]; len(q) > 0 {
+			h := q[0]
+			if h.Position < c.next {
+				return fmt.Errorf("%w: lane %d's item at rank position %d comes after position %d was merged", ErrProtocol, l, h.Position, c.next)
+			}
+			if h.Position >= end {
+				c.next = end
+				continue
+			}
+			q[0] = nil
+			c.queues[l] = q[1:]
+			c.out.push(h)
+			c.meter.items.Add(1)
+			c.next = h.Position + h.Positions
+			continue
+		}
+		if !c.ins[l].ended {
+			return nil // wait for lane l
+		}
+		if a.drained() {
+			c.out.end = &messages.End{Pass: c.out.pass, Count: c.out.produced(), Skipped: c.skipped}
+			return nil
+		}
+		c.next = end
+	}
+	return nil
+}
+
+// drained says whether every lane ended its pass and nothing is queued.
+func (a *mergeActor) drained() bool {
+	for l := range a.c.ins {
+		if !a.c.ins[l].ended || len(a.c.queues[l]) > 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// room is how many more items lane l may send.
+func (a *mergeActor) room(l int) int { return a.c.queue - len(a.c.queues[l]) }
+
+func (a *mergeActor) gauge() {
+	c := a.c
+	held, demand := c.out.held(), int64(0)
+	for l := range c.ins {
+		held += len(c.queues[l])
+		demand += c.ins[l].outstanding
+	}
+	c.meter.gauge(held, demand)
+}
+
+// fail ends the link to the double buffer with err.
+func (a *mergeActor) fail(send func(*actor.PID, any), err error) {
+	c := a.c
+	c.pipe.record(c.name, err)
+	c.out.fail = failure(c.name, "", -1, err)
+	for l := range c.ins {
+		c.ins[l].ended = true
+	}
+	c.out.flush(send)
+}
