@@ -29,7 +29,8 @@ func (s *countedStorage) Alloc(size int) ([]byte, error) {
 	if s.failAfter > 0 && len(s.given) >= s.failAfter {
 		return nil, errors.New("out of pinned memory")
 	}
-	b := make([]byte, size+8)[:size] // room to spare: Free must get what Alloc gave
+	words := make([]uint64, size/8+2) // 8-byte aligned, with room to spare: Free must get what Alloc gave
+	b := unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(words))), size+8)[:size]
 	s.given[unsafe.SliceData(b)] = 0
 	return b, nil
 }

@@ -462,7 +462,12 @@ func execute(ctx context.Context, sc Scenario, paths []string, o Options, live b
 	l := &ledger{}
 	dev := newDevices(sc, faults)
 	stages := chain(sc, paths)
-	p, err := actors.NewDevices(stages, actors.Devices{N: sh.Devices, Step: dev.step(l), Recycle: sh.Recycle}, opts)
+	devs := actors.Devices{N: sh.Devices, Step: dev.step(l), Recycle: sh.Recycle}
+	if sh.Storage {
+		dev.storage = newStorage()
+		devs.Storage = dev.storage
+	}
+	p, err := actors.NewDevices(stages, devs, opts)
 	if err != nil {
 		// In the order, building reads every file's index: damage there
 		// (a truncation) is the run's error, a *StageError naming the file.
@@ -496,6 +501,9 @@ func execute(ctx context.Context, sc Scenario, paths []string, o Options, live b
 		out.violations = append(out.violations, fmt.Sprintf("actors left in the registry: %v", left))
 	}
 	out.violations = append(out.violations, dev.violations()...)
+	if dev.storage != nil {
+		out.violations = append(out.violations, dev.storage.violations()...)
+	}
 	out.fired = d.counts()
 	for k, v := range dev.fired() {
 		out.fired[k] += v
@@ -647,8 +655,9 @@ func linksBound(o actors.Options, group, batch int, multiPass bool, devices, pre
 // devices are the scenario's device steps: they check each batch, record it
 // in the ledger, and inject the device faults.
 type devices struct {
-	sc     Scenario
-	faults []Fault
+	sc      Scenario
+	faults  []Fault
+	storage *storage // the devices' Storage, when the scenario has one
 
 	mu     sync.Mutex
 	steps  []int
@@ -702,6 +711,9 @@ func (d *devices) step(l *ledger) actors.StepFunc {
 			d.errors = append(d.errors, msg)
 		}
 		d.mu.Unlock()
+		if d.storage != nil {
+			d.storage.stepped(it.Slots)
+		}
 		if crash {
 			panic(fmt.Sprintf("sim: device %d fails at step %d", dev, n))
 		}

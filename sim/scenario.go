@@ -40,6 +40,10 @@ type Shape struct {
 	// Lanes is actors.Options.Lanes (0 or 1: none); only in the order,
 	// without a multi-pass stage.
 	Lanes int
+	// Storage gives the devices an actors.Storage that checks its use:
+	// every block freed once, and none under a step (no multi-pass stage:
+	// the batch stage must be last).
+	Storage bool
 }
 
 // FaultKind names a fault.
@@ -138,6 +142,9 @@ func (s Scenario) Describe() string {
 	if sh.Lanes > 1 {
 		parts = append(parts, fmt.Sprintf("%d lanes", sh.Lanes))
 	}
+	if sh.Storage {
+		parts = append(parts, "storage")
+	}
 	if sh.Window > 0 || sh.Capacity > 0 || sh.ReaderWindow > 0 {
 		parts = append(parts, fmt.Sprintf("links %d/%d/%d", sh.Window, sh.Capacity, sh.ReaderWindow))
 	}
@@ -208,6 +215,9 @@ func Generate(seed uint64) Scenario {
 	}
 
 	sh.Lanes = drawLanes(seed, sh)
+	// A third of the scenarios whose batch stage is last make their
+	// batches in the devices' storage, from a generator of their own.
+	sh.Storage = sh.MultiPass == 0 && rand.New(rand.NewPCG(seed, 0x5707)).IntN(3) == 0
 	kinds := stageKinds(sh)
 	var faults []Fault
 	for range rng.IntN(5) {
