@@ -32,6 +32,7 @@ type runOptions struct {
 	threads   int
 	lanes     int
 	devices   int
+	device    string
 	step      time.Duration
 	anyOrder  bool
 	dropLast  bool
@@ -91,6 +92,7 @@ does those left.`,
 	f.IntVar(&o.lanes, "lanes", 1, "copies of the stages before the double buffer, run side by side to use more cores; the order does not change")
 	f.IntVar(&o.devices, "devices", 1, "device consumers")
 	f.DurationVar(&o.step, "step", 0, "simulated step time of a device per batch")
+	f.StringVar(&o.device, "device", "sim", "sim: simulated devices (--step); cuda: the machine's GPUs (device d on GPU d mod their number), batches made in page-locked memory, copied and checksummed on the GPU")
 	f.BoolVar(&o.anyOrder, "any-order", false, "hand records on as the readers deliver them: no deterministic order, no state to resume from")
 	f.BoolVar(&o.dropLast, "drop-last", false, "drop a last batch shorter than --batch")
 	f.StringVar(&o.onCorrupt, "on-corrupt", "fail", "what a corrupt record does: fail or skip")
@@ -122,6 +124,10 @@ func (o *runOptions) check(cmd *cobra.Command) error {
 		}
 	}
 	switch {
+	case o.device != "sim" && o.device != "cuda":
+		return fmt.Errorf("--device %q: want sim or cuda", o.device)
+	case o.device == "cuda" && o.step != 0:
+		return fmt.Errorf("--step simulates a device: it has no effect with --device cuda")
 	case o.step < 0:
 		return fmt.Errorf("--step must not be negative")
 	case o.every <= 0:
@@ -282,6 +288,15 @@ func runPipeline(ctx context.Context, out, errOut io.Writer, o runOptions, chang
 	}
 	s := &session{devices: o.devices, passes: o.passes, stepTime: o.step, names: baseNames(scope.Reader(reader).Stages()), watch: o.watch, log: out,
 		maxBatches: o.maxBatch}
+	var gpu *gpus
+	if o.device == "cuda" {
+		var err error
+		if gpu, err = openGPUs(o.devices); err != nil {
+			return err
+		}
+		defer gpu.close() // after the pipeline, which s.finish closes
+		s.step, s.storage = gpu.step, gpu.storage()
+	}
 	runCtx, stop := context.WithCancelCause(ctx)
 	defer stop(nil)
 	s.stop = stop
@@ -300,7 +315,11 @@ func runPipeline(ctx context.Context, out, errOut io.Writer, o runOptions, chang
 	}
 	fmt.Fprintf(out, "pipeline: %s on %d device(s), step %v, %d pass(es)\n", describe(scope.Reader(reader).Stages()), o.devices, o.step, o.passes)
 	s.progress = newProgress(errOut, o.every, s.samplesToCome(scope.Reader(reader).Stages(), o.passes))
-	return s.finish(ctx, runCtx, out, s.run(runCtx, nil))
+	err := s.finish(ctx, runCtx, out, s.run(runCtx, nil))
+	if err == nil && gpu != nil {
+		err = gpu.report(out)
+	}
+	return err
 }
 
 // finish ends a run that ended with err: it stops the devices, writes the

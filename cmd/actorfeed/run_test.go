@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -10,6 +11,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/actorfeed/actorfeed/actors/cuda"
 )
 
 // readIDs checks an --emit-ids file on its own: every line well formed,
@@ -233,6 +236,9 @@ func TestBadCommandLinesAreUsageErrors(t *testing.T) {
 		{"run", "--data", "x.rio", "--metrics-addr", "0.0.0.0:9100"},
 		{"run", "--data", "x.rio", "--devices", "9223372036854775807"},
 		{"run", "--data", "x.rio", "--shuffle", "9223372036854775806"},
+		{"run", "--data", "x.rio", "--device", "tpu"},
+		{"run", "--data", "x.rio", "--device", "cuda", "--step", "1ms"},
+		{"run", "--data", "x.rio", "--lanes", "0"},
 		{"sim", "--parallel", "1000000"},
 		{"sim", "--scenarios", "9223372036854775807"}, // listed them all first, deaf to SIGTERM
 		{"sim", "--faults", "f.yaml"},
@@ -245,6 +251,21 @@ func TestBadCommandLinesAreUsageErrors(t *testing.T) {
 		_, stderr, code := execCLI(t, dir, args...)
 		require.Equal(t, 2, code, "%v: %s", args, stderr)
 	}
+}
+
+// --device cuda on a machine without a GPU says so and fails; with one,
+// every byte reaches it (the GPU's checksum is printed).
+func TestRunOnCUDA(t *testing.T) {
+	dir := genSet(t, 2, 1000)
+	out, stderr, code := execCLI(t, dir, "run", "--data", filepath.Join(dir, "*.recordio"), "--device", "cuda", "--devices", "2")
+	if _, err := cuda.Count(); errors.Is(err, cuda.ErrNoDriver) {
+		require.Equal(t, 1, code, stderr)
+		require.Contains(t, stderr, "--device cuda: cuda: no CUDA driver")
+		t.Skipf("no CUDA driver: %v", err)
+	}
+	require.Zero(t, code, stderr)
+	require.Contains(t, out, "gpu: ")
+	require.Contains(t, out, "checksum")
 }
 
 func TestSimWhatIfPrintsRatiosOfItsTwoRuns(t *testing.T) {

@@ -32,6 +32,7 @@ type session struct {
 	passes   int
 	names    []string // sample ids name files by their base name
 	step     actors.StepFunc
+	storage  actors.Storage // where batches are made, when not Go memory
 	stepTime time.Duration
 	emit     *idEmitter
 	ckpt     *checkpointer
@@ -185,7 +186,7 @@ func (s *session) launch(ctx context.Context, scope *program.Scope, reader strin
 	for d := range s.idle {
 		s.idle[d] = s.start
 	}
-	p, err := scope.RunDevices(ctx, reader, actors.Devices{N: s.devices, Step: s.deviceStep})
+	p, err := scope.RunDevices(ctx, reader, actors.Devices{N: s.devices, Step: s.deviceStep, Storage: s.storage})
 	if err != nil {
 		return err
 	}

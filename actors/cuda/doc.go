@@ -1,0 +1,23 @@
+// Package cuda feeds batches to a real NVIDIA GPU, with no cgo: it loads
+// the CUDA driver (libcuda.so.1) when a program asks for a device
+// (purego), so that every build of actorfeed runs on machines without one,
+// where Open returns ErrNoDriver.
+//
+// A Device is one GPU (by ordinal) as one device actor uses it: a stream
+// of its own, and an OS thread of its own on which every driver call runs
+// (a CUDA context is current per OS thread, and goroutines move between
+// threads). Device.Storage is page-locked host memory (cuMemHostAlloc)
+// for actors.Devices.Storage, so that the batch stage assembles batches
+// where the GPU copies from by DMA; Device.Step copies a batch to the GPU
+// on the device's stream and runs a kernel (PTX embedded as text, compiled
+// by the driver for the GPU it finds) that reads every byte and adds it to
+// a checksum (Device.Checksum), which tests compare with the host's.
+//
+// Status: this package has not yet run on a GPU (the machines that built
+// it had none); its tests skip with "no CUDA driver" there. The figures of
+// ../shared/docs/gpu-notes.md (the calls and pitfalls it follows) were
+// measured with a probe built the same way.
+//
+// cuda may import actors (and what it imports) and purego; only cmd
+// imports it.
+package cuda
