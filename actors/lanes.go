@@ -17,15 +17,16 @@ import (
 
 // laneSpan is the positions of a lane's stretch, for windows of window
 // positions (the order's span: order.Block unshuffled), items of unit
-// positions and splits of about split records. It is a whole number of items and, where that is not far
-// larger, of windows, so that no window is read by two lanes: a window is
-// read whole to be permuted, whichever of its positions a lane delivers
-// (when window and unit do not align, about four windows keep what a
-// window cut by a stretch costs to a quarter). And it is at least eight
-// splits: a split that a stretch ends inside is read, checksummed and
-// decoded by both lanes, and with stretches of a window (1,024 records)
-// and RecordIO's 1 MiB chunks (1,300 Fashion-MNIST records) every chunk
-// was, which cost a quarter more CPU than one lane.
+// positions and splits of about split records. It is a whole number of
+// items and, where that is not far larger, of windows, so that no window
+// is read by two lanes: a window is read whole to be permuted, whichever
+// of its positions a lane delivers (when window and unit do not align,
+// about four windows keep what a window cut by a stretch costs to a
+// quarter). And it is at least eight splits, about 8 MiB of RecordIO
+// chunks whatever the samples' size: a split that a stretch ends inside is
+// read, checksummed and decoded by both lanes, and with stretches of a
+// window (1,024 records) and 1 MiB chunks (1,300 Fashion-MNIST records)
+// every chunk was, which cost a quarter more CPU than one lane.
 func laneSpan(window, unit, split uint64) uint64 {
 	window, unit = max(window, 1), max(unit, 1)
 	base := lcm(window, unit)

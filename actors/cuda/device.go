@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"time"
 	"unsafe"
 
 	"github.com/actorfeed/actorfeed/actors"
@@ -35,6 +36,7 @@ type Device struct {
 	sum     uint64 // device address of the checksum
 
 	bytes  atomic.Int64
+	busy   atomic.Int64 // nanoseconds the device's thread spent in Step's calls
 	closed sync.Once
 }
 
@@ -137,6 +139,10 @@ func (d *Device) Name() string { return d.name }
 // Bytes is how many bytes Step copied to the GPU.
 func (d *Device) Bytes() int64 { return d.bytes.Load() }
 
+// Busy is how long Step kept the GPU's stream busy (its copies and
+// kernels, waited for).
+func (d *Device) Busy() time.Duration { return time.Duration(d.busy.Load()) }
+
 // Close releases the GPU's stream, memory and kernel.
 func (d *Device) Close() error {
 	d.closed.Do(func() { close(d.calls) })
@@ -151,6 +157,8 @@ func (d *Device) Close() error {
 // Storage's; from ordinary Go memory the driver stages it.
 func (d *Device) Step(_ context.Context, it actors.Item) error {
 	return d.do(func() error {
+		start := time.Now()
+		defer func() { d.busy.Add(int64(time.Since(start))) }()
 		for _, s := range it.Slots {
 			if err := d.launch(s.Bytes()); err != nil {
 				return err
@@ -210,7 +218,8 @@ func (d *Device) Checksum() (uint64, error) {
 }
 
 // Storage is page-locked host memory for actors.Devices.Storage, usable by
-// every device's copies (portable).
+// every device's copies (portable). Close the pipeline before the device:
+// storage freed after the device is closed is not given back.
 func (d *Device) Storage() actors.Storage { return pinned{d} }
 
 type pinned struct{ d *Device }
@@ -229,4 +238,33 @@ func (p pinned) Alloc(size int) ([]byte, error) {
 func (p pinned) Free(b []byte) {
 	ptr := unsafe.Pointer(unsafe.SliceData(b))
 	_ = p.d.do(func() error { return p.d.drv.check("cuMemFreeHost", p.d.drv.cuMemFreeHost(ptr)) })
+}
+
+// CopyRate measures a plain host-to-device copy of size bytes of
+// page-locked memory, repeat times: the bytes a second the GPU takes
+// without a pipeline, which a pipeline's copies compare with.
+func (d *Device) CopyRate(size, repeat int) (float64, error) {
+	var rate float64
+	err := d.do(func() error {
+		drv := d.drv
+		var host unsafe.Pointer
+		if err := drv.check("cuMemHostAlloc", drv.cuMemHostAlloc(&host, uintptr(size), memHostAllocPortable)); err != nil {
+			return err
+		}
+		defer drv.cuMemFreeHost(host)
+		var dev uint64
+		if err := drv.check("cuMemAlloc_v2", drv.cuMemAlloc_v2(&dev, uintptr(size))); err != nil {
+			return err
+		}
+		defer drv.cuMemFree_v2(dev)
+		start := time.Now()
+		for range max(repeat, 1) {
+			if err := drv.check("cuMemcpyHtoD_v2", drv.cuMemcpyHtoD_v2(dev, host, uintptr(size))); err != nil {
+				return err
+			}
+		}
+		rate = float64(size) * float64(max(repeat, 1)) / time.Since(start).Seconds()
+		return nil
+	})
+	return rate, err
 }

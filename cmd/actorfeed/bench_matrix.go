@@ -29,6 +29,9 @@ type matrixOptions struct {
 	sizes, procs   []string // as given; parsed by parseSizes and parseProcs
 	files, devices int
 	dataMB         int
+	device         string // sim, or cuda: the actor pipeline feeds the GPUs
+	gpus           *gpus
+	gpuLines       *[]string // what the GPUs took, a line per cell
 }
 
 func (m *matrixOptions) flags(f *pflag.FlagSet) {
@@ -37,6 +40,7 @@ func (m *matrixOptions) flags(f *pflag.FlagSet) {
 	f.IntVar(&m.files, "files", 16, "matrix: files of each data set")
 	f.IntVar(&m.devices, "devices", 4, "matrix: devices, each reading every image byte of its batches")
 	f.IntVar(&m.dataMB, "data-mb", 256, "matrix: MiB of samples in each data set (at least one sample a file)")
+	f.StringVar(&m.device, "device", "sim", "matrix: sim (devices read every image byte), or cuda (the actor pipeline's devices copy their batches to the GPUs, made in page-locked memory)")
 }
 
 // asked says whether the command line asks for the matrix, and fills in
@@ -126,6 +130,17 @@ func runMatrix(ctx context.Context, out io.Writer, o benchOptions) error {
 	if err != nil {
 		return usageError{err}
 	}
+	switch o.matrix.device {
+	case "sim":
+	case "cuda":
+		if o.matrix.gpus, err = openGPUs(o.matrix.devices); err != nil {
+			return err
+		}
+		defer o.matrix.gpus.close()
+		o.matrix.gpuLines = new([]string)
+	default:
+		return usageError{fmt.Errorf("--device %q: want sim or cuda", o.matrix.device)}
+	}
 	dir, err := os.MkdirTemp("", "actorfeed-bench-")
 	if err != nil {
 		return err
@@ -145,7 +160,15 @@ func runMatrix(ctx context.Context, out io.Writer, o benchOptions) error {
 			}
 		}
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if lines := o.matrix.gpuLines; lines != nil {
+		for _, line := range *lines {
+			fmt.Fprintln(out, line)
+		}
+	}
+	return nil
 }
 
 // matrixDataSet writes the data set of one sample size and compressor, runs
@@ -187,6 +210,9 @@ func matrixDataSet(ctx context.Context, tw io.Writer, dir string, size int, comp
 func matrixCell(ctx context.Context, paths []string, p, samples int, o benchOptions) (cellResult, error) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(p))
 	one := benchmark.Config{Paths: paths, Window: o.window, Batch: o.batch, Buffer: o.buffer, System: o.system, Devices: o.matrix.devices}
+	if g := o.matrix.gpus; g != nil {
+		one.Step, one.Storage = g.step, g.storage()
+	}
 	lanes := one
 	lanes.Lanes = p
 	par := baseline.ParallelOptions{StackedOptions: o.stacked(false), Lanes: p, Devices: o.matrix.devices}
@@ -202,6 +228,10 @@ func matrixCell(ctx context.Context, paths []string, p, samples int, o benchOpti
 		{mxActors, func() (int, error) { _, _, err := lanes.Pass(ctx, false, touch); return samples, err }},
 	}
 	c := cellResult{procs: p, runs: o.repeat, times: map[string]time.Duration{}, cpu: map[string]time.Duration{}}
+	var gpuBefore gpuCounts
+	if g := o.matrix.gpus; g != nil {
+		gpuBefore = g.counts()
+	}
 	times := map[string][]time.Duration{}
 	for i := range o.repeat {
 		for k := range runs {
@@ -218,6 +248,13 @@ func matrixCell(ctx context.Context, paths []string, p, samples int, o benchOpti
 			times[r.name] = append(times[r.name], time.Since(t))
 			c.cpu[r.name] += benchmark.CPUTime() - cpu
 		}
+	}
+	if g := o.matrix.gpus; g != nil {
+		line, err := g.cellLine(fmt.Sprintf("%s at GOMAXPROCS %d", filepath.Base(filepath.Dir(paths[0])), p), gpuBefore, times[mxOneLane], times[mxActors])
+		if err != nil {
+			return c, err
+		}
+		*o.matrix.gpuLines = append(*o.matrix.gpuLines, line)
 	}
 	for name, ts := range times {
 		c.times[name] = benchmark.Median(ts)

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/actorfeed/actorfeed/internal/testutil"
 
+	"github.com/actorfeed/actorfeed/actors/cuda"
 	"github.com/actorfeed/actorfeed/internal/atomicfile"
 	"github.com/actorfeed/actorfeed/readers"
 	"github.com/actorfeed/actorfeed/readers/format"
@@ -333,4 +335,10 @@ func TestBenchMatrix(t *testing.T) {
 	require.ErrorContains(t, err, "--sizes")
 	_, err = cli(t, "bench", "--procs", strconv.Itoa(runtime.NumCPU()+1))
 	require.ErrorContains(t, err, "--procs")
+	_, err = cli(t, "bench", "--sizes", "100", "--device", "tpu")
+	require.ErrorContains(t, err, "--device")
+	if _, err := cuda.Count(); errors.Is(err, cuda.ErrNoDriver) {
+		_, err = cli(t, "bench", "--sizes", "100", "--device", "cuda")
+		require.ErrorContains(t, err, "--device cuda: cuda: no CUDA driver")
+	}
 }

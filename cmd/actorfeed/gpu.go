@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"time"
 
 	"github.com/actorfeed/actorfeed/actors"
 	"github.com/actorfeed/actorfeed/actors/cuda"
@@ -65,4 +66,41 @@ func (g *gpus) close() {
 	for _, d := range g.devs {
 		d.Close()
 	}
+}
+
+// gpuCounts are what the devices' GPUs took so far.
+type gpuCounts struct {
+	bytes int64
+	busy  time.Duration
+}
+
+func (g *gpus) counts() gpuCounts {
+	var c gpuCounts
+	for _, d := range g.devs {
+		c.bytes += d.Bytes()
+		c.busy += d.Busy()
+	}
+	return c
+}
+
+// cellLine says what the GPUs took in a cell of bench's matrix since
+// before, over the actor pipelines' runs: their bytes a second, against a
+// plain copy of page-locked memory measured now, and how busy the streams
+// were.
+func (g *gpus) cellLine(cell string, before gpuCounts, runs ...[]time.Duration) (string, error) {
+	rate, err := g.devs[0].CopyRate(64<<20, 10)
+	if err != nil {
+		return "", err
+	}
+	var wall time.Duration
+	for _, ts := range runs {
+		for _, t := range ts {
+			wall += t
+		}
+	}
+	now := g.counts()
+	got := float64(now.bytes-before.bytes) / wall.Seconds()
+	busy := (now.busy - before.busy).Seconds() / wall.Seconds() / float64(len(g.devs))
+	return fmt.Sprintf("gpu, %s: the actor pipelines sent %.2f GB/s, %.2f of a plain pinned copy (%.2f GB/s); streams busy %.1f%%",
+		cell, got/1e9, got/rate, rate/1e9, 100*busy), nil
 }

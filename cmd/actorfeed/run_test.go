@@ -2,11 +2,13 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"testing"
 
@@ -75,6 +77,32 @@ func TestGenRunEmitIDsExactlyOnce(t *testing.T) {
 	require.Contains(t, out, "4000 samples in 80 batches, 2 pass(es)")
 	require.Contains(t, out, "data wait p95")
 	readIDs(t, ids, 2, 1, 3, genIDs(3, 2000))
+}
+
+// Lanes spread the work over the cores, and every device gets the same
+// batches in the same order on 1, 2 or 3 lanes: the --emit-ids lines,
+// sorted by epoch and seq, are the same.
+func TestRunLanesEmitTheSameBatches(t *testing.T) {
+	// 1 MiB chunks of 1,300 samples: a lane's stretch is eight of them, so
+	// 30,000 samples make three stretches.
+	dir := genSet(t, 3, 30000)
+	var want []idLine
+	for _, lanes := range []string{"1", "2", "3"} {
+		ids := filepath.Join(t.TempDir(), "ids.jsonl")
+		_, err := cli(t, "run", "--data", filepath.Join(dir, "*.recordio"), "--batch", "500", "--shuffle", "1000",
+			"--devices", "3", "--passes", "2", "--lanes", lanes, "--emit-ids", ids)
+		require.NoError(t, err)
+		got := idLines(t, ids)
+		slices.SortFunc(got, func(a, b idLine) int { return cmp.Or(cmp.Compare(a.Epoch, b.Epoch), cmp.Compare(a.Seq, b.Seq)) })
+		require.Equal(t, 2*30000/500, len(got), "batches of 2 passes")
+		if want == nil {
+			want = got
+			continue
+		}
+		require.True(t, slices.EqualFunc(want, got, func(a, b idLine) bool {
+			return a.Epoch == b.Epoch && a.Seq == b.Seq && a.Device == b.Device && slices.Equal(a.IDs, b.IDs)
+		}), "%s lanes: the batches differ", lanes)
+	}
 }
 
 func TestRunSpec(t *testing.T) {

@@ -31,6 +31,11 @@ type Config struct {
 	Devices int
 	// Lanes is Options.Lanes.
 	Lanes int
+	// Step, when set, is Pass's devices' step instead of its step
+	// argument (a real device's, which needs the device's index), and
+	// Storage where their batches are made.
+	Step    actors.StepFunc
+	Storage actors.Storage
 }
 
 func (c Config) pipeline(dev actors.Devices) (*actors.Pipeline, error) {
@@ -49,8 +54,11 @@ func (c Config) Pass(ctx context.Context, recycle bool, step func(tensor.Slots))
 	start := time.Now()
 	var firstAt time.Time
 	var once sync.Once // the devices step at once
-	p, err := c.pipeline(actors.Devices{N: max(c.Devices, 1), Recycle: recycle, Step: func(_ context.Context, it actors.Item) error {
+	p, err := c.pipeline(actors.Devices{N: max(c.Devices, 1), Recycle: recycle, Storage: c.Storage, Step: func(ctx context.Context, it actors.Item) error {
 		once.Do(func() { firstAt = time.Now() })
+		if c.Step != nil {
+			return c.Step(ctx, it)
+		}
 		step(it.Slots)
 		return nil
 	}})
