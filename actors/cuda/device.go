@@ -35,9 +35,11 @@ type Device struct {
 	bufSize int
 	sum     uint64 // device address of the checksum
 
-	bytes  atomic.Int64
-	busy   atomic.Int64 // nanoseconds the device's thread spent in Step's calls
-	closed sync.Once
+	bytes atomic.Int64
+	busy  atomic.Int64 // nanoseconds the device's thread spent in Step's calls
+
+	mu     sync.RWMutex // held to send a call; Close takes it to close calls
+	closed bool
 }
 
 // Open opens GPU ordinal (0 the first): ErrNoDriver without a CUDA
@@ -47,6 +49,11 @@ func Open(ordinal int) (*Device, error) {
 	if err != nil {
 		return nil, err
 	}
+	return open(drv, ordinal)
+}
+
+// open opens GPU ordinal through drv.
+func open(drv *driver, ordinal int) (*Device, error) {
 	d := &Device{drv: drv, calls: make(chan func()), done: make(chan struct{})}
 	started := make(chan error, 1)
 	go d.run(ordinal, started)
@@ -125,11 +132,13 @@ func (d *Device) tearDown() {
 // do runs f on the device's thread and returns its error.
 func (d *Device) do(f func() error) error {
 	errc := make(chan error, 1)
-	select {
-	case d.calls <- func() { errc <- f() }:
-	case <-d.done:
+	d.mu.RLock()
+	if d.closed {
+		d.mu.RUnlock()
 		return fmt.Errorf("cuda: device %d is closed", d.ordinal)
 	}
+	d.calls <- func() { errc <- f() }
+	d.mu.RUnlock()
 	return <-errc
 }
 
@@ -145,7 +154,12 @@ func (d *Device) Busy() time.Duration { return time.Duration(d.busy.Load()) }
 
 // Close releases the GPU's stream, memory and kernel.
 func (d *Device) Close() error {
-	d.closed.Do(func() { close(d.calls) })
+	d.mu.Lock()
+	if !d.closed {
+		d.closed = true
+		close(d.calls)
+	}
+	d.mu.Unlock()
 	<-d.done
 	return nil
 }

@@ -14,9 +14,12 @@
 // a checksum (Device.Checksum), which tests compare with the host's.
 //
 // Status: this package has not yet run on a GPU (the machines that built
-// it had none); its tests skip with "no CUDA driver" there. The figures of
-// ../shared/docs/gpu-notes.md (the calls and pitfalls it follows) were
-// measured with a probe built the same way.
+// it had none): its GPU test skips with "no CUDA driver" there. What does
+// not need one is tested: the loader's refusals, and the Device's threads,
+// streams, storage, kernel parameters and errors over a fake driver that
+// keeps device memory in host memory. The calls and pitfalls it follows
+// are those of ../shared/docs/gpu-notes.md, measured with a probe built
+// the same way.
 //
 // cuda may import actors (and what it imports) and purego; only cmd
 // imports it.
