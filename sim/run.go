@@ -628,14 +628,18 @@ func chain(sc Scenario, paths []string) []actors.Stage {
 // devices'; with lanes, every lane's batch stage and the merge stage's
 // queues, for lanes that deliver stretch positions in a row.
 func liveBound(sh Shape, o actors.Options, stretch int) int {
-	b := linksBound(o, sh.Group, sh.Batch, sh.MultiPass > 0, sh.Devices, 2)
-	if o.Lanes > 1 {
-		// Every lane's batch stage, and what the merge stage holds: a
-		// stretch (of stretch positions) and its link's window per lane.
-		capacity, window := cmp.Or(o.Capacity, 2), cmp.Or(o.Window, 2)
-		b += (o.Lanes-1)*(capacity+window*((sh.Group+sh.Batch-1)/sh.Batch)) + o.Lanes*((stretch+sh.Batch-1)/sh.Batch+window) + capacity
+	return linksBound(o, sh.Group, sh.Batch, sh.MultiPass > 0, sh.Devices, 2) + lanesBound(o, sh.Group, sh.Batch, stretch)
+}
+
+// lanesBound is what lanes add to linksBound: every lane's batch stage but
+// the first, and what the merge stage holds, a stretch (of stretch
+// positions) and its link's window per lane.
+func lanesBound(o actors.Options, group, batch, stretch int) int {
+	if o.Lanes <= 1 {
+		return 0
 	}
-	return b
+	capacity, window := cmp.Or(o.Capacity, 2), cmp.Or(o.Window, 2)
+	return (o.Lanes-1)*(capacity+window*((group+batch-1)/batch)) + o.Lanes*((stretch+batch-1)/batch+window) + capacity
 }
 
 // linksBound is liveBound for a pipeline of groups of group samples,

@@ -234,8 +234,9 @@ func (pl plan) tolerance(skipped uint64) Tolerance {
 }
 
 // bound is the most batches the program's pipeline may hold alive at once
-// (docs/protocol.md), or 0 when it has no batch stage.
-func (pl plan) bound(o actors.Options) int {
+// (docs/protocol.md), or 0 when it has no batch stage; with lanes, each
+// delivers stretch positions in a row.
+func (pl plan) bound(o actors.Options, stretch int) int {
 	o.EnsureDefaults()
 	batch, prefetch, multi := 0, 2, false
 	for _, st := range pl.stages {
@@ -251,7 +252,7 @@ func (pl plan) bound(o actors.Options) int {
 	if batch == 0 {
 		return 0
 	}
-	return linksBound(o, o.GroupSize, batch, multi, pl.feed.N, prefetch)
+	return linksBound(o, o.GroupSize, batch, multi, pl.feed.N, prefetch) + lanesBound(o, o.GroupSize, batch, stretch)
 }
 
 // readTimeout scales the pipeline's read timeout with the schedule, so

@@ -296,6 +296,30 @@ func TestRunOnCUDA(t *testing.T) {
 	require.Contains(t, out, "checksum")
 }
 
+// A user's program simulated in lanes keeps every promise under panics of
+// its lanes' batch stages: the run passes its invariants.
+func TestSimWhatIfInLanes(t *testing.T) {
+	dir := genSet(t, 3, 30000) // eight 1 MiB chunks a stretch: 30,000 samples are three
+	spec := filepath.Join(dir, "p.yaml")
+	require.NoError(t, os.WriteFile(spec, []byte(fmt.Sprintf(`startup:
+  - op: open_files
+    out: files
+    attrs: {file_names: [%s, %s, %s]}
+  - {op: create_shuffle_reader, in: files, out: shuffled, attrs: {buffer_size: 1000, seed: 3}}
+  - {op: create_batch_reader, in: shuffled, out: batches, attrs: {batch_size: 500}}
+  - {op: create_double_buffer_reader, in: batches, out: reader}
+devices: {n: 2}
+`, fileName(0), fileName(1), fileName(2))), 0o644))
+	faults := filepath.Join(dir, "f.yaml")
+	require.NoError(t, os.WriteFile(faults, []byte("faults:\n  - {kind: panic, stage: batch, at: 5}\n"), 0o644))
+	out, err := cli(t, "sim", "--spec", spec, "--faults", faults, "--runs", "1", "--lanes", "3")
+	require.NoError(t, err, out)
+	require.Contains(t, out, "invariants (exactly once, no hang, no leak, bounded memory): 1 of 1 run(s) pass")
+	require.Contains(t, out, "panic ")
+	_, err = cli(t, "sim", "--spec", spec, "--lanes", "0")
+	require.ErrorContains(t, err, "--lanes")
+}
+
 func TestSimWhatIfPrintsRatiosOfItsTwoRuns(t *testing.T) {
 	dir := genSet(t, 2, 1000)
 	spec := filepath.Join(dir, "p.yaml")

@@ -135,6 +135,7 @@ latencies and stalls ten times faster than real time.`,
 	f.Float64Var(&o.whatIf.timeScale, "time-scale", 1, "with --spec: multiply every duration by this factor (0.1: ten times faster); latency-shaped faults only")
 	f.StringVar(&o.whatIf.report, "report", "", "with --spec: draw each run into this directory")
 	f.StringVar(&o.whatIf.onCorrupt, "on-corrupt", "fail", "with --spec: what a corrupt record does: fail or skip")
+	f.IntVar(&o.whatIf.lanes, "lanes", 1, "with --spec: run the program's pipeline in this many lanes (actors.Options.Lanes)")
 	f.StringVar(&o.whatIf.json, "json", "", "with --spec: write the runs, medians and ratios as JSON to this file")
 	return cmd
 }

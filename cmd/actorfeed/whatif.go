@@ -26,6 +26,7 @@ type whatIfOptions struct {
 	report       string
 	json         string
 	onCorrupt    string
+	lanes        int
 }
 
 // runWhatIf runs the --spec program under the --faults schedule and
@@ -34,6 +35,9 @@ func runWhatIf(ctx context.Context, out io.Writer, o simOptions) error {
 	w := o.whatIf
 	if w.runs < 1 || w.runs > maxScenarios || w.timeScale <= 0 || w.timeScale > 1 {
 		return usageError{fmt.Errorf("--runs must be from 1 to %d and --time-scale in (0, 1]", maxScenarios)}
+	}
+	if err := checkInts(intFlag{"--lanes", w.lanes, 1, actors.MaxConcurrency}); err != nil {
+		return usageError{err}
 	}
 	policy, err := supervisor.ParseCorruptPolicy(w.onCorrupt)
 	if err != nil {
@@ -61,7 +65,7 @@ func runWhatIf(ctx context.Context, out io.Writer, o simOptions) error {
 	}
 	fmt.Fprintf(out, runRow, "run", "seed", "samples/s", "elapsed", "first", "busy", "wait p50", "wait p95", "wait p99", "wait max", "injected", "restarts", "skipped", "verdict", "faults fired")
 	wi := sim.WhatIf{Spec: spec, Schedule: sched, Seed: o.seed, Runs: w.runs, Baseline: w.baseline, TimeScale: w.timeScale,
-		Deadline: o.deadline, Options: actors.Options{OnCorrupt: policy}, OnRun: func(r sim.RunReport) { printRun(out, r) }}
+		Deadline: o.deadline, Options: actors.Options{OnCorrupt: policy, Lanes: w.lanes}, OnRun: func(r sim.RunReport) { printRun(out, r) }}
 	if !o.deadlineSet {
 		wi.Deadline = 0 // the what-if's own default
 	}
