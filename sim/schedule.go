@@ -174,7 +174,7 @@ func Kinds() []string {
 
 // panicKinds are the stage kinds a panic may name.
 var panicKinds = []string{actors.KindFileReader, actors.KindFiles, actors.KindShuffle, actors.KindBatch,
-	actors.KindMultiPass, actors.KindDoubleBuffer, actors.KindDevice}
+	actors.KindMultiPass, actors.KindMerge, actors.KindDoubleBuffer, actors.KindDevice}
 
 // Check validates the schedule: every fault's fields for its kind, ranges
 // and windows. ParseSchedule calls it; call it on a schedule built in Go.

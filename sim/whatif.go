@@ -155,16 +155,20 @@ func (w WhatIf) plan(ctx context.Context) (plan, error) {
 	}
 	pl.paths = files.Paths
 	if w.Schedule != nil {
-		if err := pl.bind(w.Schedule); err != nil {
+		if err := pl.bind(w.Schedule, w.Options.Lanes); err != nil {
 			return plan{}, err
 		}
 	}
 	return pl, nil
 }
 
-// bind checks that every fault targets something the program has.
-func (pl plan) bind(s *Schedule) error {
+// bind checks that every fault targets something the program has, run in
+// lanes lanes.
+func (pl plan) bind(s *Schedule, lanes int) error {
 	kinds := []string{actors.KindFileReader, actors.KindFiles, actors.KindDevice}
+	if lanes > 1 { // lanes add a merge stage, and a double buffer if there is none
+		kinds = append(kinds, actors.KindMerge, actors.KindDoubleBuffer)
+	}
 	for _, st := range pl.stages {
 		switch st.(type) {
 		case actors.Shuffle:

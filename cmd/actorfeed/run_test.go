@@ -297,7 +297,8 @@ func TestRunOnCUDA(t *testing.T) {
 }
 
 // A user's program simulated in lanes keeps every promise under panics of
-// its lanes' batch stages: the run passes its invariants.
+// its lanes' batch stages and of the merge stage: the run passes its
+// invariants. Without lanes there is no merge stage to strike.
 func TestSimWhatIfInLanes(t *testing.T) {
 	dir := genSet(t, 3, 30000) // eight 1 MiB chunks a stretch: 30,000 samples are three
 	spec := filepath.Join(dir, "p.yaml")
@@ -311,13 +312,15 @@ func TestSimWhatIfInLanes(t *testing.T) {
 devices: {n: 2}
 `, fileName(0), fileName(1), fileName(2))), 0o644))
 	faults := filepath.Join(dir, "f.yaml")
-	require.NoError(t, os.WriteFile(faults, []byte("faults:\n  - {kind: panic, stage: batch, at: 5}\n"), 0o644))
+	require.NoError(t, os.WriteFile(faults, []byte("faults:\n  - {kind: panic, stage: batch, at: 5}\n  - {kind: panic, stage: merge, at: 9}\n"), 0o644))
 	out, err := cli(t, "sim", "--spec", spec, "--faults", faults, "--runs", "1", "--lanes", "3")
 	require.NoError(t, err, out)
 	require.Contains(t, out, "invariants (exactly once, no hang, no leak, bounded memory): 1 of 1 run(s) pass")
 	require.Contains(t, out, "panic ")
 	_, err = cli(t, "sim", "--spec", spec, "--lanes", "0")
 	require.ErrorContains(t, err, "--lanes")
+	_, err = cli(t, "sim", "--spec", spec, "--faults", faults, "--runs", "1") // one lane: no merge stage
+	require.ErrorContains(t, err, "the program has no merge stage")
 }
 
 func TestSimWhatIfPrintsRatiosOfItsTwoRuns(t *testing.T) {
