@@ -313,7 +313,11 @@ func runPipeline(ctx context.Context, out, errOut io.Writer, o runOptions, chang
 		}
 		s.ckpt = newCheckpointer(o.ckpt, o.ckptEvery, func() *actors.Pipeline { return s.p })
 	}
-	fmt.Fprintf(out, "pipeline: %s on %d device(s), step %v, %d pass(es)\n", describe(scope.Reader(reader).Stages()), o.devices, o.step, o.passes)
+	lanes := ""
+	if n, stretch := s.p.Lanes(); n > 1 {
+		lanes = fmt.Sprintf(" in %d lanes of %d positions a stretch", n, stretch)
+	}
+	fmt.Fprintf(out, "pipeline: %s%s on %d device(s), step %v, %d pass(es)\n", describe(scope.Reader(reader).Stages()), lanes, o.devices, o.step, o.passes)
 	s.progress = newProgress(errOut, o.every, s.samplesToCome(scope.Reader(reader).Stages(), o.passes))
 	err := s.finish(ctx, runCtx, out, s.run(runCtx, nil))
 	if err == nil && gpu != nil {
