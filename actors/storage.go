@@ -116,10 +116,3 @@ func (p *storagePool) close(abandoned bool) {
 		p.st.Free(b)
 	}
 }
-
-// held is how many blocks the pool has given out and not freed.
-func (p *storagePool) held() int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return len(p.live)
-}
