@@ -37,6 +37,7 @@ type Pipeline struct {
 	queues  []*readers.FeedQueue // closed at shutdown, releasing producers
 	files   *fileSource          // a Files source's files
 	order   *orderPlan           // nil when the source is not Files in an order
+	service *serviceCell         // the service stage (Options.Service)
 	// unplaced names the stage that does not keep items' places in the
 	// order, when one does not: the pipeline then has no State.
 	unplaced string
@@ -180,12 +181,12 @@ func build(ctx context.Context, stages []Stage, dev *Devices, opts Options) (*Pi
 		return nil, err
 	}
 	opts.EnsureDefaults()
-	if err := checkLanes(stages, opts.Lanes); err != nil {
+	if err := errors.Join(checkLanes(stages, opts.Lanes), checkService(stages, opts, dev)); err != nil {
 		return nil, err
 	}
 	// Several devices are fed by a double buffer, and so are several lanes
-	// merged.
-	if dev != nil && dev.N > 1 || opts.Lanes > 1 {
+	// merged, and a service's workers.
+	if dev != nil && dev.N > 1 || opts.Lanes > 1 || opts.Service != nil {
 		if _, ok := stages[len(stages)-1].(DoubleBuffer); !ok {
 			stages = append(slices.Clone(stages), DoubleBuffer{})
 		}
@@ -233,6 +234,18 @@ func (p *Pipeline) plan(ctx context.Context, stages []Stage, dev *Devices) ([]sp
 	}
 	p.pipe.order, p.pipe.commits.order = p.order, p.order
 	lanes := p.pipe.opts.Lanes
+	if p.pipe.opts.Service != nil {
+		n := laneStages(stages)
+		sp, err := p.planService(stages, n)
+		if err != nil {
+			return nil, err
+		}
+		rest, err := p.planStages(stages, n, len(stages), dev, consumers, 0)
+		if err != nil {
+			return nil, err
+		}
+		return append(append([]spawnable{sp}, rest...), p.planConsumers(stages, dev, consumers)...), nil
+	}
 	if lanes == 1 {
 		plan, err := p.planStages(stages, 0, len(stages), dev, consumers, 0)
 		if err != nil {

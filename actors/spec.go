@@ -196,6 +196,9 @@ type Options struct {
 	// source in the order and no MultiPass stage; a DoubleBuffer is added
 	// when the chain has none.
 	Lanes int
+	// Service, when set, runs the stages before the double buffer on the
+	// service's worker nodes instead of in this process (see Service).
+	Service *Service
 	// ReaderWindow is how many groups a file reader may have in flight.
 	// Default 2.
 	ReaderWindow int

@@ -997,6 +997,613 @@ func (x *Assign) GetTo() uint64 {
 	return 0
 }
 
+// ServiceJob is what a worker needs to make a task's batches: the files, in
+// the client's order, and the stages up to the batch stage.
+type ServiceJob struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Entries as Files.Paths holds them (format:path), absolute.
+	Files         []string `protobuf:"bytes,1,rep,name=files,proto3" json:"files,omitempty"`
+	Seed          uint64   `protobuf:"varint,2,opt,name=seed,proto3" json:"seed,omitempty"`
+	Window        uint32   `protobuf:"varint,3,opt,name=window,proto3" json:"window,omitempty"`
+	Shuffled      bool     `protobuf:"varint,4,opt,name=shuffled,proto3" json:"shuffled,omitempty"`
+	Batch         uint32   `protobuf:"varint,5,opt,name=batch,proto3" json:"batch,omitempty"`
+	DropLast      bool     `protobuf:"varint,6,opt,name=drop_last,json=dropLast,proto3" json:"drop_last,omitempty"`
+	GroupSize     uint32   `protobuf:"varint,7,opt,name=group_size,json=groupSize,proto3" json:"group_size,omitempty"`
+	GroupBytes    uint32   `protobuf:"varint,8,opt,name=group_bytes,json=groupBytes,proto3" json:"group_bytes,omitempty"`
+	OnCorrupt     string   `protobuf:"bytes,9,opt,name=on_corrupt,json=onCorrupt,proto3" json:"on_corrupt,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ServiceJob) Reset() {
+	*x = ServiceJob{}
+	mi := &file_messages_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ServiceJob) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ServiceJob) ProtoMessage() {}
+
+func (x *ServiceJob) ProtoReflect() protoreflect.Message {
+	mi := &file_messages_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ServiceJob.ProtoReflect.Descriptor instead.
+func (*ServiceJob) Descriptor() ([]byte, []int) {
+	return file_messages_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *ServiceJob) GetFiles() []string {
+	if x != nil {
+		return x.Files
+	}
+	return nil
+}
+
+func (x *ServiceJob) GetSeed() uint64 {
+	if x != nil {
+		return x.Seed
+	}
+	return 0
+}
+
+func (x *ServiceJob) GetWindow() uint32 {
+	if x != nil {
+		return x.Window
+	}
+	return 0
+}
+
+func (x *ServiceJob) GetShuffled() bool {
+	if x != nil {
+		return x.Shuffled
+	}
+	return false
+}
+
+func (x *ServiceJob) GetBatch() uint32 {
+	if x != nil {
+		return x.Batch
+	}
+	return 0
+}
+
+func (x *ServiceJob) GetDropLast() bool {
+	if x != nil {
+		return x.DropLast
+	}
+	return false
+}
+
+func (x *ServiceJob) GetGroupSize() uint32 {
+	if x != nil {
+		return x.GroupSize
+	}
+	return 0
+}
+
+func (x *ServiceJob) GetGroupBytes() uint32 {
+	if x != nil {
+		return x.GroupBytes
+	}
+	return 0
+}
+
+func (x *ServiceJob) GetOnCorrupt() string {
+	if x != nil {
+		return x.OnCorrupt
+	}
+	return ""
+}
+
+// ServiceTask asks a worker for the batches of one attempt at a task. state
+// is an actors.State in JSON whose layout holds the task's positions, for
+// rank 0 of 1: the worker's pipeline resumes from it, so its batches are the
+// client's. The first skip batches are made but not sent: an earlier attempt
+// delivered them. The worker may send credit batches of the attempt before
+// it is granted more.
+type ServiceTask struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Session string                 `protobuf:"bytes,1,opt,name=session,proto3" json:"session,omitempty"`
+	Task    uint64                 `protobuf:"varint,2,opt,name=task,proto3" json:"task,omitempty"`
+	Attempt uint32                 `protobuf:"varint,3,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	Skip    uint32                 `protobuf:"varint,4,opt,name=skip,proto3" json:"skip,omitempty"`
+	Job     *ServiceJob            `protobuf:"bytes,5,opt,name=job,proto3" json:"job,omitempty"`
+	State   []byte                 `protobuf:"bytes,6,opt,name=state,proto3" json:"state,omitempty"`
+	Credit  uint32                 `protobuf:"varint,7,opt,name=credit,proto3" json:"credit,omitempty"`
+	// How often the worker tells the client it is alive (ServiceHeartbeat).
+	BeatMs        int64 `protobuf:"varint,8,opt,name=beat_ms,json=beatMs,proto3" json:"beat_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ServiceTask) Reset() {
+	*x = ServiceTask{}
+	mi := &file_messages_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ServiceTask) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ServiceTask) ProtoMessage() {}
+
+func (x *ServiceTask) ProtoReflect() protoreflect.Message {
+	mi := &file_messages_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ServiceTask.ProtoReflect.Descriptor instead.
+func (*ServiceTask) Descriptor() ([]byte, []int) {
+	return file_messages_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *ServiceTask) GetSession() string {
+	if x != nil {
+		return x.Session
+	}
+	return ""
+}
+
+func (x *ServiceTask) GetTask() uint64 {
+	if x != nil {
+		return x.Task
+	}
+	return 0
+}
+
+func (x *ServiceTask) GetAttempt() uint32 {
+	if x != nil {
+		return x.Attempt
+	}
+	return 0
+}
+
+func (x *ServiceTask) GetSkip() uint32 {
+	if x != nil {
+		return x.Skip
+	}
+	return 0
+}
+
+func (x *ServiceTask) GetJob() *ServiceJob {
+	if x != nil {
+		return x.Job
+	}
+	return nil
+}
+
+func (x *ServiceTask) GetState() []byte {
+	if x != nil {
+		return x.State
+	}
+	return nil
+}
+
+func (x *ServiceTask) GetCredit() uint32 {
+	if x != nil {
+		return x.Credit
+	}
+	return 0
+}
+
+func (x *ServiceTask) GetBeatMs() int64 {
+	if x != nil {
+		return x.BeatMs
+	}
+	return 0
+}
+
+// ServiceCredit lets a worker send batches of the attempt up to granted in
+// all (counted from the attempt's first sent batch). Credit only grows: a
+// late or repeated grant changes nothing.
+type ServiceCredit struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Session       string                 `protobuf:"bytes,1,opt,name=session,proto3" json:"session,omitempty"`
+	Task          uint64                 `protobuf:"varint,2,opt,name=task,proto3" json:"task,omitempty"`
+	Attempt       uint32                 `protobuf:"varint,3,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	Granted       uint64                 `protobuf:"varint,4,opt,name=granted,proto3" json:"granted,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ServiceCredit) Reset() {
+	*x = ServiceCredit{}
+	mi := &file_messages_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ServiceCredit) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ServiceCredit) ProtoMessage() {}
+
+func (x *ServiceCredit) ProtoReflect() protoreflect.Message {
+	mi := &file_messages_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ServiceCredit.ProtoReflect.Descriptor instead.
+func (*ServiceCredit) Descriptor() ([]byte, []int) {
+	return file_messages_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *ServiceCredit) GetSession() string {
+	if x != nil {
+		return x.Session
+	}
+	return ""
+}
+
+func (x *ServiceCredit) GetTask() uint64 {
+	if x != nil {
+		return x.Task
+	}
+	return 0
+}
+
+func (x *ServiceCredit) GetAttempt() uint32 {
+	if x != nil {
+		return x.Attempt
+	}
+	return 0
+}
+
+func (x *ServiceCredit) GetGranted() uint64 {
+	if x != nil {
+		return x.Granted
+	}
+	return 0
+}
+
+// ServiceBatch is batch index (from 0, skipped ones counted) of an attempt.
+// Its position is relative to the task's first position.
+type ServiceBatch struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Session       string                 `protobuf:"bytes,1,opt,name=session,proto3" json:"session,omitempty"`
+	Task          uint64                 `protobuf:"varint,2,opt,name=task,proto3" json:"task,omitempty"`
+	Attempt       uint32                 `protobuf:"varint,3,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	Index         uint32                 `protobuf:"varint,4,opt,name=index,proto3" json:"index,omitempty"`
+	Batch         *Batch                 `protobuf:"bytes,5,opt,name=batch,proto3" json:"batch,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ServiceBatch) Reset() {
+	*x = ServiceBatch{}
+	mi := &file_messages_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ServiceBatch) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ServiceBatch) ProtoMessage() {}
+
+func (x *ServiceBatch) ProtoReflect() protoreflect.Message {
+	mi := &file_messages_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ServiceBatch.ProtoReflect.Descriptor instead.
+func (*ServiceBatch) Descriptor() ([]byte, []int) {
+	return file_messages_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *ServiceBatch) GetSession() string {
+	if x != nil {
+		return x.Session
+	}
+	return ""
+}
+
+func (x *ServiceBatch) GetTask() uint64 {
+	if x != nil {
+		return x.Task
+	}
+	return 0
+}
+
+func (x *ServiceBatch) GetAttempt() uint32 {
+	if x != nil {
+		return x.Attempt
+	}
+	return 0
+}
+
+func (x *ServiceBatch) GetIndex() uint32 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
+func (x *ServiceBatch) GetBatch() *Batch {
+	if x != nil {
+		return x.Batch
+	}
+	return nil
+}
+
+// ServiceTaskEnd ends an attempt: it made batches batches (skipped ones
+// counted) and met skipped corrupt records, or it failed.
+type ServiceTaskEnd struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Session       string                 `protobuf:"bytes,1,opt,name=session,proto3" json:"session,omitempty"`
+	Task          uint64                 `protobuf:"varint,2,opt,name=task,proto3" json:"task,omitempty"`
+	Attempt       uint32                 `protobuf:"varint,3,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	Batches       uint32                 `protobuf:"varint,4,opt,name=batches,proto3" json:"batches,omitempty"`
+	Skipped       uint64                 `protobuf:"varint,5,opt,name=skipped,proto3" json:"skipped,omitempty"`
+	Failure       *Failure               `protobuf:"bytes,6,opt,name=failure,proto3" json:"failure,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ServiceTaskEnd) Reset() {
+	*x = ServiceTaskEnd{}
+	mi := &file_messages_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ServiceTaskEnd) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ServiceTaskEnd) ProtoMessage() {}
+
+func (x *ServiceTaskEnd) ProtoReflect() protoreflect.Message {
+	mi := &file_messages_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ServiceTaskEnd.ProtoReflect.Descriptor instead.
+func (*ServiceTaskEnd) Descriptor() ([]byte, []int) {
+	return file_messages_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *ServiceTaskEnd) GetSession() string {
+	if x != nil {
+		return x.Session
+	}
+	return ""
+}
+
+func (x *ServiceTaskEnd) GetTask() uint64 {
+	if x != nil {
+		return x.Task
+	}
+	return 0
+}
+
+func (x *ServiceTaskEnd) GetAttempt() uint32 {
+	if x != nil {
+		return x.Attempt
+	}
+	return 0
+}
+
+func (x *ServiceTaskEnd) GetBatches() uint32 {
+	if x != nil {
+		return x.Batches
+	}
+	return 0
+}
+
+func (x *ServiceTaskEnd) GetSkipped() uint64 {
+	if x != nil {
+		return x.Skipped
+	}
+	return 0
+}
+
+func (x *ServiceTaskEnd) GetFailure() *Failure {
+	if x != nil {
+		return x.Failure
+	}
+	return nil
+}
+
+// ServiceHello is the client's heartbeat to a worker, and its first word: the
+// worker answers with a ServiceHeartbeat, and drops a session it has not
+// heard from for lease_ms.
+type ServiceHello struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Session       string                 `protobuf:"bytes,1,opt,name=session,proto3" json:"session,omitempty"`
+	LeaseMs       int64                  `protobuf:"varint,2,opt,name=lease_ms,json=leaseMs,proto3" json:"lease_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ServiceHello) Reset() {
+	*x = ServiceHello{}
+	mi := &file_messages_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ServiceHello) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ServiceHello) ProtoMessage() {}
+
+func (x *ServiceHello) ProtoReflect() protoreflect.Message {
+	mi := &file_messages_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ServiceHello.ProtoReflect.Descriptor instead.
+func (*ServiceHello) Descriptor() ([]byte, []int) {
+	return file_messages_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *ServiceHello) GetSession() string {
+	if x != nil {
+		return x.Session
+	}
+	return ""
+}
+
+func (x *ServiceHello) GetLeaseMs() int64 {
+	if x != nil {
+		return x.LeaseMs
+	}
+	return 0
+}
+
+// ServiceHeartbeat says the worker is alive and serving the session.
+type ServiceHeartbeat struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Session string                 `protobuf:"bytes,1,opt,name=session,proto3" json:"session,omitempty"`
+	// The attempts the worker is running for the session, as task ids.
+	Tasks         []uint64 `protobuf:"varint,2,rep,packed,name=tasks,proto3" json:"tasks,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ServiceHeartbeat) Reset() {
+	*x = ServiceHeartbeat{}
+	mi := &file_messages_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ServiceHeartbeat) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ServiceHeartbeat) ProtoMessage() {}
+
+func (x *ServiceHeartbeat) ProtoReflect() protoreflect.Message {
+	mi := &file_messages_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ServiceHeartbeat.ProtoReflect.Descriptor instead.
+func (*ServiceHeartbeat) Descriptor() ([]byte, []int) {
+	return file_messages_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *ServiceHeartbeat) GetSession() string {
+	if x != nil {
+		return x.Session
+	}
+	return ""
+}
+
+func (x *ServiceHeartbeat) GetTasks() []uint64 {
+	if x != nil {
+		return x.Tasks
+	}
+	return nil
+}
+
+// ServiceClose ends a session: the worker stops its attempts and forgets it.
+type ServiceClose struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Session       string                 `protobuf:"bytes,1,opt,name=session,proto3" json:"session,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ServiceClose) Reset() {
+	*x = ServiceClose{}
+	mi := &file_messages_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ServiceClose) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ServiceClose) ProtoMessage() {}
+
+func (x *ServiceClose) ProtoReflect() protoreflect.Message {
+	mi := &file_messages_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ServiceClose.ProtoReflect.Descriptor instead.
+func (*ServiceClose) Descriptor() ([]byte, []int) {
+	return file_messages_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *ServiceClose) GetSession() string {
+	if x != nil {
+		return x.Session
+	}
+	return ""
+}
+
 var File_messages_proto protoreflect.FileDescriptor
 
 const file_messages_proto_rawDesc = "" +
@@ -1063,7 +1670,56 @@ const file_messages_proto_rawDesc = "" +
 	"\x04file\x18\x03 \x01(\rR\x04file\x12\x12\n" +
 	"\x04path\x18\x04 \x01(\tR\x04path\x12\x12\n" +
 	"\x04from\x18\x05 \x01(\x04R\x04from\x12\x0e\n" +
-	"\x02to\x18\x06 \x01(\x04R\x02to*\xb7\x01\n" +
+	"\x02to\x18\x06 \x01(\x04R\x02to\"\xfc\x01\n" +
+	"\n" +
+	"ServiceJob\x12\x14\n" +
+	"\x05files\x18\x01 \x03(\tR\x05files\x12\x12\n" +
+	"\x04seed\x18\x02 \x01(\x04R\x04seed\x12\x16\n" +
+	"\x06window\x18\x03 \x01(\rR\x06window\x12\x1a\n" +
+	"\bshuffled\x18\x04 \x01(\bR\bshuffled\x12\x14\n" +
+	"\x05batch\x18\x05 \x01(\rR\x05batch\x12\x1b\n" +
+	"\tdrop_last\x18\x06 \x01(\bR\bdropLast\x12\x1d\n" +
+	"\n" +
+	"group_size\x18\a \x01(\rR\tgroupSize\x12\x1f\n" +
+	"\vgroup_bytes\x18\b \x01(\rR\n" +
+	"groupBytes\x12\x1d\n" +
+	"\n" +
+	"on_corrupt\x18\t \x01(\tR\tonCorrupt\"\xdc\x01\n" +
+	"\vServiceTask\x12\x18\n" +
+	"\asession\x18\x01 \x01(\tR\asession\x12\x12\n" +
+	"\x04task\x18\x02 \x01(\x04R\x04task\x12\x18\n" +
+	"\aattempt\x18\x03 \x01(\rR\aattempt\x12\x12\n" +
+	"\x04skip\x18\x04 \x01(\rR\x04skip\x12*\n" +
+	"\x03job\x18\x05 \x01(\v2\x18.actorfeed.v1.ServiceJobR\x03job\x12\x14\n" +
+	"\x05state\x18\x06 \x01(\fR\x05state\x12\x16\n" +
+	"\x06credit\x18\a \x01(\rR\x06credit\x12\x17\n" +
+	"\abeat_ms\x18\b \x01(\x03R\x06beatMs\"q\n" +
+	"\rServiceCredit\x12\x18\n" +
+	"\asession\x18\x01 \x01(\tR\asession\x12\x12\n" +
+	"\x04task\x18\x02 \x01(\x04R\x04task\x12\x18\n" +
+	"\aattempt\x18\x03 \x01(\rR\aattempt\x12\x18\n" +
+	"\agranted\x18\x04 \x01(\x04R\agranted\"\x97\x01\n" +
+	"\fServiceBatch\x12\x18\n" +
+	"\asession\x18\x01 \x01(\tR\asession\x12\x12\n" +
+	"\x04task\x18\x02 \x01(\x04R\x04task\x12\x18\n" +
+	"\aattempt\x18\x03 \x01(\rR\aattempt\x12\x14\n" +
+	"\x05index\x18\x04 \x01(\rR\x05index\x12)\n" +
+	"\x05batch\x18\x05 \x01(\v2\x13.actorfeed.v1.BatchR\x05batch\"\xbd\x01\n" +
+	"\x0eServiceTaskEnd\x12\x18\n" +
+	"\asession\x18\x01 \x01(\tR\asession\x12\x12\n" +
+	"\x04task\x18\x02 \x01(\x04R\x04task\x12\x18\n" +
+	"\aattempt\x18\x03 \x01(\rR\aattempt\x12\x18\n" +
+	"\abatches\x18\x04 \x01(\rR\abatches\x12\x18\n" +
+	"\askipped\x18\x05 \x01(\x04R\askipped\x12/\n" +
+	"\afailure\x18\x06 \x01(\v2\x15.actorfeed.v1.FailureR\afailure\"C\n" +
+	"\fServiceHello\x12\x18\n" +
+	"\asession\x18\x01 \x01(\tR\asession\x12\x19\n" +
+	"\blease_ms\x18\x02 \x01(\x03R\aleaseMs\"B\n" +
+	"\x10ServiceHeartbeat\x12\x18\n" +
+	"\asession\x18\x01 \x01(\tR\asession\x12\x14\n" +
+	"\x05tasks\x18\x02 \x03(\x04R\x05tasks\"(\n" +
+	"\fServiceClose\x12\x18\n" +
+	"\asession\x18\x01 \x01(\tR\asession*\xb7\x01\n" +
 	"\x05DType\x12\x11\n" +
 	"\rDTYPE_INVALID\x10\x00\x12\x0e\n" +
 	"\n" +
@@ -1098,34 +1754,45 @@ func file_messages_proto_rawDescGZIP() []byte {
 }
 
 var file_messages_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_messages_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
+var file_messages_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
 var file_messages_proto_goTypes = []any{
-	(DType)(0),          // 0: actorfeed.v1.DType
-	(ErrorClass)(0),     // 1: actorfeed.v1.ErrorClass
-	(*Level)(nil),       // 2: actorfeed.v1.Level
-	(*Tensor)(nil),      // 3: actorfeed.v1.Tensor
-	(*Subscribe)(nil),   // 4: actorfeed.v1.Subscribe
-	(*Demand)(nil),      // 5: actorfeed.v1.Demand
-	(*Part)(nil),        // 6: actorfeed.v1.Part
-	(*Batch)(nil),       // 7: actorfeed.v1.Batch
-	(*End)(nil),         // 8: actorfeed.v1.End
-	(*Failure)(nil),     // 9: actorfeed.v1.Failure
-	(*Cancel)(nil),      // 10: actorfeed.v1.Cancel
-	(*Resubscribe)(nil), // 11: actorfeed.v1.Resubscribe
-	(*Assign)(nil),      // 12: actorfeed.v1.Assign
+	(DType)(0),               // 0: actorfeed.v1.DType
+	(ErrorClass)(0),          // 1: actorfeed.v1.ErrorClass
+	(*Level)(nil),            // 2: actorfeed.v1.Level
+	(*Tensor)(nil),           // 3: actorfeed.v1.Tensor
+	(*Subscribe)(nil),        // 4: actorfeed.v1.Subscribe
+	(*Demand)(nil),           // 5: actorfeed.v1.Demand
+	(*Part)(nil),             // 6: actorfeed.v1.Part
+	(*Batch)(nil),            // 7: actorfeed.v1.Batch
+	(*End)(nil),              // 8: actorfeed.v1.End
+	(*Failure)(nil),          // 9: actorfeed.v1.Failure
+	(*Cancel)(nil),           // 10: actorfeed.v1.Cancel
+	(*Resubscribe)(nil),      // 11: actorfeed.v1.Resubscribe
+	(*Assign)(nil),           // 12: actorfeed.v1.Assign
+	(*ServiceJob)(nil),       // 13: actorfeed.v1.ServiceJob
+	(*ServiceTask)(nil),      // 14: actorfeed.v1.ServiceTask
+	(*ServiceCredit)(nil),    // 15: actorfeed.v1.ServiceCredit
+	(*ServiceBatch)(nil),     // 16: actorfeed.v1.ServiceBatch
+	(*ServiceTaskEnd)(nil),   // 17: actorfeed.v1.ServiceTaskEnd
+	(*ServiceHello)(nil),     // 18: actorfeed.v1.ServiceHello
+	(*ServiceHeartbeat)(nil), // 19: actorfeed.v1.ServiceHeartbeat
+	(*ServiceClose)(nil),     // 20: actorfeed.v1.ServiceClose
 }
 var file_messages_proto_depIdxs = []int32{
-	0, // 0: actorfeed.v1.Tensor.dtype:type_name -> actorfeed.v1.DType
-	2, // 1: actorfeed.v1.Tensor.lod:type_name -> actorfeed.v1.Level
-	3, // 2: actorfeed.v1.Part.slots:type_name -> actorfeed.v1.Tensor
-	3, // 3: actorfeed.v1.Batch.slots:type_name -> actorfeed.v1.Tensor
-	6, // 4: actorfeed.v1.Batch.parts:type_name -> actorfeed.v1.Part
-	1, // 5: actorfeed.v1.Failure.class:type_name -> actorfeed.v1.ErrorClass
-	6, // [6:6] is the sub-list for method output_type
-	6, // [6:6] is the sub-list for method input_type
-	6, // [6:6] is the sub-list for extension type_name
-	6, // [6:6] is the sub-list for extension extendee
-	0, // [0:6] is the sub-list for field type_name
+	0,  // 0: actorfeed.v1.Tensor.dtype:type_name -> actorfeed.v1.DType
+	2,  // 1: actorfeed.v1.Tensor.lod:type_name -> actorfeed.v1.Level
+	3,  // 2: actorfeed.v1.Part.slots:type_name -> actorfeed.v1.Tensor
+	3,  // 3: actorfeed.v1.Batch.slots:type_name -> actorfeed.v1.Tensor
+	6,  // 4: actorfeed.v1.Batch.parts:type_name -> actorfeed.v1.Part
+	1,  // 5: actorfeed.v1.Failure.class:type_name -> actorfeed.v1.ErrorClass
+	13, // 6: actorfeed.v1.ServiceTask.job:type_name -> actorfeed.v1.ServiceJob
+	7,  // 7: actorfeed.v1.ServiceBatch.batch:type_name -> actorfeed.v1.Batch
+	9,  // 8: actorfeed.v1.ServiceTaskEnd.failure:type_name -> actorfeed.v1.Failure
+	9,  // [9:9] is the sub-list for method output_type
+	9,  // [9:9] is the sub-list for method input_type
+	9,  // [9:9] is the sub-list for extension type_name
+	9,  // [9:9] is the sub-list for extension extendee
+	0,  // [0:9] is the sub-list for field type_name
 }
 
 func init() { file_messages_proto_init() }
@@ -1139,7 +1806,7 @@ func file_messages_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_messages_proto_rawDesc), len(file_messages_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   11,
+			NumMessages:   19,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -14,6 +14,7 @@ import (
 
 	"github.com/actorfeed/actorfeed/actors"
 	"github.com/actorfeed/actorfeed/actors/program"
+	"github.com/actorfeed/actorfeed/actors/service"
 	"github.com/actorfeed/actorfeed/readers"
 	"github.com/actorfeed/actorfeed/readers/format"
 	"github.com/actorfeed/actorfeed/readers/order"
@@ -47,6 +48,9 @@ type runOptions struct {
 	emitIDs   string
 	every     time.Duration
 	watch     watchOptions
+	service   []string
+	credit    int
+	node      nodeFlags
 }
 
 func newRun() *cobra.Command {
@@ -105,6 +109,9 @@ does those left.`,
 	f.IntVar(&o.ckptEvery, "checkpoint-every", 0, "batches between checkpoints (0: only at the end or a stop)")
 	f.IntVar(&o.maxBatch, "max-batches", 0, "stop once the devices stepped this many batches, as a trainer stops at a step (0: no limit)")
 	f.DurationVar(&o.every, "progress-every", 5*time.Second, "interval of the progress lines when not on a terminal")
+	f.StringSliceVar(&o.service, "service", nil, "read and batch on these workers (actorfeed serve), host:port each, instead of in this process; the batches and their order are the same (docs/distributed.md)")
+	f.IntVar(&o.credit, "credit", actors.DefaultServiceCredit, "with --service: batches of a task a worker may send ahead of the devices")
+	o.node.flags(f, service.DefaultListen, "with --service: host:port this trainer listens on for the workers' answers")
 	o.watch.flags(f)
 	return cmd
 }
@@ -147,6 +154,7 @@ func (o *runOptions) check(cmd *cobra.Command) error {
 		intFlag{"--rank", o.rank, 0, o.world - 1},
 		intFlag{"--checkpoint-every", o.ckptEvery, 0, math.MaxInt32},
 		intFlag{"--max-batches", o.maxBatch, 0, math.MaxInt32},
+		intFlag{"--credit", o.credit, 1, actors.MaxQueue},
 	); err != nil {
 		return err
 	}
@@ -247,6 +255,14 @@ func flagProgram(o runOptions, files []string) *program.Program {
 func runPipeline(ctx context.Context, out, errOut io.Writer, o runOptions, changed func(string) bool) error {
 	policy, _ := supervisor.ParseCorruptPolicy(o.onCorrupt)
 	opts := actors.Options{OnCorrupt: policy, Lanes: o.lanes}
+	if len(o.service) > 0 {
+		node, err := o.node.listenNode()
+		if err != nil {
+			return err
+		}
+		defer node.Close() // after the pipeline
+		opts.System, opts.Service = node.System(), &actors.Service{Workers: o.service, Credit: o.credit}
+	}
 	if o.resume != "" {
 		st, err := readState(o.resume)
 		if err != nil {
@@ -316,6 +332,9 @@ func runPipeline(ctx context.Context, out, errOut io.Writer, o runOptions, chang
 	lanes := ""
 	if n, stretch := s.p.Lanes(); n > 1 {
 		lanes = fmt.Sprintf(" in %d lanes of %d positions a stretch", n, stretch)
+	}
+	if len(o.service) > 0 {
+		lanes = fmt.Sprintf(" on %d worker(s) of the service", len(o.service))
 	}
 	fmt.Fprintf(out, "pipeline: %s%s on %d device(s), step %v, %d pass(es)\n", describe(scope.Reader(reader).Stages()), lanes, o.devices, o.step, o.passes)
 	s.progress = newProgress(errOut, o.every, s.samplesToCome(scope.Reader(reader).Stages(), o.passes))

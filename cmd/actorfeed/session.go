@@ -277,6 +277,7 @@ func (s *session) summary(w io.Writer) {
 			100*d.Busy.Seconds()/secs, round(p50), round(p95))
 	}
 	tw.Flush()
+	serviceSummary(w, s.p.ServiceWorkers())
 	if s.metricsURL != "" {
 		fmt.Fprintf(w, "metrics were served at %s\n", s.metricsURL)
 	}
@@ -423,4 +424,22 @@ func commonDir(paths []string) string {
 		}
 	}
 	return root
+}
+
+// serviceSummary shows what a run --service knows of its workers.
+func serviceSummary(w io.Writer, workers []actors.ServiceWorker) {
+	if len(workers) == 0 {
+		return
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "worker\ttasks\tbatches\tMB\tlost\t")
+	for _, x := range workers {
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%.1f\t%d\t\n", x.Addr, x.Tasks, x.Batches, float64(x.Bytes)/1e6, x.Lost)
+	}
+	tw.Flush()
+	for _, x := range workers {
+		if x.Why != "" {
+			fmt.Fprintf(w, "worker %s was lost: %s\n", x.Addr, x.Why)
+		}
+	}
 }

@@ -1,0 +1,312 @@
+package actors
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/actorfeed/actorfeed/messages"
+	"github.com/actorfeed/actorfeed/readers"
+	"github.com/actorfeed/actorfeed/readers/order"
+)
+
+// Service runs the stages of a pipeline before its double buffer (file
+// readers, open_files, the order's shuffle and the batch stage) on worker
+// nodes, `actorfeed serve` or a Worker, that read the same files: a shared
+// file system, or the same paths on every node (docs/distributed.md). The
+// pipeline hands them tasks, runs of its shard's positions, as they ask
+// for work, takes their batches back under credit and hands them on in
+// the order: its devices see the batches a pipeline without Service would
+// make, and its State resumes either. Options.System must be a node's
+// system (actors/service.Listen), so that workers can answer.
+type Service struct {
+	// Workers are the workers' addresses, host:port.
+	Workers []string
+	// Credit is how many batches of a task a worker may have sent that the
+	// pipeline did not hand on yet. Default DefaultServiceCredit.
+	Credit int
+	// Tasks is how many unfinished tasks a worker holds at once: the next
+	// one starts while the last is handed on. Default 2.
+	Tasks int
+	// Lease is how long a worker may go unheard (it tells it is alive every
+	// Lease/4) before it is taken for lost and its tasks go to the others.
+	// Default DefaultLease.
+	Lease time.Duration
+	// WaitForWorkers is how long the pipeline waits, with tasks left and no
+	// worker alive, for one to come back before it fails with
+	// ErrNoWorkers. Default DefaultWaitForWorkers.
+	WaitForWorkers time.Duration
+}
+
+// Defaults of Service.
+const (
+	DefaultServiceCredit  = 8
+	DefaultLease          = 10 * time.Second
+	DefaultWaitForWorkers = time.Minute
+)
+
+// ErrNoWorkers is wrapped when a Service pipeline had no worker alive for
+// Service.WaitForWorkers with tasks left.
+var ErrNoWorkers = errors.New("actors: no worker of the service is alive")
+
+// KindService is the stage that hands tasks to the service's workers and
+// takes their batches back (Options.Service).
+const KindService = "service"
+
+func (s Service) withDefaults() Service {
+	if s.Credit <= 0 {
+		s.Credit = DefaultServiceCredit
+	}
+	if s.Tasks <= 0 {
+		s.Tasks = 2
+	}
+	if s.Lease <= 0 {
+		s.Lease = DefaultLease
+	}
+	if s.WaitForWorkers <= 0 {
+		s.WaitForWorkers = DefaultWaitForWorkers
+	}
+	return s
+}
+
+// checkService refuses a service a chain cannot have: it needs the order
+// (Files, not AnyOrder), its workers run a shuffle right after the files and
+// one batch stage, and nothing else comes before the double buffer.
+func checkService(stages []Stage, opts Options, dev *Devices) error {
+	s := opts.Service
+	if s == nil {
+		return nil
+	}
+	switch {
+	case len(s.Workers) == 0:
+		return fmt.Errorf("%w: a service with no workers", ErrBadSpec)
+	case opts.Lanes > 1:
+		return fmt.Errorf("%w: a service's workers are its lanes: Lanes must be 1", ErrBadSpec)
+	case opts.Shard.Remainder == order.Pad:
+		return fmt.Errorf("%w: a service does not pad shards yet: use order.Drop", ErrBadSpec)
+	case dev != nil && dev.Storage != nil:
+		return fmt.Errorf("%w: a service's batches arrive in memory the network layer allocates: Devices.Storage is not supported", ErrBadSpec)
+	case opts.System == nil || opts.System.Address() == "nonhost" /* protoactor's address without remote */ :
+		return fmt.Errorf("%w: a service needs Options.System to be a node's system (actors/service.Listen), so that workers can answer", ErrBadSpec)
+	}
+	if err := errors.Join(checkSize("Service", "Credit", s.Credit, 0, MaxQueue), checkSize("Service", "Tasks", s.Tasks, 0, MaxQueue)); err != nil {
+		return err
+	}
+	if f, ok := stages[0].(Files); !ok || f.AnyOrder || len(f.Slots) > 0 {
+		return fmt.Errorf("%w: a service needs a Files source in the order (not AnyOrder, no Slots)", ErrBadSpec)
+	}
+	batches := 0
+	for i, st := range stages[1:] {
+		switch st.(type) {
+		case Batch:
+			batches++
+		case DoubleBuffer:
+		case Shuffle:
+			if i == 0 {
+				continue
+			}
+			return fmt.Errorf("%w: stage %d (%s): a service takes a shuffle only right after the files", ErrBadSpec, i+1, st.kind())
+		default:
+			return fmt.Errorf("%w: stage %d (%s): a service's workers run files, shuffle and batch only", ErrBadSpec, i+1, st.kind())
+		}
+	}
+	if batches != 1 {
+		return fmt.Errorf("%w: a service's workers need one batch stage, the chain has %d", ErrBadSpec, batches)
+	}
+	return nil
+}
+
+// ServiceWorker is what a Service pipeline knows of one of its workers.
+type ServiceWorker struct {
+	Addr  string
+	Alive bool
+	// Batches and Bytes (on the wire) taken in from it, Tasks it
+	// completed, all passes.
+	Batches, Bytes, Tasks int64
+	// Lost counts the times it was taken for lost; Why says why, last.
+	Lost int64
+	Why  string
+}
+
+// ServiceWorkers is what the pipeline knows of its service's workers, nil
+// without Options.Service.
+func (p *Pipeline) ServiceWorkers() []ServiceWorker {
+	if p.service == nil {
+		return nil
+	}
+	c := p.service
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.snap == nil {
+		for _, w := range c.workers {
+			c.snap = append(c.snap, ServiceWorker{Addr: w.addr})
+		}
+	}
+	return slices.Clone(c.snap)
+}
+
+// serviceJob is what the workers are told of the chain.
+func (p *Pipeline) serviceJob(stages []Stage) (*messages.ServiceJob, error) {
+	opts := p.pipe.opts
+	job := &messages.ServiceJob{GroupSize: uint32(opts.GroupSize), GroupBytes: uint32(opts.GroupBytes), OnCorrupt: opts.OnCorrupt.String()}
+	for _, e := range stages[0].(Files).Paths {
+		name, path, err := readers.ParseEntry(e)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrBadSpec, err)
+		}
+		if path, err = filepath.Abs(path); err != nil {
+			return nil, fmt.Errorf("%w: %s: %w", ErrBadSpec, e, err)
+		}
+		if name != "" {
+			path = name + ":" + path
+		}
+		job.Files = append(job.Files, path)
+	}
+	if sh, ok := stageAt[Shuffle](stages, 1); ok {
+		job.Seed, job.Window, job.Shuffled = sh.Seed, uint32(sh.Window), true
+	}
+	for _, s := range stages {
+		if b, ok := s.(Batch); ok {
+			job.Batch, job.DropLast = uint32(b.Size), b.DropLast
+		}
+	}
+	return job, nil
+}
+
+// planService plans the service stage in place of the chain's first n
+// stages.
+func (p *Pipeline) planService(stages []Stage, n int) (spawnable, error) {
+	job, err := p.serviceJob(stages)
+	if err != nil {
+		return spawnable{}, err
+	}
+	id := make([]byte, 8)
+	if _, err := rand.Read(id); err != nil {
+		return spawnable{}, fmt.Errorf("actors: naming the service's sessions: %w", err)
+	}
+	name := fmt.Sprintf("%d-%s", n-1, KindService)
+	cfg := p.pipe.opts.Service.withDefaults()
+	sc := &serviceCell{cell: cell{name: name, kind: KindService, pipe: p.pipe}, plan: p.order, job: job, cfg: cfg,
+		id: hex.EncodeToString(id), capacity: p.pipe.opts.Capacity}
+	for _, addr := range cfg.Workers {
+		sc.workers = append(sc.workers, &svcWorker{addr: addr, pid: actor.NewPID(addr, WorkerName)})
+	}
+	p.cells = append(p.cells, &sc.cell)
+	p.service = sc
+	return spawnable{name: name, cell: &sc.cell,
+		producer: func(*actor.PID, []*actor.PID) actor.Actor { return &serviceActor{c: sc} }}, nil
+}
+
+// serviceCell is what the service stage persists across restarts: the
+// workers, the pass's tasks and what was taken in of each, and the link to
+// the double buffer.
+type serviceCell struct {
+	cell
+	plan     *orderPlan
+	job      *messages.ServiceJob
+	cfg      Service
+	id       string // names this pipeline's sessions
+	capacity int
+
+	workers []*svcWorker
+	tasks   []*svcTask // the pass's, in the order
+	base    uint64     // the id of tasks[0]
+	nextID  uint64
+	head    int // the first task not wholly handed on
+	skip    map[uint64]bool
+	out     outlet
+	lonely  time.Time // since when no worker is alive (zero: one is)
+	probes  sync.WaitGroup
+
+	mu      sync.Mutex
+	snap    []ServiceWorker // what Pipeline.ServiceWorkers shows
+	started bool            // the first pass was subscribed
+}
+
+// svcWorker is one worker as the service stage sees it.
+type svcWorker struct {
+	addr    string
+	pid     *actor.PID
+	gen     int    // sessions with it so far: a lost worker comes back in a new one
+	session string // the current one
+	alive   bool
+	heard   time.Time // the last message of the current session
+	hello   time.Time // the last ServiceHello sent
+	tasks   int       // unfinished tasks it holds
+	why     string    // why it was last lost
+	probing bool      // a probe of its address is under way
+	// What Stats shows.
+	batches, bytes, lost, taken int64
+}
+
+// svcTask is a run of the rank's positions [lo, hi) of the pass, and what
+// its attempts delivered.
+type svcTask struct {
+	id       uint64
+	lo, hi   uint64
+	state    []byte // the JSON State a worker resumes from
+	worker   int    // holding it, or -1
+	attempt  uint32
+	queue    []*messages.Batch // taken in, not handed on
+	handed   uint32            // batches handed on (or dropped as committed before a resume)
+	granted  uint64            // the credit the current attempt was given: batches below this index
+	ended    bool              // the current attempt ended, having made batches
+	batches  uint32
+	skipped  uint64
+	complete bool // every batch taken in
+}
+
+// expected is the index of the next batch the current attempt sends.
+func (t *svcTask) expected() uint32 { return t.handed + uint32(len(t.queue)) }
+
+// tasksOf cuts pass's share of the rank into tasks of the lanes' stretch:
+// whole batches and windows, at least eight splits.
+func (c *serviceCell) tasksOf(pass uint32) ([]*svcTask, error) {
+	layout, done := c.plan.layout(pass)
+	segs := layout.Cut(c.plan.shard.Rank, c.plan.shard.Remainder, done)
+	var tasks []*svcTask
+	var cur *svcTask
+	var ranges []order.Range
+	flush := func() error {
+		if cur == nil {
+			return nil
+		}
+		st := c.plan.state(0, 0, nil, false)
+		st.Epoch, st.Layout, st.Rank, st.Done, st.Beyond = c.plan.epoch(pass), order.Layout{World: 1, Ranges: ranges}, 0, 0, nil
+		st.Remainder = order.Drop.String()
+		var err error
+		if cur.state, err = json.Marshal(st); err != nil {
+			return fmt.Errorf("actors: a task's state: %w", err)
+		}
+		tasks, cur, ranges = append(tasks, cur), nil, nil
+		return nil
+	}
+	for _, s := range segs {
+		lo, at := s.Lo, s.At
+		for lo < s.Hi {
+			end := (at-done)/c.plan.span*c.plan.span + c.plan.span + done // where at's stretch ends
+			hi := min(s.Hi, lo+(end-at))
+			if cur == nil {
+				cur = &svcTask{id: c.nextID, lo: at, worker: -1}
+				c.nextID++
+			}
+			ranges = append(ranges, order.Range{Lo: lo, Hi: hi})
+			at += hi - lo
+			cur.hi, lo = at, hi
+			if at == end {
+				if err := flush(); err != nil {
+					return nil, err
+				}
+			}
+		}
+	}
+	return tasks, flush()
+}

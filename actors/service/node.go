@@ -1,0 +1,254 @@
+package service
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/asynkron/protoactor-go/remote"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/status"
+
+	"github.com/actorfeed/actorfeed/actors"
+)
+
+// Errors of Listen.
+var (
+	// ErrInsecure is wrapped when a node would listen beyond loopback
+	// without mutual TLS: the remote lets any peer send any actor Stop.
+	ErrInsecure = errors.New("service: listening beyond loopback needs mutual TLS (--tls-cert, --tls-key, --tls-ca)")
+	// ErrConfig is wrapped when a Config cannot be used.
+	ErrConfig = errors.New("service: invalid node configuration")
+)
+
+// TLS names the PEM files of mutual TLS: the node's certificate and key
+// (valid for both server and client use: every node dials the peers it
+// answers) and the CA that signs every peer's.
+type TLS struct {
+	Cert, Key, CA string
+}
+
+func (t TLS) enabled() bool { return t.Cert != "" || t.Key != "" || t.CA != "" }
+
+// Config configures a Node.
+type Config struct {
+	// Listen is host:port; default DefaultListen. Port 0 picks a free one.
+	Listen string
+	// Advertise is the host:port peers reach the node at, when it is not
+	// the listening address (behind NAT, or listening on 0.0.0.0).
+	Advertise string
+	TLS       TLS
+	// MaxMessage bounds one message; default actors.DefaultMaxMessage.
+	MaxMessage int
+	// Keepalive is how often an idle connection is pinged; a peer that
+	// does not answer within Keepalive is cut. Default DefaultKeepalive.
+	Keepalive time.Duration
+}
+
+// Defaults of Config.
+const (
+	DefaultListen    = "127.0.0.1:0"
+	DefaultKeepalive = 10 * time.Second
+	// WriterBatch is how many messages the remote packs into one gRPC frame:
+	// the receive limit is MaxMessage times it.
+	WriterBatch = 16
+	// MaxMaxMessage bounds Config.MaxMessage: the receive limit stays
+	// within gRPC's int32 sizes.
+	MaxMaxMessage = 1 << 26
+)
+
+// Node is an actor system reachable over Proto.Actor remote.
+type Node struct {
+	sys    *actor.ActorSystem
+	remote *remote.Remote
+	worker *actors.Worker
+	once   sync.Once
+	err    error
+}
+
+// Listen starts a node.
+func Listen(cfg Config) (*Node, error) {
+	if cfg.Listen == "" {
+		cfg.Listen = DefaultListen
+	}
+	if cfg.MaxMessage == 0 {
+		cfg.MaxMessage = actors.DefaultMaxMessage
+	}
+	if cfg.Keepalive == 0 {
+		cfg.Keepalive = DefaultKeepalive
+	}
+	if cfg.MaxMessage < 0 || cfg.MaxMessage > MaxMaxMessage {
+		return nil, fmt.Errorf("%w: max message %d: want 1 to %d bytes", ErrConfig, cfg.MaxMessage, MaxMaxMessage)
+	}
+	host, port, err := splitHostPort(cfg.Listen)
+	if err != nil {
+		return nil, err
+	}
+	if !cfg.TLS.enabled() && !loopback(host) {
+		return nil, fmt.Errorf("%w: %s", ErrInsecure, cfg.Listen)
+	}
+	server, dial, err := grpcOptions(cfg)
+	if err != nil {
+		return nil, err
+	}
+	opts := []remote.ConfigOption{remote.WithServerOptions(server...), remote.WithDialOptions(dial...),
+		remote.WithEndpointWriterBatchSize(WriterBatch)}
+	if cfg.Advertise != "" {
+		opts = append(opts, remote.WithAdvertisedHost(cfg.Advertise))
+	}
+	sys := actors.NewSystem()
+	r := remote.NewRemote(sys, remote.Configure(host, port, opts...))
+	if err := start(r); err != nil {
+		sys.Shutdown()
+		return nil, fmt.Errorf("service: listening on %s: %w", cfg.Listen, err)
+	}
+	return &Node{sys: sys, remote: r}, nil
+}
+
+// start starts the remote, which panics when it cannot listen.
+func start(r *remote.Remote) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("%v", p)
+		}
+	}()
+	r.Start()
+	return nil
+}
+
+func splitHostPort(addr string) (string, int, error) {
+	host, p, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", 0, fmt.Errorf("%w: listen address %q: %w", ErrConfig, addr, err)
+	}
+	port, err := strconv.Atoi(p)
+	if err != nil || port < 0 || port > 65535 {
+		return "", 0, fmt.Errorf("%w: listen address %q: bad port", ErrConfig, addr)
+	}
+	return host, port, nil
+}
+
+// loopback says whether host names only this machine.
+func loopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// grpcOptions are the node's server and dial options: size limits,
+// keepalive, recovery, and mutual TLS or plaintext (on loopback).
+func grpcOptions(cfg Config) ([]grpc.ServerOption, []grpc.DialOption, error) {
+	limit := cfg.MaxMessage * WriterBatch
+	server := []grpc.ServerOption{
+		grpc.MaxRecvMsgSize(limit),
+		grpc.KeepaliveParams(keepalive.ServerParameters{Time: cfg.Keepalive, Timeout: cfg.Keepalive}),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: cfg.Keepalive / 2, PermitWithoutStream: true}),
+		grpc.ChainUnaryInterceptor(recoverUnary),
+		grpc.ChainStreamInterceptor(recoverStream),
+	}
+	dial := []grpc.DialOption{
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(limit), grpc.MaxCallSendMsgSize(limit)),
+		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: cfg.Keepalive, Timeout: cfg.Keepalive, PermitWithoutStream: true}),
+	}
+	if !cfg.TLS.enabled() {
+		return server, append(dial, grpc.WithTransportCredentials(insecure.NewCredentials())), nil
+	}
+	serverTLS, clientTLS, err := mutualTLS(cfg.TLS)
+	if err != nil {
+		return nil, nil, err
+	}
+	return append(server, grpc.Creds(credentials.NewTLS(serverTLS))),
+		append(dial, grpc.WithTransportCredentials(credentials.NewTLS(clientTLS))), nil
+}
+
+// mutualTLS loads the node's certificate and the peers' CA: the server
+// asks every peer for a certificate the CA signed, and so does the dialer.
+func mutualTLS(t TLS) (server, client *tls.Config, err error) {
+	if t.Cert == "" || t.Key == "" || t.CA == "" {
+		return nil, nil, fmt.Errorf("%w: mutual TLS needs a certificate, a key and a CA", ErrConfig)
+	}
+	cert, err := tls.LoadX509KeyPair(t.Cert, t.Key)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	pem, err := os.ReadFile(t.CA)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, nil, fmt.Errorf("%w: %s holds no PEM certificate", ErrConfig, t.CA)
+	}
+	server = &tls.Config{Certificates: []tls.Certificate{cert}, ClientCAs: pool, ClientAuth: tls.RequireAndVerifyClientCert, MinVersion: tls.VersionTLS13}
+	client = &tls.Config{Certificates: []tls.Certificate{cert}, RootCAs: pool, MinVersion: tls.VersionTLS13}
+	return server, client, nil
+}
+
+// The remote's handlers panic on some peers' messages (an unregistered
+// type, a ListProcesses call): the interceptors turn that into an error for
+// that peer, and the node goes on serving.
+
+func recoverUnary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (resp any, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = status.Errorf(codes.Internal, "%s: %v", info.FullMethod, p)
+		}
+	}()
+	return handler(ctx, req)
+}
+
+func recoverStream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = status.Errorf(codes.Internal, "%s: %v", info.FullMethod, p)
+		}
+	}()
+	return handler(srv, ss)
+}
+
+// System is the node's actor system: give it to a pipeline in
+// actors.Options.System.
+func (n *Node) System() *actor.ActorSystem { return n.sys }
+
+// Address is the host:port peers reach the node at.
+func (n *Node) Address() string { return n.sys.Address() }
+
+// Serve starts a worker on the node (actors.StartWorker).
+func (n *Node) Serve(opts actors.WorkerOptions) (*actors.Worker, error) {
+	w, err := actors.StartWorker(n.sys, opts)
+	if err != nil {
+		return nil, err
+	}
+	n.worker = w
+	return w, nil
+}
+
+// Close stops the node's worker, if any, and the node.
+//
+// The remote stops first: a worker's actor that stopped before it would
+// tell the clients watching it, and a client gone would be dialled in vain,
+// five times two seconds, holding up the remote's stop.
+func (n *Node) Close() error {
+	n.once.Do(func() {
+		n.remote.Shutdown(true)
+		if n.worker != nil {
+			n.err = n.worker.Close()
+		}
+		n.sys.Shutdown()
+	})
+	return n.err
+}

@@ -1,0 +1,206 @@
+// The race detector is off for these tests: the pinned protoactor-go
+// remote races with itself (Remote.Start sets gRPC's process-wide logger,
+// and endpointManager.stop writes its fields while endpoint events read
+// them), so every process that stops a node reports races that are not
+// actorfeed's. CI runs them without it (README's test command).
+
+//go:build !race
+
+package service_test
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/actorfeed/actorfeed/actors"
+	"github.com/actorfeed/actorfeed/actors/service"
+	"github.com/actorfeed/actorfeed/internal/registered"
+	"github.com/actorfeed/actorfeed/internal/testutil"
+)
+
+// TestMain runs a worker node instead of the tests when the test binary is
+// started as one (startWorker): the tests' workers are processes of their
+// own, as in production, and one process never starts two remotes (each
+// Start sets gRPC's process-wide logger, which races with a running one).
+func TestMain(m *testing.M) {
+	if root := os.Getenv(workerEnv); root != "" {
+		os.Exit(serveWorker(root))
+	}
+	goleak.VerifyTestMain(m)
+}
+
+const workerEnv = "ACTORFEED_TEST_WORKER_ROOT"
+
+// serveWorker runs a worker node until its stdin closes, having printed its
+// address.
+func serveWorker(root string) int {
+	n, err := service.Listen(service.Config{})
+	if err == nil {
+		_, err = n.Serve(actors.WorkerOptions{Roots: []string{root}, Threads: 2})
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	fmt.Println(n.Address())
+	_, _ = io.Copy(io.Discard, os.Stdin)
+	if err := n.Close(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	return 0
+}
+
+// worker is a worker node's process.
+type worker struct {
+	cmd   *exec.Cmd
+	stdin io.Closer
+	addr  string
+}
+
+// startWorkers starts k worker processes reading files under root; they
+// end with the test (stdin closed, then waited for).
+func startWorkers(t *testing.T, k int, root string) []*worker {
+	t.Helper()
+	var ws []*worker
+	for range k {
+		cmd := exec.Command(os.Args[0], "-test.run=^$")
+		cmd.Env = append(os.Environ(), workerEnv+"="+root)
+		cmd.Stderr = os.Stderr
+		stdin, err := cmd.StdinPipe()
+		require.NoError(t, err)
+		stdout, err := cmd.StdoutPipe()
+		require.NoError(t, err)
+		require.NoError(t, cmd.Start())
+		w := &worker{cmd: cmd, stdin: stdin}
+		t.Cleanup(func() {
+			w.stdin.Close()
+			_ = w.cmd.Wait()
+		})
+		line, err := bufio.NewReader(stdout).ReadString('\n')
+		require.NoError(t, err, "a worker's address")
+		w.addr = strings.TrimSpace(line)
+		ws = append(ws, w)
+	}
+	return ws
+}
+
+func addrs(ws []*worker) []string {
+	var out []string
+	for _, w := range ws {
+		out = append(out, w.addr)
+	}
+	return out
+}
+
+// client starts the trainer's node, closed with the test.
+func client(t *testing.T) *service.Node {
+	t.Helper()
+	n, err := service.Listen(service.Config{})
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, n.Close()) })
+	return n
+}
+
+// passes reads n passes of p, each a list of batches' ids, and checks every
+// batch's Index.
+func passes(t *testing.T, ctx context.Context, p *actors.Pipeline, n int, each func(pass, batch int)) [][][]uint64 {
+	t.Helper()
+	var out [][][]uint64
+	for pass := range n {
+		if pass > 0 {
+			require.NoError(t, p.Reset())
+		}
+		var batches [][]uint64
+		for {
+			it, err := p.Next(ctx)
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			require.NoError(t, err)
+			require.Equal(t, len(batches), it.Index, "pass %d", pass)
+			batches = append(batches, it.IDs)
+			if each != nil {
+				each(pass, len(batches))
+			}
+		}
+		out = append(out, batches)
+	}
+	return out
+}
+
+func chain(paths []string) []actors.Stage {
+	return []actors.Stage{actors.Files{Paths: paths, Threads: 3}, actors.Shuffle{Window: 50, Seed: 3}, actors.Batch{Size: 16}}
+}
+
+// A pipeline whose workers are other nodes delivers, pass after pass, the
+// batches the same pipeline makes in one process, each once.
+func TestServiceDeliversTheBatchesOfOneProcess(t *testing.T) {
+	ctx := testutil.Context(t)
+	paths := testutil.WriteFiles(t, 12, 200, 50)
+	local, err := actors.New(chain(paths), actors.Options{GroupSize: 8})
+	require.NoError(t, err)
+	want := passes(t, ctx, local, 2, nil)
+	require.NoError(t, local.Close())
+
+	ws := startWorkers(t, 3, filepath.Dir(paths[0]))
+	node := client(t)
+	p, err := actors.New(chain(paths), actors.Options{System: node.System(), GroupSize: 8,
+		Service: &actors.Service{Workers: addrs(ws), Credit: 2, Lease: time.Second}})
+	require.NoError(t, err)
+	got := passes(t, ctx, p, 2, nil)
+	require.NoError(t, p.Close())
+	require.Equal(t, want, got)
+	requireNoPipeline(t, node)
+}
+
+// requireNoPipeline fails if an actor other than the remote's own is
+// alive on node n.
+func requireNoPipeline(t *testing.T, n *service.Node) {
+	t.Helper()
+	var left []string
+	for _, id := range registered.Actors(n.System()) {
+		if !strings.HasPrefix(id, "EndpointSupervisor") && id != "activator" && !strings.HasPrefix(id, "guardian") {
+			left = append(left, id)
+		}
+	}
+	require.Empty(t, left, "actors left on %s", n.Address())
+}
+
+// A worker killed mid-pass (SIGKILL: its connections drop) has its tasks
+// taken over by the others: every batch still comes once, in the order,
+// and the pass is that of one process.
+func TestServiceSurvivesALostWorker(t *testing.T) {
+	ctx := testutil.Context(t)
+	paths := testutil.WriteFiles(t, 12, 300, 50)
+	local, err := actors.New(chain(paths), actors.Options{GroupSize: 8})
+	require.NoError(t, err)
+	want := passes(t, ctx, local, 1, nil)
+	require.NoError(t, local.Close())
+
+	ws := startWorkers(t, 3, filepath.Dir(paths[0]))
+	node := client(t)
+	p, err := actors.New(chain(paths), actors.Options{System: node.System(), GroupSize: 8,
+		Service: &actors.Service{Workers: addrs(ws), Credit: 2, Lease: time.Second}})
+	require.NoError(t, err)
+	got := passes(t, ctx, p, 1, func(_, batch int) {
+		if batch == 20 {
+			require.NoError(t, ws[1].cmd.Process.Kill())
+		}
+	})
+	require.NoError(t, p.Close())
+	require.Equal(t, want, got)
+	requireNoPipeline(t, node)
+}

@@ -1,0 +1,442 @@
+package actors
+
+import (
+	"fmt"
+	"net"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/asynkron/protoactor-go/scheduler"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/actorfeed/actorfeed/messages"
+)
+
+// serviceTick prompts the service stage to check its workers' leases.
+type serviceTick struct{}
+
+type serviceActor struct {
+	c    *serviceCell
+	stop scheduler.CancelFunc
+}
+
+func (a *serviceActor) Receive(ctx actor.Context) {
+	c := a.c
+	defer a.gauge()
+	msg, send := c.receive(ctx)
+	switch m := msg.(type) {
+	case *actor.Started:
+		a.stop = scheduler.NewTimerScheduler(ctx.ActorSystem().Root).SendRepeatedly(c.cfg.Lease/4, c.cfg.Lease/4, ctx.Self(), serviceTick{})
+		if c.restarted() {
+			// The message being handled is lost: whatever it was, every
+			// attempt in flight starts again, fenced, from what was handed on.
+			for _, t := range c.tasks[c.head:] {
+				if t.worker >= 0 && !t.complete {
+					a.requeue(t)
+				}
+			}
+			c.announce(send)
+		}
+		for _, w := range c.workers {
+			a.hello(ctx, w)
+		}
+	case *actor.Stopping:
+		if a.stop != nil {
+			a.stop()
+		}
+		a.closeSessions(ctx)
+		c.probes.Wait() // within their dial timeout
+		return
+	case probed:
+		a.onProbed(ctx, m)
+	case *messages.Subscribe:
+		if err := a.onSubscribe(ctx, m); err != nil {
+			a.fail(send, err)
+			return
+		}
+	case *messages.Demand:
+		if err := c.out.onDemand(m); err != nil {
+			a.fail(send, err)
+			return
+		}
+	case *messages.Cancel:
+		if m.Epoch == c.out.epoch {
+			c.out.closed = true
+			a.closeSessions(ctx)
+		}
+		return
+	case serviceTick:
+		if err := a.checkLeases(ctx); err != nil {
+			a.fail(send, err)
+			return
+		}
+	case *actor.Terminated:
+		for _, w := range c.workers {
+			if w.pid.Equal(m.Who) && w.alive {
+				a.lose(ctx, w, fmt.Sprintf("its node is gone (%s)", m.Why))
+			}
+		}
+	default:
+		if err := a.onWorker(ctx, msg); err != nil {
+			a.fail(send, err)
+			return
+		}
+	}
+	a.handOn()
+	a.assign(ctx)
+	a.grant(ctx)
+	c.out.flush(send)
+}
+
+// onSubscribe takes the double buffer's subscription: one for another pass
+// ends every session (the workers drop what they run of the last pass) and
+// cuts the new pass into tasks.
+func (a *serviceActor) onSubscribe(ctx actor.Context, m *messages.Subscribe) error {
+	c := a.c
+	if c.out.sub != nil && m.Epoch <= c.out.epoch {
+		return nil // an old request
+	}
+	if c.started && m.Pass == c.out.pass {
+		return c.out.subscribe(ctx.Sender(), m)
+	}
+	c.started = true
+	c.out.reset(m.Pass)
+	a.closeSessions(ctx)
+	for _, t := range c.tasks {
+		for _, b := range t.queue {
+			c.pipe.discard(b)
+		}
+	}
+	tasks, err := c.tasksOf(m.Pass)
+	if err != nil {
+		return err
+	}
+	c.tasks, c.head, c.skip = tasks, 0, map[uint64]bool{}
+	if len(tasks) > 0 {
+		c.base = tasks[0].id
+	}
+	for _, pos := range c.plan.skip(m.Pass) {
+		c.skip[pos] = true
+	}
+	for _, w := range c.workers {
+		w.tasks = 0
+		a.hello(ctx, w)
+	}
+	return c.out.subscribe(ctx.Sender(), m)
+}
+
+// onWorker takes a worker's message: a batch, the end of an attempt or a
+// heartbeat. Messages of an ended session or of an attempt that is not its
+// task's current one are dropped.
+func (a *serviceActor) onWorker(ctx actor.Context, msg any) error {
+	c := a.c
+	switch m := msg.(type) {
+	case *messages.ServiceHeartbeat:
+		if w := c.worker(m.Session); w != nil {
+			if !w.alive {
+				w.alive, c.lonely = true, time.Time{}
+				ctx.Watch(w.pid)
+			}
+			w.heard = time.Now()
+		}
+	case *messages.ServiceBatch:
+		w, t := c.attempt(m.Session, m.Task, m.Attempt)
+		if t == nil {
+			return nil
+		}
+		w.heard = time.Now()
+		if m.Index != t.expected() || m.Batch == nil {
+			// A batch of the attempt was lost on the way (the remote is at
+			// most once): the attempt starts again from what was handed on.
+			a.requeue(t)
+			return nil
+		}
+		b := m.Batch
+		w.batches++
+		w.bytes += int64(proto.Size(b))
+		b.Position += t.lo
+		b.OrderPass, b.Pass = c.out.pass, c.out.pass
+		t.queue = append(t.queue, b)
+	case *messages.ServiceTaskEnd:
+		w, t := c.attempt(m.Session, m.Task, m.Attempt)
+		if t == nil {
+			return nil
+		}
+		w.heard = time.Now()
+		if f := m.Failure; f != nil {
+			err := fmt.Errorf("worker %s: %s", w.addr, f.Cause)
+			c.pipe.record(c.name, &StageError{Stage: c.name, File: f.File, Offset: f.Offset, Record: -1, Class: f.Class, Err: err})
+			return err
+		}
+		t.ended, t.batches, t.skipped = true, m.Batches, m.Skipped
+		if t.expected() != t.batches {
+			a.requeue(t) // batches were lost on the way
+			return nil
+		}
+		t.complete = true
+		w.tasks--
+		w.taken++
+	}
+	return nil
+}
+
+// worker is the worker whose current session is session.
+func (c *serviceCell) worker(session string) *svcWorker {
+	for _, w := range c.workers {
+		if w.session == session {
+			return w
+		}
+	}
+	return nil
+}
+
+// attempt is the task and its worker that a message of an attempt is
+// for, or nil when the attempt is not current (fenced).
+func (c *serviceCell) attempt(session string, id uint64, attempt uint32) (*svcWorker, *svcTask) {
+	w := c.worker(session)
+	if w == nil || !w.alive || id < c.base || id-c.base >= uint64(len(c.tasks)) {
+		return nil, nil
+	}
+	t := c.tasks[id-c.base]
+	if t.complete || t.attempt != attempt || t.worker < 0 || c.workers[t.worker] != w {
+		return nil, nil
+	}
+	return w, t
+}
+
+// requeue takes task t back from its worker: what it took in and did not
+// hand on is dropped, and the next attempt starts after what was handed on.
+func (a *serviceActor) requeue(t *svcTask) {
+	c := a.c
+	if t.worker >= 0 {
+		c.workers[t.worker].tasks--
+	}
+	for _, b := range t.queue {
+		c.pipe.discard(b)
+	}
+	t.queue, t.worker, t.ended = nil, -1, false
+}
+
+// lose takes worker w for lost: its tasks go back to be handed to others,
+// and its session ends; it may come back in a new one.
+func (a *serviceActor) lose(ctx actor.Context, w *svcWorker, why string) {
+	c := a.c
+	w.alive, w.why = false, why
+	w.lost++
+	// Nothing is sent to a lost worker, not even an Unwatch: a message to
+	// an address that does not answer makes the remote dial it five times
+	// and keep every failed gRPC connection (the pinned protoactor-go
+	// never closes them). Its session ends on its side with its lease.
+	for i, t := range c.tasks {
+		if t.worker >= 0 && c.workers[t.worker] == w && !t.complete {
+			a.requeue(c.tasks[i])
+		}
+	}
+	w.tasks = 0
+	if c.lonely.IsZero() && !c.anyAlive() {
+		c.lonely = time.Now()
+	}
+}
+
+func (c *serviceCell) anyAlive() bool {
+	for _, w := range c.workers {
+		if w.alive {
+			return true
+		}
+	}
+	return false
+}
+
+// hello opens a new session with w (or keeps the current one alive, when
+// w is alive): the worker answers with a heartbeat.
+// A worker that is not alive is first probed with a TCP connection, apart
+// from the actor (see lose for why nothing is sent to it unprobed).
+func (a *serviceActor) hello(ctx actor.Context, w *svcWorker) {
+	c := a.c
+	w.hello = time.Now()
+	if w.alive {
+		ctx.Request(w.pid, &messages.ServiceHello{Session: w.session, LeaseMs: c.cfg.Lease.Milliseconds()})
+		return
+	}
+	if w.probing {
+		return
+	}
+	w.probing = true
+	self, root, timeout := ctx.Self(), ctx.ActorSystem().Root, min(c.cfg.Lease/2, time.Second)
+	c.probes.Go(func() {
+		conn, err := net.DialTimeout("tcp", w.addr, timeout)
+		if err == nil {
+			conn.Close()
+		}
+		root.Send(self, probed{w: w, ok: err == nil})
+	})
+}
+
+// probed says whether a worker's address took a connection.
+type probed struct {
+	w  *svcWorker
+	ok bool
+}
+
+// onProbed opens a new session with a worker whose address answered.
+func (a *serviceActor) onProbed(ctx actor.Context, m probed) {
+	c := a.c
+	w := m.w
+	w.probing = false
+	if !m.ok || w.alive || c.out.closed {
+		return
+	}
+	w.gen++
+	w.session = fmt.Sprintf("%s/%s/%d", c.id, w.addr, w.gen)
+	ctx.Request(w.pid, &messages.ServiceHello{Session: w.session, LeaseMs: c.cfg.Lease.Milliseconds()})
+}
+
+// closeSessions ends every session: a worker stops what it runs of them.
+func (a *serviceActor) closeSessions(ctx actor.Context) {
+	for _, w := range a.c.workers {
+		if w.alive {
+			ctx.Send(w.pid, &messages.ServiceClose{Session: w.session})
+			ctx.Unwatch(w.pid)
+		}
+		w.alive = false
+	}
+	if a.c.lonely.IsZero() {
+		a.c.lonely = time.Now()
+	}
+}
+
+// checkLeases takes workers unheard for a lease for lost, keeps the live
+// ones' sessions alive, asks lost ones to come back, and fails the pipeline
+// once no worker was alive for WaitForWorkers with tasks left.
+func (a *serviceActor) checkLeases(ctx actor.Context) error {
+	c := a.c
+	now := time.Now()
+	for _, w := range c.workers {
+		if w.alive && now.Sub(w.heard) > c.cfg.Lease {
+			a.lose(ctx, w, fmt.Sprintf("not heard from for %v", c.cfg.Lease))
+		}
+		if w.alive || now.Sub(w.hello) >= c.cfg.Lease/2 {
+			a.hello(ctx, w)
+		}
+	}
+	if !c.started || c.head == len(c.tasks) || c.anyAlive() {
+		return nil
+	}
+	if now.Sub(c.lonely) > c.cfg.WaitForWorkers {
+		return fmt.Errorf("%w: %d of %d tasks left, none of %d workers answered for %v", ErrNoWorkers,
+			len(c.tasks)-c.head, len(c.tasks), len(c.workers), c.cfg.WaitForWorkers)
+	}
+	return nil
+}
+
+// handOn moves the head task's batches to the outlet, in the order, while
+// it has room; a task wholly handed on makes the next one the head. Once
+// every task is, the pass ends.
+func (a *serviceActor) handOn() {
+	c := a.c
+	for c.out.fail == nil && c.out.end == nil && c.out.unsent() < c.capacity {
+		if c.head == len(c.tasks) {
+			var skipped uint64
+			for _, t := range c.tasks {
+				skipped += t.skipped
+			}
+			c.out.end = &messages.End{Pass: c.out.pass, Count: c.out.produced(), Skipped: skipped}
+			return
+		}
+		t := c.tasks[c.head]
+		if len(t.queue) == 0 {
+			if !t.complete {
+				return
+			}
+			c.head++
+			continue
+		}
+		b := t.queue[0]
+		t.queue[0] = nil
+		t.queue = t.queue[1:]
+		t.handed++
+		if c.skip[b.Position] { // committed before the pipeline resumed
+			c.pipe.discard(b)
+			continue
+		}
+		c.out.push(b)
+		c.meter.items.Add(1)
+	}
+}
+
+// assign hands the tasks no worker holds, first in the order, to the live
+// workers with room (Service.Tasks each), the least busy first: a worker
+// that finishes sooner is given more.
+func (a *serviceActor) assign(ctx actor.Context) {
+	c := a.c
+	if c.out.fail != nil || c.out.closed {
+		return
+	}
+	for _, t := range c.tasks[c.head:] {
+		if t.complete || t.worker >= 0 {
+			continue
+		}
+		// The head task goes to a worker even when every one is full: the
+		// tasks they hold wait for it to be handed on (a lost worker's
+		// tasks are taken back while the others hold later ones).
+		head := t == c.tasks[c.head]
+		w := -1
+		for i, x := range c.workers {
+			if x.alive && (x.tasks < c.cfg.Tasks || head) && (w < 0 || x.tasks < c.workers[w].tasks) {
+				w = i
+			}
+		}
+		if w < 0 {
+			return
+		}
+		t.worker, t.attempt = w, t.attempt+1
+		t.granted = uint64(t.handed) + uint64(c.cfg.Credit)
+		c.workers[w].tasks++
+		ctx.Request(c.workers[w].pid, &messages.ServiceTask{Session: c.workers[w].session, Task: t.id, Attempt: t.attempt,
+			Skip: t.handed, Job: c.job, State: t.state, Credit: uint32(c.cfg.Credit), BeatMs: (c.cfg.Lease / 4).Milliseconds()})
+	}
+}
+
+// grant tops up the credit of every attempt in flight to Credit batches
+// past what was handed on, in steps of at least half of it.
+func (a *serviceActor) grant(ctx actor.Context) {
+	c := a.c
+	step := uint64(demandStep(c.cfg.Credit))
+	for _, t := range c.tasks[c.head:] {
+		if t.worker < 0 || t.ended {
+			continue
+		}
+		if want := uint64(t.handed) + uint64(c.cfg.Credit); want >= t.granted+step {
+			t.granted = want
+			w := c.workers[t.worker]
+			ctx.Send(w.pid, &messages.ServiceCredit{Session: w.session, Task: t.id, Attempt: t.attempt, Granted: want})
+		}
+	}
+}
+
+// fail ends the link to the double buffer with err.
+func (a *serviceActor) fail(send func(*actor.PID, any), err error) {
+	c := a.c
+	c.pipe.record(c.name, err)
+	c.out.fail = failure(c.name, "", -1, err)
+	c.out.flush(send)
+}
+
+func (a *serviceActor) gauge() {
+	c := a.c
+	held := c.out.held()
+	var demand int64
+	for _, t := range c.tasks[c.head:] {
+		held += len(t.queue)
+		if t.worker >= 0 && !t.ended {
+			demand += int64(t.granted) - int64(t.expected())
+		}
+	}
+	c.meter.gauge(held, demand)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.snap = c.snap[:0]
+	for _, w := range c.workers {
+		c.snap = append(c.snap, ServiceWorker{Addr: w.addr, Alive: w.alive, Batches: w.batches, Bytes: w.bytes, Tasks: w.taken, Lost: w.lost, Why: w.why})
+	}
+}

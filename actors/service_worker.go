@@ -1,0 +1,434 @@
+package actors
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/asynkron/protoactor-go/scheduler"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/actorfeed/actorfeed/messages"
+	"github.com/actorfeed/actorfeed/readers"
+	"github.com/actorfeed/actorfeed/supervisor"
+)
+
+// WorkerName is the name of a worker's actor on its node: a Service
+// pipeline sends its tasks to WorkerName at every worker's address.
+const WorkerName = "actorfeed-worker"
+
+// DefaultMaxMessage is WorkerOptions.MaxMessage's default: a batch of 64
+// samples of 224x224x3 bytes is 9.6 MB.
+const DefaultMaxMessage = 64 << 20
+
+// ErrOutsideRoots is wrapped when a task names a file outside the data
+// roots a worker was started with: the worker opens none of its files.
+var ErrOutsideRoots = errors.New("actors: the file is outside the worker's data roots")
+
+// WorkerOptions configure a Worker.
+type WorkerOptions struct {
+	// Roots are the directories a worker reads files under; a task that
+	// names a file outside them (symbolic links resolved) fails.
+	Roots []string
+	// Threads is how many file readers each task runs; default NumCPU.
+	Threads int
+	// MaxMessage bounds a batch's bytes on the wire: a larger one fails its
+	// task with an error that names the bound. Default DefaultMaxMessage;
+	// the node's receive limit must be above it (actors/service does so).
+	MaxMessage int
+	// Open opens files, after the roots are checked; default OpenFile.
+	Open func(ctx context.Context, entry string) (readers.Reader, error)
+}
+
+// Worker makes the batches of the tasks Service pipelines send it, each
+// task in a pipeline of its own (file readers, open_files, the order's
+// shuffle, batch) resumed at the task's positions, and sends them back
+// under the credit the client grants (docs/distributed.md).
+type Worker struct {
+	sys   *actor.ActorSystem
+	pid   *actor.PID
+	opts  WorkerOptions
+	roots []string
+	ctx   context.Context
+	stop  context.CancelFunc
+	wg    sync.WaitGroup
+	once  sync.Once
+
+	// Counters, read by Stats from any goroutine.
+	tasks, batches, bytes, failed atomic.Int64
+}
+
+// WorkerStats are a worker's counters.
+type WorkerStats struct {
+	Sessions int   // open now
+	Tasks    int64 // attempts run to their end
+	Failed   int64 // attempts that failed
+	Batches  int64 // sent
+	Bytes    int64 // of the batches sent
+}
+
+// StartWorker spawns a worker's actor, named WorkerName, in sys: a node's
+// system (actors/service), so that clients on other nodes reach it.
+func StartWorker(sys *actor.ActorSystem, opts WorkerOptions) (*Worker, error) {
+	if opts.Threads <= 0 {
+		opts.Threads = runtime.NumCPU()
+	}
+	if opts.MaxMessage <= 0 {
+		opts.MaxMessage = DefaultMaxMessage
+	}
+	if opts.Open == nil {
+		opts.Open = OpenFile
+	}
+	if len(opts.Roots) == 0 {
+		return nil, fmt.Errorf("%w: a worker needs at least one data root", ErrBadSpec)
+	}
+	w := &Worker{sys: sys, opts: opts}
+	for _, r := range opts.Roots {
+		abs, err := filepath.Abs(r)
+		if err == nil {
+			abs, err = filepath.EvalSymlinks(abs)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("actors: data root %s: %w", r, err)
+		}
+		w.roots = append(w.roots, abs)
+	}
+	w.ctx, w.stop = context.WithCancel(context.Background())
+	core := &nodeWorkerActor{w: w, sessions: map[string]*wSession{}}
+	pid, err := sys.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return core }), WorkerName)
+	if err != nil {
+		w.stop()
+		return nil, fmt.Errorf("actors: spawning the worker: %w", err)
+	}
+	w.pid = pid
+	return w, nil
+}
+
+// Stats returns the worker's counters.
+func (w *Worker) Stats() WorkerStats {
+	st := WorkerStats{Tasks: w.tasks.Load(), Failed: w.failed.Load(), Batches: w.batches.Load(), Bytes: w.bytes.Load()}
+	if res, err := w.sys.Root.RequestFuture(w.pid, workerSessions{}, time.Second).Result(); err == nil {
+		st.Sessions = res.(int)
+	}
+	return st
+}
+
+// Close stops the worker: every task's pipeline is closed (each within its
+// StopGrace) and the actor stopped.
+func (w *Worker) Close() error {
+	var err error
+	w.once.Do(func() {
+		w.stop()
+		w.wg.Wait()
+		err = w.sys.Root.StopFuture(w.pid).Wait()
+		if errors.Is(err, context.DeadlineExceeded) {
+			err = nil
+		}
+	})
+	return err
+}
+
+// inRoots resolves a task's file entry and checks it is under a root.
+func (w *Worker) inRoots(entry string) error {
+	_, path, err := readers.ParseEntry(entry)
+	if err != nil {
+		return err
+	}
+	if !filepath.IsAbs(path) {
+		return fmt.Errorf("%w: %s is not an absolute path", ErrOutsideRoots, path)
+	}
+	real, err := filepath.EvalSymlinks(path)
+	if err != nil {
+		return fmt.Errorf("actors: %s: %w", path, err)
+	}
+	for _, root := range w.roots {
+		if rel, err := filepath.Rel(root, real); err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+			return nil
+		}
+	}
+	return fmt.Errorf("%w: %s (roots %s)", ErrOutsideRoots, path, strings.Join(w.roots, ", "))
+}
+
+// workerSessions asks the worker's actor how many sessions it has.
+type workerSessions struct{}
+
+// workerTick prompts heartbeats and the sessions' leases.
+type workerTick struct{}
+
+// attemptDone tells the worker's actor an attempt's goroutine ended.
+type attemptDone struct {
+	session string
+	task    uint64
+	attempt uint32
+}
+
+// wSession is one client's session on the worker.
+type wSession struct {
+	client   *actor.PID
+	heard    time.Time
+	lease    time.Duration
+	beat     time.Duration
+	beaten   time.Time
+	attempts map[uint64]*wAttempt
+}
+
+// wAttempt is an attempt at a task running on the worker.
+type wAttempt struct {
+	attempt uint32
+	cancel  context.CancelFunc
+	mu      sync.Mutex
+	granted uint64
+	wake    chan struct{} // closed when granted grows
+}
+
+// grant raises the attempt's credit to granted.
+func (a *wAttempt) grant(granted uint64) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if granted > a.granted {
+		a.granted = granted
+		close(a.wake)
+		a.wake = make(chan struct{})
+	}
+}
+
+// await waits until batch index may be sent.
+func (a *wAttempt) await(ctx context.Context, index uint64) error {
+	for {
+		a.mu.Lock()
+		ok, wake := index < a.granted, a.wake
+		a.mu.Unlock()
+		if ok {
+			return nil
+		}
+		select {
+		case <-wake:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// workerTickEvery is how often the worker looks at its sessions.
+const workerTickEvery = 100 * time.Millisecond
+
+type nodeWorkerActor struct {
+	w        *Worker
+	sessions map[string]*wSession
+	stop     scheduler.CancelFunc
+}
+
+func (a *nodeWorkerActor) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *actor.Started:
+		a.stop = scheduler.NewTimerScheduler(ctx.ActorSystem().Root).SendRepeatedly(workerTickEvery, workerTickEvery, ctx.Self(), workerTick{})
+	case *actor.Stopping:
+		if a.stop != nil {
+			a.stop()
+		}
+		for id := range a.sessions {
+			a.drop(id)
+		}
+	case *messages.ServiceHello:
+		s := a.session(ctx, m.Session)
+		s.lease = time.Duration(m.LeaseMs) * time.Millisecond
+		ctx.Send(s.client, a.heartbeat(m.Session, s))
+	case *messages.ServiceTask:
+		a.start(ctx, m)
+	case *messages.ServiceCredit:
+		if s := a.sessions[m.Session]; s != nil {
+			s.heard = time.Now()
+			if at := s.attempts[m.Task]; at != nil && at.attempt == m.Attempt {
+				at.grant(m.Granted)
+			}
+		}
+	case *messages.ServiceClose:
+		a.drop(m.Session)
+	case attemptDone:
+		if s := a.sessions[m.session]; s != nil {
+			if at := s.attempts[m.task]; at != nil && at.attempt == m.attempt {
+				delete(s.attempts, m.task)
+			}
+		}
+	case workerTick:
+		a.tick(ctx)
+	case workerSessions:
+		ctx.Respond(len(a.sessions))
+	}
+}
+
+// session is the session named id, opened for the message's sender when
+// it is new.
+func (a *nodeWorkerActor) session(ctx actor.Context, id string) *wSession {
+	s := a.sessions[id]
+	if s == nil {
+		s = &wSession{client: ctx.Sender(), lease: DefaultLease, attempts: map[uint64]*wAttempt{}}
+		// Not watched: a watcher is told when its watchee stops, and a
+		// client gone is then dialled in vain (see actors.Service's lose).
+		// A session ends with its lease instead.
+		a.sessions[id] = s
+	}
+	s.heard = time.Now()
+	return s
+}
+
+func (a *nodeWorkerActor) heartbeat(id string, s *wSession) *messages.ServiceHeartbeat {
+	hb := &messages.ServiceHeartbeat{Session: id}
+	for t := range s.attempts {
+		hb.Tasks = append(hb.Tasks, t)
+	}
+	s.beaten = time.Now()
+	return hb
+}
+
+// drop ends session id: its attempts are cancelled.
+func (a *nodeWorkerActor) drop(id string) {
+	s := a.sessions[id]
+	if s == nil {
+		return
+	}
+	for _, at := range s.attempts {
+		at.cancel()
+	}
+	delete(a.sessions, id)
+}
+
+// tick sends the heartbeats that are due, and drops sessions whose client
+// was not heard from for their lease.
+func (a *nodeWorkerActor) tick(ctx actor.Context) {
+	now := time.Now()
+	for id, s := range a.sessions {
+		if now.Sub(s.heard) > s.lease {
+			a.drop(id)
+			continue
+		}
+		if s.beat > 0 && now.Sub(s.beaten) >= s.beat {
+			ctx.Send(s.client, a.heartbeat(id, s))
+		}
+	}
+}
+
+// start runs an attempt at a task, replacing an earlier attempt at it.
+func (a *nodeWorkerActor) start(ctx actor.Context, m *messages.ServiceTask) {
+	s := a.session(ctx, m.Session)
+	s.beat = time.Duration(m.BeatMs) * time.Millisecond
+	if old := s.attempts[m.Task]; old != nil {
+		if old.attempt >= m.Attempt {
+			return
+		}
+		old.cancel()
+	}
+	tctx, cancel := context.WithCancel(a.w.ctx)
+	at := &wAttempt{attempt: m.Attempt, cancel: cancel, granted: uint64(m.Skip) + uint64(m.Credit), wake: make(chan struct{})}
+	s.attempts[m.Task] = at
+	w, client, self := a.w, s.client, ctx.Self()
+	w.wg.Go(func() {
+		defer cancel()
+		end := w.run(tctx, client, m, at)
+		if tctx.Err() == nil {
+			w.sys.Root.Send(client, end)
+		}
+		w.sys.Root.Send(self, attemptDone{session: m.Session, task: m.Task, attempt: m.Attempt})
+	})
+}
+
+// run makes the attempt's batches and sends them to client under credit;
+// it returns the attempt's end.
+func (w *Worker) run(ctx context.Context, client *actor.PID, m *messages.ServiceTask, at *wAttempt) *messages.ServiceTaskEnd {
+	end := &messages.ServiceTaskEnd{Session: m.Session, Task: m.Task, Attempt: m.Attempt}
+	n, skipped, err := w.produce(ctx, client, m, at)
+	if err != nil {
+		w.failed.Add(1)
+		var se *StageError
+		if errors.As(err, &se) {
+			end.Failure = &messages.Failure{Stage: se.Stage, File: se.File, Offset: se.Offset, Class: se.Class, Cause: err.Error()}
+		} else {
+			end.Failure = &messages.Failure{Class: classify(err), Offset: -1, Cause: err.Error()}
+		}
+		return end
+	}
+	w.tasks.Add(1)
+	end.Batches, end.Skipped = n, skipped
+	return end
+}
+
+// produce runs the task's pipeline, sending batches from index m.Skip on.
+func (w *Worker) produce(ctx context.Context, client *actor.PID, m *messages.ServiceTask, at *wAttempt) (uint32, uint64, error) {
+	stages, opts, err := w.taskPipeline(m)
+	if err != nil {
+		return 0, 0, err
+	}
+	p, err := NewContext(ctx, stages, opts)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer p.Close()
+	var index uint32
+	for ; ; index++ {
+		b, err := p.sinks[0].take(ctx)
+		if err != nil {
+			return 0, 0, p.shutdownErr(err)
+		}
+		if b == nil {
+			return index, p.Stats().Skipped, nil
+		}
+		if index < m.Skip {
+			continue
+		}
+		if err := at.await(ctx, uint64(index)); err != nil {
+			return 0, 0, err
+		}
+		sb := &messages.ServiceBatch{Session: m.Session, Task: m.Task, Attempt: m.Attempt, Index: index,
+			Batch: &messages.Batch{Slots: b.Slots, Parts: b.Parts, Rows: b.Rows, Ids: b.Ids, Position: b.Position, Positions: b.Positions, Padding: b.Padding}}
+		size := proto.Size(sb)
+		if size > w.opts.MaxMessage {
+			return 0, 0, fmt.Errorf("%w: batch %d of a task is %d bytes on the wire, above the worker's bound of %d (raise --max-message on every node)",
+				ErrBadSpec, index, size, w.opts.MaxMessage)
+		}
+		w.sys.Root.Send(client, sb)
+		w.batches.Add(1)
+		w.bytes.Add(int64(size))
+	}
+}
+
+// taskPipeline is the chain and options of a task's pipeline: the client's
+// stages up to batch, resumed at the task's state.
+func (w *Worker) taskPipeline(m *messages.ServiceTask) ([]Stage, Options, error) {
+	job := m.GetJob()
+	if job == nil || len(job.Files) == 0 || job.Batch == 0 {
+		return nil, Options{}, fmt.Errorf("%w: a task with no files or batch size", ErrBadSpec)
+	}
+	for _, f := range job.Files {
+		if err := w.inRoots(f); err != nil {
+			return nil, Options{}, err
+		}
+	}
+	var st State
+	if err := json.Unmarshal(m.State, &st); err != nil {
+		return nil, Options{}, fmt.Errorf("%w: a task's state: %w", ErrState, err)
+	}
+	policy, err := supervisor.ParseCorruptPolicy(job.OnCorrupt)
+	if err != nil {
+		return nil, Options{}, fmt.Errorf("%w: %w", ErrBadSpec, err)
+	}
+	stages := []Stage{Files{Paths: job.Files, Threads: min(w.opts.Threads, len(job.Files))}}
+	if job.Shuffled {
+		stages = append(stages, Shuffle{Window: int(job.Window), Seed: job.Seed})
+	}
+	stages = append(stages, Batch{Size: int(job.Batch), DropLast: job.DropLast})
+	open := func(ctx context.Context, entry string) (readers.Reader, error) {
+		if err := w.inRoots(entry); err != nil {
+			return nil, err
+		}
+		return w.opts.Open(ctx, entry)
+	}
+	return stages, Options{GroupSize: int(job.GroupSize), GroupBytes: int(job.GroupBytes), OnCorrupt: policy, Open: open, Resume: &st}, nil
+}

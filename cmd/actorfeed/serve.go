@@ -1,0 +1,112 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/actorfeed/actorfeed/actors"
+	"github.com/actorfeed/actorfeed/actors/service"
+)
+
+// nodeFlags are the flags of a data-service node, worker or client.
+type nodeFlags struct {
+	listen     string
+	advertise  string
+	tls        service.TLS
+	maxMessage int
+}
+
+func (n *nodeFlags) flags(f *pflag.FlagSet, listen, listenHelp string) {
+	f.StringVar(&n.listen, "listen", listen, listenHelp)
+	f.StringVar(&n.advertise, "advertise", "", "host:port the other nodes reach this one at, when not --listen's (behind NAT, or listening on 0.0.0.0)")
+	f.StringVar(&n.tls.Cert, "tls-cert", "", "this node's certificate (PEM), for mutual TLS with the other nodes; needed to listen beyond loopback")
+	f.StringVar(&n.tls.Key, "tls-key", "", "the key of --tls-cert (PEM)")
+	f.StringVar(&n.tls.CA, "tls-ca", "", "the CA that signs every node's certificate (PEM)")
+	f.IntVar(&n.maxMessage, "max-message", actors.DefaultMaxMessage, "bytes a batch may have on the wire; the same on every node")
+}
+
+func (n *nodeFlags) listenNode() (*service.Node, error) {
+	if err := checkInts(intFlag{"--max-message", n.maxMessage, 1, service.MaxMaxMessage}); err != nil {
+		return nil, usageError{err}
+	}
+	return service.Listen(service.Config{Listen: n.listen, Advertise: n.advertise, TLS: n.tls, MaxMessage: n.maxMessage})
+}
+
+// serveOptions are serve's flags.
+type serveOptions struct {
+	node    nodeFlags
+	roots   []string
+	threads int
+	every   time.Duration
+}
+
+func newServe() *cobra.Command {
+	o := serveOptions{}
+	cmd := &cobra.Command{
+		Use:   "serve [--listen HOST:PORT] [--root DIR...] [flags]",
+		Short: "Run a worker of the data service: read and batch data for remote trainers",
+		Long: `Runs a worker node of actorfeed's data service (docs/distributed.md): trainers
+started with run --service HOST:PORT,... hand it tasks, runs of their order's
+positions, and it reads, shuffles and batches them from files it shares with
+them (a shared file system, or the same paths on every node), sending the
+batches back under the trainer's credit. It opens files only under the --root
+directories (default: the current one). It listens on loopback unless given
+mutual TLS (--tls-cert, --tls-key, --tls-ca). It runs until SIGTERM or SIGINT.`,
+		Example: `  actorfeed serve --listen 127.0.0.1:7070 --root data
+  actorfeed run --data 'data/*.recordio' --service 127.0.0.1:7070`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkInts(intFlag{"--threads", o.threads, 0, actors.MaxConcurrency}); err != nil {
+				return usageError{err}
+			}
+			if o.every <= 0 {
+				return usageError{fmt.Errorf("--progress-every must be positive")}
+			}
+			return serve(cmd.Context(), cmd.OutOrStdout(), o)
+		},
+	}
+	f := cmd.Flags()
+	o.node.flags(f, "127.0.0.1:7070", "host:port to listen on (port 0 picks a free one)")
+	f.StringSliceVar(&o.roots, "root", []string{"."}, "directories whose files trainers may have read (repeat or comma-separate)")
+	f.IntVar(&o.threads, "threads", 0, "file readers per task (default: the cores)")
+	f.DurationVar(&o.every, "progress-every", 10*time.Second, "interval of the status lines")
+	return cmd
+}
+
+// serve runs a worker until ctx ends, printing its address first and its
+// counters every o.every.
+func serve(ctx context.Context, out io.Writer, o serveOptions) error {
+	node, err := o.node.listenNode()
+	if err != nil {
+		return err
+	}
+	w, err := node.Serve(actors.WorkerOptions{Roots: o.roots, Threads: o.threads, MaxMessage: o.node.maxMessage})
+	if err != nil {
+		node.Close()
+		return err
+	}
+	fmt.Fprintf(out, "serving on %s, data roots %v\n", node.Address(), o.roots)
+	tick := time.NewTicker(o.every)
+	defer tick.Stop()
+	for {
+		select {
+		case <-tick.C:
+			printWorker(out, w.Stats())
+		case <-ctx.Done():
+			st := w.Stats()
+			err := node.Close()
+			printWorker(out, st)
+			return err
+		}
+	}
+}
+
+func printWorker(out io.Writer, st actors.WorkerStats) {
+	fmt.Fprintf(out, "worker: %d session(s), %d task(s) done, %d failed, %d batches sent, %.1f MB\n",
+		st.Sessions, st.Tasks, st.Failed, st.Batches, float64(st.Bytes)/1e6)
+}

@@ -1,0 +1,79 @@
+// The race detector is off for this file's tests, as for
+// actors/service's: the pinned protoactor-go remote races with itself in
+// every process that starts and stops a node (docs/distributed.md).
+
+//go:build !race
+
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// startServe starts a worker process serving files under root, and returns
+// it with its address.
+func startServe(t *testing.T, dir, root string) (*proc, string) {
+	t.Helper()
+	p := start(t, dir, "serve", "--listen", "127.0.0.1:0", "--root", root)
+	for line := range p.lines {
+		if addr, ok := strings.CutPrefix(line, "serving on "); ok {
+			addr, _, _ = strings.Cut(addr, ",")
+			return p, addr
+		}
+	}
+	t.Fatalf("serve printed no address: %s", p.stderr.String())
+	return nil, ""
+}
+
+// sortedLines is a file's lines, sorted: the devices write theirs side by
+// side, each line whole.
+func sortedLines(t *testing.T, path string) []string {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	require.NoError(t, err)
+	lines := strings.Split(strings.TrimSpace(string(data)), "\n")
+	slices.Sort(lines)
+	return lines
+}
+
+// run --service reads through worker processes the batches a run without it
+// reads, each batch on the same device at the same place in its epoch, for
+// two passes; a worker killed with SIGKILL mid-run changes none. (The data
+// make five tasks an epoch: every worker holds some from the start, and
+// slow devices keep them unfinished when one is killed.)
+func TestRunThroughServiceWorkers(t *testing.T) {
+	dir := t.TempDir()
+	_, stderr, code := execCLI(t, dir, "gen", "--out", "data", "--files", "8", "--samples", "40000")
+	require.Zero(t, code, stderr)
+	args := []string{"run", "--data", "data/*.recordio", "--batch", "32", "--devices", "2", "--passes", "2", "--seed", "9"}
+	_, stderr, code = execCLI(t, dir, append(args, "--emit-ids", "local.jsonl")...)
+	require.Zero(t, code, stderr)
+	want := sortedLines(t, filepath.Join(dir, "local.jsonl"))
+
+	var addrs []string
+	var workers []*proc
+	for range 3 {
+		p, addr := startServe(t, dir, filepath.Join(dir, "data"))
+		workers, addrs = append(workers, p), append(addrs, addr)
+	}
+	svc := append(args, "--service", strings.Join(addrs, ","), "--step", "2ms")
+	_, stderr, code = execCLI(t, dir, append(svc, "--emit-ids", "service.jsonl")...)
+	require.Zero(t, code, stderr)
+	require.Equal(t, want, sortedLines(t, filepath.Join(dir, "service.jsonl")))
+
+	run := start(t, dir, append(svc, "--emit-ids", "killed.jsonl", "--checkpoint", "ckpt.json", "--checkpoint-every", "100")...)
+	waitFile(t, dir, "ckpt.json", 1) // 100 batches in
+	require.NoError(t, workers[1].cmd.Process.Signal(syscall.SIGKILL))
+	for range run.lines {
+	}
+	require.NoError(t, run.cmd.Wait(), run.stderr.String())
+	require.Equal(t, want, sortedLines(t, filepath.Join(dir, "killed.jsonl")))
+	require.Contains(t, run.stdout.String(), "worker "+addrs[1]+" was lost: its node is gone", "the summary names the lost worker")
+}
