@@ -26,7 +26,8 @@ import (
 // for work, takes their batches back under credit and hands them on in
 // the order: its devices see the batches a pipeline without Service would
 // make, and its State resumes either. Options.System must be a node's
-// system (actors/service.Listen), so that workers can answer.
+// system (actors/service.Listen), so that workers can answer; a Worker in
+// the pipeline's own system (Workers: its Address) needs none.
 type Service struct {
 	// Workers are the workers' addresses, host:port.
 	Workers []string
@@ -94,8 +95,15 @@ func checkService(stages []Stage, opts Options, dev *Devices) error {
 		return fmt.Errorf("%w: a service does not pad shards yet: use order.Drop", ErrBadSpec)
 	case dev != nil && dev.Storage != nil:
 		return fmt.Errorf("%w: a service's batches arrive in memory the network layer allocates: Devices.Storage is not supported", ErrBadSpec)
-	case opts.System == nil || opts.System.Address() == "nonhost" /* protoactor's address without remote */ :
-		return fmt.Errorf("%w: a service needs Options.System to be a node's system (actors/service.Listen), so that workers can answer", ErrBadSpec)
+	case opts.System == nil:
+		return fmt.Errorf("%w: a service needs Options.System: a node's system (actors/service.Listen), so that workers can answer", ErrBadSpec)
+	}
+	if own := opts.System.Address(); own == "nonhost" { // protoactor's address without remote
+		for _, w := range s.Workers {
+			if w != own {
+				return fmt.Errorf("%w: worker %s: a service needs Options.System to be a node's system (actors/service.Listen), so that workers can answer", ErrBadSpec, w)
+			}
+		}
 	}
 	if err := errors.Join(checkSize("Service", "Credit", s.Credit, 0, MaxQueue), checkSize("Service", "Tasks", s.Tasks, 0, MaxQueue)); err != nil {
 		return err
@@ -226,9 +234,9 @@ type serviceCell struct {
 	lonely  time.Time // since when no worker is alive (zero: one is)
 	probes  sync.WaitGroup
 
-	mu      sync.Mutex
-	snap    []ServiceWorker // what Pipeline.ServiceWorkers shows
-	started bool            // the first pass was subscribed
+	mu         sync.Mutex
+	snap       []ServiceWorker // what Pipeline.ServiceWorkers shows
+	subscribed bool            // a pass was subscribed
 }
 
 // svcWorker is one worker as the service stage sees it.

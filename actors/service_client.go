@@ -82,10 +82,19 @@ func (a *serviceActor) Receive(ctx actor.Context) {
 			return
 		}
 	}
-	a.handOn()
+	// Handing on pauses at Capacity unsent items, and what flush sends
+	// frees room: hand on again until nothing more goes, since the batches
+	// queued here bring no message that would prompt it.
+	for {
+		a.handOn()
+		sent := c.out.sent
+		c.out.flush(send)
+		if c.out.sent == sent {
+			break
+		}
+	}
 	a.assign(ctx)
 	a.grant(ctx)
-	c.out.flush(send)
 }
 
 // onSubscribe takes the double buffer's subscription: one for another pass
@@ -96,10 +105,10 @@ func (a *serviceActor) onSubscribe(ctx actor.Context, m *messages.Subscribe) err
 	if c.out.sub != nil && m.Epoch <= c.out.epoch {
 		return nil // an old request
 	}
-	if c.started && m.Pass == c.out.pass {
+	if c.subscribed && m.Pass == c.out.pass {
 		return c.out.subscribe(ctx.Sender(), m)
 	}
-	c.started = true
+	c.subscribed = true
 	c.out.reset(m.Pass)
 	a.closeSessions(ctx)
 	for _, t := range c.tasks {
@@ -223,6 +232,8 @@ func (a *serviceActor) lose(ctx actor.Context, w *svcWorker, why string) {
 	c := a.c
 	w.alive, w.why = false, why
 	w.lost++
+	w.session = "" // what comes of the old session is not its
+
 	// Nothing is sent to a lost worker, not even an Unwatch: a message to
 	// an address that does not answer makes the remote dial it five times
 	// and keep every failed gRPC connection (the pinned protoactor-go
@@ -259,6 +270,10 @@ func (a *serviceActor) hello(ctx actor.Context, w *svcWorker) {
 		return
 	}
 	if w.probing {
+		return
+	}
+	if w.addr == ctx.ActorSystem().Address() { // in this very system
+		a.onProbed(ctx, probed{w: w, ok: true})
 		return
 	}
 	w.probing = true
@@ -319,7 +334,7 @@ func (a *serviceActor) checkLeases(ctx actor.Context) error {
 			a.hello(ctx, w)
 		}
 	}
-	if !c.started || c.head == len(c.tasks) || c.anyAlive() {
+	if !c.subscribed || c.head == len(c.tasks) || c.anyAlive() {
 		return nil
 	}
 	if now.Sub(c.lonely) > c.cfg.WaitForWorkers {
@@ -334,7 +349,7 @@ func (a *serviceActor) checkLeases(ctx actor.Context) error {
 // every task is, the pass ends.
 func (a *serviceActor) handOn() {
 	c := a.c
-	for c.out.fail == nil && c.out.end == nil && c.out.unsent() < c.capacity {
+	for c.subscribed && c.out.fail == nil && c.out.end == nil && c.out.unsent() < c.capacity {
 		if c.head == len(c.tasks) {
 			var skipped uint64
 			for _, t := range c.tasks {

@@ -345,6 +345,9 @@ func (a *nodeWorkerActor) start(ctx actor.Context, m *messages.ServiceTask) {
 func (w *Worker) run(ctx context.Context, client *actor.PID, m *messages.ServiceTask, at *wAttempt) *messages.ServiceTaskEnd {
 	end := &messages.ServiceTaskEnd{Session: m.Session, Task: m.Task, Attempt: m.Attempt}
 	n, skipped, err := w.produce(ctx, client, m, at)
+	if err != nil && ctx.Err() != nil {
+		return end // cancelled: the session ended, nothing is sent
+	}
 	if err != nil {
 		w.failed.Add(1)
 		var se *StageError

@@ -1112,8 +1112,8 @@ func (x *ServiceJob) GetOnCorrupt() string {
 // is an actors.State in JSON whose layout holds the task's positions, for
 // rank 0 of 1: the worker's pipeline resumes from it, so its batches are the
 // client's. The first skip batches are made but not sent: an earlier attempt
-// delivered them. The worker may send credit batches of the attempt before
-// it is granted more.
+// delivered them. The worker may send the batches whose index is below
+// skip + credit before it is granted more (ServiceCredit).
 type ServiceTask struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
 	Session string                 `protobuf:"bytes,1,opt,name=session,proto3" json:"session,omitempty"`
@@ -1215,9 +1215,9 @@ func (x *ServiceTask) GetBeatMs() int64 {
 	return 0
 }
 
-// ServiceCredit lets a worker send batches of the attempt up to granted in
-// all (counted from the attempt's first sent batch). Credit only grows: a
-// late or repeated grant changes nothing.
+// ServiceCredit lets a worker send the attempt's batches whose index is
+// below granted (indexes count from the task's first batch, skipped ones
+// included). Credit only grows: a late or repeated grant changes nothing.
 type ServiceCredit struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Session       string                 `protobuf:"bytes,1,opt,name=session,proto3" json:"session,omitempty"`

@@ -29,6 +29,9 @@ type Spec struct {
 	// Shard, when set, is this process's rank among the ranks that read
 	// the data set together (actors.Options.Shard).
 	Shard *actors.Shard
+	// Service, when set, runs the stages before the double buffer on
+	// worker nodes (actors.Options.Service; docs/distributed.md).
+	Service *actors.Service
 }
 
 // DeviceSpec says which reader feeds how many devices, and for how long a
@@ -43,10 +46,18 @@ type DeviceSpec struct {
 // The YAML form. Every level refuses unknown fields, so a misspelt key is
 // an error naming it.
 type specYAML struct {
-	Startup []opYAML    `yaml:"startup"`
-	Main    *mainYAML   `yaml:"main"`
-	Devices *deviceYAML `yaml:"devices"`
-	Shard   *shardYAML  `yaml:"shard"`
+	Startup []opYAML     `yaml:"startup"`
+	Main    *mainYAML    `yaml:"main"`
+	Devices *deviceYAML  `yaml:"devices"`
+	Shard   *shardYAML   `yaml:"shard"`
+	Service *serviceYAML `yaml:"service"`
+}
+
+type serviceYAML struct {
+	Workers        []string `yaml:"workers"`
+	Credit         int      `yaml:"credit"`
+	Lease          string   `yaml:"lease"`
+	WaitForWorkers string   `yaml:"wait_for_workers"`
 }
 
 type shardYAML struct {
@@ -203,6 +214,13 @@ func Parse(data []byte) (*Spec, error) {
 				actors.MaxWorld, sh.Rank, sh.World, sh.Remainder)}
 		}
 		s.Shard = &actors.Shard{Rank: sh.Rank, World: sh.World, Remainder: rem}
+	}
+	if y.Service != nil {
+		svc, err := y.Service.parse()
+		if err != nil {
+			return nil, err
+		}
+		s.Service = svc
 	}
 	if err := s.check(y); err != nil {
 		return nil, err
@@ -362,4 +380,28 @@ func (s *Spec) Feed() DeviceSpec {
 		}
 	}
 	return DeviceSpec{Reader: reader, N: 1, Passes: s.Passes}
+}
+
+// parse checks the service section: workers given, credit and durations
+// in range.
+func (y *serviceYAML) parse() (*actors.Service, error) {
+	if len(y.Workers) == 0 || y.Credit < 0 || y.Credit > actors.MaxQueue {
+		return nil, &SpecError{Msg: fmt.Sprintf("service: want workers (host:port each) and a credit from 0 to %d, got %d workers, credit %d",
+			actors.MaxQueue, len(y.Workers), y.Credit)}
+	}
+	svc := &actors.Service{Workers: y.Workers, Credit: y.Credit}
+	for _, d := range []struct {
+		key, v string
+		to     *time.Duration
+	}{{"lease", y.Lease, &svc.Lease}, {"wait_for_workers", y.WaitForWorkers, &svc.WaitForWorkers}} {
+		if d.v == "" {
+			continue
+		}
+		v, err := time.ParseDuration(d.v)
+		if err != nil || v <= 0 {
+			return nil, &SpecError{Msg: fmt.Sprintf("service.%s: want a positive duration such as 10s, got %q", d.key, d.v)}
+		}
+		*d.to = v
+	}
+	return svc, nil
 }

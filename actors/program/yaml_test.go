@@ -62,17 +62,19 @@ func TestYAMLErrorsNameTheProblem(t *testing.T) {
 		yaml string
 		want []string
 	}{
-		"misspelt top-level key": {strings.Replace(ok, "startup:", "startp:", 1), []string{"line 2", "startp"}},
-		"misspelt op key":        {strings.Replace(ok, "attrs: {batch_size: 16}", "atrs: {batch_size: 16}", 1), []string{"line 11", "atrs"}},
-		"unknown attribute":      {strings.Replace(ok, "thread_num: 2", "threads: 2", 1), []string{"line 3", "op 0 (open_files)", "attribute threads", "want one of"}},
-		"wrong attribute type":   {strings.Replace(ok, "batch_size: 16", "batch_size: sixteen", 1), []string{"line 11", "op 2 (create_batch_reader)", "batch_size", "want an integer >= 1", "sixteen"}},
-		"unknown op":             {strings.Replace(ok, "create_shuffle_reader", "create_shufle_reader", 1), []string{"line 10", "op 1 (create_shufle_reader)", "want one of"}},
-		"unknown input":          {strings.Replace(ok, "in: shuffle_reader", "in: shuffled", 1), []string{"line 11", "op 2 (create_batch_reader)", "in", "shuffled"}},
-		"main reads nothing":     {strings.Replace(ok, "in: double_buffer_reader, out: [value", "in: reader, out: [value", 1), []string{"line 16", "op 0 (read)", "in", "reader"}},
-		"bad step":               {strings.Replace(ok, "step: 1ms", "step: soon", 1), []string{"devices.step", "soon"}},
-		"bad passes":             {strings.Replace(ok, "passes: 2", "passes: 0", 1), []string{"main.passes", "0"}},
-		"not yaml":               {"startup: [", []string{"program: spec"}},
-		"no startup":             {"main: {ops: []}", []string{"startup"}},
+		"misspelt top-level key":  {strings.Replace(ok, "startup:", "startp:", 1), []string{"line 2", "startp"}},
+		"misspelt op key":         {strings.Replace(ok, "attrs: {batch_size: 16}", "atrs: {batch_size: 16}", 1), []string{"line 11", "atrs"}},
+		"unknown attribute":       {strings.Replace(ok, "thread_num: 2", "threads: 2", 1), []string{"line 3", "op 0 (open_files)", "attribute threads", "want one of"}},
+		"wrong attribute type":    {strings.Replace(ok, "batch_size: 16", "batch_size: sixteen", 1), []string{"line 11", "op 2 (create_batch_reader)", "batch_size", "want an integer >= 1", "sixteen"}},
+		"unknown op":              {strings.Replace(ok, "create_shuffle_reader", "create_shufle_reader", 1), []string{"line 10", "op 1 (create_shufle_reader)", "want one of"}},
+		"unknown input":           {strings.Replace(ok, "in: shuffle_reader", "in: shuffled", 1), []string{"line 11", "op 2 (create_batch_reader)", "in", "shuffled"}},
+		"main reads nothing":      {strings.Replace(ok, "in: double_buffer_reader, out: [value", "in: reader, out: [value", 1), []string{"line 16", "op 0 (read)", "in", "reader"}},
+		"bad step":                {strings.Replace(ok, "step: 1ms", "step: soon", 1), []string{"devices.step", "soon"}},
+		"bad passes":              {strings.Replace(ok, "passes: 2", "passes: 0", 1), []string{"main.passes", "0"}},
+		"not yaml":                {"startup: [", []string{"program: spec"}},
+		"no startup":              {"main: {ops: []}", []string{"startup"}},
+		"service without workers": {ok + "service: {credit: 4}\n", []string{"service", "workers"}},
+		"bad service lease":       {ok + "service: {workers: [127.0.0.1:7070], lease: never}\n", []string{"service.lease", "never"}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := program.Parse([]byte(tc.yaml))
@@ -84,6 +86,13 @@ func TestYAMLErrorsNameTheProblem(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A service section gives the pipeline's Options.Service.
+func TestYAMLService(t *testing.T) {
+	spec, err := program.Parse([]byte(yamlProgram([]string{"a.recordio"}) + "service: {workers: [10.0.0.1:7070, 10.0.0.2:7070], credit: 4, lease: 5s}\n"))
+	require.NoError(t, err)
+	require.Equal(t, &actors.Service{Workers: []string{"10.0.0.1:7070", "10.0.0.2:7070"}, Credit: 4, Lease: 5 * time.Second}, spec.Service)
 }
 
 // Every YAML example in docs/programs.md parses.

@@ -67,6 +67,13 @@ const (
 	// MaxMaxMessage bounds Config.MaxMessage: the receive limit stays
 	// within gRPC's int32 sizes.
 	MaxMaxMessage = 1 << 26
+	// FlowWindow is the HTTP/2 flow-control window of a connection and of
+	// its stream: bytes a sender may have in flight unacknowledged. gRPC's
+	// 64 KiB start (grown by its bandwidth estimate) held a 10 MB batch to
+	// a fraction of loopback's bandwidth (docs/performance.md).
+	FlowWindow = 16 << 20
+	// queueStart is the first size of the remote's growing queues.
+	queueStart = 1024
 )
 
 // Node is an actor system reachable over Proto.Actor remote.
@@ -103,8 +110,12 @@ func Listen(cfg Config) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The remote's queues are rings that grow when full; their default
+	// start of a million slots is 16 MB of pointers per peer that the
+	// collector scanned on every cycle (a third of the CPU at 784 B).
 	opts := []remote.ConfigOption{remote.WithServerOptions(server...), remote.WithDialOptions(dial...),
-		remote.WithEndpointWriterBatchSize(WriterBatch)}
+		remote.WithEndpointWriterBatchSize(WriterBatch), remote.WithEndpointWriterQueueSize(queueStart),
+		remote.WithEndpointManagerQueueSize(queueStart)}
 	if cfg.Advertise != "" {
 		opts = append(opts, remote.WithAdvertisedHost(cfg.Advertise))
 	}
@@ -155,12 +166,16 @@ func grpcOptions(cfg Config) ([]grpc.ServerOption, []grpc.DialOption, error) {
 	limit := cfg.MaxMessage * WriterBatch
 	server := []grpc.ServerOption{
 		grpc.MaxRecvMsgSize(limit),
+		grpc.InitialWindowSize(FlowWindow),
+		grpc.InitialConnWindowSize(FlowWindow),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: cfg.Keepalive, Timeout: cfg.Keepalive}),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: cfg.Keepalive / 2, PermitWithoutStream: true}),
 		grpc.ChainUnaryInterceptor(recoverUnary),
 		grpc.ChainStreamInterceptor(recoverStream),
 	}
 	dial := []grpc.DialOption{
+		grpc.WithInitialWindowSize(FlowWindow),
+		grpc.WithInitialConnWindowSize(FlowWindow),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(limit), grpc.MaxCallSendMsgSize(limit)),
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: cfg.Keepalive, Timeout: cfg.Keepalive, PermitWithoutStream: true}),
 	}

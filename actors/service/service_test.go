@@ -17,7 +17,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -41,14 +43,26 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
-const workerEnv = "ACTORFEED_TEST_WORKER_ROOT"
+// The worker processes' settings: the data root, and optionally mutual TLS
+// (cert,key,ca) and the message bound.
+const (
+	workerEnv    = "ACTORFEED_TEST_WORKER_ROOT"
+	workerTLS    = "ACTORFEED_TEST_WORKER_TLS"
+	workerMaxMsg = "ACTORFEED_TEST_WORKER_MAX_MESSAGE"
+)
 
 // serveWorker runs a worker node until its stdin closes, having printed its
 // address.
 func serveWorker(root string) int {
-	n, err := service.Listen(service.Config{})
+	cfg := service.Config{}
+	if files := os.Getenv(workerTLS); files != "" {
+		f := strings.Split(files, ",")
+		cfg.TLS = service.TLS{Cert: f[0], Key: f[1], CA: f[2]}
+	}
+	cfg.MaxMessage, _ = strconv.Atoi(os.Getenv(workerMaxMsg))
+	n, err := service.Listen(cfg)
 	if err == nil {
-		_, err = n.Serve(actors.WorkerOptions{Roots: []string{root}, Threads: 2})
+		_, err = n.Serve(actors.WorkerOptions{Roots: []string{root}, Threads: 2, MaxMessage: cfg.MaxMessage})
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -72,12 +86,12 @@ type worker struct {
 
 // startWorkers starts k worker processes reading files under root; they
 // end with the test (stdin closed, then waited for).
-func startWorkers(t *testing.T, k int, root string) []*worker {
+func startWorkers(t *testing.T, k int, root string, env ...string) []*worker {
 	t.Helper()
 	var ws []*worker
 	for range k {
 		cmd := exec.Command(os.Args[0], "-test.run=^$")
-		cmd.Env = append(os.Environ(), workerEnv+"="+root)
+		cmd.Env = append(append(os.Environ(), workerEnv+"="+root), env...)
 		cmd.Stderr = os.Stderr
 		stdin, err := cmd.StdinPipe()
 		require.NoError(t, err)
@@ -203,4 +217,85 @@ func TestServiceSurvivesALostWorker(t *testing.T) {
 	require.NoError(t, p.Close())
 	require.Equal(t, want, got)
 	requireNoPipeline(t, node)
+}
+
+// A worker that stops answering (SIGSTOP: its connection stays open) is
+// taken for lost once unheard for the lease, and its tasks go to the
+// others; let go on, what it sends of its old attempts is dropped. Every
+// batch comes once, in the order.
+func TestServiceFencesAWorkerThatStoppedAnswering(t *testing.T) {
+	ctx := testutil.Context(t)
+	paths := testutil.WriteFiles(t, 12, 300, 50)
+	local, err := actors.New(chain(paths), actors.Options{GroupSize: 8})
+	require.NoError(t, err)
+	want := passes(t, ctx, local, 2, nil)
+	require.NoError(t, local.Close())
+
+	ws := startWorkers(t, 3, filepath.Dir(paths[0]))
+	node := client(t)
+	p, err := actors.New(chain(paths), actors.Options{System: node.System(), GroupSize: 8,
+		Service: &actors.Service{Workers: addrs(ws), Credit: 2, Lease: time.Second}})
+	require.NoError(t, err)
+	hung := ws[1].cmd.Process
+	t.Cleanup(func() { _ = hung.Signal(syscall.SIGCONT) })
+	resumed := false
+	got := passes(t, ctx, p, 2, func(pass, batch int) {
+		if pass == 0 && batch == 10 {
+			require.NoError(t, hung.Signal(syscall.SIGSTOP))
+		}
+		if !resumed && p.ServiceWorkers()[1].Lost > 0 {
+			resumed = true
+			require.NoError(t, hung.Signal(syscall.SIGCONT))
+		}
+	})
+	lost := p.ServiceWorkers()[1]
+	require.NoError(t, p.Close())
+	require.Equal(t, want, got)
+	require.Equal(t, int64(1), lost.Lost)
+	require.Contains(t, lost.Why, "not heard from")
+	requireNoPipeline(t, node)
+}
+
+// With every worker gone, the pipeline waits WaitForWorkers for one, then
+// fails with ErrNoWorkers.
+func TestServiceFailsOnceNoWorkerCameBack(t *testing.T) {
+	ctx := testutil.Context(t)
+	paths := testutil.WriteFiles(t, 12, 300, 50)
+	ws := startWorkers(t, 2, filepath.Dir(paths[0]))
+	node := client(t)
+	p, err := actors.New(chain(paths), actors.Options{System: node.System(), GroupSize: 8,
+		Service: &actors.Service{Workers: addrs(ws), Credit: 2, Lease: time.Second, WaitForWorkers: time.Second}})
+	require.NoError(t, err)
+	defer p.Close()
+	_, err = p.Next(ctx)
+	require.NoError(t, err)
+	for _, w := range ws {
+		require.NoError(t, w.cmd.Process.Kill())
+	}
+	for err == nil {
+		_, err = p.Next(ctx)
+	}
+	require.ErrorIs(t, err, actors.ErrNoWorkers)
+}
+
+// A worker refuses a task whose files lie outside its data roots, and one
+// whose batches exceed its message bound, and the pipeline fails saying so.
+func TestServiceWorkersRefuseWhatTheyMustNotDo(t *testing.T) {
+	ctx := testutil.Context(t)
+	paths := testutil.WriteFiles(t, 2, 100, 50)
+	for name, c := range map[string]struct {
+		root, env, want string
+	}{
+		"outside the roots": {root: t.TempDir(), want: "outside the worker's data roots"},
+		"above the bound":   {root: filepath.Dir(paths[0]), env: workerMaxMsg + "=100", want: "above the worker's bound of 100"},
+	} {
+		ws := startWorkers(t, 1, c.root, c.env)
+		node := client(t)
+		p, err := actors.New(chain(paths), actors.Options{System: node.System(), GroupSize: 8,
+			Service: &actors.Service{Workers: addrs(ws), Lease: time.Second}})
+		require.NoError(t, err)
+		_, err = p.Next(ctx)
+		require.ErrorContains(t, err, c.want, name)
+		require.NoError(t, p.Close())
+	}
 }

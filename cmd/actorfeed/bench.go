@@ -26,6 +26,7 @@ type benchOptions struct {
 	samples, repeat, passes, batch, window, buffer, deviceBatch int
 	plot                                                        string
 	matrix                                                      matrixOptions
+	serviceWorkers                                              []string
 	system                                                      *actor.ActorSystem // shared by the runs, as a trainer shares one
 }
 
@@ -63,7 +64,13 @@ to the fewest cores measured, and the CPU seconds per million samples.
 With --device cuda the actor pipeline's devices copy their batches, made in
 page-locked memory, to the machine's GPUs, and a line per cell says how
 many bytes a second reached them, against a plain page-locked copy
-measured in the same run, and how busy their streams were.`,
+measured in the same run, and how busy their streams were.
+
+With --service-workers 1,2 it measures the data service instead
+(docs/distributed.md): for each --sizes, uncompressed, a new actor pipeline
+for each run in this process, and the same pipeline with its stages before
+the double buffer on 1, 2, ... actorfeed serve processes on loopback that it
+starts, taking turns; samples/s, GB/s and the ratio to the in-process one.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := checkInts(
@@ -80,6 +87,12 @@ measured in the same run, and how busy their streams were.`,
 			); err != nil {
 				return usageError{err}
 			}
+			if cmd.Flags().Changed("service-workers") {
+				if !cmd.Flags().Changed("sizes") {
+					o.matrix.sizes = []string{"784", "150K"}
+				}
+				return runServiceBench(cmd.Context(), cmd.OutOrStdout(), o)
+			}
 			if o.matrix.asked(cmd.Flags()) {
 				return runMatrix(cmd.Context(), cmd.OutOrStdout(), o)
 			}
@@ -95,6 +108,7 @@ measured in the same run, and how busy their streams were.`,
 	f.IntVar(&o.buffer, "buffer", 2, "double buffer window, in batches per device")
 	f.StringVar(&o.plot, "plot", "", "also draw the figures into this directory: throughput.png, device-waits.png, heap.png")
 	o.matrix.flags(f)
+	f.StringSliceVar(&o.serviceWorkers, "service-workers", nil, "measure the data service instead: the pipeline on this many actorfeed serve processes on loopback (as 1,2), against the same pipeline in process, for each --sizes (default 784,150K), uncompressed")
 	f.IntVar(&o.deviceBatch, "device-batch", 1024, "batch size of the device-busy measurement (its step must be a few ms for a timer to simulate it)")
 	return cmd
 }

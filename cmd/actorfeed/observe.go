@@ -24,11 +24,14 @@ type collector struct {
 	p                               func() *actors.Pipeline
 	items, held, demand, restarts   *prometheus.Desc
 	batches, instances, busy, waits *prometheus.Desc
+	// The service's workers (run --service).
+	wBatches, wBytes, wTasks, wLost, wAlive *prometheus.Desc
 }
 
 func newCollector(p func() *actors.Pipeline) *collector {
 	stage := []string{"stage", "kind"}
 	dev := []string{"device"}
+	wrk := []string{"worker"}
 	return &collector{p: p,
 		items:     prometheus.NewDesc("actorfeed_stage_items_total", "Items a stage produced (a consumer: consumed).", stage, nil),
 		held:      prometheus.NewDesc("actorfeed_stage_buffered_items", "Items a stage holds: produced and not acknowledged, or queued.", stage, nil),
@@ -38,11 +41,17 @@ func newCollector(p func() *actors.Pipeline) *collector {
 		instances: prometheus.NewDesc("actorfeed_device_samples_total", "Samples a device stepped.", dev, nil),
 		busy:      prometheus.NewDesc("actorfeed_device_busy_seconds_total", "Time a device spent in steps.", dev, nil),
 		waits:     prometheus.NewDesc("actorfeed_device_wait_seconds_total", "Time a device waited for data.", dev, nil),
+		wBatches:  prometheus.NewDesc("actorfeed_service_worker_batches_total", "Batches taken in from a worker of the service.", wrk, nil),
+		wBytes:    prometheus.NewDesc("actorfeed_service_worker_bytes_total", "Bytes on the wire of the batches taken in from a worker.", wrk, nil),
+		wTasks:    prometheus.NewDesc("actorfeed_service_worker_tasks_total", "Tasks a worker completed.", wrk, nil),
+		wLost:     prometheus.NewDesc("actorfeed_service_worker_lost_total", "Times a worker was taken for lost and its tasks handed to others.", wrk, nil),
+		wAlive:    prometheus.NewDesc("actorfeed_service_worker_alive", "1 while a worker's session is alive.", wrk, nil),
 	}
 }
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.items, c.held, c.demand, c.restarts, c.batches, c.instances, c.busy, c.waits} {
+	for _, d := range []*prometheus.Desc{c.items, c.held, c.demand, c.restarts, c.batches, c.instances, c.busy, c.waits,
+		c.wBatches, c.wBytes, c.wTasks, c.wLost, c.wAlive} {
 		ch <- d
 	}
 }
@@ -64,6 +73,17 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.instances, prometheus.CounterValue, float64(d.Instances), id)
 		ch <- prometheus.MustNewConstMetric(c.busy, prometheus.CounterValue, d.Busy.Seconds(), id)
 		ch <- prometheus.MustNewConstMetric(c.waits, prometheus.CounterValue, d.Wait.Seconds(), id)
+	}
+	for _, w := range p.ServiceWorkers() {
+		alive := 0.0
+		if w.Alive {
+			alive = 1
+		}
+		ch <- prometheus.MustNewConstMetric(c.wBatches, prometheus.CounterValue, float64(w.Batches), w.Addr)
+		ch <- prometheus.MustNewConstMetric(c.wBytes, prometheus.CounterValue, float64(w.Bytes), w.Addr)
+		ch <- prometheus.MustNewConstMetric(c.wTasks, prometheus.CounterValue, float64(w.Tasks), w.Addr)
+		ch <- prometheus.MustNewConstMetric(c.wLost, prometheus.CounterValue, float64(w.Lost), w.Addr)
+		ch <- prometheus.MustNewConstMetric(c.wAlive, prometheus.GaugeValue, alive, w.Addr)
 	}
 }
 

@@ -63,6 +63,47 @@ func TestMetricsAreServedOnLoopback(t *testing.T) {
 	require.Empty(t, registered.Actors(sys))
 }
 
+// A service's workers have metrics of their own, and are machines of their
+// own in the actor tree (a worker in the pipeline's system here: no
+// network, so that the race detector runs).
+func TestServiceWorkersAreObserved(t *testing.T) {
+	dir := t.TempDir()
+	s := synthetic{files: 2, samples: 400, seed: 1}
+	paths, err := s.write(t.Context(), dir)
+	require.NoError(t, err)
+	sys := actors.NewSystem()
+	defer sys.Shutdown()
+	w, err := actors.StartWorker(sys, actors.WorkerOptions{Roots: []string{dir}})
+	require.NoError(t, err)
+	p, err := actors.NewDevices([]actors.Stage{actors.Files{Paths: paths}, actors.Batch{Size: 20}}, actors.Devices{N: 2},
+		actors.Options{System: sys, Service: &actors.Service{Workers: []string{sys.Address()}}})
+	require.NoError(t, err)
+	require.NoError(t, p.Run(t.Context()))
+	m, err := serveMetrics("127.0.0.1:0", false, func() *actors.Pipeline { return p })
+	require.NoError(t, err)
+	resp, err := http.Get("http://" + m.addr + "/metrics")
+	require.NoError(t, err)
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.NoError(t, err)
+	require.NoError(t, m.stop())
+	for _, want := range []string{
+		`actorfeed_service_worker_batches_total{worker="nonhost"} 20`,
+		`actorfeed_service_worker_tasks_total{worker="nonhost"} 1`,
+		`actorfeed_service_worker_lost_total{worker="nonhost"} 0`,
+		`actorfeed_service_worker_alive{worker="nonhost"} 1`,
+		`actorfeed_stage_items_total{kind="service",stage="1-service"} 20`,
+	} {
+		require.Contains(t, string(body), want)
+	}
+	dot := treeDOT(p.StageStats(), p.ServiceWorkers())
+	require.Contains(t, dot, `"worker nonhost" -> "1-service" [style=dotted`)
+	require.Contains(t, dot, "1 tasks, 20 batches, lost 0")
+	require.NoError(t, p.Close())
+	require.NoError(t, w.Close())
+	require.Empty(t, registered.Actors(sys))
+}
+
 func TestRunWritesReport(t *testing.T) {
 	dir := genSet(t, 2, 2000)
 	rep := filepath.Join(dir, "report")

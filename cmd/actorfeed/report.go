@@ -25,7 +25,7 @@ import (
 // writeReport draws a run into dir: throughput.png, devices.png,
 // buffers.png, and the actor tree as actors.png and actors.dot. It returns
 // the files written.
-func writeReport(dir string, series []sample, stages []actors.StageStats, devices int) ([]string, error) {
+func writeReport(dir string, series []sample, stages []actors.StageStats, workers []actors.ServiceWorker, devices int) ([]string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
@@ -86,7 +86,7 @@ func writeReport(dir string, series []sample, stages []actors.StageStats, device
 	}
 	written = append(written, tree)
 	dot := filepath.Join(dir, "actors.dot")
-	if err := atomicfile.Write(dot, func(w io.Writer) error { _, err := io.WriteString(w, treeDOT(stages)); return err }); err != nil {
+	if err := atomicfile.Write(dot, func(w io.Writer) error { _, err := io.WriteString(w, treeDOT(stages, workers)); return err }); err != nil {
 		return nil, err
 	}
 	return append(written, dot), nil
@@ -244,8 +244,10 @@ func hsv(h, s, v float64) (r, g, b uint8) {
 }
 
 // treeDOT is the pipeline's actor tree in Graphviz: the supervisor and its
-// children (solid), and the data flow between them (dashed).
-func treeDOT(stages []actors.StageStats) string {
+// children (solid), and the data flow between them (dashed); with a
+// service, each worker is a machine of its own, feeding the service stage
+// over the network (dotted).
+func treeDOT(stages []actors.StageStats, workers []actors.ServiceWorker) string {
 	var b strings.Builder
 	b.WriteString("digraph pipeline {\n  rankdir=LR;\n  node [shape=box, fontname=\"Helvetica\"];\n")
 	b.WriteString("  supervisor [label=\"supervisor\\n(restart intensity)\"];\n")
@@ -254,6 +256,15 @@ func treeDOT(stages []actors.StageStats) string {
 	}
 	for _, e := range dataFlow(stages) {
 		fmt.Fprintf(&b, "  %q -> %q [style=dashed, color=gray40];\n", e[0], e[1])
+	}
+	for i, w := range workers {
+		for _, s := range stages {
+			if s.Kind == actors.KindService {
+				fmt.Fprintf(&b, "  subgraph \"cluster_%d\" {\n    label=%q;\n    \"worker %s\" [label=\"%s\\n%d tasks, %d batches, lost %d\"];\n  }\n",
+					i, w.Addr, w.Addr, actors.WorkerName, w.Tasks, w.Batches, w.Lost)
+				fmt.Fprintf(&b, "  \"worker %s\" -> %q [style=dotted, color=gray40];\n", w.Addr, s.Stage)
+			}
+		}
 	}
 	b.WriteString("}\n")
 	return b.String()

@@ -255,14 +255,6 @@ func flagProgram(o runOptions, files []string) *program.Program {
 func runPipeline(ctx context.Context, out, errOut io.Writer, o runOptions, changed func(string) bool) error {
 	policy, _ := supervisor.ParseCorruptPolicy(o.onCorrupt)
 	opts := actors.Options{OnCorrupt: policy, Lanes: o.lanes}
-	if len(o.service) > 0 {
-		node, err := o.node.listenNode()
-		if err != nil {
-			return err
-		}
-		defer node.Close() // after the pipeline
-		opts.System, opts.Service = node.System(), &actors.Service{Workers: o.service, Credit: o.credit}
-	}
 	if o.resume != "" {
 		st, err := readState(o.resume)
 		if err != nil {
@@ -290,6 +282,21 @@ func runPipeline(ctx context.Context, out, errOut io.Writer, o runOptions, chang
 	if scope.Options.Shard == (actors.Shard{}) {
 		rem, _ := order.ParseRemainder(o.remainder)
 		scope.Options.Shard = actors.Shard{Rank: o.rank, World: o.world, Remainder: rem}
+	}
+	if len(o.service) > 0 {
+		scope.Options.Service = &actors.Service{Workers: o.service, Credit: o.credit}
+	}
+	if svc := scope.Options.Service; svc != nil {
+		node, err := o.node.listenNode()
+		if err != nil {
+			return err
+		}
+		defer func() {
+			scope.Close() // the pipeline first: it ends its sessions through the node
+			node.Close()
+		}()
+		scope.Options.System = node.System()
+		o.service = svc.Workers
 	}
 	if err := scope.Run(ctx, startup); err != nil {
 		return err
@@ -378,6 +385,13 @@ func loadSpec(o *runOptions, scope *program.Scope, changed func(string) bool) (*
 	}
 	if spec.Shard != nil && !changed("rank") && !changed("world") && !changed("remainder") {
 		scope.Options.Shard = *spec.Shard
+	}
+	if spec.Service != nil && !changed("service") {
+		svc := *spec.Service
+		if changed("credit") {
+			svc.Credit = o.credit
+		}
+		scope.Options.Service = &svc
 	}
 	feed := spec.Feed()
 	if spec.Devices != nil {

@@ -76,4 +76,21 @@ func TestRunThroughServiceWorkers(t *testing.T) {
 	require.NoError(t, run.cmd.Wait(), run.stderr.String())
 	require.Equal(t, want, sortedLines(t, filepath.Join(dir, "killed.jsonl")))
 	require.Contains(t, run.stdout.String(), "worker "+addrs[1]+" was lost: its node is gone", "the summary names the lost worker")
+
+	// The YAML equivalent: a program's service section.
+	files, err := filepath.Glob(filepath.Join(dir, "data", "*.recordio"))
+	require.NoError(t, err)
+	spec := `startup:
+  - {op: open_files, out: files, attrs: {file_names: [` + strings.Join(files, ", ") + `]}}
+  - {op: create_shuffle_reader, in: files, out: shuffled, attrs: {buffer_size: 1024, seed: 9}}
+  - {op: create_batch_reader, in: shuffled, out: batches, attrs: {batch_size: 32}}
+  - {op: create_double_buffer_reader, in: batches, out: reader}
+devices: {n: 2, passes: 2}
+service: {workers: [` + addrs[0] + `, ` + addrs[2] + `], lease: 2s}
+`
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "p.yaml"), []byte(spec), 0o644))
+	out, stderr, code := execCLI(t, dir, "run", "--spec", "p.yaml", "--emit-ids", "spec.jsonl")
+	require.Zero(t, code, stderr)
+	require.Contains(t, out, "on 2 worker(s) of the service")
+	require.Equal(t, want, sortedLines(t, filepath.Join(dir, "spec.jsonl")))
 }

@@ -214,7 +214,7 @@ func (s *session) run(ctx context.Context, afterPass func(pass int) error) (err 
 		s.recorder = newRecorder(s.watch.sampleEvery)
 		s.recorder.start(s.p, s.start)
 		defer func() {
-			written, rerr := writeReport(s.watch.report, s.recorder.stop(), s.p.StageStats(), s.devices)
+			written, rerr := writeReport(s.watch.report, s.recorder.stop(), s.p.StageStats(), s.p.ServiceWorkers(), s.devices)
 			s.reported = written
 			if err == nil {
 				err = rerr // a run that failed or stopped reports that, not a report too short to draw

@@ -36,6 +36,9 @@ type Config struct {
 	// Storage where their batches are made.
 	Step    actors.StepFunc
 	Storage actors.Storage
+	// Service, when set, runs the stages before the double buffer on its
+	// workers (System must then be a node's).
+	Service *actors.Service
 }
 
 func (c Config) pipeline(dev actors.Devices) (*actors.Pipeline, error) {
@@ -44,7 +47,7 @@ func (c Config) pipeline(dev actors.Devices) (*actors.Pipeline, error) {
 		paths = []string{c.Path}
 	}
 	return actors.NewDevices([]actors.Stage{actors.Files{Paths: paths, AnyOrder: c.AnyOrder}, actors.Shuffle{Window: c.Window, Seed: 1},
-		actors.Batch{Size: c.Batch}, actors.DoubleBuffer{Window: c.Buffer}}, dev, actors.Options{System: c.System, Lanes: c.Lanes})
+		actors.Batch{Size: c.Batch}, actors.DoubleBuffer{Window: c.Buffer}}, dev, actors.Options{System: c.System, Lanes: c.Lanes, Service: c.Service})
 }
 
 // Pass builds the pipeline, runs one pass with step as the device's work,

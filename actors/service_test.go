@@ -1,0 +1,86 @@
+package actors_test
+
+import (
+	"fmt"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/actorfeed/actorfeed/actors"
+	"github.com/actorfeed/actorfeed/internal/faults"
+	"github.com/actorfeed/actorfeed/internal/testutil"
+	"github.com/actorfeed/actorfeed/messages"
+	"github.com/actorfeed/actorfeed/sim"
+)
+
+// serviceChain is the chain the service tests run: files, the order's
+// shuffle, batch, and a double buffer that asks for more than the stage
+// before it holds (Capacity).
+func serviceChain(paths []string) []actors.Stage {
+	return []actors.Stage{actors.Files{Paths: paths, Threads: 3}, actors.Shuffle{Window: 50, Seed: 3}, actors.Batch{Size: 16},
+		actors.DoubleBuffer{Window: 8}}
+}
+
+// A Service whose worker is in the pipeline's own system (no network: the
+// race detector sees the protocol's code, which the remote's own races keep
+// it from in actors/service's tests) delivers the batches of a pipeline
+// without it, pass after pass, after a Reset mid-pass, and when its service
+// stage panics at any of its first messages: a restart hands every attempt
+// in flight out again, fenced, and nothing is lost or delivered twice. The
+// lease is an hour: nothing waits for the leases' ticks (the stage once
+// handed on only as far as Capacity until the next message came, and a
+// pass stalled until a tick).
+func TestServiceInOneSystemDeliversExactlyOnce(t *testing.T) {
+	ctx := testutil.Context(t)
+	paths := testutil.WriteFiles(t, 6, 150, 40)
+	local, err := actors.New(serviceChain(paths), actors.Options{GroupSize: 8})
+	require.NoError(t, err)
+	want := passBatches(t, ctx, local, 3)[1:] // the runs below reset pass 0 after one batch
+	require.NoError(t, local.Close())
+
+	run := func(t *testing.T, faults faults.Injector) ([][][]uint64, actors.Stats) {
+		sys := actors.NewSystem()
+		defer sys.Shutdown()
+		w, err := actors.StartWorker(sys, actors.WorkerOptions{Roots: []string{filepath.Dir(paths[0])}, Threads: 2})
+		require.NoError(t, err)
+		opts := actors.Options{System: sys, GroupSize: 8, Service: &actors.Service{Workers: []string{sys.Address()}, Lease: time.Hour}}
+		opts.Faults = faults
+		p, err := actors.New(serviceChain(paths), opts)
+		require.NoError(t, err)
+		_, err = p.Next(ctx) // a pass begun, then reset: its tasks are dropped
+		require.NoError(t, err)
+		require.NoError(t, p.Reset())
+		got := passBatches(t, ctx, p, 2)
+		st := p.Stats()
+		require.NoError(t, p.Close())
+		require.NoError(t, w.Close())
+		require.Zero(t, w.Stats().Sessions, "sessions left on the worker")
+		return got, st
+	}
+	got, _ := run(t, nil)
+	require.Equal(t, want, got)
+	for _, n := range []int64{1, 2, 3, 5, 8, 13, 21, 34} {
+		t.Run(fmt.Sprintf("panic at %d", n), func(t *testing.T) {
+			got, st := run(t, sim.PanicAt{Kind: actors.KindService, N: n})
+			require.Positive(t, st.Restarts, "the fault fired")
+			require.Equal(t, want, got)
+		})
+	}
+	// The message lost with the panic is a task's end: without the
+	// restart's hand-out, the task would never complete.
+	got, st := run(t, &panicAtFirst[*messages.ServiceTaskEnd]{})
+	require.Positive(t, st.Restarts, "the fault fired")
+	require.Equal(t, want, got)
+}
+
+// panicAtFirst panics the service stage at the first message of type M.
+type panicAtFirst[M any] struct{ fired atomic.Bool }
+
+func (p *panicAtFirst[M]) BeforeMessage(_, kind string, _ int64, msg any) {
+	if _, ok := msg.(M); ok && kind == actors.KindService && p.fired.CompareAndSwap(false, true) {
+		panic("injected")
+	}
+}
