@@ -248,7 +248,6 @@ type svcWorker struct {
 	alive   bool
 	heard   time.Time // the last message of the current session
 	hello   time.Time // the last ServiceHello sent
-	tasks   int       // unfinished tasks it holds
 	why     string    // why it was last lost
 	probing bool      // a probe of its address is under way
 	// What Stats shows.
@@ -266,6 +265,7 @@ type svcTask struct {
 	queue    []*messages.Batch // taken in, not handed on
 	handed   uint32            // batches handed on (or dropped as committed before a resume)
 	granted  uint64            // the credit the current attempt was given: batches below this index
+	sentAt   time.Time         // when its ServiceTask last went out
 	ended    bool              // the current attempt ended, having made batches
 	batches  uint32
 	skipped  uint64

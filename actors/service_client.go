@@ -26,20 +26,7 @@ func (a *serviceActor) Receive(ctx actor.Context) {
 	msg, send := c.receive(ctx)
 	switch m := msg.(type) {
 	case *actor.Started:
-		a.stop = scheduler.NewTimerScheduler(ctx.ActorSystem().Root).SendRepeatedly(c.cfg.Lease/4, c.cfg.Lease/4, ctx.Self(), serviceTick{})
-		if c.restarted() {
-			// The message being handled is lost: whatever it was, every
-			// attempt in flight starts again, fenced, from what was handed on.
-			for _, t := range c.tasks[c.head:] {
-				if t.worker >= 0 && !t.complete {
-					a.requeue(t)
-				}
-			}
-			c.announce(send)
-		}
-		for _, w := range c.workers {
-			a.hello(ctx, w)
-		}
+		a.onStarted(ctx, send)
 	case *actor.Stopping:
 		if a.stop != nil {
 			a.stop()
@@ -82,9 +69,34 @@ func (a *serviceActor) Receive(ctx actor.Context) {
 			return
 		}
 	}
-	// Handing on pauses at Capacity unsent items, and what flush sends
-	// frees room: hand on again until nothing more goes, since the batches
-	// queued here bring no message that would prompt it.
+	a.progress(ctx, send)
+}
+
+// onStarted starts the lease ticks and says hello to every worker; after a
+// restart, the message being handled is lost: whatever it was, every
+// attempt in flight starts again, fenced, from what was handed on.
+func (a *serviceActor) onStarted(ctx actor.Context, send func(*actor.PID, any)) {
+	c := a.c
+	a.stop = scheduler.NewTimerScheduler(ctx.ActorSystem().Root).SendRepeatedly(c.cfg.Lease/4, c.cfg.Lease/4, ctx.Self(), serviceTick{})
+	if c.restarted() {
+		for _, t := range c.tasks[c.head:] {
+			if t.worker >= 0 && !t.complete {
+				a.requeue(t)
+			}
+		}
+		c.announce(send)
+	}
+	for _, w := range c.workers {
+		a.hello(ctx, w)
+	}
+}
+
+// progress hands on what it can, then hands out tasks and credit.
+// Handing on pauses at Capacity unsent items, and what flush sends frees
+// room: it hands on again until nothing more goes, since the batches queued
+// here bring no message that would prompt it.
+func (a *serviceActor) progress(ctx actor.Context, send func(*actor.PID, any)) {
+	c := a.c
 	for {
 		a.handOn()
 		sent := c.out.sent
@@ -128,7 +140,6 @@ func (a *serviceActor) onSubscribe(ctx actor.Context, m *messages.Subscribe) err
 		c.skip[pos] = true
 	}
 	for _, w := range c.workers {
-		w.tasks = 0
 		a.hello(ctx, w)
 	}
 	return c.out.subscribe(ctx.Sender(), m)
@@ -147,6 +158,7 @@ func (a *serviceActor) onWorker(ctx actor.Context, msg any) error {
 				ctx.Watch(w.pid)
 			}
 			w.heard = time.Now()
+			a.reconcile(ctx, w, m)
 		}
 	case *messages.ServiceBatch:
 		w, t := c.attempt(m.Session, m.Task, m.Attempt)
@@ -183,7 +195,6 @@ func (a *serviceActor) onWorker(ctx actor.Context, msg any) error {
 			return nil
 		}
 		t.complete = true
-		w.tasks--
 		w.taken++
 	}
 	return nil
@@ -217,9 +228,6 @@ func (c *serviceCell) attempt(session string, id uint64, attempt uint32) (*svcWo
 // hand on is dropped, and the next attempt starts after what was handed on.
 func (a *serviceActor) requeue(t *svcTask) {
 	c := a.c
-	if t.worker >= 0 {
-		c.workers[t.worker].tasks--
-	}
 	for _, b := range t.queue {
 		c.pipe.discard(b)
 	}
@@ -243,7 +251,6 @@ func (a *serviceActor) lose(ctx actor.Context, w *svcWorker, why string) {
 			a.requeue(c.tasks[i])
 		}
 	}
-	w.tasks = 0
 	if c.lonely.IsZero() && !c.anyAlive() {
 		c.lonely = time.Now()
 	}
@@ -387,6 +394,14 @@ func (a *serviceActor) assign(ctx actor.Context) {
 	if c.out.fail != nil || c.out.closed {
 		return
 	}
+	// A worker holds a task until it is handed on, complete or not: what a
+	// complete task queued counts against the memory bound too.
+	held := make([]int, len(c.workers))
+	for _, t := range c.tasks[c.head:] {
+		if t.worker >= 0 {
+			held[t.worker]++
+		}
+	}
 	for _, t := range c.tasks[c.head:] {
 		if t.complete || t.worker >= 0 {
 			continue
@@ -397,7 +412,7 @@ func (a *serviceActor) assign(ctx actor.Context) {
 		head := t == c.tasks[c.head]
 		w := -1
 		for i, x := range c.workers {
-			if x.alive && (x.tasks < c.cfg.Tasks || head) && (w < 0 || x.tasks < c.workers[w].tasks) {
+			if x.alive && (held[i] < c.cfg.Tasks || head) && (w < 0 || held[i] < held[w]) {
 				w = i
 			}
 		}
@@ -406,9 +421,54 @@ func (a *serviceActor) assign(ctx actor.Context) {
 		}
 		t.worker, t.attempt = w, t.attempt+1
 		t.granted = uint64(t.handed) + uint64(c.cfg.Credit)
-		c.workers[w].tasks++
-		ctx.Request(c.workers[w].pid, &messages.ServiceTask{Session: c.workers[w].session, Task: t.id, Attempt: t.attempt,
-			Skip: t.handed, Job: c.job, State: t.state, Credit: uint32(c.cfg.Credit), BeatMs: (c.cfg.Lease / 4).Milliseconds()})
+		held[w]++
+		a.send(ctx, t)
+	}
+}
+
+// send gives task t's current attempt to its worker, from the batches not
+// taken in yet, with the credit it has.
+func (a *serviceActor) send(ctx actor.Context, t *svcTask) {
+	c := a.c
+	w := c.workers[t.worker]
+	t.sentAt = time.Now()
+	skip := t.expected()
+	ctx.Request(w.pid, &messages.ServiceTask{Session: w.session, Task: t.id, Attempt: t.attempt, Skip: skip, Job: c.job, State: t.state,
+		Credit: uint32(t.granted - uint64(skip)), BeatMs: (c.cfg.Lease / 4).Milliseconds()})
+}
+
+// reconcile compares the attempts worker w says it runs (m) with those it
+// was given. The remote is at most once, so: an attempt that is not
+// current is dropped; a current one that sent more than was taken in lost
+// batches on the way, and is handed out again; a current one it runs is
+// told its credit again (a ServiceCredit may have been lost); a current
+// one it does not run, given over half a lease ago, is given again from
+// what was taken in (its ServiceTask, or its end, was lost).
+func (a *serviceActor) reconcile(ctx actor.Context, w *svcWorker, m *messages.ServiceHeartbeat) {
+	c := a.c
+	runs := map[uint64]bool{}
+	for i, id := range m.Tasks {
+		if i >= len(m.Attempts) {
+			break
+		}
+		_, t := c.attempt(m.Session, id, m.Attempts[i])
+		switch {
+		case t == nil:
+			ctx.Send(w.pid, &messages.ServiceDrop{Session: m.Session, Task: id, Attempt: m.Attempts[i]})
+		case i < len(m.Sent) && m.Sent[i] > t.expected() && !t.ended:
+			a.requeue(t) // batches it sent were lost on the way
+			ctx.Send(w.pid, &messages.ServiceDrop{Session: m.Session, Task: id, Attempt: m.Attempts[i]})
+		case !t.ended:
+			runs[id] = true
+			ctx.Send(w.pid, &messages.ServiceCredit{Session: m.Session, Task: id, Attempt: t.attempt, Granted: t.granted})
+		default:
+			runs[id] = true
+		}
+	}
+	for _, t := range c.tasks[c.head:] {
+		if t.worker >= 0 && c.workers[t.worker] == w && !t.complete && !runs[t.id] && time.Since(t.sentAt) > c.cfg.Lease/2 {
+			a.send(ctx, t)
+		}
 	}
 }
 

@@ -1,7 +1,9 @@
 package actors_test
 
 import (
+	"errors"
 	"fmt"
+	"io"
 	"path/filepath"
 	"sync/atomic"
 	"testing"
@@ -83,4 +85,49 @@ func (p *panicAtFirst[M]) BeforeMessage(_, kind string, _ int64, msg any) {
 	if _, ok := msg.(M); ok && kind == actors.KindService && p.fired.CompareAndSwap(false, true) {
 		panic("injected")
 	}
+}
+
+// A Service pipeline's State resumes a pipeline with or without the
+// service, and the other way round: the batches of two epochs, cut at
+// drawn places, are those of one uninterrupted run.
+func TestServiceResumesFromItsState(t *testing.T) {
+	ctx := testutil.Context(t)
+	paths := testutil.WriteFiles(t, 4, 120, 40)
+	local, err := actors.New(serviceChain(paths), actors.Options{GroupSize: 8})
+	require.NoError(t, err)
+	var want [][]uint64
+	for _, pass := range passBatches(t, ctx, local, 2) {
+		want = append(want, pass...)
+	}
+	require.NoError(t, local.Close())
+
+	sys := actors.NewSystem()
+	defer sys.Shutdown()
+	w, err := actors.StartWorker(sys, actors.WorkerOptions{Roots: []string{filepath.Dir(paths[0])}})
+	require.NoError(t, err)
+	defer func() { require.NoError(t, w.Close()) }()
+	var got [][]uint64
+	var st *actors.State
+	for i, end := range []int{7, 8, len(want)/2 + 3, len(want)} {
+		opts := actors.Options{System: sys, GroupSize: 8, Resume: st}
+		if i%2 == 0 {
+			opts.Service = &actors.Service{Workers: []string{sys.Address()}, Lease: time.Hour}
+		}
+		p, err := actors.New(serviceChain(paths), opts)
+		require.NoError(t, err)
+		for len(got) < end {
+			it, err := p.Next(ctx)
+			if errors.Is(err, io.EOF) {
+				require.NoError(t, p.Reset())
+				continue
+			}
+			require.NoError(t, err)
+			got = append(got, it.IDs)
+		}
+		s, err := p.State()
+		require.NoError(t, err)
+		st = &s
+		closeAndCheck(t, p, nil)
+	}
+	require.Equal(t, want, got)
 }

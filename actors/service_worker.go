@@ -184,6 +184,7 @@ type wSession struct {
 type wAttempt struct {
 	attempt uint32
 	cancel  context.CancelFunc
+	sent    atomic.Uint32 // the index after the last batch sent
 	mu      sync.Mutex
 	granted uint64
 	wake    chan struct{} // closed when granted grows
@@ -252,6 +253,13 @@ func (a *nodeWorkerActor) Receive(ctx actor.Context) {
 		}
 	case *messages.ServiceClose:
 		a.drop(m.Session)
+	case *messages.ServiceDrop:
+		if s := a.sessions[m.Session]; s != nil {
+			if at := s.attempts[m.Task]; at != nil && at.attempt == m.Attempt {
+				at.cancel()
+				delete(s.attempts, m.Task)
+			}
+		}
 	case attemptDone:
 		if s := a.sessions[m.session]; s != nil {
 			if at := s.attempts[m.task]; at != nil && at.attempt == m.attempt {
@@ -282,8 +290,8 @@ func (a *nodeWorkerActor) session(ctx actor.Context, id string) *wSession {
 
 func (a *nodeWorkerActor) heartbeat(id string, s *wSession) *messages.ServiceHeartbeat {
 	hb := &messages.ServiceHeartbeat{Session: id}
-	for t := range s.attempts {
-		hb.Tasks = append(hb.Tasks, t)
+	for t, at := range s.attempts {
+		hb.Tasks, hb.Attempts, hb.Sent = append(hb.Tasks, t), append(hb.Attempts, at.attempt), append(hb.Sent, at.sent.Load())
 	}
 	s.beaten = time.Now()
 	return hb
@@ -328,6 +336,7 @@ func (a *nodeWorkerActor) start(ctx actor.Context, m *messages.ServiceTask) {
 	}
 	tctx, cancel := context.WithCancel(a.w.ctx)
 	at := &wAttempt{attempt: m.Attempt, cancel: cancel, granted: uint64(m.Skip) + uint64(m.Credit), wake: make(chan struct{})}
+	at.sent.Store(m.Skip)
 	s.attempts[m.Task] = at
 	w, client, self := a.w, s.client, ctx.Self()
 	w.wg.Go(func() {
@@ -397,6 +406,7 @@ func (w *Worker) produce(ctx context.Context, client *actor.PID, m *messages.Ser
 				ErrBadSpec, index, size, w.opts.MaxMessage)
 		}
 		w.sys.Root.Send(client, sb)
+		at.sent.Store(index + 1) // after the send: a heartbeat counting it leaves after it
 		w.batches.Add(1)
 		w.bytes.Add(int64(size))
 	}

@@ -1505,12 +1505,20 @@ func (x *ServiceHello) GetLeaseMs() int64 {
 	return 0
 }
 
-// ServiceHeartbeat says the worker is alive and serving the session.
+// ServiceHeartbeat says the worker is alive and serving the session, and
+// which attempts it runs for it: attempt attempts[i] at task tasks[i]. The
+// client reconciles: it drops attempts that are not current, and hands out
+// again current ones the worker does not run (their ServiceTask, or their
+// end, was lost on the way; the remote is at most once).
 type ServiceHeartbeat struct {
-	state   protoimpl.MessageState `protogen:"open.v1"`
-	Session string                 `protobuf:"bytes,1,opt,name=session,proto3" json:"session,omitempty"`
-	// The attempts the worker is running for the session, as task ids.
-	Tasks         []uint64 `protobuf:"varint,2,rep,packed,name=tasks,proto3" json:"tasks,omitempty"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Session  string                 `protobuf:"bytes,1,opt,name=session,proto3" json:"session,omitempty"`
+	Tasks    []uint64               `protobuf:"varint,2,rep,packed,name=tasks,proto3" json:"tasks,omitempty"`
+	Attempts []uint32               `protobuf:"varint,3,rep,packed,name=attempts,proto3" json:"attempts,omitempty"`
+	// The index after the last batch each attempt sent. A heartbeat leaves
+	// after the batches it counts, on the same way: a client that took in
+	// fewer lost the rest (a connection cut under them).
+	Sent          []uint32 `protobuf:"varint,4,rep,packed,name=sent,proto3" json:"sent,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1559,6 +1567,81 @@ func (x *ServiceHeartbeat) GetTasks() []uint64 {
 	return nil
 }
 
+func (x *ServiceHeartbeat) GetAttempts() []uint32 {
+	if x != nil {
+		return x.Attempts
+	}
+	return nil
+}
+
+func (x *ServiceHeartbeat) GetSent() []uint32 {
+	if x != nil {
+		return x.Sent
+	}
+	return nil
+}
+
+// ServiceDrop stops an attempt that is no longer its task's current one.
+type ServiceDrop struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Session       string                 `protobuf:"bytes,1,opt,name=session,proto3" json:"session,omitempty"`
+	Task          uint64                 `protobuf:"varint,2,opt,name=task,proto3" json:"task,omitempty"`
+	Attempt       uint32                 `protobuf:"varint,3,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ServiceDrop) Reset() {
+	*x = ServiceDrop{}
+	mi := &file_messages_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ServiceDrop) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ServiceDrop) ProtoMessage() {}
+
+func (x *ServiceDrop) ProtoReflect() protoreflect.Message {
+	mi := &file_messages_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ServiceDrop.ProtoReflect.Descriptor instead.
+func (*ServiceDrop) Descriptor() ([]byte, []int) {
+	return file_messages_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *ServiceDrop) GetSession() string {
+	if x != nil {
+		return x.Session
+	}
+	return ""
+}
+
+func (x *ServiceDrop) GetTask() uint64 {
+	if x != nil {
+		return x.Task
+	}
+	return 0
+}
+
+func (x *ServiceDrop) GetAttempt() uint32 {
+	if x != nil {
+		return x.Attempt
+	}
+	return 0
+}
+
 // ServiceClose ends a session: the worker stops its attempts and forgets it.
 type ServiceClose struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -1569,7 +1652,7 @@ type ServiceClose struct {
 
 func (x *ServiceClose) Reset() {
 	*x = ServiceClose{}
-	mi := &file_messages_proto_msgTypes[18]
+	mi := &file_messages_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1581,7 +1664,7 @@ func (x *ServiceClose) String() string {
 func (*ServiceClose) ProtoMessage() {}
 
 func (x *ServiceClose) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_proto_msgTypes[18]
+	mi := &file_messages_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1594,7 +1677,7 @@ func (x *ServiceClose) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServiceClose.ProtoReflect.Descriptor instead.
 func (*ServiceClose) Descriptor() ([]byte, []int) {
-	return file_messages_proto_rawDescGZIP(), []int{18}
+	return file_messages_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ServiceClose) GetSession() string {
@@ -1714,10 +1797,16 @@ const file_messages_proto_rawDesc = "" +
 	"\afailure\x18\x06 \x01(\v2\x15.actorfeed.v1.FailureR\afailure\"C\n" +
 	"\fServiceHello\x12\x18\n" +
 	"\asession\x18\x01 \x01(\tR\asession\x12\x19\n" +
-	"\blease_ms\x18\x02 \x01(\x03R\aleaseMs\"B\n" +
+	"\blease_ms\x18\x02 \x01(\x03R\aleaseMs\"r\n" +
 	"\x10ServiceHeartbeat\x12\x18\n" +
 	"\asession\x18\x01 \x01(\tR\asession\x12\x14\n" +
-	"\x05tasks\x18\x02 \x03(\x04R\x05tasks\"(\n" +
+	"\x05tasks\x18\x02 \x03(\x04R\x05tasks\x12\x1a\n" +
+	"\battempts\x18\x03 \x03(\rR\battempts\x12\x12\n" +
+	"\x04sent\x18\x04 \x03(\rR\x04sent\"U\n" +
+	"\vServiceDrop\x12\x18\n" +
+	"\asession\x18\x01 \x01(\tR\asession\x12\x12\n" +
+	"\x04task\x18\x02 \x01(\x04R\x04task\x12\x18\n" +
+	"\aattempt\x18\x03 \x01(\rR\aattempt\"(\n" +
 	"\fServiceClose\x12\x18\n" +
 	"\asession\x18\x01 \x01(\tR\asession*\xb7\x01\n" +
 	"\x05DType\x12\x11\n" +
@@ -1754,7 +1843,7 @@ func file_messages_proto_rawDescGZIP() []byte {
 }
 
 var file_messages_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_messages_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
+var file_messages_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
 var file_messages_proto_goTypes = []any{
 	(DType)(0),               // 0: actorfeed.v1.DType
 	(ErrorClass)(0),          // 1: actorfeed.v1.ErrorClass
@@ -1776,7 +1865,8 @@ var file_messages_proto_goTypes = []any{
 	(*ServiceTaskEnd)(nil),   // 17: actorfeed.v1.ServiceTaskEnd
 	(*ServiceHello)(nil),     // 18: actorfeed.v1.ServiceHello
 	(*ServiceHeartbeat)(nil), // 19: actorfeed.v1.ServiceHeartbeat
-	(*ServiceClose)(nil),     // 20: actorfeed.v1.ServiceClose
+	(*ServiceDrop)(nil),      // 20: actorfeed.v1.ServiceDrop
+	(*ServiceClose)(nil),     // 21: actorfeed.v1.ServiceClose
 }
 var file_messages_proto_depIdxs = []int32{
 	0,  // 0: actorfeed.v1.Tensor.dtype:type_name -> actorfeed.v1.DType
@@ -1806,7 +1896,7 @@ func file_messages_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_messages_proto_rawDesc), len(file_messages_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   19,
+			NumMessages:   20,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -72,6 +72,12 @@ const (
 	// 64 KiB start (grown by its bandwidth estimate) held a 10 MB batch to
 	// a fraction of loopback's bandwidth (docs/performance.md).
 	FlowWindow = 16 << 20
+	// IdleTimeout puts a gRPC connection with no stream to sleep: the
+	// pinned remote never closes a connection whose first stream failed
+	// (a message to a peer that just died), which otherwise dialled its
+	// address again, with backoff, for the life of the process. A live
+	// connection always has the remote's stream open.
+	IdleTimeout = 2 * time.Second
 	// queueStart is the first size of the remote's growing queues.
 	queueStart = 1024
 )
@@ -174,6 +180,7 @@ func grpcOptions(cfg Config) ([]grpc.ServerOption, []grpc.DialOption, error) {
 		grpc.ChainStreamInterceptor(recoverStream),
 	}
 	dial := []grpc.DialOption{
+		grpc.WithIdleTimeout(IdleTimeout),
 		grpc.WithInitialWindowSize(FlowWindow),
 		grpc.WithInitialConnWindowSize(FlowWindow),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(limit), grpc.MaxCallSendMsgSize(limit)),

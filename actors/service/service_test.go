@@ -30,6 +30,7 @@ import (
 	"github.com/actorfeed/actorfeed/actors/service"
 	"github.com/actorfeed/actorfeed/internal/registered"
 	"github.com/actorfeed/actorfeed/internal/testutil"
+	"github.com/actorfeed/actorfeed/tensor"
 )
 
 // TestMain runs a worker node instead of the tests when the test binary is
@@ -298,4 +299,43 @@ func TestServiceWorkersRefuseWhatTheyMustNotDo(t *testing.T) {
 		require.ErrorContains(t, err, c.want, name)
 		require.NoError(t, p.Close())
 	}
+}
+
+// Batches above gRPC's 4 MiB default message size cross (16 samples of
+// 300 KB: 4.8 MB a batch), and are the in-process pipeline's.
+func TestServiceCarriesBatchesAboveFourMiB(t *testing.T) {
+	ctx := testutil.Context(t)
+	dir := t.TempDir()
+	var paths []string
+	for f := range 2 {
+		paths = append(paths, testutil.WriteRecords(t, filepath.Join(dir, fmt.Sprintf("big-%d.rio", f)), 0, 40, func(r int) tensor.Slots {
+			img := make([]uint8, 300<<10)
+			img[r] = uint8(f + 1)
+			return tensor.Slots{{Tensor: tensor.MustFromSlice(tensor.Shape{1, len(img)}, img)}}
+		}))
+	}
+	stages := []actors.Stage{actors.Files{Paths: paths}, actors.Shuffle{Window: 8, Seed: 1}, actors.Batch{Size: 16}}
+	read := func(opts actors.Options) (ids [][]uint64, sums []int) {
+		p, err := actors.New(stages, opts)
+		require.NoError(t, err)
+		defer func() { require.NoError(t, p.Close()) }()
+		for {
+			it, err := p.Next(ctx)
+			if errors.Is(err, io.EOF) {
+				return ids, sums
+			}
+			require.NoError(t, err)
+			sum := 0
+			for _, b := range it.Slots[0].Bytes() {
+				sum += int(b)
+			}
+			ids, sums = append(ids, it.IDs), append(sums, sum)
+		}
+	}
+	wantIDs, wantSums := read(actors.Options{})
+	ws := startWorkers(t, 1, dir)
+	node := client(t)
+	gotIDs, gotSums := read(actors.Options{System: node.System(), Service: &actors.Service{Workers: addrs(ws), Credit: 2, Lease: time.Second}})
+	require.Equal(t, wantIDs, gotIDs)
+	require.Equal(t, wantSums, gotSums, "the bytes came whole")
 }

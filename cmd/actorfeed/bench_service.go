@@ -65,48 +65,52 @@ func runServiceBench(ctx context.Context, out io.Writer, o benchOptions) error {
 		o.matrix.files, o.matrix.dataMB, o.window, o.batch, o.matrix.devices, o.repeat, runtime.Version(), runtime.NumCPU())
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "sample\twhat\tsamples/s\tGB/s\tvs in-process\t")
+	base := benchmark.Config{Window: o.window, Batch: o.batch, Buffer: o.buffer, Devices: o.matrix.devices, System: node.System()}
 	for _, size := range sizes {
-		sub := filepath.Join(dir, strconv.Itoa(size))
-		payload := size + 8
-		samples := max(o.matrix.files, o.matrix.dataMB<<20/payload)
-		paths, err := synthetic{files: o.matrix.files, samples: samples, seed: 1, compressor: recordio.NoCompression, image: size}.write(ctx, sub)
-		if err != nil {
+		if err := serviceBenchSize(ctx, tw, filepath.Join(dir, strconv.Itoa(size)), size, base, workers, counts, o); err != nil {
 			return err
 		}
-		base := benchmark.Config{Paths: paths, Window: o.window, Batch: o.batch, Buffer: o.buffer, Devices: o.matrix.devices, System: node.System()}
-		rows := []struct {
-			name string
-			cfg  benchmark.Config
-		}{{"actor pipeline, in process", base}}
-		for _, k := range counts {
-			c := base
-			c.Service = &actors.Service{Workers: benchAddrs(workers[:k])}
-			rows = append(rows, struct {
-				name string
-				cfg  benchmark.Config
-			}{fmt.Sprintf("on %d worker process(es)", k), c})
-		}
-		times := map[string][]time.Duration{}
-		for i := range o.repeat {
-			for k := range rows {
-				r := rows[(i+k)%len(rows)]
-				runtime.GC()
-				total, _, err := r.cfg.Pass(ctx, false, touch)
-				if err != nil {
-					return fmt.Errorf("%s: %w", r.name, err)
-				}
-				times[r.name] = append(times[r.name], total)
-			}
-		}
-		local := benchmark.Median(times[rows[0].name])
-		for _, r := range rows {
-			t := benchmark.Median(times[r.name])
-			rate := float64(samples) / t.Seconds()
-			fmt.Fprintf(tw, "%s\t%s\t%.0f\t%.2f\t%.2f\t\n", sizeText(size), r.name, rate, rate*float64(payload)/1e9, local.Seconds()/t.Seconds())
-		}
-		os.RemoveAll(sub)
 	}
 	return tw.Flush()
+}
+
+// serviceBenchSize measures one sample size: the pipeline in process and
+// on each count of workers, taking turns, and writes their rows.
+func serviceBenchSize(ctx context.Context, tw io.Writer, dir string, size int, base benchmark.Config, workers []*benchWorker, counts []int,
+	o benchOptions) error {
+	defer os.RemoveAll(dir)
+	payload := size + 8
+	samples := max(o.matrix.files, o.matrix.dataMB<<20/payload)
+	paths, err := synthetic{files: o.matrix.files, samples: samples, seed: 1, compressor: recordio.NoCompression, image: size}.write(ctx, dir)
+	if err != nil {
+		return err
+	}
+	base.Paths = paths
+	names, cfgs := []string{"actor pipeline, in process"}, []benchmark.Config{base}
+	for _, k := range counts {
+		c := base
+		c.Service = &actors.Service{Workers: benchAddrs(workers[:k])}
+		names, cfgs = append(names, fmt.Sprintf("on %d worker process(es)", k)), append(cfgs, c)
+	}
+	times := make([][]time.Duration, len(cfgs))
+	for i := range o.repeat {
+		for k := range cfgs {
+			r := (i + k) % len(cfgs)
+			runtime.GC()
+			total, _, err := cfgs[r].Pass(ctx, false, touch)
+			if err != nil {
+				return fmt.Errorf("%s: %w", names[r], err)
+			}
+			times[r] = append(times[r], total)
+		}
+	}
+	local := benchmark.Median(times[0])
+	for r, name := range names {
+		t := benchmark.Median(times[r])
+		rate := float64(samples) / t.Seconds()
+		fmt.Fprintf(tw, "%s\t%s\t%.0f\t%.2f\t%.2f\t\n", sizeText(size), name, rate, rate*float64(payload)/1e9, local.Seconds()/t.Seconds())
+	}
+	return nil
 }
 
 func slicesMax(xs []int) int {

@@ -33,6 +33,7 @@ type simOptions struct {
 	show        string
 	parallel    int
 	preempt     bool
+	network     bool
 	deadlineSet bool
 	whatIf      whatIfOptions
 }
@@ -83,6 +84,16 @@ injected. It checks every epoch's samples exactly once across the ranks,
 equal batch counts, and each batch against the uninterrupted run of its
 world (docs/determinism.md).
 
+--network runs data-service scenarios instead (docs/distributed.md): 2 or 3
+in-process worker nodes and the client, each behind a fault-injecting TCP
+proxy, and network faults struck as the consumer takes batches: delays,
+dropped connections, stalls that hold connections open (past the lease,
+the worker is taken for lost, fenced, and comes back), connections cut part
+way through a message, and crashed workers. Each scenario's batches must be
+those of the same pipeline in one process, in the order, each once, with
+no hang, the service stage within its credit bound, and no goroutine left
+at the end. --replay SEED shows one in full.
+
 --spec PIPELINE.yaml runs your own program (docs/programs.md) on its own
 files instead, under the fault schedule --faults FAULTS.yaml
 (docs/simulation.md), --runs times with seeds --seed, --seed+1, ...; it
@@ -116,6 +127,12 @@ latencies and stalls ten times faster than real time.`,
 			if o.scenarios < 0 || o.deadline <= 0 || o.parallel < 1 || (o.show != "" && o.show != "all" && o.show != "fail") {
 				return usageError{fmt.Errorf("--scenarios must not be negative, --deadline and --parallel must be positive, --show is all or fail")}
 			}
+			if o.network {
+				if o.preempt {
+					return usageError{fmt.Errorf("--network and --preempt exclude each other")}
+				}
+				return runNetSim(cmd.Context(), cmd.OutOrStdout(), o)
+			}
 			return runSim(cmd.Context(), cmd.OutOrStdout(), o)
 		},
 	}
@@ -127,6 +144,7 @@ latencies and stalls ten times faster than real time.`,
 	f.DurationVar(&o.deadline, "deadline", 20*time.Second, "deadline of one scenario")
 	f.StringVar(&o.show, "show", "", "rows of the table: all or fail (default all up to 100 scenarios)")
 	f.BoolVar(&o.preempt, "preempt", false, "preempt and resume every scenario's job, as ranks of a trainer")
+	f.BoolVar(&o.network, "network", false, "run data-service scenarios instead: workers behind fault-injecting proxies (docs/distributed.md)")
 	f.IntVar(&o.parallel, "parallel", 1, "scenarios run at a time")
 	f.StringVar(&o.whatIf.spec, "spec", "", "run this YAML program (docs/programs.md) under --faults instead of generated scenarios")
 	f.StringVar(&o.whatIf.faults, "faults", "", "the fault schedule (YAML, docs/simulation.md) for --spec")

@@ -1,0 +1,134 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/actorfeed/actorfeed/sim"
+)
+
+// runNetSim runs the network scenarios (sim --network): a data service's
+// workers behind fault-injecting proxies, each scenario checked against the
+// same pipeline in one process. It prints every failure in full, and a
+// line at the end.
+func runNetSim(ctx context.Context, out io.Writer, o simOptions) error {
+	var scenarios []sim.NetScenario
+	if o.replaySet {
+		seed, err := strconv.ParseUint(o.replay, 10, 64)
+		if err != nil {
+			return usageError{fmt.Errorf("--replay %q: a network scenario is replayed by its seed", o.replay)}
+		}
+		scenarios = append(scenarios, sim.GenerateNet(seed))
+	}
+	for k := range o.scenarios * boolInt(!o.replaySet) {
+		scenarios = append(scenarios, sim.GenerateNet(o.seed+uint64(k)))
+	}
+	fmt.Fprintf(out, "running %d network scenarios, %d at a time\n", len(scenarios), o.parallel)
+	before := goleak.IgnoreCurrent()
+	start := time.Now()
+	results, wait := runNetScenarios(ctx, scenarios, o.parallel)
+	failed, lost, batches := 0, int64(0), 0
+	for i := range scenarios {
+		res, ok := <-results[i]
+		if !ok || res.Verdict == sim.Stopped {
+			wait()
+			fmt.Fprintf(out, "%v after %d of %d scenarios: %d failed\n", context.Cause(ctx), i, len(scenarios), failed)
+			return context.Cause(ctx)
+		}
+		lost, batches = lost+res.Lost, batches+res.Batches
+		if res.Verdict != sim.Pass || o.replaySet {
+			if res.Verdict != sim.Pass {
+				failed++
+			}
+			fmt.Fprintf(out, "%s %s in %v, %d batches, %d workers lost\n  %s\n", res.Verdict, "net", res.Duration.Round(time.Millisecond),
+				res.Batches, res.Lost, res.Scenario.Describe())
+			for _, v := range res.Violations {
+				fmt.Fprintf(out, "  violation: %s\n", v)
+			}
+		}
+		if (i+1)%100 == 0 {
+			fmt.Fprintf(out, "... %d of %d, %d failed, %v\n", i+1, len(scenarios), failed, time.Since(start).Round(time.Second))
+		}
+	}
+	wait()
+	// The pinned protoactor-go never closes a gRPC connection whose first
+	// stream failed (a message sent to a worker that just crashed): with
+	// the nodes' idle timeout it stops reconnecting, but its goroutines
+	// stay. They are counted, not failed; any other goroutine fails.
+	if err := goleak.Find(before, goleak.IgnoreTopFunction(grpcIdle)); err != nil {
+		failed++
+		fmt.Fprintf(out, "violation: goroutines left after the last scenario: %v\n", err)
+	}
+	fmt.Fprintf(out, "%d network scenarios in %v: %d passed, %d failed; %d batches, workers lost %d times; %d goroutines of idle gRPC connections the remote left\n",
+		len(scenarios), time.Since(start).Round(time.Millisecond), len(scenarios)-failed, failed, batches, lost, countGoroutines(grpcIdle))
+	if failed > 0 {
+		return fmt.Errorf("%d network scenario(s) failed", failed)
+	}
+	return nil
+}
+
+// runNetScenarios runs the scenarios, parallel at a time; each result
+// comes on its channel, closed unsent once ctx ended. wait waits for them.
+func runNetScenarios(ctx context.Context, scenarios []sim.NetScenario, parallel int) (results []chan sim.NetResult, wait func()) {
+	results = make([]chan sim.NetResult, len(scenarios))
+	for i := range results {
+		results[i] = make(chan sim.NetResult, 1)
+	}
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range parallel {
+		wg.Go(func() {
+			for i := range next {
+				if ctx.Err() == nil {
+					results[i] <- sim.RunNet(ctx, scenarios[i])
+				}
+				close(results[i])
+			}
+		})
+	}
+	go func() {
+		defer close(next)
+		for i := range scenarios {
+			select {
+			case next <- i:
+			case <-ctx.Done():
+				for _, r := range results[i:] { // never given out
+					close(r)
+				}
+				return
+			}
+		}
+	}()
+	return results, wg.Wait
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// grpcIdle is the top function of the goroutines a gRPC connection keeps
+// until it is closed.
+const grpcIdle = "google.golang.org/grpc/internal/grpcsync.(*CallbackSerializer).run"
+
+// countGoroutines counts the goroutines whose stack names fn.
+func countGoroutines(fn string) int {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			return strings.Count(string(buf[:n]), fn+"(")
+		}
+		buf = make([]byte, 2*len(buf))
+	}
+}

@@ -1,0 +1,387 @@
+package sim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/actorfeed/actorfeed/actors"
+	"github.com/actorfeed/actorfeed/actors/service"
+)
+
+// NetScenario is a data-service scenario: a pipeline whose stages before
+// the double buffer run on worker nodes (actors.Service), with a
+// fault-injecting proxy before every node, and network faults struck as the
+// consumer takes batches. Its batches must be those of the same pipeline
+// in one process, each once, in the order; no run may hang, and the
+// service stage's memory stays within its credit bound.
+type NetScenario struct {
+	Seed                    uint64
+	Workers                 int
+	Files, Records, Chunk   int
+	Batch, Window, Passes   int
+	Credit                  int
+	Faults                  []NetFault
+	lease, waitForWorkers   time.Duration
+	deadline                time.Duration
+	consumerWindow, sources int
+}
+
+// NetFaultKind is a kind of network fault.
+type NetFaultKind string
+
+// The network faults.
+const (
+	NetDelay NetFaultKind = "delay" // every chunk forwarded late, for a while
+	NetDrop  NetFaultKind = "drop"  // the connections reset
+	NetStall NetFaultKind = "stall" // nothing forwarded, connections open, for a while
+	NetCut   NetFaultKind = "cut"   // the connections cut part way through a message
+	NetCrash NetFaultKind = "crash" // the worker's node stops for good
+)
+
+// NetFault strikes when the consumer has taken At batches (all passes
+// counted): on the path to worker Worker, or with Worker -1 on the path back
+// to the client, which every worker's answers take.
+type NetFault struct {
+	At     int
+	Kind   NetFaultKind
+	Worker int
+	For    time.Duration // how long a delay or stall lasts
+	Delay  time.Duration // a delay's latency per forwarded chunk
+	Bytes  int           // a cut's bytes forwarded first
+}
+
+func (f NetFault) String() string {
+	where := "the path back"
+	if f.Worker >= 0 {
+		where = fmt.Sprintf("worker %d", f.Worker)
+	}
+	switch f.Kind {
+	case NetDelay:
+		return fmt.Sprintf("@%d delay %v a chunk for %v on %s", f.At, f.Delay, f.For, where)
+	case NetStall:
+		return fmt.Sprintf("@%d stall for %v on %s", f.At, f.For, where)
+	case NetCut:
+		return fmt.Sprintf("@%d cut after %d bytes on %s", f.At, f.Bytes, where)
+	}
+	return fmt.Sprintf("@%d %s %s", f.At, f.Kind, where)
+}
+
+// netLease is the scenarios' Service.Lease: short, so that a stall past it
+// loses the worker within a scenario.
+const netLease = 400 * time.Millisecond
+
+// GenerateNet draws the network scenario of seed: 2 or 3 workers, a small
+// data set, one or two passes, and one to four faults, of which at most
+// all but one worker's crashes.
+func GenerateNet(seed uint64) NetScenario {
+	rng := rand.New(rand.NewPCG(seed, 0x6e6574776f726b)) // "network": a stream of its own
+	sc := NetScenario{Seed: seed, Workers: 2 + rng.IntN(2), Files: 2 + rng.IntN(4), Records: 100 + rng.IntN(400),
+		Chunk: 512 << rng.IntN(4), Batch: []int{4, 8, 16, 32}[rng.IntN(4)], Window: []int{0, 16, 64}[rng.IntN(3)],
+		Passes: 1 + rng.IntN(2), Credit: 1 + rng.IntN(8), lease: netLease, waitForWorkers: 20 * time.Second,
+		deadline: 60 * time.Second, consumerWindow: 4, sources: 2}
+	batches := sc.Passes * (sc.Files*sc.Records + sc.Batch - 1) / sc.Batch
+	crashed := map[int]bool{}
+	for range 1 + rng.IntN(4) {
+		f := NetFault{At: rng.IntN(batches), Kind: []NetFaultKind{NetDelay, NetDrop, NetStall, NetCut, NetCrash}[rng.IntN(5)],
+			Worker: rng.IntN(sc.Workers+1) - 1}
+		if f.Kind == NetCrash && (f.Worker < 0 || crashed[f.Worker] || len(crashed) == sc.Workers-1) {
+			f.Kind = NetDrop
+		}
+		switch f.Kind {
+		case NetCrash:
+			crashed[f.Worker] = true
+		case NetDelay:
+			f.For, f.Delay = time.Duration(50+rng.IntN(300))*time.Millisecond, time.Duration(1+rng.IntN(5))*time.Millisecond
+		case NetStall: // a fifth of a lease to twice one: some are taken for lost and come back
+			f.For = time.Duration(float64(netLease) * (0.2 + 1.8*rng.Float64()))
+		case NetCut:
+			f.Bytes = 1 + rng.IntN(8192)
+		}
+		sc.Faults = append(sc.Faults, f)
+	}
+	slices.SortStableFunc(sc.Faults, func(a, b NetFault) int { return a.At - b.At })
+	return sc
+}
+
+// Describe is the scenario's shape and faults, in a line.
+func (sc NetScenario) Describe() string {
+	var fs []string
+	for _, f := range sc.Faults {
+		fs = append(fs, f.String())
+	}
+	return fmt.Sprintf("net-%d: %d workers, %d files x %d records (chunks of %d bytes), batch %d, window %d, %d pass(es), credit %d; %s",
+		sc.Seed, sc.Workers, sc.Files, sc.Records, sc.Chunk, sc.Batch, sc.Window, sc.Passes, sc.Credit, strings.Join(fs, ", "))
+}
+
+// NetResult is what RunNet found.
+type NetResult struct {
+	Scenario   NetScenario
+	Verdict    Verdict
+	Violations []string
+	Err        error
+	Batches    int
+	Lost       int64 // workers taken for lost, in all
+	Duration   time.Duration
+}
+
+// stages is the scenario's chain.
+func (sc NetScenario) stages(paths []string) []actors.Stage {
+	chain := []actors.Stage{actors.Files{Paths: paths, Threads: sc.sources}}
+	if sc.Window > 0 {
+		chain = append(chain, actors.Shuffle{Window: sc.Window, Seed: sc.Seed})
+	}
+	return append(chain, actors.Batch{Size: sc.Batch}, actors.DoubleBuffer{Window: sc.consumerWindow})
+}
+
+// RunNet runs a network scenario: the reference in one process, then the
+// service with its proxies and faults, and checks what the consumer took.
+func RunNet(ctx context.Context, sc NetScenario) (res NetResult) {
+	res = NetResult{Scenario: sc, Verdict: Pass}
+	start := time.Now()
+	defer func() {
+		res.Duration = time.Since(start)
+		if len(res.Violations) > 0 && res.Verdict != Stopped {
+			res.Verdict = Fail
+		}
+	}()
+	dir, err := os.MkdirTemp("", "actorfeed-net-")
+	if err != nil {
+		res.Violations = append(res.Violations, err.Error())
+		return res
+	}
+	defer os.RemoveAll(dir)
+	var paths []string
+	for f := range sc.Files {
+		path := filepath.Join(dir, fmt.Sprintf("part-%d.recordio", f))
+		if err := writeFile(path, f, sc.Records, sc.Chunk, false); err != nil {
+			res.Violations = append(res.Violations, err.Error())
+			return res
+		}
+		paths = append(paths, path)
+	}
+	ctx, cancel := context.WithTimeout(ctx, sc.deadline)
+	defer cancel()
+	want, err := netPasses(ctx, sc, paths, nil)
+	if err != nil {
+		res.Violations = append(res.Violations, fmt.Sprintf("the reference run: %v", err))
+		return res
+	}
+	c, err := startCluster(sc, dir)
+	if err != nil {
+		res.Violations = append(res.Violations, err.Error())
+		return res
+	}
+	defer c.close()
+	got, err := netPasses(ctx, sc, paths, c)
+	res.Err, res.Batches = err, c.taken
+	for _, w := range c.lost {
+		res.Lost += w
+	}
+	res.Violations = append(res.Violations, c.violations...)
+	switch {
+	case ctx.Err() != nil && errors.Is(context.Cause(ctx), context.Canceled):
+		res.Verdict = Stopped
+	case err != nil:
+		res.Violations = append(res.Violations, fmt.Sprintf("the run failed: %v", err))
+	default:
+		res.Violations = append(res.Violations, compareNet(want, got)...)
+	}
+	return res
+}
+
+// compareNet names the first batch that differs from the reference's.
+func compareNet(want, got [][][]uint64) []string {
+	for p := range max(len(want), len(got)) {
+		if p >= len(want) || p >= len(got) {
+			return []string{fmt.Sprintf("%d passes, the reference has %d", len(got), len(want))}
+		}
+		for b := range max(len(want[p]), len(got[p])) {
+			if b >= len(want[p]) || b >= len(got[p]) || !slices.Equal(want[p][b], got[p][b]) {
+				return []string{fmt.Sprintf("pass %d: batch %d differs from the reference's (%d batches, the reference %d)", p, b, len(got[p]), len(want[p]))}
+			}
+		}
+	}
+	return nil
+}
+
+// netPasses reads the scenario's passes: in one process without c, on c's
+// workers with it, striking c's faults as batches are taken.
+func netPasses(ctx context.Context, sc NetScenario, paths []string, c *cluster) ([][][]uint64, error) {
+	opts := actors.Options{GroupSize: 8}
+	if c != nil {
+		opts.System = c.client.System()
+		opts.Service = &actors.Service{Workers: c.addrs, Credit: sc.Credit, Lease: sc.lease, WaitForWorkers: sc.waitForWorkers}
+	}
+	p, err := actors.New(sc.stages(paths), opts)
+	if err != nil {
+		return nil, err
+	}
+	defer p.Close()
+	var passes [][][]uint64
+	for pass := range sc.Passes {
+		if pass > 0 {
+			if err := p.Reset(); err != nil {
+				return passes, err
+			}
+		}
+		var batches [][]uint64
+		for {
+			it, err := p.Next(ctx)
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				return passes, err
+			}
+			batches = append(batches, it.IDs)
+			if c != nil {
+				c.took(p)
+			}
+		}
+		passes = append(passes, batches)
+	}
+	return passes, nil
+}
+
+// cluster is a scenario's nodes: the client behind the proxy back, each
+// worker behind its own.
+type cluster struct {
+	sc         NetScenario
+	client     *service.Node
+	back       *Proxy
+	workers    []*service.Node
+	proxies    []*Proxy
+	addrs      []string
+	taken      int
+	lost       []int64
+	timers     []*time.Timer
+	violations []string
+}
+
+// behind starts a node whose peers reach it through proxy p.
+func behind(p *Proxy) (*service.Node, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0") // a free port
+	if err != nil {
+		return nil, err
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	n, err := service.Listen(service.Config{Listen: addr, Advertise: p.Addr(), Keepalive: time.Second})
+	if err != nil {
+		return nil, err
+	}
+	p.SetTarget(addr)
+	return n, nil
+}
+
+func startCluster(sc NetScenario, root string) (*cluster, error) {
+	c := &cluster{sc: sc}
+	var err error
+	if c.back, err = NewProxy(); err != nil {
+		return nil, err
+	}
+	if c.client, err = behind(c.back); err != nil {
+		c.close()
+		return nil, err
+	}
+	for range sc.Workers {
+		p, err := NewProxy()
+		if err != nil {
+			c.close()
+			return nil, err
+		}
+		c.proxies = append(c.proxies, p)
+		n, err := behind(p)
+		if err == nil {
+			_, err = n.Serve(actors.WorkerOptions{Roots: []string{root}, Threads: 2})
+		}
+		if err != nil {
+			c.close()
+			return nil, err
+		}
+		c.workers, c.addrs = append(c.workers, n), append(c.addrs, p.Addr())
+	}
+	return c, nil
+}
+
+// took is called after every batch the consumer took: it strikes the
+// faults due and checks the service stage's memory bound.
+func (c *cluster) took(p *actors.Pipeline) {
+	c.taken++
+	for _, f := range c.sc.Faults {
+		if f.At == c.taken {
+			c.strike(f)
+		}
+	}
+	// The bound: Credit batches of each task in flight, at most Tasks (2)
+	// a worker and the head task; the outlet's unsent and unacknowledged
+	// ones (Capacity, the double buffer's window).
+	bound := (2*c.sc.Workers+1)*c.sc.Credit + 2 + c.sc.consumerWindow // Capacity defaults to 2
+	for _, st := range p.StageStats() {
+		if st.Kind == actors.KindService && st.Held > bound && len(c.violations) == 0 {
+			c.violations = append(c.violations, fmt.Sprintf("the service stage held %d batches, above its bound of %d", st.Held, bound))
+		}
+	}
+	c.lost = c.lost[:0]
+	for _, w := range p.ServiceWorkers() {
+		c.lost = append(c.lost, w.Lost)
+	}
+}
+
+// strike applies fault f; a lasting one ends on a timer.
+func (c *cluster) strike(f NetFault) {
+	px := c.back
+	if f.Worker >= 0 {
+		px = c.proxies[f.Worker]
+	}
+	switch f.Kind {
+	case NetDelay:
+		px.Delay(f.Delay)
+		c.timers = append(c.timers, time.AfterFunc(f.For, func() { px.Delay(0) }))
+	case NetDrop:
+		px.Drop()
+	case NetStall:
+		px.Stall()
+		c.timers = append(c.timers, time.AfterFunc(f.For, px.Resume))
+	case NetCut:
+		px.CutAfter(f.Bytes)
+	case NetCrash:
+		px.Close()
+		_ = c.workers[f.Worker].Close()
+	}
+}
+
+// close stops the timers, the nodes and the proxies: the client first, so
+// that it ends its sessions.
+func (c *cluster) close() {
+	for _, t := range c.timers {
+		t.Stop()
+	}
+	if c.back != nil {
+		c.back.Resume()
+	}
+	for _, p := range c.proxies {
+		p.Resume()
+	}
+	if c.client != nil {
+		_ = c.client.Close()
+	}
+	for _, n := range c.workers {
+		_ = n.Close()
+	}
+	for _, p := range c.proxies {
+		p.Close()
+	}
+	if c.back != nil {
+		c.back.Close()
+	}
+}
