@@ -113,17 +113,21 @@ func checkService(stages []Stage, opts Options, dev *Devices) error {
 	}
 	batches := 0
 	for i, st := range stages[1:] {
-		switch st.(type) {
+		switch st := st.(type) {
 		case Batch:
 			batches++
 		case DoubleBuffer:
+		case Map, XMap:
+			if mapName(st) == "" {
+				return fmt.Errorf("%w: stage %d (%s): a service's workers run a map by its name (WorkerOptions.Maps): give it one", ErrBadSpec, i+1, st.kind())
+			}
 		case Shuffle:
 			if i == 0 {
 				continue
 			}
 			return fmt.Errorf("%w: stage %d (%s): a service takes a shuffle only right after the files", ErrBadSpec, i+1, st.kind())
 		default:
-			return fmt.Errorf("%w: stage %d (%s): a service's workers run files, shuffle and batch only", ErrBadSpec, i+1, st.kind())
+			return fmt.Errorf("%w: stage %d (%s): a service's workers run files, shuffle, batch and named maps only", ErrBadSpec, i+1, st.kind())
 		}
 	}
 	if batches != 1 {
@@ -181,12 +185,29 @@ func (p *Pipeline) serviceJob(stages []Stage) (*messages.ServiceJob, error) {
 	if sh, ok := stageAt[Shuffle](stages, 1); ok {
 		job.Seed, job.Window, job.Shuffled = sh.Seed, uint32(sh.Window), true
 	}
-	for _, s := range stages {
-		if b, ok := s.(Batch); ok {
-			job.Batch, job.DropLast = uint32(b.Size), b.DropLast
+	for _, s := range stages[1:] {
+		switch s := s.(type) {
+		case Batch:
+			job.Batch, job.DropLast = uint32(s.Size), s.DropLast
+			job.Stages = append(job.Stages, &messages.ServiceStage{Kind: KindBatch})
+		case Map:
+			job.Stages = append(job.Stages, &messages.ServiceStage{Kind: KindMap, Name: s.Name})
+		case XMap:
+			job.Stages = append(job.Stages, &messages.ServiceStage{Kind: KindXMap, Name: s.Name, Workers: uint32(s.Workers)})
 		}
 	}
 	return job, nil
+}
+
+// mapName is a Map's or XMap's Name.
+func mapName(s Stage) string {
+	switch s := s.(type) {
+	case Map:
+		return s.Name
+	case XMap:
+		return s.Name
+	}
+	return ""
 }
 
 // planService plans the service stage in place of the chain's first n

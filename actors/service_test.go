@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -16,6 +17,7 @@ import (
 	"github.com/actorfeed/actorfeed/internal/testutil"
 	"github.com/actorfeed/actorfeed/messages"
 	"github.com/actorfeed/actorfeed/sim"
+	"github.com/actorfeed/actorfeed/tensor"
 )
 
 // serviceChain is the chain the service tests run: files, the order's
@@ -130,4 +132,64 @@ func TestServiceResumesFromItsState(t *testing.T) {
 		closeAndCheck(t, p, nil)
 	}
 	require.Equal(t, want, got)
+}
+
+// Maps run on the workers, found by their names: the batches are those of
+// the same chain in one process. A map without a name is refused, and a
+// worker that does not know a name fails the pipeline saying so.
+func TestServiceRunsNamedMapsOnItsWorkers(t *testing.T) {
+	ctx := testutil.Context(t)
+	paths := testutil.WriteFiles(t, 3, 100, 40)
+	plus := func(s tensor.Slots) (tensor.Slots, error) {
+		v, err := tensor.View[int64](s[0].Tensor)
+		if err != nil {
+			return nil, err
+		}
+		out := make([]int64, len(v))
+		for i, x := range v {
+			out[i] = x + 7
+		}
+		s[0].Tensor = tensor.MustFromSlice(s[0].Tensor.Shape(), out)
+		return s, nil
+	}
+	chain := []actors.Stage{actors.Files{Paths: paths}, actors.Shuffle{Window: 32, Seed: 5}, actors.Map{Fn: plus, Name: "plus"},
+		actors.Batch{Size: 8}, actors.XMap{Fn: plus, Name: "plus", Workers: 2}, actors.DoubleBuffer{Window: 8}}
+	values := func(opts actors.Options) [][]int64 {
+		p, err := actors.New(chain, opts)
+		require.NoError(t, err)
+		defer closeAndCheck(t, p, nil)
+		var out [][]int64
+		for {
+			it, err := p.Next(ctx)
+			if errors.Is(err, io.EOF) {
+				return out
+			}
+			require.NoError(t, err)
+			v, err := tensor.View[int64](it.Slots[0].Tensor)
+			require.NoError(t, err)
+			out = append(out, slices.Clone(v))
+		}
+	}
+	want := values(actors.Options{GroupSize: 8})
+	sys := actors.NewSystem()
+	defer sys.Shutdown()
+	w, err := actors.StartWorker(sys, actors.WorkerOptions{Roots: []string{filepath.Dir(paths[0])}, Maps: map[string]actors.MapFunc{"plus": plus}})
+	require.NoError(t, err)
+	svc := &actors.Service{Workers: []string{sys.Address()}, Lease: time.Hour}
+	require.Equal(t, want, values(actors.Options{System: sys, GroupSize: 8, Service: svc}))
+	require.NoError(t, w.Close())
+
+	unnamed := slices.Clone(chain)
+	unnamed[2] = actors.Map{Fn: plus}
+	_, err = actors.New(unnamed, actors.Options{System: sys, Service: svc})
+	require.ErrorIs(t, err, actors.ErrBadSpec)
+
+	w, err = actors.StartWorker(sys, actors.WorkerOptions{Roots: []string{filepath.Dir(paths[0])}})
+	require.NoError(t, err)
+	defer w.Close()
+	p, err := actors.New(chain, actors.Options{System: sys, GroupSize: 8, Service: svc})
+	require.NoError(t, err)
+	defer p.Close()
+	_, err = p.Next(ctx)
+	require.ErrorContains(t, err, `this worker has no map named "plus"`)
 }

@@ -46,6 +46,8 @@ type WorkerOptions struct {
 	MaxMessage int
 	// Open opens files, after the roots are checked; default OpenFile.
 	Open func(ctx context.Context, entry string) (readers.Reader, error)
+	// Maps are the map functions clients may name (Map.Name, XMap.Name).
+	Maps map[string]MapFunc
 }
 
 // Worker makes the batches of the tasks Service pipelines send it, each
@@ -436,7 +438,11 @@ func (w *Worker) taskPipeline(m *messages.ServiceTask) ([]Stage, Options, error)
 	if job.Shuffled {
 		stages = append(stages, Shuffle{Window: int(job.Window), Seed: job.Seed})
 	}
-	stages = append(stages, Batch{Size: int(job.Batch), DropLast: job.DropLast})
+	rest, err := w.jobStages(job)
+	if err != nil {
+		return nil, Options{}, err
+	}
+	stages = append(stages, rest...)
 	open := func(ctx context.Context, entry string) (readers.Reader, error) {
 		if err := w.inRoots(entry); err != nil {
 			return nil, err
@@ -444,4 +450,33 @@ func (w *Worker) taskPipeline(m *messages.ServiceTask) ([]Stage, Options, error)
 		return w.opts.Open(ctx, entry)
 	}
 	return stages, Options{GroupSize: int(job.GroupSize), GroupBytes: int(job.GroupBytes), OnCorrupt: policy, Open: open, Resume: &st}, nil
+}
+
+// jobStages are the stages of a job after its shuffle: its batch stage and
+// its maps, found by name.
+func (w *Worker) jobStages(job *messages.ServiceJob) ([]Stage, error) {
+	var out []Stage
+	for _, st := range job.Stages {
+		switch st.Kind {
+		case KindBatch:
+			out = append(out, Batch{Size: int(job.Batch), DropLast: job.DropLast})
+			continue
+		case KindMap, KindXMap:
+		default:
+			return nil, fmt.Errorf("%w: a task's stage of kind %q", ErrBadSpec, st.Kind)
+		}
+		fn := w.opts.Maps[st.Name]
+		if fn == nil {
+			return nil, fmt.Errorf("%w: this worker has no map named %q (WorkerOptions.Maps)", ErrBadSpec, st.Name)
+		}
+		if st.Kind == KindMap {
+			out = append(out, Map{Fn: fn, Name: st.Name})
+		} else {
+			out = append(out, XMap{Fn: fn, Name: st.Name, Workers: int(st.Workers)})
+		}
+	}
+	if len(out) == 0 { // a job of a client that names no stages: batch only
+		out = append(out, Batch{Size: int(job.Batch), DropLast: job.DropLast})
+	}
+	return out, nil
 }

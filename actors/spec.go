@@ -94,8 +94,13 @@ type Batch struct {
 	DropLast bool
 }
 
-// Map applies Fn to every item (see MapFunc).
-type Map struct{ Fn MapFunc }
+// Map applies Fn to every item (see MapFunc). Name is what a service's
+// workers know Fn by (WorkerOptions.Maps): a pipeline with Options.Service
+// runs the map on its workers, which need every map named.
+type Map struct {
+	Fn   MapFunc
+	Name string
+}
 
 // XMap is xmap_readers: Fn runs on Workers goroutines the stage owns
 // (default NumCPU), with at most Workers+Buffer items (Buffer defaults to
@@ -109,6 +114,8 @@ type XMap struct {
 	Workers int
 	Buffer  int
 	Ordered bool
+	// Name is what a service's workers know Fn by (see Map).
+	Name string
 }
 
 // MultiPass is create_multi_pass_reader.

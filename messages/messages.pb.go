@@ -1002,15 +1002,18 @@ func (x *Assign) GetTo() uint64 {
 type ServiceJob struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Entries as Files.Paths holds them (format:path), absolute.
-	Files         []string `protobuf:"bytes,1,rep,name=files,proto3" json:"files,omitempty"`
-	Seed          uint64   `protobuf:"varint,2,opt,name=seed,proto3" json:"seed,omitempty"`
-	Window        uint32   `protobuf:"varint,3,opt,name=window,proto3" json:"window,omitempty"`
-	Shuffled      bool     `protobuf:"varint,4,opt,name=shuffled,proto3" json:"shuffled,omitempty"`
-	Batch         uint32   `protobuf:"varint,5,opt,name=batch,proto3" json:"batch,omitempty"`
-	DropLast      bool     `protobuf:"varint,6,opt,name=drop_last,json=dropLast,proto3" json:"drop_last,omitempty"`
-	GroupSize     uint32   `protobuf:"varint,7,opt,name=group_size,json=groupSize,proto3" json:"group_size,omitempty"`
-	GroupBytes    uint32   `protobuf:"varint,8,opt,name=group_bytes,json=groupBytes,proto3" json:"group_bytes,omitempty"`
-	OnCorrupt     string   `protobuf:"bytes,9,opt,name=on_corrupt,json=onCorrupt,proto3" json:"on_corrupt,omitempty"`
+	Files      []string `protobuf:"bytes,1,rep,name=files,proto3" json:"files,omitempty"`
+	Seed       uint64   `protobuf:"varint,2,opt,name=seed,proto3" json:"seed,omitempty"`
+	Window     uint32   `protobuf:"varint,3,opt,name=window,proto3" json:"window,omitempty"`
+	Shuffled   bool     `protobuf:"varint,4,opt,name=shuffled,proto3" json:"shuffled,omitempty"`
+	Batch      uint32   `protobuf:"varint,5,opt,name=batch,proto3" json:"batch,omitempty"`
+	DropLast   bool     `protobuf:"varint,6,opt,name=drop_last,json=dropLast,proto3" json:"drop_last,omitempty"`
+	GroupSize  uint32   `protobuf:"varint,7,opt,name=group_size,json=groupSize,proto3" json:"group_size,omitempty"`
+	GroupBytes uint32   `protobuf:"varint,8,opt,name=group_bytes,json=groupBytes,proto3" json:"group_bytes,omitempty"`
+	OnCorrupt  string   `protobuf:"bytes,9,opt,name=on_corrupt,json=onCorrupt,proto3" json:"on_corrupt,omitempty"`
+	// The stages after the shuffle, in order: the batch stage (batch,
+	// drop_last) and the maps, by the names the workers know them by.
+	Stages        []*ServiceStage `protobuf:"bytes,10,rep,name=stages,proto3" json:"stages,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1108,6 +1111,77 @@ func (x *ServiceJob) GetOnCorrupt() string {
 	return ""
 }
 
+func (x *ServiceJob) GetStages() []*ServiceStage {
+	if x != nil {
+		return x.Stages
+	}
+	return nil
+}
+
+// ServiceStage is a stage of a ServiceJob after the shuffle.
+type ServiceStage struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// "batch", "map" or "xmap".
+	Kind string `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"`
+	// A map's name (WorkerOptions.Maps).
+	Name string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	// An xmap's goroutines (0: the worker's cores).
+	Workers       uint32 `protobuf:"varint,3,opt,name=workers,proto3" json:"workers,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ServiceStage) Reset() {
+	*x = ServiceStage{}
+	mi := &file_messages_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ServiceStage) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ServiceStage) ProtoMessage() {}
+
+func (x *ServiceStage) ProtoReflect() protoreflect.Message {
+	mi := &file_messages_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ServiceStage.ProtoReflect.Descriptor instead.
+func (*ServiceStage) Descriptor() ([]byte, []int) {
+	return file_messages_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *ServiceStage) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *ServiceStage) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ServiceStage) GetWorkers() uint32 {
+	if x != nil {
+		return x.Workers
+	}
+	return 0
+}
+
 // ServiceTask asks a worker for the batches of one attempt at a task. state
 // is an actors.State in JSON whose layout holds the task's positions, for
 // rank 0 of 1: the worker's pipeline resumes from it, so its batches are the
@@ -1131,7 +1205,7 @@ type ServiceTask struct {
 
 func (x *ServiceTask) Reset() {
 	*x = ServiceTask{}
-	mi := &file_messages_proto_msgTypes[12]
+	mi := &file_messages_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1143,7 +1217,7 @@ func (x *ServiceTask) String() string {
 func (*ServiceTask) ProtoMessage() {}
 
 func (x *ServiceTask) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_proto_msgTypes[12]
+	mi := &file_messages_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1156,7 +1230,7 @@ func (x *ServiceTask) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServiceTask.ProtoReflect.Descriptor instead.
 func (*ServiceTask) Descriptor() ([]byte, []int) {
-	return file_messages_proto_rawDescGZIP(), []int{12}
+	return file_messages_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ServiceTask) GetSession() string {
@@ -1230,7 +1304,7 @@ type ServiceCredit struct {
 
 func (x *ServiceCredit) Reset() {
 	*x = ServiceCredit{}
-	mi := &file_messages_proto_msgTypes[13]
+	mi := &file_messages_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1242,7 +1316,7 @@ func (x *ServiceCredit) String() string {
 func (*ServiceCredit) ProtoMessage() {}
 
 func (x *ServiceCredit) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_proto_msgTypes[13]
+	mi := &file_messages_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1255,7 +1329,7 @@ func (x *ServiceCredit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServiceCredit.ProtoReflect.Descriptor instead.
 func (*ServiceCredit) Descriptor() ([]byte, []int) {
-	return file_messages_proto_rawDescGZIP(), []int{13}
+	return file_messages_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ServiceCredit) GetSession() string {
@@ -1301,7 +1375,7 @@ type ServiceBatch struct {
 
 func (x *ServiceBatch) Reset() {
 	*x = ServiceBatch{}
-	mi := &file_messages_proto_msgTypes[14]
+	mi := &file_messages_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1313,7 +1387,7 @@ func (x *ServiceBatch) String() string {
 func (*ServiceBatch) ProtoMessage() {}
 
 func (x *ServiceBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_proto_msgTypes[14]
+	mi := &file_messages_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1326,7 +1400,7 @@ func (x *ServiceBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServiceBatch.ProtoReflect.Descriptor instead.
 func (*ServiceBatch) Descriptor() ([]byte, []int) {
-	return file_messages_proto_rawDescGZIP(), []int{14}
+	return file_messages_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ServiceBatch) GetSession() string {
@@ -1380,7 +1454,7 @@ type ServiceTaskEnd struct {
 
 func (x *ServiceTaskEnd) Reset() {
 	*x = ServiceTaskEnd{}
-	mi := &file_messages_proto_msgTypes[15]
+	mi := &file_messages_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1392,7 +1466,7 @@ func (x *ServiceTaskEnd) String() string {
 func (*ServiceTaskEnd) ProtoMessage() {}
 
 func (x *ServiceTaskEnd) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_proto_msgTypes[15]
+	mi := &file_messages_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1405,7 +1479,7 @@ func (x *ServiceTaskEnd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServiceTaskEnd.ProtoReflect.Descriptor instead.
 func (*ServiceTaskEnd) Descriptor() ([]byte, []int) {
-	return file_messages_proto_rawDescGZIP(), []int{15}
+	return file_messages_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ServiceTaskEnd) GetSession() string {
@@ -1463,7 +1537,7 @@ type ServiceHello struct {
 
 func (x *ServiceHello) Reset() {
 	*x = ServiceHello{}
-	mi := &file_messages_proto_msgTypes[16]
+	mi := &file_messages_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1475,7 +1549,7 @@ func (x *ServiceHello) String() string {
 func (*ServiceHello) ProtoMessage() {}
 
 func (x *ServiceHello) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_proto_msgTypes[16]
+	mi := &file_messages_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1488,7 +1562,7 @@ func (x *ServiceHello) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServiceHello.ProtoReflect.Descriptor instead.
 func (*ServiceHello) Descriptor() ([]byte, []int) {
-	return file_messages_proto_rawDescGZIP(), []int{16}
+	return file_messages_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ServiceHello) GetSession() string {
@@ -1525,7 +1599,7 @@ type ServiceHeartbeat struct {
 
 func (x *ServiceHeartbeat) Reset() {
 	*x = ServiceHeartbeat{}
-	mi := &file_messages_proto_msgTypes[17]
+	mi := &file_messages_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1537,7 +1611,7 @@ func (x *ServiceHeartbeat) String() string {
 func (*ServiceHeartbeat) ProtoMessage() {}
 
 func (x *ServiceHeartbeat) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_proto_msgTypes[17]
+	mi := &file_messages_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1550,7 +1624,7 @@ func (x *ServiceHeartbeat) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServiceHeartbeat.ProtoReflect.Descriptor instead.
 func (*ServiceHeartbeat) Descriptor() ([]byte, []int) {
-	return file_messages_proto_rawDescGZIP(), []int{17}
+	return file_messages_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ServiceHeartbeat) GetSession() string {
@@ -1593,7 +1667,7 @@ type ServiceDrop struct {
 
 func (x *ServiceDrop) Reset() {
 	*x = ServiceDrop{}
-	mi := &file_messages_proto_msgTypes[18]
+	mi := &file_messages_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1605,7 +1679,7 @@ func (x *ServiceDrop) String() string {
 func (*ServiceDrop) ProtoMessage() {}
 
 func (x *ServiceDrop) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_proto_msgTypes[18]
+	mi := &file_messages_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1618,7 +1692,7 @@ func (x *ServiceDrop) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServiceDrop.ProtoReflect.Descriptor instead.
 func (*ServiceDrop) Descriptor() ([]byte, []int) {
-	return file_messages_proto_rawDescGZIP(), []int{18}
+	return file_messages_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ServiceDrop) GetSession() string {
@@ -1652,7 +1726,7 @@ type ServiceClose struct {
 
 func (x *ServiceClose) Reset() {
 	*x = ServiceClose{}
-	mi := &file_messages_proto_msgTypes[19]
+	mi := &file_messages_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1664,7 +1738,7 @@ func (x *ServiceClose) String() string {
 func (*ServiceClose) ProtoMessage() {}
 
 func (x *ServiceClose) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_proto_msgTypes[19]
+	mi := &file_messages_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1677,7 +1751,7 @@ func (x *ServiceClose) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServiceClose.ProtoReflect.Descriptor instead.
 func (*ServiceClose) Descriptor() ([]byte, []int) {
-	return file_messages_proto_rawDescGZIP(), []int{19}
+	return file_messages_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ServiceClose) GetSession() string {
@@ -1753,7 +1827,7 @@ const file_messages_proto_rawDesc = "" +
 	"\x04file\x18\x03 \x01(\rR\x04file\x12\x12\n" +
 	"\x04path\x18\x04 \x01(\tR\x04path\x12\x12\n" +
 	"\x04from\x18\x05 \x01(\x04R\x04from\x12\x0e\n" +
-	"\x02to\x18\x06 \x01(\x04R\x02to\"\xfc\x01\n" +
+	"\x02to\x18\x06 \x01(\x04R\x02to\"\xb0\x02\n" +
 	"\n" +
 	"ServiceJob\x12\x14\n" +
 	"\x05files\x18\x01 \x03(\tR\x05files\x12\x12\n" +
@@ -1767,7 +1841,13 @@ const file_messages_proto_rawDesc = "" +
 	"\vgroup_bytes\x18\b \x01(\rR\n" +
 	"groupBytes\x12\x1d\n" +
 	"\n" +
-	"on_corrupt\x18\t \x01(\tR\tonCorrupt\"\xdc\x01\n" +
+	"on_corrupt\x18\t \x01(\tR\tonCorrupt\x122\n" +
+	"\x06stages\x18\n" +
+	" \x03(\v2\x1a.actorfeed.v1.ServiceStageR\x06stages\"P\n" +
+	"\fServiceStage\x12\x12\n" +
+	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x18\n" +
+	"\aworkers\x18\x03 \x01(\rR\aworkers\"\xdc\x01\n" +
 	"\vServiceTask\x12\x18\n" +
 	"\asession\x18\x01 \x01(\tR\asession\x12\x12\n" +
 	"\x04task\x18\x02 \x01(\x04R\x04task\x12\x18\n" +
@@ -1843,7 +1923,7 @@ func file_messages_proto_rawDescGZIP() []byte {
 }
 
 var file_messages_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_messages_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
+var file_messages_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
 var file_messages_proto_goTypes = []any{
 	(DType)(0),               // 0: actorfeed.v1.DType
 	(ErrorClass)(0),          // 1: actorfeed.v1.ErrorClass
@@ -1859,14 +1939,15 @@ var file_messages_proto_goTypes = []any{
 	(*Resubscribe)(nil),      // 11: actorfeed.v1.Resubscribe
 	(*Assign)(nil),           // 12: actorfeed.v1.Assign
 	(*ServiceJob)(nil),       // 13: actorfeed.v1.ServiceJob
-	(*ServiceTask)(nil),      // 14: actorfeed.v1.ServiceTask
-	(*ServiceCredit)(nil),    // 15: actorfeed.v1.ServiceCredit
-	(*ServiceBatch)(nil),     // 16: actorfeed.v1.ServiceBatch
-	(*ServiceTaskEnd)(nil),   // 17: actorfeed.v1.ServiceTaskEnd
-	(*ServiceHello)(nil),     // 18: actorfeed.v1.ServiceHello
-	(*ServiceHeartbeat)(nil), // 19: actorfeed.v1.ServiceHeartbeat
-	(*ServiceDrop)(nil),      // 20: actorfeed.v1.ServiceDrop
-	(*ServiceClose)(nil),     // 21: actorfeed.v1.ServiceClose
+	(*ServiceStage)(nil),     // 14: actorfeed.v1.ServiceStage
+	(*ServiceTask)(nil),      // 15: actorfeed.v1.ServiceTask
+	(*ServiceCredit)(nil),    // 16: actorfeed.v1.ServiceCredit
+	(*ServiceBatch)(nil),     // 17: actorfeed.v1.ServiceBatch
+	(*ServiceTaskEnd)(nil),   // 18: actorfeed.v1.ServiceTaskEnd
+	(*ServiceHello)(nil),     // 19: actorfeed.v1.ServiceHello
+	(*ServiceHeartbeat)(nil), // 20: actorfeed.v1.ServiceHeartbeat
+	(*ServiceDrop)(nil),      // 21: actorfeed.v1.ServiceDrop
+	(*ServiceClose)(nil),     // 22: actorfeed.v1.ServiceClose
 }
 var file_messages_proto_depIdxs = []int32{
 	0,  // 0: actorfeed.v1.Tensor.dtype:type_name -> actorfeed.v1.DType
@@ -1875,14 +1956,15 @@ var file_messages_proto_depIdxs = []int32{
 	3,  // 3: actorfeed.v1.Batch.slots:type_name -> actorfeed.v1.Tensor
 	6,  // 4: actorfeed.v1.Batch.parts:type_name -> actorfeed.v1.Part
 	1,  // 5: actorfeed.v1.Failure.class:type_name -> actorfeed.v1.ErrorClass
-	13, // 6: actorfeed.v1.ServiceTask.job:type_name -> actorfeed.v1.ServiceJob
-	7,  // 7: actorfeed.v1.ServiceBatch.batch:type_name -> actorfeed.v1.Batch
-	9,  // 8: actorfeed.v1.ServiceTaskEnd.failure:type_name -> actorfeed.v1.Failure
-	9,  // [9:9] is the sub-list for method output_type
-	9,  // [9:9] is the sub-list for method input_type
-	9,  // [9:9] is the sub-list for extension type_name
-	9,  // [9:9] is the sub-list for extension extendee
-	0,  // [0:9] is the sub-list for field type_name
+	14, // 6: actorfeed.v1.ServiceJob.stages:type_name -> actorfeed.v1.ServiceStage
+	13, // 7: actorfeed.v1.ServiceTask.job:type_name -> actorfeed.v1.ServiceJob
+	7,  // 8: actorfeed.v1.ServiceBatch.batch:type_name -> actorfeed.v1.Batch
+	9,  // 9: actorfeed.v1.ServiceTaskEnd.failure:type_name -> actorfeed.v1.Failure
+	10, // [10:10] is the sub-list for method output_type
+	10, // [10:10] is the sub-list for method input_type
+	10, // [10:10] is the sub-list for extension type_name
+	10, // [10:10] is the sub-list for extension extendee
+	0,  // [0:10] is the sub-list for field type_name
 }
 
 func init() { file_messages_proto_init() }
@@ -1896,7 +1978,7 @@ func file_messages_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_messages_proto_rawDesc), len(file_messages_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   20,
+			NumMessages:   21,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

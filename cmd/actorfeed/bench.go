@@ -27,6 +27,7 @@ type benchOptions struct {
 	plot                                                        string
 	matrix                                                      matrixOptions
 	serviceWorkers                                              []string
+	serviceMap                                                  string
 	system                                                      *actor.ActorSystem // shared by the runs, as a trainer shares one
 }
 
@@ -70,7 +71,8 @@ With --service-workers 1,2 it measures the data service instead
 (docs/distributed.md): for each --sizes, uncompressed, a new actor pipeline
 for each run in this process, and the same pipeline with its stages before
 the double buffer on 1, 2, ... actorfeed serve processes on loopback that it
-starts, taking turns; samples/s, GB/s and the ratio to the in-process one.`,
+starts, taking turns; samples/s, GB/s and the ratio to the in-process one.
+--map normalize adds a map with a CPU cost after the batch stage.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := checkInts(
@@ -108,6 +110,7 @@ starts, taking turns; samples/s, GB/s and the ratio to the in-process one.`,
 	f.IntVar(&o.buffer, "buffer", 2, "double buffer window, in batches per device")
 	f.StringVar(&o.plot, "plot", "", "also draw the figures into this directory: throughput.png, device-waits.png, heap.png")
 	o.matrix.flags(f)
+	f.StringVar(&o.serviceMap, "map", "", "with --service-workers: a built-in map after the batch stage, run on the workers (normalize)")
 	f.StringSliceVar(&o.serviceWorkers, "service-workers", nil, "measure the data service instead: the pipeline on this many actorfeed serve processes on loopback (as 1,2), against the same pipeline in process, for each --sizes (default 784,150K), uncompressed")
 	f.IntVar(&o.deviceBatch, "device-batch", 1024, "batch size of the device-busy measurement (its step must be a few ms for a timer to simulate it)")
 	return cmd

@@ -61,11 +61,18 @@ func runServiceBench(ctx context.Context, out io.Writer, o benchOptions) error {
 		return err
 	}
 	defer node.Close()
-	fmt.Fprintf(out, "%d files, about %d MiB of samples per data set, uncompressed; shuffle %d, batch %d, %d devices that read every image byte; worker processes on loopback; %d runs each, medians; %s, %d CPUs\n\n",
-		o.matrix.files, o.matrix.dataMB, o.window, o.batch, o.matrix.devices, o.repeat, runtime.Version(), runtime.NumCPU())
+	fmt.Fprintf(out, "%d files, about %d MiB of samples per data set, uncompressed; shuffle %d, batch %d, map %q; %d devices that read every image byte; worker processes on loopback; %d runs each, medians; %s, %d CPUs\n\n",
+		o.matrix.files, o.matrix.dataMB, o.window, o.batch, o.serviceMap, o.matrix.devices, o.repeat, runtime.Version(), runtime.NumCPU())
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "sample\twhat\tsamples/s\tGB/s\tvs in-process\t")
 	base := benchmark.Config{Window: o.window, Batch: o.batch, Buffer: o.buffer, Devices: o.matrix.devices, System: node.System()}
+	if o.serviceMap != "" {
+		fn, err := mapNamed(o.serviceMap)
+		if err != nil {
+			return usageError{err}
+		}
+		base.Map = &actors.Map{Fn: fn, Name: o.serviceMap}
+	}
 	for _, size := range sizes {
 		if err := serviceBenchSize(ctx, tw, filepath.Join(dir, strconv.Itoa(size)), size, base, workers, counts, o); err != nil {
 			return err

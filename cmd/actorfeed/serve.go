@@ -55,8 +55,10 @@ started with run --service HOST:PORT,... hand it tasks, runs of their order's
 positions, and it reads, shuffles and batches them from files it shares with
 them (a shared file system, or the same paths on every node), sending the
 batches back under the trainer's credit. It opens files only under the --root
-directories (default: the current one). It listens on loopback unless given
-mutual TLS (--tls-cert, --tls-key, --tls-ca). It runs until SIGTERM or SIGINT.`,
+directories (default: the current one), and runs the maps trainers name among
+its own (normalize: uint8 images to float32 in [0, 1]). It listens on loopback
+unless given mutual TLS (--tls-cert, --tls-key, --tls-ca). It runs until
+SIGTERM or SIGINT.`,
 		Example: `  actorfeed serve --listen 127.0.0.1:7070 --root data
   actorfeed run --data 'data/*.recordio' --service 127.0.0.1:7070`,
 		Args: cobra.NoArgs,
@@ -85,7 +87,7 @@ func serve(ctx context.Context, out io.Writer, o serveOptions) error {
 	if err != nil {
 		return err
 	}
-	w, err := node.Serve(actors.WorkerOptions{Roots: o.roots, Threads: o.threads, MaxMessage: o.node.maxMessage})
+	w, err := node.Serve(actors.WorkerOptions{Roots: o.roots, Threads: o.threads, MaxMessage: o.node.maxMessage, Maps: builtinMaps})
 	if err != nil {
 		node.Close()
 		return err

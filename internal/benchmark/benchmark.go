@@ -39,6 +39,8 @@ type Config struct {
 	// Service, when set, runs the stages before the double buffer on its
 	// workers (System must then be a node's).
 	Service *actors.Service
+	// Map, when set, runs after the batch stage.
+	Map *actors.Map
 }
 
 func (c Config) pipeline(dev actors.Devices) (*actors.Pipeline, error) {
@@ -46,8 +48,11 @@ func (c Config) pipeline(dev actors.Devices) (*actors.Pipeline, error) {
 	if len(paths) == 0 {
 		paths = []string{c.Path}
 	}
-	return actors.NewDevices([]actors.Stage{actors.Files{Paths: paths, AnyOrder: c.AnyOrder}, actors.Shuffle{Window: c.Window, Seed: 1},
-		actors.Batch{Size: c.Batch}, actors.DoubleBuffer{Window: c.Buffer}}, dev, actors.Options{System: c.System, Lanes: c.Lanes, Service: c.Service})
+	chain := []actors.Stage{actors.Files{Paths: paths, AnyOrder: c.AnyOrder}, actors.Shuffle{Window: c.Window, Seed: 1}, actors.Batch{Size: c.Batch}}
+	if c.Map != nil {
+		chain = append(chain, *c.Map)
+	}
+	return actors.NewDevices(append(chain, actors.DoubleBuffer{Window: c.Buffer}), dev, actors.Options{System: c.System, Lanes: c.Lanes, Service: c.Service})
 }
 
 // Pass builds the pipeline, runs one pass with step as the device's work,

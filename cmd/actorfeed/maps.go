@@ -1,0 +1,43 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/actorfeed/actorfeed/actors"
+	"github.com/actorfeed/actorfeed/tensor"
+)
+
+// builtinMaps are the maps the CLI knows by name: actorfeed serve's
+// workers run them for trainers that name them (actors.Map.Name), and
+// bench --map measures them.
+var builtinMaps = map[string]actors.MapFunc{"normalize": normalize}
+
+// normalize is a trainer's usual first map: the images (slot 0, bytes)
+// become float32 in [0, 1], four times the bytes.
+func normalize(s tensor.Slots) (tensor.Slots, error) {
+	img := s[0].Tensor
+	if img.DType() != tensor.Uint8 {
+		return nil, fmt.Errorf("normalize: slot 0 is %v, not uint8", img.DType())
+	}
+	in := img.Bytes()
+	out := make([]float32, len(in))
+	for i, b := range in {
+		out[i] = float32(b) / 255
+	}
+	s[0].Tensor = tensor.MustFromSlice(img.Shape(), out)
+	return s, nil
+}
+
+// mapNamed is the built-in map called name.
+func mapNamed(name string) (actors.MapFunc, error) {
+	fn := builtinMaps[name]
+	if fn == nil {
+		var names []string
+		for n := range builtinMaps {
+			names = append(names, n)
+		}
+		return nil, fmt.Errorf("--map %q: want one of %s", name, strings.Join(names, ", "))
+	}
+	return fn, nil
+}
