@@ -91,8 +91,6 @@ func checkService(stages []Stage, opts Options, dev *Devices) error {
 		return fmt.Errorf("%w: a service with no workers", ErrBadSpec)
 	case opts.Lanes > 1:
 		return fmt.Errorf("%w: a service's workers are its lanes: Lanes must be 1", ErrBadSpec)
-	case opts.Shard.Remainder == order.Pad:
-		return fmt.Errorf("%w: a service does not pad shards yet: use order.Drop", ErrBadSpec)
 	case dev != nil && dev.Storage != nil:
 		return fmt.Errorf("%w: a service's batches arrive in memory the network layer allocates: Devices.Storage is not supported", ErrBadSpec)
 	case opts.System == nil:
@@ -280,6 +278,7 @@ type svcWorker struct {
 type svcTask struct {
 	id       uint64
 	lo, hi   uint64
+	tail     bool   // the rank's state from lo on (padding): its batches' positions are the rank's
 	state    []byte // the JSON State a worker resumes from
 	worker   int    // holding it, or -1
 	attempt  uint32
@@ -297,7 +296,11 @@ type svcTask struct {
 func (t *svcTask) expected() uint32 { return t.handed + uint32(len(t.queue)) }
 
 // tasksOf cuts pass's share of the rank into tasks of the lanes' stretch:
-// whole batches and windows, at least eight splits.
+// whole batches and windows, at least eight splits. A task is described by
+// a State whose layout holds its positions for rank 0 of 1. Padding
+// (order.Pad) repeats positions, which no such layout can hold: the
+// stretch it starts in and the rest of the share are one tail task, the
+// rank's own state from that stretch on.
 func (c *serviceCell) tasksOf(pass uint32) ([]*svcTask, error) {
 	layout, done := c.plan.layout(pass)
 	segs := layout.Cut(c.plan.shard.Rank, c.plan.shard.Remainder, done)
@@ -311,6 +314,9 @@ func (c *serviceCell) tasksOf(pass uint32) ([]*svcTask, error) {
 		st := c.plan.state(0, 0, nil, false)
 		st.Epoch, st.Layout, st.Rank, st.Done, st.Beyond = c.plan.epoch(pass), order.Layout{World: 1, Ranges: ranges}, 0, 0, nil
 		st.Remainder = order.Drop.String()
+		if cur.tail {
+			st.Layout, st.Rank, st.Done, st.Remainder = layout, c.plan.shard.Rank, cur.lo, c.plan.shard.Remainder.String()
+		}
 		var err error
 		if cur.state, err = json.Marshal(st); err != nil {
 			return fmt.Errorf("actors: a task's state: %w", err)
@@ -326,6 +332,10 @@ func (c *serviceCell) tasksOf(pass uint32) ([]*svcTask, error) {
 			if cur == nil {
 				cur = &svcTask{id: c.nextID, lo: at, worker: -1}
 				c.nextID++
+			}
+			if s.Pad {
+				cur.tail, cur.hi = true, layout.Share(c.plan.shard.Remainder)
+				return tasks, flush()
 			}
 			ranges = append(ranges, order.Range{Lo: lo, Hi: hi})
 			at += hi - lo

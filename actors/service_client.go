@@ -175,7 +175,9 @@ func (a *serviceActor) onWorker(ctx actor.Context, msg any) error {
 		b := m.Batch
 		w.batches++
 		w.bytes += int64(proto.Size(b))
-		b.Position += t.lo
+		if !t.tail {
+			b.Position += t.lo
+		}
 		b.OrderPass, b.Pass = c.out.pass, c.out.pass
 		t.queue = append(t.queue, b)
 	case *messages.ServiceTaskEnd:

@@ -16,6 +16,7 @@ import (
 	"github.com/actorfeed/actorfeed/internal/faults"
 	"github.com/actorfeed/actorfeed/internal/testutil"
 	"github.com/actorfeed/actorfeed/messages"
+	"github.com/actorfeed/actorfeed/readers/order"
 	"github.com/actorfeed/actorfeed/sim"
 	"github.com/actorfeed/actorfeed/tensor"
 )
@@ -192,4 +193,45 @@ func TestServiceRunsNamedMapsOnItsWorkers(t *testing.T) {
 	defer p.Close()
 	_, err = p.Next(ctx)
 	require.ErrorContains(t, err, `this worker has no map named "plus"`)
+}
+
+// With padded shards (order.Pad), every rank's batches through the service
+// are its batches in one process, padding and its marks included: the
+// stretch padding starts in and the rest of the share are one task, the
+// rank's own state.
+func TestServicePadsShardsAsOneProcess(t *testing.T) {
+	ctx := testutil.Context(t)
+	paths := testutil.WriteFiles(t, 4, 1000, 400) // 4,000 records: 3 ranks of 1,334, tasks of 208 before the tail
+	sys := actors.NewSystem()
+	defer sys.Shutdown()
+	w, err := actors.StartWorker(sys, actors.WorkerOptions{Roots: []string{filepath.Dir(paths[0])}})
+	require.NoError(t, err)
+	defer func() { require.NoError(t, w.Close()) }()
+	type batch struct {
+		ids     []uint64
+		padding int
+	}
+	read := func(opts actors.Options) []batch {
+		p, err := actors.New(serviceChain(paths), opts)
+		require.NoError(t, err)
+		defer closeAndCheck(t, p, nil)
+		var out []batch
+		for {
+			it, err := p.Next(ctx)
+			if errors.Is(err, io.EOF) {
+				return out
+			}
+			require.NoError(t, err)
+			out = append(out, batch{it.IDs, it.Padding})
+		}
+	}
+	padded := 0
+	for rank := range 3 {
+		shard := actors.Shard{Rank: rank, World: 3, Remainder: order.Pad}
+		want := read(actors.Options{GroupSize: 8, Shard: shard})
+		got := read(actors.Options{System: sys, GroupSize: 8, Shard: shard, Service: &actors.Service{Workers: []string{sys.Address()}, Lease: time.Hour}})
+		require.Equal(t, want, got, "rank %d", rank)
+		padded += want[len(want)-1].padding
+	}
+	require.Positive(t, padded, "some rank's last batch was padded")
 }

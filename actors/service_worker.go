@@ -18,6 +18,7 @@ import (
 
 	"github.com/actorfeed/actorfeed/messages"
 	"github.com/actorfeed/actorfeed/readers"
+	"github.com/actorfeed/actorfeed/readers/order"
 	"github.com/actorfeed/actorfeed/supervisor"
 )
 
@@ -449,7 +450,15 @@ func (w *Worker) taskPipeline(m *messages.ServiceTask) ([]Stage, Options, error)
 		}
 		return w.opts.Open(ctx, entry)
 	}
-	return stages, Options{GroupSize: int(job.GroupSize), GroupBytes: int(job.GroupBytes), OnCorrupt: policy, Open: open, Resume: &st}, nil
+	rem, err := order.ParseRemainder(st.Remainder)
+	if err != nil {
+		return nil, Options{}, fmt.Errorf("%w: a task's state: %w", ErrState, err)
+	}
+	// The state's rank among its layout's: rank 0 of 1 for a task's own
+	// positions, the client's for a tail of padding.
+	shard := Shard{Rank: st.Rank, World: st.Layout.World, Remainder: rem}
+	return stages, Options{GroupSize: int(job.GroupSize), GroupBytes: int(job.GroupBytes), OnCorrupt: policy, Open: open, Resume: &st,
+		Shard: shard}, nil
 }
 
 // jobStages are the stages of a job after its shuffle: its batch stage and

@@ -11,10 +11,12 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/actorfeed/actorfeed/actors"
 	"github.com/actorfeed/actorfeed/actors/service"
+	"github.com/actorfeed/actorfeed/readers/order"
 )
 
 // NetScenario is a data-service scenario: a pipeline whose stages before
@@ -29,6 +31,7 @@ type NetScenario struct {
 	Files, Records, Chunk   int
 	Batch, Window, Passes   int
 	Credit                  int
+	Shard                   actors.Shard // the client's rank
 	Faults                  []NetFault
 	lease, waitForWorkers   time.Duration
 	deadline                time.Duration
@@ -88,7 +91,11 @@ func GenerateNet(seed uint64) NetScenario {
 		Chunk: 512 << rng.IntN(4), Batch: []int{4, 8, 16, 32}[rng.IntN(4)], Window: []int{0, 16, 64}[rng.IntN(3)],
 		Passes: 1 + rng.IntN(2), Credit: 1 + rng.IntN(8), lease: netLease, waitForWorkers: 20 * time.Second,
 		deadline: 60 * time.Second, consumerWindow: 4, sources: 2}
-	batches := sc.Passes * (sc.Files*sc.Records + sc.Batch - 1) / sc.Batch
+	world := 1 + rng.IntN(3)
+	if world > 1 { // a rank of a trainer, padded or not
+		sc.Shard = actors.Shard{Rank: rng.IntN(world), World: world, Remainder: order.Remainder(rng.IntN(2))}
+	}
+	batches := sc.Passes * (sc.Files*sc.Records/world + sc.Batch - 1) / sc.Batch
 	crashed := map[int]bool{}
 	for range 1 + rng.IntN(4) {
 		f := NetFault{At: rng.IntN(batches), Kind: []NetFaultKind{NetDelay, NetDrop, NetStall, NetCut, NetCrash}[rng.IntN(5)],
@@ -118,8 +125,9 @@ func (sc NetScenario) Describe() string {
 	for _, f := range sc.Faults {
 		fs = append(fs, f.String())
 	}
-	return fmt.Sprintf("net-%d: %d workers, %d files x %d records (chunks of %d bytes), batch %d, window %d, %d pass(es), credit %d; %s",
-		sc.Seed, sc.Workers, sc.Files, sc.Records, sc.Chunk, sc.Batch, sc.Window, sc.Passes, sc.Credit, strings.Join(fs, ", "))
+	return fmt.Sprintf("net-%d: %d workers, %d files x %d records (chunks of %d bytes), batch %d, window %d, %d pass(es), credit %d, rank %d of %d (%s); %s",
+		sc.Seed, sc.Workers, sc.Files, sc.Records, sc.Chunk, sc.Batch, sc.Window, sc.Passes, sc.Credit, sc.Shard.Rank, max(sc.Shard.World, 1),
+		sc.Shard.Remainder, strings.Join(fs, ", "))
 }
 
 // NetResult is what RunNet found.
@@ -216,7 +224,7 @@ func compareNet(want, got [][][]uint64) []string {
 // netPasses reads the scenario's passes: in one process without c, on c's
 // workers with it, striking c's faults as batches are taken.
 func netPasses(ctx context.Context, sc NetScenario, paths []string, c *cluster) ([][][]uint64, error) {
-	opts := actors.Options{GroupSize: 8}
+	opts := actors.Options{GroupSize: 8, Shard: sc.Shard}
 	if c != nil {
 		opts.System = c.client.System()
 		opts.Service = &actors.Service{Workers: c.addrs, Credit: sc.Credit, Lease: sc.lease, WaitForWorkers: sc.waitForWorkers}
@@ -264,6 +272,7 @@ type cluster struct {
 	taken      int
 	lost       []int64
 	timers     []*time.Timer
+	stopping   sync.WaitGroup // crashed workers' nodes
 	violations []string
 }
 
@@ -355,8 +364,12 @@ func (c *cluster) strike(f NetFault) {
 	case NetCut:
 		px.CutAfter(f.Bytes)
 	case NetCrash:
+		// The proxy closes at once, its connections with it; the node's
+		// own stop, which may wait for the remote's graceful stop, goes on
+		// aside (close waits for it).
 		px.Close()
-		_ = c.workers[f.Worker].Close()
+		n := c.workers[f.Worker]
+		c.stopping.Go(func() { _ = n.Close() })
 	}
 }
 
@@ -375,6 +388,7 @@ func (c *cluster) close() {
 	if c.client != nil {
 		_ = c.client.Close()
 	}
+	c.stopping.Wait()
 	for _, n := range c.workers {
 		_ = n.Close()
 	}

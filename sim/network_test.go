@@ -16,16 +16,14 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/actorfeed/actorfeed/internal/testutil"
 	"github.com/actorfeed/actorfeed/sim"
 )
 
 // Network scenarios pass: the batches of one process through workers
 // behind faulty proxies.
 func TestNetworkScenariosPass(t *testing.T) {
-	ctx := testutil.Context(t)
 	for seed := range uint64(12) {
-		res := sim.RunNet(ctx, sim.GenerateNet(seed))
+		res := sim.RunNet(t.Context(), sim.GenerateNet(seed)) // each under its own deadline
 		require.Equal(t, sim.Pass, res.Verdict, "%s: %v", res.Scenario.Describe(), res.Violations)
 	}
 }

@@ -7,10 +7,20 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
+	"github.com/actorfeed/actorfeed/actors/service"
 	"github.com/actorfeed/actorfeed/sim"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// The network scenarios' nodes leave the goroutines of the remote's
+// unclosed gRPC connections (service.RemoteLeaks); any other goroutine left
+// fails.
+func TestMain(m *testing.M) {
+	var opts []goleak.Option
+	for _, fn := range service.RemoteLeaks {
+		opts = append(opts, goleak.IgnoreTopFunction(fn))
+	}
+	goleak.VerifyTestMain(m, opts...)
+}
 
 func requirePass(t *testing.T, sc sim.Scenario) sim.Result {
 	t.Helper()

@@ -82,6 +82,16 @@ const (
 	queueStart = 1024
 )
 
+// RemoteLeaks are the top functions of the goroutines the pinned remote
+// leaves behind with the gRPC connections it never closes (see
+// IdleTimeout): an idle connection's callback serializers, and the watcher
+// of a stream it opened on one with a context never cancelled. Leak checks
+// ignore these, and only these.
+var RemoteLeaks = []string{
+	"google.golang.org/grpc/internal/grpcsync.(*CallbackSerializer).run",
+	"google.golang.org/grpc.newClientStreamWithParams.func4",
+}
+
 // Node is an actor system reachable over Proto.Actor remote.
 type Node struct {
 	sys    *actor.ActorSystem

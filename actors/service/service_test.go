@@ -41,7 +41,16 @@ func TestMain(m *testing.M) {
 	if root := os.Getenv(workerEnv); root != "" {
 		os.Exit(serveWorker(root))
 	}
-	goleak.VerifyTestMain(m)
+	goleak.VerifyTestMain(m, remoteLeaks()...)
+}
+
+// remoteLeaks ignores the goroutines the remote leaves (service.RemoteLeaks).
+func remoteLeaks() []goleak.Option {
+	var opts []goleak.Option
+	for _, fn := range service.RemoteLeaks {
+		opts = append(opts, goleak.IgnoreTopFunction(fn))
+	}
+	return opts
 }
 
 // The worker processes' settings: the data root, and optionally mutual TLS

@@ -12,6 +12,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/actorfeed/actorfeed/actors/service"
 	"github.com/actorfeed/actorfeed/sim"
 )
 
@@ -62,13 +63,18 @@ func runNetSim(ctx context.Context, out io.Writer, o simOptions) error {
 	// The pinned protoactor-go never closes a gRPC connection whose first
 	// stream failed (a message sent to a worker that just crashed): with
 	// the nodes' idle timeout it stops reconnecting, but its goroutines
-	// stay. They are counted, not failed; any other goroutine fails.
-	if err := goleak.Find(before, goleak.IgnoreTopFunction(grpcIdle)); err != nil {
+	// stay (service.RemoteLeaks). Their serializers are counted, not
+	// failed; any other goroutine fails.
+	opts := []goleak.Option{before}
+	for _, fn := range service.RemoteLeaks {
+		opts = append(opts, goleak.IgnoreTopFunction(fn))
+	}
+	if err := goleak.Find(opts...); err != nil {
 		failed++
 		fmt.Fprintf(out, "violation: goroutines left after the last scenario: %v\n", err)
 	}
 	fmt.Fprintf(out, "%d network scenarios in %v: %d passed, %d failed; %d batches, workers lost %d times; %d goroutines of idle gRPC connections the remote left\n",
-		len(scenarios), time.Since(start).Round(time.Millisecond), len(scenarios)-failed, failed, batches, lost, countGoroutines(grpcIdle))
+		len(scenarios), time.Since(start).Round(time.Millisecond), len(scenarios)-failed, failed, batches, lost, countGoroutines(service.RemoteLeaks[0]))
 	if failed > 0 {
 		return fmt.Errorf("%d network scenario(s) failed", failed)
 	}
@@ -116,10 +122,6 @@ func boolInt(b bool) int {
 	}
 	return 0
 }
-
-// grpcIdle is the top function of the goroutines a gRPC connection keeps
-// until it is closed.
-const grpcIdle = "google.golang.org/grpc/internal/grpcsync.(*CallbackSerializer).run"
 
 // countGoroutines counts the goroutines whose stack names fn.
 func countGoroutines(fn string) int {
