@@ -163,10 +163,7 @@ func TestListenBeyondLoopbackNeedsTLS(t *testing.T) {
 func TestServiceOverMutualTLS(t *testing.T) {
 	ctx := testutil.Context(t)
 	paths := testutil.WriteFiles(t, 6, 200, 50)
-	local, err := actors.New(chain(paths), actors.Options{GroupSize: 8})
-	require.NoError(t, err)
-	want := passes(t, ctx, local, 1, nil)
-	require.NoError(t, local.Close())
+	want := reference(t, ctx, paths, 1)
 
 	dir := t.TempDir()
 	ca := newAuthority(t, dir, "ca")
@@ -175,9 +172,7 @@ func TestServiceOverMutualTLS(t *testing.T) {
 	node, err := service.Listen(service.Config{TLS: ca.issue(t, dir, "trainer")})
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, node.Close()) })
-	p, err := actors.New(chain(paths), actors.Options{System: node.System(), GroupSize: 8,
-		Service: &actors.Service{Workers: addrs(ws), Lease: time.Second}})
-	require.NoError(t, err)
+	p := servicePipeline(t, paths, node, &actors.Service{Workers: addrs(ws), Lease: time.Second})
 	got := passes(t, ctx, p, 1, nil)
 	require.NoError(t, p.Close())
 	require.Equal(t, want, got)

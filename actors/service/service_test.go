@@ -165,6 +165,23 @@ func passes(t *testing.T, ctx context.Context, p *actors.Pipeline, n int, each f
 	return out
 }
 
+// reference is n passes of chain(paths) in this process.
+func reference(t *testing.T, ctx context.Context, paths []string, n int) [][][]uint64 {
+	t.Helper()
+	local, err := actors.New(chain(paths), actors.Options{GroupSize: 8})
+	require.NoError(t, err)
+	defer func() { require.NoError(t, local.Close()) }()
+	return passes(t, ctx, local, n, nil)
+}
+
+// servicePipeline is chain(paths) with svc, on node.
+func servicePipeline(t *testing.T, paths []string, node *service.Node, svc *actors.Service) *actors.Pipeline {
+	t.Helper()
+	p, err := actors.New(chain(paths), actors.Options{System: node.System(), GroupSize: 8, Service: svc})
+	require.NoError(t, err)
+	return p
+}
+
 func chain(paths []string) []actors.Stage {
 	return []actors.Stage{actors.Files{Paths: paths, Threads: 3}, actors.Shuffle{Window: 50, Seed: 3}, actors.Batch{Size: 16}}
 }
@@ -174,16 +191,11 @@ func chain(paths []string) []actors.Stage {
 func TestServiceDeliversTheBatchesOfOneProcess(t *testing.T) {
 	ctx := testutil.Context(t)
 	paths := testutil.WriteFiles(t, 12, 200, 50)
-	local, err := actors.New(chain(paths), actors.Options{GroupSize: 8})
-	require.NoError(t, err)
-	want := passes(t, ctx, local, 2, nil)
-	require.NoError(t, local.Close())
+	want := reference(t, ctx, paths, 2)
 
 	ws := startWorkers(t, 3, filepath.Dir(paths[0]))
 	node := client(t)
-	p, err := actors.New(chain(paths), actors.Options{System: node.System(), GroupSize: 8,
-		Service: &actors.Service{Workers: addrs(ws), Credit: 2, Lease: time.Second}})
-	require.NoError(t, err)
+	p := servicePipeline(t, paths, node, &actors.Service{Workers: addrs(ws), Credit: 2, Lease: time.Second})
 	got := passes(t, ctx, p, 2, nil)
 	require.NoError(t, p.Close())
 	require.Equal(t, want, got)
@@ -209,16 +221,11 @@ func requireNoPipeline(t *testing.T, n *service.Node) {
 func TestServiceSurvivesALostWorker(t *testing.T) {
 	ctx := testutil.Context(t)
 	paths := testutil.WriteFiles(t, 12, 300, 50)
-	local, err := actors.New(chain(paths), actors.Options{GroupSize: 8})
-	require.NoError(t, err)
-	want := passes(t, ctx, local, 1, nil)
-	require.NoError(t, local.Close())
+	want := reference(t, ctx, paths, 1)
 
 	ws := startWorkers(t, 3, filepath.Dir(paths[0]))
 	node := client(t)
-	p, err := actors.New(chain(paths), actors.Options{System: node.System(), GroupSize: 8,
-		Service: &actors.Service{Workers: addrs(ws), Credit: 2, Lease: time.Second}})
-	require.NoError(t, err)
+	p := servicePipeline(t, paths, node, &actors.Service{Workers: addrs(ws), Credit: 2, Lease: time.Second})
 	got := passes(t, ctx, p, 1, func(_, batch int) {
 		if batch == 20 {
 			require.NoError(t, ws[1].cmd.Process.Kill())
@@ -236,16 +243,11 @@ func TestServiceSurvivesALostWorker(t *testing.T) {
 func TestServiceFencesAWorkerThatStoppedAnswering(t *testing.T) {
 	ctx := testutil.Context(t)
 	paths := testutil.WriteFiles(t, 12, 300, 50)
-	local, err := actors.New(chain(paths), actors.Options{GroupSize: 8})
-	require.NoError(t, err)
-	want := passes(t, ctx, local, 2, nil)
-	require.NoError(t, local.Close())
+	want := reference(t, ctx, paths, 2)
 
 	ws := startWorkers(t, 3, filepath.Dir(paths[0]))
 	node := client(t)
-	p, err := actors.New(chain(paths), actors.Options{System: node.System(), GroupSize: 8,
-		Service: &actors.Service{Workers: addrs(ws), Credit: 2, Lease: time.Second}})
-	require.NoError(t, err)
+	p := servicePipeline(t, paths, node, &actors.Service{Workers: addrs(ws), Credit: 2, Lease: time.Second})
 	hung := ws[1].cmd.Process
 	t.Cleanup(func() { _ = hung.Signal(syscall.SIGCONT) })
 	resumed := false
@@ -273,11 +275,9 @@ func TestServiceFailsOnceNoWorkerCameBack(t *testing.T) {
 	paths := testutil.WriteFiles(t, 12, 300, 50)
 	ws := startWorkers(t, 2, filepath.Dir(paths[0]))
 	node := client(t)
-	p, err := actors.New(chain(paths), actors.Options{System: node.System(), GroupSize: 8,
-		Service: &actors.Service{Workers: addrs(ws), Credit: 2, Lease: time.Second, WaitForWorkers: time.Second}})
-	require.NoError(t, err)
+	p := servicePipeline(t, paths, node, &actors.Service{Workers: addrs(ws), Credit: 2, Lease: time.Second, WaitForWorkers: time.Second})
 	defer p.Close()
-	_, err = p.Next(ctx)
+	_, err := p.Next(ctx)
 	require.NoError(t, err)
 	for _, w := range ws {
 		require.NoError(t, w.cmd.Process.Kill())
@@ -301,10 +301,8 @@ func TestServiceWorkersRefuseWhatTheyMustNotDo(t *testing.T) {
 	} {
 		ws := startWorkers(t, 1, c.root, c.env)
 		node := client(t)
-		p, err := actors.New(chain(paths), actors.Options{System: node.System(), GroupSize: 8,
-			Service: &actors.Service{Workers: addrs(ws), Lease: time.Second}})
-		require.NoError(t, err)
-		_, err = p.Next(ctx)
+		p := servicePipeline(t, paths, node, &actors.Service{Workers: addrs(ws), Lease: time.Second})
+		_, err := p.Next(ctx)
 		require.ErrorContains(t, err, c.want, name)
 		require.NoError(t, p.Close())
 	}

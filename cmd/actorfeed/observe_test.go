@@ -39,14 +39,7 @@ func TestMetricsAreServedOnLoopback(t *testing.T) {
 	p, err := actors.NewDevices([]actors.Stage{actors.Files{Paths: paths}, actors.Batch{Size: 20}}, actors.Devices{N: 2}, actors.Options{System: sys})
 	require.NoError(t, err)
 	require.NoError(t, p.Run(t.Context()))
-	m, err := serveMetrics("127.0.0.1:0", false, func() *actors.Pipeline { return p })
-	require.NoError(t, err)
-	resp, err := http.Get("http://" + m.addr + "/metrics")
-	require.NoError(t, err)
-	body, err := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	require.NoError(t, err)
-	require.NoError(t, m.stop())
+	body := scrape(t, p)
 	for _, want := range []string{
 		`actorfeed_stage_items_total{kind="double_buffer",stage="2-double_buffer"} 20`,
 		`actorfeed_stage_items_total{kind="batch",stage="1-batch"}`,
@@ -79,14 +72,7 @@ func TestServiceWorkersAreObserved(t *testing.T) {
 		actors.Options{System: sys, Service: &actors.Service{Workers: []string{sys.Address()}}})
 	require.NoError(t, err)
 	require.NoError(t, p.Run(t.Context()))
-	m, err := serveMetrics("127.0.0.1:0", false, func() *actors.Pipeline { return p })
-	require.NoError(t, err)
-	resp, err := http.Get("http://" + m.addr + "/metrics")
-	require.NoError(t, err)
-	body, err := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	require.NoError(t, err)
-	require.NoError(t, m.stop())
+	body := scrape(t, p)
 	for _, want := range []string{
 		`actorfeed_service_worker_batches_total{worker="nonhost"} 20`,
 		`actorfeed_service_worker_tasks_total{worker="nonhost"} 1`,
@@ -102,6 +88,20 @@ func TestServiceWorkersAreObserved(t *testing.T) {
 	require.NoError(t, p.Close())
 	require.NoError(t, w.Close())
 	require.Empty(t, registered.Actors(sys))
+}
+
+// scrape serves p's metrics on loopback and reads them once.
+func scrape(t *testing.T, p *actors.Pipeline) []byte {
+	t.Helper()
+	m, err := serveMetrics("127.0.0.1:0", false, func() *actors.Pipeline { return p })
+	require.NoError(t, err)
+	resp, err := http.Get("http://" + m.addr + "/metrics")
+	require.NoError(t, err)
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.NoError(t, err)
+	require.NoError(t, m.stop())
+	return body
 }
 
 func TestRunWritesReport(t *testing.T) {
