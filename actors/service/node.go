@@ -78,6 +78,9 @@ const (
 	// address again, with backoff, for the life of the process. A live
 	// connection always has the remote's stream open.
 	IdleTimeout = 2 * time.Second
+	// StopGrace is how long Close lets peers end their streams before it
+	// stops the node's server at once.
+	StopGrace = time.Second
 	// queueStart is the first size of the remote's growing queues.
 	queueStart = 1024
 )
@@ -285,16 +288,28 @@ func (n *Node) Close() error {
 	return n.err
 }
 
-// shutdown stops the remote gracefully. The pinned remote's graceful stop
-// tells each open stream's reader it is leaving on a channel that the
-// reader closes when its stream ends; a stream that ends at that moment
-// (a peer that dropped) makes the send panic, part way through the stop
-// (sim --network found it). The server is then stopped at once.
+// shutdown stops the remote gracefully, and at once after StopGrace:
+// gRPC's graceful stop waits for every peer's stream to end, and a frozen
+// peer's never does (the remote would wait 10 s). The pinned remote's
+// graceful stop also tells each open stream's reader it is leaving on a
+// channel the reader closes when its stream ends; a stream that ends at
+// that moment (a peer that dropped) makes the send panic part way through
+// the stop (sim --network found it): the server is then stopped at once.
 func shutdown(r *remote.Remote) {
-	defer func() {
-		if p := recover(); p != nil {
-			r.Shutdown(false)
-		}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer func() {
+			if p := recover(); p != nil {
+				r.Shutdown(false)
+			}
+		}()
+		r.Shutdown(true)
 	}()
-	r.Shutdown(true)
+	select {
+	case <-done:
+	case <-time.After(StopGrace):
+		r.Shutdown(false) // ends the graceful stop's wait
+		<-done
+	}
 }

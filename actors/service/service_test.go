@@ -346,3 +346,28 @@ func TestServiceCarriesBatchesAboveFourMiB(t *testing.T) {
 	require.Equal(t, wantIDs, gotIDs)
 	require.Equal(t, wantSums, gotSums, "the bytes came whole")
 }
+
+// A trainer's Close is bounded when a worker stops answering (SIGSTOP: its
+// connections stay open, nothing comes back): the pipeline's Close waits on
+// no worker, and the node's on the remote's graceful stop at most.
+func TestServiceCloseIsBoundedWithAFrozenWorker(t *testing.T) {
+	ctx := testutil.Context(t)
+	paths := testutil.WriteFiles(t, 4, 300, 50)
+	ws := startWorkers(t, 1, filepath.Dir(paths[0]))
+	frozen := ws[0].cmd.Process
+	t.Cleanup(func() { _ = frozen.Signal(syscall.SIGCONT) })
+	node, err := service.Listen(service.Config{})
+	require.NoError(t, err)
+	p := servicePipeline(t, paths, node, &actors.Service{Workers: addrs(ws), Credit: 2, Lease: time.Second})
+	_, err = p.Next(ctx)
+	require.NoError(t, err)
+	require.NoError(t, frozen.Signal(syscall.SIGSTOP))
+	closed := make(chan error, 1)
+	go func() { closed <- errors.Join(p.Close(), node.Close()) }()
+	select {
+	case err := <-closed:
+		require.NoError(t, err)
+	case <-ctx.Done(): // a guard against a hang, not a measurement
+		t.Fatal("Close did not return with a frozen worker")
+	}
+}
