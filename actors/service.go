@@ -273,11 +273,11 @@ type svcWorker struct {
 	batches, bytes, lost, taken int64
 }
 
-// svcTask is a run of the rank's positions [lo, hi) of the pass, and what
+// svcTask is a run of the rank's positions of the pass from lo (a stretch), and what
 // its attempts delivered.
 type svcTask struct {
 	id       uint64
-	lo, hi   uint64
+	lo       uint64 // its first rank position
 	tail     bool   // the rank's state from lo on (padding): its batches' positions are the rank's
 	state    []byte // the JSON State a worker resumes from
 	worker   int    // holding it, or -1
@@ -307,11 +307,12 @@ func (c *serviceCell) tasksOf(pass uint32) ([]*svcTask, error) {
 	var tasks []*svcTask
 	var cur *svcTask
 	var ranges []order.Range
+	base := c.plan.state(0, 0, nil, false) // the order's fields; the rest is each task's
 	flush := func() error {
 		if cur == nil {
 			return nil
 		}
-		st := c.plan.state(0, 0, nil, false)
+		st := base
 		st.Epoch, st.Layout, st.Rank, st.Done, st.Beyond = c.plan.epoch(pass), order.Layout{World: 1, Ranges: ranges}, 0, 0, nil
 		st.Remainder = order.Drop.String()
 		if cur.tail {
@@ -334,12 +335,12 @@ func (c *serviceCell) tasksOf(pass uint32) ([]*svcTask, error) {
 				c.nextID++
 			}
 			if s.Pad {
-				cur.tail, cur.hi = true, layout.Share(c.plan.shard.Remainder)
+				cur.tail = true
 				return tasks, flush()
 			}
 			ranges = append(ranges, order.Range{Lo: lo, Hi: hi})
 			at += hi - lo
-			cur.hi, lo = at, hi
+			lo = hi
 			if at == end {
 				if err := flush(); err != nil {
 					return nil, err

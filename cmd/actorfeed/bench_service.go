@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -51,7 +52,7 @@ func runServiceBench(ctx context.Context, out io.Writer, o benchOptions) error {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	workers, err := startBenchWorkers(ctx, slicesMax(counts), dir)
+	workers, err := startBenchWorkers(ctx, slices.Max(counts), dir)
 	defer stopBenchWorkers(workers)
 	if err != nil {
 		return err
@@ -115,24 +116,9 @@ func serviceBenchSize(ctx context.Context, tw io.Writer, dir string, size int, b
 	for r, name := range names {
 		t := benchmark.Median(times[r])
 		rate := float64(samples) / t.Seconds()
-		fmt.Fprintf(tw, "%s\t%s\t%.0f\t%.2f\t%.2f\t\n", sizeText(size), name, rate, rate*float64(payload)/1e9, local.Seconds()/t.Seconds())
+		fmt.Fprintf(tw, "%s\t%s\t%.0f\t%.2f\t%.2f\t\n", sizeName(size), name, rate, rate*float64(payload)/1e9, local.Seconds()/t.Seconds())
 	}
 	return nil
-}
-
-func slicesMax(xs []int) int {
-	m := 0
-	for _, x := range xs {
-		m = max(m, x)
-	}
-	return m
-}
-
-func sizeText(n int) string {
-	if n%1024 == 0 {
-		return fmt.Sprintf("%dK", n/1024)
-	}
-	return strconv.Itoa(n)
 }
 
 // benchWorker is an actorfeed serve process the bench started.

@@ -28,9 +28,10 @@ func runNetSim(ctx context.Context, out io.Writer, o simOptions) error {
 			return usageError{fmt.Errorf("--replay %q: a network scenario is replayed by its seed", o.replay)}
 		}
 		scenarios = append(scenarios, sim.GenerateNet(seed))
-	}
-	for k := range o.scenarios * boolInt(!o.replaySet) {
-		scenarios = append(scenarios, sim.GenerateNet(o.seed+uint64(k)))
+	} else {
+		for k := range o.scenarios {
+			scenarios = append(scenarios, sim.GenerateNet(o.seed+uint64(k)))
+		}
 	}
 	fmt.Fprintf(out, "running %d network scenarios, %d at a time\n", len(scenarios), o.parallel)
 	before := goleak.IgnoreCurrent()
@@ -114,13 +115,6 @@ func runNetScenarios(ctx context.Context, scenarios []sim.NetScenario, parallel 
 		}
 	}()
 	return results, wg.Wait
-}
-
-func boolInt(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
 }
 
 // countGoroutines counts the goroutines whose stack names fn.
