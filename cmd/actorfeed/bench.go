@@ -71,7 +71,10 @@ With --service-workers 1,2 it measures the data service instead
 (docs/distributed.md): for each --sizes, uncompressed, a new actor pipeline
 for each run in this process, and the same pipeline with its stages before
 the double buffer on 1, 2, ... actorfeed serve processes on loopback that it
-starts, taking turns; samples/s, GB/s and the ratio to the in-process one.
+starts, and the same bytes alone through one loopback TCP connection (the
+ceiling of any worker's batches here), taking turns; samples/s, GB/s, the
+ratio to the in-process one, and the CPU seconds per million samples of
+this process and the workers together.
 --map normalize adds a map with a CPU cost after the batch stage.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {

@@ -65,7 +65,7 @@ func runServiceBench(ctx context.Context, out io.Writer, o benchOptions) error {
 	fmt.Fprintf(out, "%d files, about %d MiB of samples per data set, uncompressed; shuffle %d, batch %d, map %q; %d devices that read every image byte; worker processes on loopback; %d runs each, medians; %s, %d CPUs\n\n",
 		o.matrix.files, o.matrix.dataMB, o.window, o.batch, o.serviceMap, o.matrix.devices, o.repeat, runtime.Version(), runtime.NumCPU())
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "sample\twhat\tsamples/s\tGB/s\tvs in-process\t")
+	fmt.Fprintln(tw, "sample\twhat\tsamples/s\tGB/s\tvs in-process\tCPU s per M samples\tCPU vs in-process\t")
 	base := benchmark.Config{Window: o.window, Batch: o.batch, Buffer: o.buffer, Devices: o.matrix.devices, System: node.System()}
 	if o.serviceMap != "" {
 		fn, err := mapNamed(o.serviceMap)
@@ -82,8 +82,10 @@ func runServiceBench(ctx context.Context, out io.Writer, o benchOptions) error {
 	return tw.Flush()
 }
 
-// serviceBenchSize measures one sample size: the pipeline in process and
-// on each count of workers, taking turns, and writes their rows.
+// serviceBenchSize measures one sample size: the pipeline in process, on
+// each count of workers, and the bytes alone through one loopback TCP
+// connection (the ceiling of any worker's batches here), taking turns,
+// and writes their rows.
 func serviceBenchSize(ctx context.Context, tw io.Writer, dir string, size int, base benchmark.Config, workers []*benchWorker, counts []int,
 	o benchOptions) error {
 	defer os.RemoveAll(dir)
@@ -94,31 +96,54 @@ func serviceBenchSize(ctx context.Context, tw io.Writer, dir string, size int, b
 		return err
 	}
 	base.Paths = paths
-	names, cfgs := []string{"actor pipeline, in process"}, []benchmark.Config{base}
+	pass := func(c benchmark.Config) func() (time.Duration, error) {
+		return func() (time.Duration, error) {
+			total, _, err := c.Pass(ctx, false, touch)
+			return total, err
+		}
+	}
+	names, runs := []string{"actor pipeline, in process"}, []func() (time.Duration, error){pass(base)}
 	for _, k := range counts {
 		c := base
 		c.Service = &actors.Service{Workers: benchAddrs(workers[:k])}
-		names, cfgs = append(names, fmt.Sprintf("on %d worker process(es)", k)), append(cfgs, c)
+		names, runs = append(names, fmt.Sprintf("on %d worker process(es)", k)), append(runs, pass(c))
 	}
-	times := make([][]time.Duration, len(cfgs))
+	names, runs = append(names, "loopback TCP, the bytes alone"), append(runs, func() (time.Duration, error) {
+		rate, err := benchmark.Loopback(ctx, int64(samples*payload))
+		return time.Duration(float64(samples*payload) / rate * float64(time.Second)), err
+	})
+	times, cpu := make([][]time.Duration, len(runs)), make([]time.Duration, len(runs))
 	for i := range o.repeat {
-		for k := range cfgs {
-			r := (i + k) % len(cfgs)
+		for k := range runs {
+			r := (i + k) % len(runs)
 			runtime.GC()
-			total, _, err := cfgs[r].Pass(ctx, false, touch)
+			before := benchCPU(workers)
+			total, err := runs[r]()
 			if err != nil {
 				return fmt.Errorf("%s: %w", names[r], err)
 			}
-			times[r] = append(times[r], total)
+			times[r], cpu[r] = append(times[r], total), cpu[r]+benchCPU(workers)-before
 		}
 	}
 	local := benchmark.Median(times[0])
+	perM := func(r int) float64 { return cpu[r].Seconds() / float64(o.repeat) / float64(samples) * 1e6 }
 	for r, name := range names {
 		t := benchmark.Median(times[r])
 		rate := float64(samples) / t.Seconds()
-		fmt.Fprintf(tw, "%s\t%s\t%.0f\t%.2f\t%.2f\t\n", sizeName(size), name, rate, rate*float64(payload)/1e9, local.Seconds()/t.Seconds())
+		fmt.Fprintf(tw, "%s\t%s\t%.0f\t%.2f\t%.2f\t%.2f\t%.2f\t\n", sizeName(size), name, rate, rate*float64(payload)/1e9, local.Seconds()/t.Seconds(),
+			perM(r), perM(r)/perM(0))
 	}
 	return nil
+}
+
+// benchCPU is the CPU time of this process and of the worker processes:
+// the machine's work for a run, wherever it ran, idle workers' included.
+func benchCPU(workers []*benchWorker) time.Duration {
+	t := benchmark.CPUTime()
+	for _, w := range workers {
+		t += benchmark.ProcessCPUTime(w.cmd.Process.Pid)
+	}
+	return t
 }
 
 // benchWorker is an actorfeed serve process the bench started.

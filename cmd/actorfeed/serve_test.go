@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -93,4 +94,28 @@ service: {workers: [` + addrs[0] + `, ` + addrs[2] + `], lease: 2s}
 	require.Zero(t, code, stderr)
 	require.Contains(t, out, "on 2 worker(s) of the service")
 	require.Equal(t, want, sortedLines(t, filepath.Join(dir, "spec.jsonl")))
+}
+
+// bench --service-workers starts its worker processes, measures the
+// pipeline in process, on them and the loopback's bytes alone, with the
+// CPU of every process counted, and stops the workers.
+func TestBenchMeasuresTheService(t *testing.T) {
+	dir := t.TempDir()
+	out, stderr, code := execCLI(t, dir, "bench", "--service-workers", "1", "--sizes", "784", "--data-mb", "2", "--files", "2", "--repeat", "1")
+	require.Zero(t, code, stderr)
+	rows := map[string][]string{}
+	for _, line := range strings.Split(out, "\n") {
+		if name, cells, ok := strings.Cut(strings.TrimSpace(line), "  "); ok && name == "784" {
+			f := strings.Fields(cells)
+			rows[strings.Join(f[:len(f)-5], " ")] = f[len(f)-5:]
+		}
+	}
+	require.Len(t, rows, 3, out)
+	for what, cells := range rows {
+		cpu, err := strconv.ParseFloat(cells[3], 64)
+		require.NoError(t, err, what)
+		require.Positive(t, cpu, "%s: CPU seconds per million samples", what)
+	}
+	require.Contains(t, rows, "on 1 worker process(es)")
+	require.Contains(t, rows, "loopback TCP, the bytes alone")
 }

@@ -1,9 +1,12 @@
 package benchmark_test
 
 import (
+	"context"
+	"os"
 	"path/filepath"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
@@ -84,4 +87,27 @@ func TestMeasurements(t *testing.T) {
 	require.Positive(t, m.AllocsPerBatch)
 	require.Positive(t, m.PeakLive)
 	require.Empty(t, registered.Actors(sys), "no actor left")
+}
+
+// Loopback moves real bytes through a TCP connection and says how fast;
+// a cancelled context ends it with an error, and neither leaves a
+// goroutine (TestMain).
+func TestLoopback(t *testing.T) {
+	rate, err := benchmark.Loopback(t.Context(), 4<<20)
+	require.NoError(t, err)
+	require.Positive(t, rate)
+
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	_, err = benchmark.Loopback(ctx, 1<<40)
+	require.ErrorIs(t, err, context.Canceled)
+}
+
+// A process's CPU time is read from /proc: this process has used some,
+// and a process that does not exist has none.
+func TestProcessCPUTime(t *testing.T) {
+	for benchmark.CPUTime() < 10*time.Millisecond { // a tick of /proc's clock
+	}
+	require.Positive(t, benchmark.ProcessCPUTime(os.Getpid()))
+	require.Zero(t, benchmark.ProcessCPUTime(1<<30))
 }
