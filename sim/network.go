@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/actorfeed/actorfeed/actors"
@@ -151,8 +150,9 @@ func (sc NetScenario) stages(paths []string) []actors.Stage {
 }
 
 // RunNet runs a network scenario: the reference in one process, then the
-// service with its proxies and faults, and checks what the consumer took.
-func RunNet(ctx context.Context, sc NetScenario) (res NetResult) {
+// service with its proxies and faults, its workers started as cfg says,
+// and checks what the consumer took and that every worker stopped cleanly.
+func RunNet(ctx context.Context, sc NetScenario, cfg NetConfig) (res NetResult) {
 	res = NetResult{Scenario: sc, Verdict: Pass}
 	start := time.Now()
 	defer func() {
@@ -183,13 +183,13 @@ func RunNet(ctx context.Context, sc NetScenario) (res NetResult) {
 		res.Violations = append(res.Violations, fmt.Sprintf("the reference run: %v", err))
 		return res
 	}
-	c, err := startCluster(sc, dir)
+	c, err := startCluster(ctx, sc, dir, cfg)
 	if err != nil {
 		res.Violations = append(res.Violations, err.Error())
 		return res
 	}
-	defer c.close()
 	got, err := netPasses(ctx, sc, paths, c)
+	res.Violations = append(res.Violations, c.close()...)
 	res.Err, res.Batches = err, c.taken
 	for _, w := range c.lost {
 		res.Lost += w
@@ -266,24 +266,28 @@ type cluster struct {
 	sc         NetScenario
 	client     *service.Node
 	back       *Proxy
-	workers    []*service.Node
+	workers    []netWorker
 	proxies    []*Proxy
 	addrs      []string
 	taken      int
 	lost       []int64
 	timers     []*time.Timer
-	stopping   sync.WaitGroup // crashed workers' nodes
 	violations []string
 }
 
-// behind starts a node whose peers reach it through proxy p.
-func behind(p *Proxy) (*service.Node, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0") // a free port
+// freePort is a loopback address with a port free a moment ago.
+func freePort() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		return nil, err
+		return "", err
 	}
-	addr := ln.Addr().String()
-	ln.Close()
+	defer ln.Close()
+	return ln.Addr().String(), nil
+}
+
+// behind starts a node listening on addr whose peers reach it through
+// proxy p.
+func behind(p *Proxy, addr string) (*service.Node, error) {
 	n, err := service.Listen(service.Config{Listen: addr, Advertise: p.Addr(), Keepalive: time.Second})
 	if err != nil {
 		return nil, err
@@ -292,13 +296,13 @@ func behind(p *Proxy) (*service.Node, error) {
 	return n, nil
 }
 
-func startCluster(sc NetScenario, root string) (*cluster, error) {
+func startCluster(ctx context.Context, sc NetScenario, root string, cfg NetConfig) (*cluster, error) {
 	c := &cluster{sc: sc}
 	var err error
 	if c.back, err = NewProxy(); err != nil {
 		return nil, err
 	}
-	if c.client, err = behind(c.back); err != nil {
+	if c.client, err = retryPort(func(addr string) (*service.Node, error) { return behind(c.back, addr) }); err != nil {
 		c.close()
 		return nil, err
 	}
@@ -309,15 +313,17 @@ func startCluster(sc NetScenario, root string) (*cluster, error) {
 			return nil, err
 		}
 		c.proxies = append(c.proxies, p)
-		n, err := behind(p)
-		if err == nil {
-			_, err = n.Serve(actors.WorkerOptions{Roots: []string{root}, Threads: 2})
+		var w netWorker
+		if len(cfg.WorkerCommand) > 0 {
+			w, err = startProcessWorker(ctx, cfg.WorkerCommand, p, root)
+		} else {
+			w, err = startInProcessWorker(p, root)
 		}
 		if err != nil {
 			c.close()
 			return nil, err
 		}
-		c.workers, c.addrs = append(c.workers, n), append(c.addrs, p.Addr())
+		c.workers, c.addrs = append(c.workers, w), append(c.addrs, p.Addr())
 	}
 	return c, nil
 }
@@ -364,18 +370,14 @@ func (c *cluster) strike(f NetFault) {
 	case NetCut:
 		px.CutAfter(f.Bytes)
 	case NetCrash:
-		// The proxy closes at once, its connections with it; the node's
-		// own stop, which may wait for the remote's graceful stop, goes on
-		// aside (close waits for it).
-		px.Close()
-		n := c.workers[f.Worker]
-		c.stopping.Go(func() { _ = n.Close() })
+		c.workers[f.Worker].crash()
 	}
 }
 
 // close stops the timers, the nodes and the proxies: the client first, so
-// that it ends its sessions.
-func (c *cluster) close() {
+// that it ends its sessions. It returns what went wrong stopping the
+// workers.
+func (c *cluster) close() []string {
 	for _, t := range c.timers {
 		t.Stop()
 	}
@@ -388,9 +390,11 @@ func (c *cluster) close() {
 	if c.client != nil {
 		_ = c.client.Close()
 	}
-	c.stopping.Wait()
-	for _, n := range c.workers {
-		_ = n.Close()
+	var bad []string
+	for k, w := range c.workers {
+		if err := w.close(); err != nil {
+			bad = append(bad, fmt.Sprintf("worker %d: %v", k, err))
+		}
 	}
 	for _, p := range c.proxies {
 		p.Close()
@@ -398,4 +402,5 @@ func (c *cluster) close() {
 	if c.back != nil {
 		c.back.Close()
 	}
+	return bad
 }

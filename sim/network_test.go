@@ -23,7 +23,7 @@ import (
 // behind faulty proxies.
 func TestNetworkScenariosPass(t *testing.T) {
 	for seed := range uint64(12) {
-		res := sim.RunNet(t.Context(), sim.GenerateNet(seed)) // each under its own deadline
+		res := sim.RunNet(t.Context(), sim.GenerateNet(seed), sim.NetConfig{}) // each under its own deadline
 		require.Equal(t, sim.Pass, res.Verdict, "%s: %v", res.Scenario.Describe(), res.Violations)
 	}
 }

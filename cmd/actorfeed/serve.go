@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	"go.uber.org/goleak"
 
 	"github.com/actorfeed/actorfeed/actors"
 	"github.com/actorfeed/actorfeed/actors/service"
@@ -19,6 +20,7 @@ type nodeFlags struct {
 	advertise  string
 	tls        service.TLS
 	maxMessage int
+	keepalive  time.Duration
 }
 
 func (n *nodeFlags) flags(f *pflag.FlagSet, listen, listenHelp string) {
@@ -28,21 +30,26 @@ func (n *nodeFlags) flags(f *pflag.FlagSet, listen, listenHelp string) {
 	f.StringVar(&n.tls.Key, "tls-key", "", "the key of --tls-cert (PEM)")
 	f.StringVar(&n.tls.CA, "tls-ca", "", "the CA that signs every node's certificate (PEM)")
 	f.IntVar(&n.maxMessage, "max-message", actors.DefaultMaxMessage, "bytes a batch may have on the wire; the same on every node")
+	f.DurationVar(&n.keepalive, "keepalive", service.DefaultKeepalive, "how often an idle connection is pinged; a peer that does not answer within it is cut")
 }
 
 func (n *nodeFlags) listenNode() (*service.Node, error) {
 	if err := checkInts(intFlag{"--max-message", n.maxMessage, 1, service.MaxMaxMessage}); err != nil {
 		return nil, usageError{err}
 	}
-	return service.Listen(service.Config{Listen: n.listen, Advertise: n.advertise, TLS: n.tls, MaxMessage: n.maxMessage})
+	if n.keepalive < time.Millisecond {
+		return nil, usageError{fmt.Errorf("--keepalive %v: want at least 1ms", n.keepalive)}
+	}
+	return service.Listen(service.Config{Listen: n.listen, Advertise: n.advertise, TLS: n.tls, MaxMessage: n.maxMessage, Keepalive: n.keepalive})
 }
 
 // serveOptions are serve's flags.
 type serveOptions struct {
-	node    nodeFlags
-	roots   []string
-	threads int
-	every   time.Duration
+	node       nodeFlags
+	roots      []string
+	threads    int
+	every      time.Duration
+	checkLeaks bool
 }
 
 func newServe() *cobra.Command {
@@ -77,6 +84,7 @@ SIGTERM or SIGINT.`,
 	f.StringSliceVar(&o.roots, "root", []string{"."}, "directories whose files trainers may have read (repeat or comma-separate)")
 	f.IntVar(&o.threads, "threads", 0, "file readers per task (default: the cores)")
 	f.DurationVar(&o.every, "progress-every", 10*time.Second, "interval of the status lines")
+	f.BoolVar(&o.checkLeaks, "check-leaks", false, "once stopped, fail if goroutines are left (but the remote's idle gRPC connections'); for tests and sim --network")
 	return cmd
 }
 
@@ -103,6 +111,11 @@ func serve(ctx context.Context, out io.Writer, o serveOptions) error {
 			st := w.Stats()
 			err := node.Close()
 			printWorker(out, st)
+			if err == nil && o.checkLeaks {
+				if leaks := goleak.Find(remoteLeaks()...); leaks != nil {
+					err = fmt.Errorf("goroutines left after the node stopped: %w", leaks)
+				}
+			}
 			return err
 		}
 	}
@@ -111,4 +124,14 @@ func serve(ctx context.Context, out io.Writer, o serveOptions) error {
 func printWorker(out io.Writer, st actors.WorkerStats) {
 	fmt.Fprintf(out, "worker: %d session(s), %d task(s) done, %d failed, %d batches sent, %.1f MB\n",
 		st.Sessions, st.Tasks, st.Failed, st.Batches, float64(st.Bytes)/1e6)
+}
+
+// remoteLeaks are leak-check options that ignore the goroutines the pinned
+// remote leaves with the gRPC connections it never closes
+// (service.RemoteLeaks), and only those.
+func remoteLeaks(opts ...goleak.Option) []goleak.Option {
+	for _, fn := range service.RemoteLeaks {
+		opts = append(opts, goleak.IgnoreTopFunction(fn))
+	}
+	return opts
 }

@@ -119,3 +119,25 @@ func TestBenchMeasuresTheService(t *testing.T) {
 	require.Contains(t, rows, "on 1 worker process(es)")
 	require.Contains(t, rows, "loopback TCP, the bytes alone")
 }
+
+// sim --network runs its workers as serve processes that check for leaks
+// when they stop; the scenarios pass.
+func TestSimNetworkRunsWorkerProcesses(t *testing.T) {
+	out, stderr, code := execCLI(t, t.TempDir(), "sim", "--network", "--scenarios", "3", "--seed", "2", "--parallel", "3")
+	require.Zero(t, code, stderr+out)
+	require.Contains(t, out, "workers in processes")
+	require.Contains(t, out, "3 network scenarios")
+	require.Contains(t, out, "3 passed, 0 failed")
+}
+
+// serve --check-leaks stops cleanly: nothing of the worker is left once
+// its node stopped.
+func TestServiceWorkerChecksForLeaks(t *testing.T) {
+	dir := t.TempDir()
+	p := start(t, dir, "serve", "--listen", "127.0.0.1:0", "--root", dir, "--check-leaks")
+	p.waitLine(t, "serving on ")
+	require.NoError(t, p.cmd.Process.Signal(os.Interrupt))
+	for range p.lines {
+	}
+	require.NoError(t, p.cmd.Wait(), p.stderr.String())
+}

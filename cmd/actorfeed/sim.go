@@ -34,6 +34,7 @@ type simOptions struct {
 	parallel    int
 	preempt     bool
 	network     bool
+	inProcess   bool // --network's workers as nodes in this process
 	deadlineSet bool
 	whatIf      whatIfOptions
 }
@@ -85,14 +86,16 @@ equal batch counts, and each batch against the uninterrupted run of its
 world (docs/determinism.md).
 
 --network runs data-service scenarios instead (docs/distributed.md): 2 or 3
-in-process worker nodes and the client, each behind a fault-injecting TCP
-proxy, and network faults struck as the consumer takes batches: delays,
-dropped connections, stalls that hold connections open (past the lease,
-the worker is taken for lost, fenced, and comes back), connections cut part
-way through a message, and crashed workers. Each scenario's batches must be
-those of the same pipeline in one process, in the order, each once, with
-no hang, the service stage within its credit bound, and no goroutine left
-at the end. --replay SEED shows one in full.
+workers (actorfeed serve processes; --workers-in-process: nodes in this
+one) and the client, each behind a fault-injecting TCP proxy, and network
+faults struck as the consumer takes batches: delays, dropped connections,
+stalls that hold connections open (past the lease, the worker is taken for
+lost, fenced, and comes back), connections cut part way through a message,
+and crashed workers (SIGKILL). Each scenario's batches must be those of the
+same pipeline in one process, in the order, each once, with no hang, the
+service stage within its credit bound, every worker stopped cleanly with
+no goroutine left, and none left here at the end. --replay SEED shows one
+in full.
 
 --spec PIPELINE.yaml runs your own program (docs/programs.md) on its own
 files instead, under the fault schedule --faults FAULTS.yaml
@@ -133,6 +136,9 @@ latencies and stalls ten times faster than real time.`,
 				}
 				return runNetSim(cmd.Context(), cmd.OutOrStdout(), o)
 			}
+			if o.inProcess {
+				return usageError{fmt.Errorf("--workers-in-process is for --network")}
+			}
 			return runSim(cmd.Context(), cmd.OutOrStdout(), o)
 		},
 	}
@@ -145,6 +151,7 @@ latencies and stalls ten times faster than real time.`,
 	f.StringVar(&o.show, "show", "", "rows of the table: all or fail (default all up to 100 scenarios)")
 	f.BoolVar(&o.preempt, "preempt", false, "preempt and resume every scenario's job, as ranks of a trainer")
 	f.BoolVar(&o.network, "network", false, "run data-service scenarios instead: workers behind fault-injecting proxies (docs/distributed.md)")
+	f.BoolVar(&o.inProcess, "workers-in-process", false, "--network: run the workers as nodes in this process, not as actorfeed serve processes")
 	f.IntVar(&o.parallel, "parallel", 1, "scenarios run at a time")
 	f.StringVar(&o.whatIf.spec, "spec", "", "run this YAML program (docs/programs.md) under --faults instead of generated scenarios")
 	f.StringVar(&o.whatIf.faults, "faults", "", "the fault schedule (YAML, docs/simulation.md) for --spec")

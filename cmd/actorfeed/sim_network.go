@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
 	"runtime"
 	"strconv"
 	"strings"
@@ -33,10 +34,14 @@ func runNetSim(ctx context.Context, out io.Writer, o simOptions) error {
 			scenarios = append(scenarios, sim.GenerateNet(o.seed+uint64(k)))
 		}
 	}
-	fmt.Fprintf(out, "running %d network scenarios, %d at a time\n", len(scenarios), o.parallel)
+	cfg, where, err := netWorkers(o.inProcess)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "running %d network scenarios, %d at a time, workers %s\n", len(scenarios), o.parallel, where)
 	before := goleak.IgnoreCurrent()
 	start := time.Now()
-	results, wait := runNetScenarios(ctx, scenarios, o.parallel)
+	results, wait := runNetScenarios(ctx, scenarios, cfg, o.parallel)
 	failed, lost, batches := 0, int64(0), 0
 	for i := range scenarios {
 		res, ok := <-results[i]
@@ -66,11 +71,7 @@ func runNetSim(ctx context.Context, out io.Writer, o simOptions) error {
 	// the nodes' idle timeout it stops reconnecting, but its goroutines
 	// stay (service.RemoteLeaks). Their serializers are counted, not
 	// failed; any other goroutine fails.
-	opts := []goleak.Option{before}
-	for _, fn := range service.RemoteLeaks {
-		opts = append(opts, goleak.IgnoreTopFunction(fn))
-	}
-	if err := goleak.Find(opts...); err != nil {
+	if err := goleak.Find(remoteLeaks(before)...); err != nil {
 		failed++
 		fmt.Fprintf(out, "violation: goroutines left after the last scenario: %v\n", err)
 	}
@@ -82,9 +83,24 @@ func runNetSim(ctx context.Context, out io.Writer, o simOptions) error {
 	return nil
 }
 
+// netWorkers is how the scenarios start their workers: as actorfeed serve
+// processes (this executable), which check for leaks when they stop, or
+// in this process.
+func netWorkers(inProcess bool) (sim.NetConfig, string, error) {
+	if inProcess {
+		return sim.NetConfig{}, "in this process", nil
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return sim.NetConfig{}, "", fmt.Errorf("finding this executable to start workers: %w", err)
+	}
+	return sim.NetConfig{WorkerCommand: []string{self, "serve", "--keepalive", "1s", "--threads", "2", "--progress-every", "1h", "--check-leaks"}},
+		"in processes", nil
+}
+
 // runNetScenarios runs the scenarios, parallel at a time; each result
 // comes on its channel, closed unsent once ctx ended. wait waits for them.
-func runNetScenarios(ctx context.Context, scenarios []sim.NetScenario, parallel int) (results []chan sim.NetResult, wait func()) {
+func runNetScenarios(ctx context.Context, scenarios []sim.NetScenario, cfg sim.NetConfig, parallel int) (results []chan sim.NetResult, wait func()) {
 	results = make([]chan sim.NetResult, len(scenarios))
 	for i := range results {
 		results[i] = make(chan sim.NetResult, 1)
@@ -95,7 +111,7 @@ func runNetScenarios(ctx context.Context, scenarios []sim.NetScenario, parallel 
 		wg.Go(func() {
 			for i := range next {
 				if ctx.Err() == nil {
-					results[i] <- sim.RunNet(ctx, scenarios[i])
+					results[i] <- sim.RunNet(ctx, scenarios[i], cfg)
 				}
 				close(results[i])
 			}
