@@ -154,7 +154,7 @@ func splitsOf(ctx context.Context, src *fileSource, opts Options, threads int) (
 	for range max(threads, 1) {
 		wg.Go(func() {
 			for f := range next {
-				found[f], errs[f] = src.indexRetried(ctx, f, opts)
+				found[f], errs[f] = src.indexCached(ctx, f, opts)
 			}
 		})
 	}

@@ -244,6 +244,9 @@ type Options struct {
 	// Shard is this process's rank among the ranks that read the data set
 	// together; the zero value reads all of it.
 	Shard Shard
+	// Indexes, when set, keeps the files' indexes for the next pipeline
+	// over them (IndexCache): a Service worker's tasks share one.
+	Indexes *IndexCache
 	// Resume, when set, starts the pipeline where a State taken from a
 	// pipeline over the same files and order left off; with another
 	// Shard.World, the rest of that epoch is re-dealt among the new ranks.

@@ -122,8 +122,8 @@ func serve(ctx context.Context, out io.Writer, o serveOptions) error {
 }
 
 func printWorker(out io.Writer, st actors.WorkerStats) {
-	fmt.Fprintf(out, "worker: %d session(s), %d task(s) done, %d failed, %d batches sent, %.1f MB\n",
-		st.Sessions, st.Tasks, st.Failed, st.Batches, float64(st.Bytes)/1e6)
+	fmt.Fprintf(out, "worker: %d session(s), %d task(s) done, %d failed, %d batches sent, %.1f MB, %d file indexes from its cache\n",
+		st.Sessions, st.Tasks, st.Failed, st.Batches, float64(st.Bytes)/1e6, st.IndexHits)
 }
 
 // remoteLeaks are leak-check options that ignore the goroutines the pinned
