@@ -49,6 +49,8 @@ type WhatIf struct {
 	// Options are the pipelines' options (OnCorrupt, Retry, ...); System,
 	// Open and Faults are set per run.
 	Options actors.Options
+	// Maps are the maps the program's create_map_reader ops name.
+	Maps map[string]actors.MapFunc
 	// OnRun, when set, is called with each run's report as it ends.
 	OnRun func(RunReport)
 }
@@ -141,6 +143,7 @@ func (w WhatIf) plan(ctx context.Context) (plan, error) {
 	pl := plan{feed: w.Spec.Feed()}
 	scope := program.NewScope(actors.Options{})
 	defer scope.Close()
+	scope.Maps = w.Maps
 	if err := scope.Run(ctx, &w.Spec.Startup); err != nil {
 		return plan{}, fmt.Errorf("%w: the startup program: %w", ErrWhatIf, err)
 	}

@@ -34,6 +34,7 @@ func (w WhatIf) runOnce(ctx context.Context, pl plan, seed uint64, mode runMode,
 	opts.ReadTimeout = w.readTimeout()
 	opts = in.Options(opts)
 	scope := program.NewScope(opts)
+	scope.Maps = w.Maps
 	l := &Ledger{}
 	m := newMeter(pl.feed.N, w.TimeScale)
 	devStep := m.outer(l.Step(in.Step(m.inner(step))))

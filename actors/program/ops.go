@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"slices"
 	"sort"
@@ -36,6 +37,7 @@ var ops = map[string]opDef{
 	"create_batch_reader":          {in: true, outs: 1, attrs: []string{"batch_size", "drop_last"}, run: decorate(batchStage)},
 	"create_double_buffer_reader":  {in: true, outs: 1, attrs: []string{"window", "drop_partial"}, run: decorate(doubleBufferStage)},
 	"create_multi_pass_reader":     {in: true, outs: 1, attrs: []string{"pass_num"}, run: decorate(multiPassStage)},
+	"create_map_reader":            {in: true, outs: 1, attrs: []string{"map", "workers"}, run: mapReader},
 	"read":                         {in: true, outs: -1, run: read},
 	"has_next":                     {in: true, outs: 1, run: hasNext},
 	"reset":                        {in: true, outs: 0, run: reset},
@@ -219,6 +221,33 @@ func decorate(stage func(c *opCtx) (actors.Stage, error)) func(*Scope, *opCtx) e
 		}
 		return s.define(c, append(slices.Clip(c.in.stages), st))
 	}
+}
+
+// mapReader is create_map_reader: the map of Scope.Maps named by map, in
+// the order (map_readers), or on workers goroutines at once (xmap_readers;
+// in the order behind files that read in it).
+func mapReader(s *Scope, c *opCtx) error {
+	name, err := c.str("map", true)
+	if err != nil {
+		return err
+	}
+	fn := s.Maps[name]
+	if fn == nil && s.anyMap {
+		fn = func(tensor.Slots) (tensor.Slots, error) { return nil, fmt.Errorf("program: map %q is not bound", name) }
+	}
+	if fn == nil {
+		known := slices.Sorted(maps.Keys(s.Maps))
+		return c.fail("attribute map", "a map this scope knows ("+strings.Join(known, ", ")+")", name)
+	}
+	workers, err := c.integer("workers", 0, 0, "an integer >= 0 (0: one at a time, in the order)")
+	if err != nil {
+		return err
+	}
+	var st actors.Stage = actors.Map{Fn: fn, Name: name}
+	if workers > 0 {
+		st = actors.XMap{Fn: fn, Name: name, Workers: workers, Ordered: true}
+	}
+	return decorate(func(*opCtx) (actors.Stage, error) { return st, nil })(s, c)
 }
 
 func shuffleStage(c *opCtx) (actors.Stage, error) {

@@ -103,6 +103,13 @@ type Scope struct {
 	// Options are used to start pipelines (actor system, corrupt-record
 	// policy, fault injection, ...).
 	Options actors.Options
+	// Maps are the functions create_map_reader names; a Service's workers
+	// run them by the same names (actors.WorkerOptions.Maps).
+	Maps map[string]actors.MapFunc
+	// anyMap lets create_map_reader name maps the scope does not have:
+	// a spec is checked on a scope that starts nothing, before the maps
+	// are bound.
+	anyMap bool
 
 	mu      sync.Mutex
 	readers map[string]*Reader

@@ -266,3 +266,63 @@ func TestBadOps(t *testing.T) {
 		})
 	}
 }
+
+// create_map_reader runs a map of the scope's by name, one at a time or
+// on workers, on every batch; a name the scope does not know is an error
+// that lists those it does.
+func TestMapReaderRunsTheScopesMaps(t *testing.T) {
+	ctx := testutil.Context(t)
+	paths := testutil.WriteFiles(t, 3, 70, 300)
+	const shift = 1_000_000_000 // keeps every value's label (collect)
+	shiftValues := func(s tensor.Slots) (tensor.Slots, error) {
+		vals, err := tensor.View[int64](s[0].Tensor)
+		if err != nil {
+			return nil, err
+		}
+		out := make([]int64, len(vals))
+		for i, v := range vals {
+			out[i] = v + shift
+		}
+		shifted, err := tensor.FromSlice(s[0].Tensor.Shape(), out)
+		if err != nil {
+			return nil, err
+		}
+		return tensor.Slots{{Tensor: shifted}, s[1]}, nil
+	}
+	var want []int64
+	for _, v := range every(3, 70) {
+		want = append(want, v+shift)
+	}
+	for _, workers := range []int{0, 3} {
+		s := program.NewScope(actors.Options{})
+		s.Maps = map[string]actors.MapFunc{"shift": shiftValues}
+		p := startup(paths, 0)
+		last := len(p.Ops) - 1 // the double buffer reads the map's reader
+		p.Ops = append(p.Ops[:last], program.Op{Type: "create_map_reader", In: "batch_reader", Out: []string{"mapped"},
+			Attrs: map[string]any{"map": "shift", "workers": workers}}, p.Ops[last])
+		p.Ops[last+1].In = "mapped"
+		require.NoError(t, s.Run(ctx, p))
+		var got []int64
+		for {
+			err := s.Run(ctx, &program.Program{Ops: []program.Op{readOp}})
+			if errors.Is(err, program.ErrEOF) {
+				break
+			}
+			require.NoError(t, err)
+			collect(t, s, &got)
+		}
+		require.Equal(t, want, sorted(got), "workers %d", workers)
+		require.NoError(t, s.Close())
+	}
+
+	s := program.NewScope(actors.Options{})
+	defer s.Close()
+	s.Maps = map[string]actors.MapFunc{"shift": shiftValues}
+	err := s.Run(ctx, &program.Program{Ops: []program.Op{
+		{Type: "open_files", Out: []string{"files"}, Attrs: map[string]any{"file_names": paths}},
+		{Type: "create_map_reader", In: "files", Out: []string{"mapped"}, Attrs: map[string]any{"map": "normalize"}},
+	}})
+	var opErr *program.OpError
+	require.ErrorAs(t, err, &opErr)
+	require.ErrorContains(t, err, "a map this scope knows (shift)")
+}

@@ -294,6 +294,7 @@ func program(ops []opYAML) Program {
 func (s *Spec) check(y specYAML) error {
 	scratch := NewScope(actors.Options{})
 	defer scratch.Close()
+	scratch.anyMap = true
 	for name := range s.feeders() {
 		if _, err := scratch.InitFeedQueue(name, 1, nil); err != nil {
 			return err

@@ -5,6 +5,7 @@ import (
 	"os"
 	"regexp"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 	"github.com/actorfeed/actorfeed/actors"
 	"github.com/actorfeed/actorfeed/actors/program"
 	"github.com/actorfeed/actorfeed/internal/testutil"
+	"github.com/actorfeed/actorfeed/tensor"
 )
 
 func yamlProgram(paths []string) string {
@@ -132,4 +134,30 @@ func FuzzParse(f *testing.F) {
 			t.Fatalf("not a SpecError: %v", err)
 		}
 	})
+}
+
+// A spec may name maps that are bound later, on the scope that runs it:
+// Parse checks the op, the scope finds the map or says which it knows.
+func TestYAMLMapReaderIsBoundWhenRun(t *testing.T) {
+	ctx := testutil.Context(t)
+	paths := testutil.WriteFiles(t, 2, 40, 300)
+	text := strings.Replace(yamlProgram(paths), `  - {op: create_double_buffer_reader, in: batch_reader, out: double_buffer_reader}`,
+		`  - {op: create_map_reader, in: batch_reader, out: mapped, attrs: {map: same, workers: 2}}
+  - {op: create_double_buffer_reader, in: mapped, out: double_buffer_reader}`, 1)
+	spec, err := program.Parse([]byte(text))
+	require.NoError(t, err)
+
+	unbound := program.NewScope(actors.Options{})
+	defer unbound.Close()
+	require.ErrorContains(t, unbound.Run(ctx, &spec.Startup), `a map this scope knows (), got same`)
+
+	s := program.NewScope(actors.Options{})
+	defer s.Close()
+	var calls atomic.Int64
+	s.Maps = map[string]actors.MapFunc{"same": func(sl tensor.Slots) (tensor.Slots, error) { calls.Add(1); return sl, nil }}
+	require.NoError(t, s.Run(ctx, &spec.Startup))
+	var got []int64
+	require.NoError(t, s.Loop(ctx, spec.Main, spec.Passes, func(int) error { collect(t, s, &got); return nil }))
+	require.Equal(t, sorted(append(every(2, 40), every(2, 40)...)), sorted(got))
+	require.GreaterOrEqual(t, calls.Load(), int64(2*80/16), "the map saw every batch of both passes (and perhaps the next pass's prefetched ones)")
 }

@@ -28,6 +28,7 @@ type runOptions struct {
 	data      []string
 	batch     int
 	shuffle   int
+	mapName   string
 	seed      uint64
 	passes    int
 	threads   int
@@ -90,6 +91,7 @@ does those left.`,
 	f.StringSliceVar(&o.data, "data", nil, "files or globs to read, each optionally format:path (repeat or comma-separate)")
 	f.IntVar(&o.batch, "batch", 64, "batch size")
 	f.IntVar(&o.shuffle, "shuffle", 1024, "shuffle window (0 keeps the order)")
+	f.StringVar(&o.mapName, "map", "", "a map to run on every batch, after the batch stage (normalize: uint8 images to float32 in [0, 1]); with --service, on the workers")
 	f.Uint64Var(&o.seed, "seed", 1, "shuffle seed")
 	f.IntVar(&o.passes, "passes", 1, "passes over the data")
 	f.IntVar(&o.threads, "threads", 0, "file-reader threads (default min(#files, #cpus))")
@@ -123,8 +125,13 @@ func (o *runOptions) check(cmd *cobra.Command) error {
 	case o.spec != "" && len(o.data) > 0:
 		return fmt.Errorf("--data and --spec exclude each other: a program names its own files")
 	}
+	if o.mapName != "" {
+		if _, err := mapNamed(o.mapName); err != nil {
+			return err
+		}
+	}
 	if o.spec != "" {
-		for _, name := range []string{"batch", "shuffle", "seed", "threads", "any-order", "drop-last"} {
+		for _, name := range []string{"batch", "shuffle", "map", "seed", "threads", "any-order", "drop-last"} {
 			if cmd.Flags().Changed(name) {
 				return fmt.Errorf("--%s has no effect with --spec: the program sets it (docs/programs.md)", name)
 			}
@@ -246,9 +253,13 @@ func flagProgram(o runOptions, files []string) *program.Program {
 			Attrs: map[string]any{"buffer_size": o.shuffle, "seed": int(o.seed)}})
 		in = "shuffled"
 	}
-	ops = append(ops,
-		program.Op{Type: "create_batch_reader", In: in, Out: []string{"batches"}, Attrs: map[string]any{"batch_size": o.batch, "drop_last": o.dropLast}},
-		program.Op{Type: "create_double_buffer_reader", In: "batches", Out: []string{"reader"}})
+	ops = append(ops, program.Op{Type: "create_batch_reader", In: in, Out: []string{"batches"}, Attrs: map[string]any{"batch_size": o.batch, "drop_last": o.dropLast}})
+	in = "batches"
+	if o.mapName != "" {
+		ops = append(ops, program.Op{Type: "create_map_reader", In: in, Out: []string{"mapped"}, Attrs: map[string]any{"map": o.mapName}})
+		in = "mapped"
+	}
+	ops = append(ops, program.Op{Type: "create_double_buffer_reader", In: in, Out: []string{"reader"}})
 	return &program.Program{Ops: ops}
 }
 
@@ -264,6 +275,7 @@ func runPipeline(ctx context.Context, out, errOut io.Writer, o runOptions, chang
 	}
 	scope := program.NewScope(opts)
 	defer scope.Close()
+	scope.Maps = builtinMaps
 
 	var startup *program.Program
 	reader := "reader"
@@ -453,6 +465,10 @@ func describe(stages []actors.Stage) string {
 			parts[i] = "random_data"
 		case actors.Queue:
 			parts[i] = "feed_queue"
+		case actors.Map:
+			parts[i] = fmt.Sprintf("map(%s)", st.Name)
+		case actors.XMap:
+			parts[i] = fmt.Sprintf("xmap(%s, %d workers)", st.Name, st.Workers)
 		default:
 			parts[i] = fmt.Sprintf("%T", st)
 		}

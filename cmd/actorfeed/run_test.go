@@ -370,3 +370,24 @@ devices: {n: 2, step: 2ms}
 		require.Positive(t, st.Size())
 	}
 }
+
+// A program's create_map_reader names one of the CLI's maps: run and
+// sim --spec bind it, and its stage shows in the pipeline.
+func TestRunAndSimBindTheCLIsMaps(t *testing.T) {
+	dir := genSet(t, 2, 600)
+	spec := filepath.Join(dir, "p.yaml")
+	require.NoError(t, os.WriteFile(spec, []byte(fmt.Sprintf(`startup:
+  - {op: open_files, out: files, attrs: {file_names: [%s, %s]}}
+  - {op: create_batch_reader, in: files, out: batches, attrs: {batch_size: 32}}
+  - {op: create_map_reader, in: batches, out: mapped, attrs: {map: normalize}}
+  - {op: create_double_buffer_reader, in: mapped, out: reader}
+devices: {n: 2}
+`, fileName(0), fileName(1))), 0o644))
+	out, err := cli(t, "run", "--spec", spec)
+	require.NoError(t, err, out)
+	require.Contains(t, out, "batch(32) -> map(normalize) -> double_buffer")
+	require.Contains(t, out, "600 samples")
+	out, err = cli(t, "sim", "--spec", spec, "--runs", "1")
+	require.NoError(t, err, out)
+	require.Contains(t, out, "1 of 1 run(s) pass")
+}

@@ -141,3 +141,34 @@ func TestServiceWorkerChecksForLeaks(t *testing.T) {
 	}
 	require.NoError(t, p.cmd.Wait(), p.stderr.String())
 }
+
+// run --map runs the map on the workers with --service: the batches are
+// those of the map in process, and what crosses is the map's output,
+// float32 images four times the bytes of the uint8 ones.
+func TestRunMapsOnServiceWorkers(t *testing.T) {
+	dir := t.TempDir()
+	_, stderr, code := execCLI(t, dir, "gen", "--out", "data", "--files", "2", "--samples", "4000")
+	require.Zero(t, code, stderr)
+	_, addr := startServe(t, dir, filepath.Join(dir, "data"))
+	args := []string{"run", "--data", "data/*.recordio", "--batch", "32", "--devices", "2", "--passes", "1", "--seed", "3"}
+	_, stderr, code = execCLI(t, dir, append(args, "--map", "normalize", "--emit-ids", "local.jsonl")...)
+	require.Zero(t, code, stderr)
+	workerMB := func(out string) float64 {
+		for _, line := range strings.Split(out, "\n") {
+			if f := strings.Fields(line); len(f) == 5 && f[0] == addr {
+				mb, err := strconv.ParseFloat(f[3], 64)
+				require.NoError(t, err, line)
+				return mb
+			}
+		}
+		t.Fatalf("no row for worker %s in:\n%s", addr, out)
+		return 0
+	}
+	svc := append(args, "--service", addr)
+	plain, stderr, code := execCLI(t, dir, svc...)
+	require.Zero(t, code, stderr)
+	mapped, stderr, code := execCLI(t, dir, append(svc, "--map", "normalize", "--emit-ids", "service.jsonl")...)
+	require.Zero(t, code, stderr)
+	require.Equal(t, sortedLines(t, filepath.Join(dir, "local.jsonl")), sortedLines(t, filepath.Join(dir, "service.jsonl")))
+	require.Greater(t, workerMB(mapped), 3*workerMB(plain), "the workers sent float32 images")
+}

@@ -65,7 +65,7 @@ func runWhatIf(ctx context.Context, out io.Writer, o simOptions) error {
 	}
 	fmt.Fprintf(out, runRow, "run", "seed", "samples/s", "elapsed", "first", "busy", "wait p50", "wait p95", "wait p99", "wait max", "injected", "restarts", "skipped", "verdict", "faults fired")
 	wi := sim.WhatIf{Spec: spec, Schedule: sched, Seed: o.seed, Runs: w.runs, Baseline: w.baseline, TimeScale: w.timeScale,
-		Deadline: o.deadline, Options: actors.Options{OnCorrupt: policy, Lanes: w.lanes}, OnRun: func(r sim.RunReport) { printRun(out, r) }}
+		Deadline: o.deadline, Options: actors.Options{OnCorrupt: policy, Lanes: w.lanes}, Maps: builtinMaps, OnRun: func(r sim.RunReport) { printRun(out, r) }}
 	if !o.deadlineSet {
 		wi.Deadline = 0 // the what-if's own default
 	}
