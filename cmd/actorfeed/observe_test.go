@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"image/color"
+	"image/png"
 	"io"
 	"net/http"
 	"os"
@@ -85,6 +86,12 @@ func TestServiceWorkersAreObserved(t *testing.T) {
 	dot := treeDOT(p.StageStats(), p.ServiceWorkers())
 	require.Contains(t, dot, `"worker nonhost" -> "1-service" [style=dotted`)
 	require.Contains(t, dot, "1 tasks, 20 batches, lost 0")
+	// actors.png draws the worker as a row of its own below the stages.
+	alone, err := drawTree(filepath.Join(dir, "alone.png"), p.StageStats(), nil)
+	require.NoError(t, err)
+	with, err := drawTree(filepath.Join(dir, "with.png"), p.StageStats(), p.ServiceWorkers())
+	require.NoError(t, err)
+	require.Greater(t, pngHeight(t, with), pngHeight(t, alone))
 	require.NoError(t, p.Close())
 	require.NoError(t, w.Close())
 	require.Empty(t, registered.Actors(sys))
@@ -165,4 +172,15 @@ func TestReportPicturesAreReadable(t *testing.T) {
 			colours[c] = true
 		}
 	}
+}
+
+// pngHeight is the height of the PNG image at path.
+func pngHeight(t *testing.T, path string) int {
+	t.Helper()
+	f, err := os.Open(path)
+	require.NoError(t, err)
+	defer f.Close()
+	cfg, err := png.DecodeConfig(f)
+	require.NoError(t, err)
+	return cfg.Height
 }

@@ -80,7 +80,7 @@ func writeReport(dir string, series []sample, stages []actors.StageStats, worker
 	}
 	written = append(written, filepath.Join(dir, "buffers.png"))
 
-	tree, err := drawTree(filepath.Join(dir, "actors.png"), stages)
+	tree, err := drawTree(filepath.Join(dir, "actors.png"), stages, workers)
 	if err != nil {
 		return nil, err
 	}
@@ -258,13 +258,11 @@ func treeDOT(stages []actors.StageStats, workers []actors.ServiceWorker) string 
 		fmt.Fprintf(&b, "  %q -> %q [style=dashed, color=gray40];\n", e[0], e[1])
 	}
 	for i, w := range workers {
-		for _, s := range stages {
-			if s.Kind == actors.KindService {
-				fmt.Fprintf(&b, "  subgraph \"cluster_%d\" {\n    label=%q;\n    \"worker %s\" [label=\"%s\\n%d tasks, %d batches, lost %d\"];\n  }\n",
-					i, w.Addr, w.Addr, actors.WorkerName, w.Tasks, w.Batches, w.Lost)
-				fmt.Fprintf(&b, "  \"worker %s\" -> %q [style=dotted, color=gray40];\n", w.Addr, s.Stage)
-			}
-		}
+		fmt.Fprintf(&b, "  subgraph \"cluster_%d\" {\n    label=%q;\n    \"worker %s\" [label=\"%s\\n%d tasks, %d batches, lost %d\"];\n  }\n",
+			i, w.Addr, w.Addr, actors.WorkerName, w.Tasks, w.Batches, w.Lost)
+	}
+	for _, e := range workerFlow(stages, workers) {
+		fmt.Fprintf(&b, "  %q -> %q [style=dotted, color=gray40];\n", e[0], e[1])
 	}
 	b.WriteString("}\n")
 	return b.String()
@@ -304,12 +302,14 @@ func dataFlow(stages []actors.StageStats) [][2]string {
 // drawTree draws the supervision tree: the supervisor on the left, its
 // children in a column on the right, each labelled with its counters, and
 // on their right the data flow between them (dashed arrows, as in
-// actors.dot).
-func drawTree(path string, stages []actors.StageStats) (string, error) {
+// actors.dot); with a service, its workers below, each a machine of its
+// own, feeding the service stage over the network (dotted arrows).
+func drawTree(path string, stages []actors.StageStats, workers []actors.ServiceWorker) (string, error) {
 	rowH := vg.Points(34)
-	edges := dataFlow(stages)
-	h := rowH*vg.Length(len(stages)+1) + vg.Points(40)
-	w := vg.Points(660) + vg.Points(12)*vg.Length(len(edges))
+	edges, remote := dataFlow(stages), workerFlow(stages, workers)
+	rows := len(stages) + len(remote)
+	h := rowH*vg.Length(rows+1) + vg.Points(40)
+	w := vg.Points(660) + vg.Points(12)*vg.Length(len(edges)+len(remote))
 	c := vgimg.New(w, h)
 	dc := draw.New(c)
 	dc.SetColor(color.White)
@@ -317,35 +317,65 @@ func drawTree(path string, stages []actors.StageStats) (string, error) {
 	text := draw.TextStyle{Color: color.Black, Font: plot.DefaultFont, Handler: plot.DefaultTextHandler}
 	text.Font.Size = vg.Points(10)
 	line := draw.LineStyle{Color: color.Gray{Y: 90}, Width: vg.Points(1)}
-	box := func(x, y, bw vg.Length, label string) {
+	box := func(x, y, bw vg.Length, fill color.Color, label string) {
 		pts := []vg.Point{{X: x, Y: y - 12}, {X: x + bw, Y: y - 12}, {X: x + bw, Y: y + 12}, {X: x, Y: y + 12}, {X: x, Y: y - 12}}
-		dc.FillPolygon(color.Gray{Y: 235}, pts)
+		dc.FillPolygon(fill, pts)
 		dc.StrokeLines(line, pts)
 		text.YAlign = draw.YCenter
 		dc.FillText(text, vg.Point{X: x + 6, Y: y}, label)
 	}
 	rowY := map[string]vg.Length{}
-	supY := h / 2
-	box(10, supY, 110, "supervisor")
+	supY := h - rowH*vg.Length(len(stages)+1)/2
+	box(10, supY, 110, color.Gray{Y: 235}, "supervisor")
 	for i, s := range stages {
 		y := h - rowH*vg.Length(i+1)
 		rowY[s.Stage] = y
 		dc.StrokeLines(line, []vg.Point{{X: 120, Y: supY}, {X: 200, Y: y}})
-		box(200, y, 420, fmt.Sprintf("%s   %d items, %d restarts", s.Stage, s.Items, s.Restarts))
+		box(200, y, 420, color.Gray{Y: 235}, fmt.Sprintf("%s   %d items, %d restarts", s.Stage, s.Items, s.Restarts))
 	}
-	// Data flow: out of a stage's box on the right, down to the stage it
-	// feeds, an arrowhead at its box; each arrow a lane of its own.
+	for i, wk := range workers {
+		y := h - rowH*vg.Length(len(stages)+i+1)
+		rowY["worker "+wk.Addr] = y
+		box(200, y, 420, color.RGBA{R: 220, G: 232, B: 250, A: 255},
+			fmt.Sprintf("%s on %s   %d tasks, %d batches, lost %d", actors.WorkerName, wk.Addr, wk.Tasks, wk.Batches, wk.Lost))
+	}
+	// Data flow: out of a box on the right, to the stage it feeds, an
+	// arrowhead at its box; each arrow a lane of its own.
 	flow := draw.LineStyle{Color: color.RGBA{R: 30, G: 90, B: 180, A: 255}, Width: vg.Points(1), Dashes: []vg.Length{vg.Points(4), vg.Points(3)}}
-	for k, e := range edges {
+	network := flow
+	network.Dashes = []vg.Length{vg.Points(1), vg.Points(2)}
+	for k, e := range append(edges, remote...) {
+		style := flow
+		if k >= len(edges) {
+			style = network
+		}
 		from, to := rowY[e[0]], rowY[e[1]]
 		x0, x1 := vg.Points(620), vg.Points(632)+vg.Points(12)*vg.Length(k)
-		dc.StrokeLines(flow, []vg.Point{{X: x0, Y: from + 4}, {X: x1, Y: from + 4}, {X: x1, Y: to - 4}, {X: x0 + 2, Y: to - 4}})
+		dc.StrokeLines(style, []vg.Point{{X: x0, Y: from + 4}, {X: x1, Y: from + 4}, {X: x1, Y: to - 4}, {X: x0 + 2, Y: to - 4}})
 		head := []vg.Point{{X: x0 + 1, Y: to - 4}, {X: x0 + 7, Y: to - 1}, {X: x0 + 7, Y: to - 7}, {X: x0 + 1, Y: to - 4}}
-		dc.FillPolygon(flow.Color, head)
+		dc.FillPolygon(style.Color, head)
 	}
 	text.YAlign = draw.YBottom
-	dc.FillText(text, vg.Point{X: 10, Y: 8}, "solid lines: supervision (the supervisor restarts a failed stage); dashed arrows: the data flow")
+	legend := "solid lines: supervision (the supervisor restarts a failed stage); dashed arrows: the data flow"
+	if len(remote) > 0 {
+		legend += "; dotted: over the network"
+	}
+	dc.FillText(text, vg.Point{X: 10, Y: 8}, legend)
 	return path, atomicfile.Write(path, func(w io.Writer) error { _, err := (vgimg.PngCanvas{Canvas: c}).WriteTo(w); return err })
+}
+
+// workerFlow lists the service's workers feeding its stage.
+func workerFlow(stages []actors.StageStats, workers []actors.ServiceWorker) [][2]string {
+	var edges [][2]string
+	for _, s := range stages {
+		if s.Kind != actors.KindService {
+			continue
+		}
+		for _, w := range workers {
+			edges = append(edges, [2]string{"worker " + w.Addr, s.Stage})
+		}
+	}
+	return edges
 }
 
 // savePlot draws p as a PNG file of width x height at path, atomically.
