@@ -1,6 +1,7 @@
 package program_test
 
 import (
+	"context"
 	"errors"
 	"sort"
 	"testing"
@@ -46,6 +47,20 @@ func collect(t *testing.T, s *program.Scope, into *[]int64) {
 		require.EqualValues(t, x%1_000_000%10, labels[i], "image and label stay together")
 	}
 	*into = append(*into, vals...)
+}
+
+// readToEOF runs readOp until the data ends, collecting the values.
+func readToEOF(t *testing.T, ctx context.Context, s *program.Scope) []int64 {
+	t.Helper()
+	var got []int64
+	for {
+		err := s.Run(ctx, &program.Program{Ops: []program.Op{readOp}})
+		if errors.Is(err, program.ErrEOF) {
+			return got
+		}
+		require.NoError(t, err)
+		collect(t, s, &got)
+	}
 }
 
 func sorted(x []int64) []int64 {
@@ -176,15 +191,7 @@ func TestPyArrayReader(t *testing.T) {
 		q.Close()
 		done <- nil
 	}()
-	var got []int64
-	for {
-		err := s.Run(ctx, &program.Program{Ops: []program.Op{readOp}})
-		if errors.Is(err, program.ErrEOF) {
-			break
-		}
-		require.NoError(t, err)
-		collect(t, s, &got)
-	}
+	got := readToEOF(t, ctx, s)
 	require.NoError(t, <-done)
 	require.Equal(t, every(1, 100), got, "in push order")
 
@@ -302,16 +309,7 @@ func TestMapReaderRunsTheScopesMaps(t *testing.T) {
 			Attrs: map[string]any{"map": "shift", "workers": workers}}, p.Ops[last])
 		p.Ops[last+1].In = "mapped"
 		require.NoError(t, s.Run(ctx, p))
-		var got []int64
-		for {
-			err := s.Run(ctx, &program.Program{Ops: []program.Op{readOp}})
-			if errors.Is(err, program.ErrEOF) {
-				break
-			}
-			require.NoError(t, err)
-			collect(t, s, &got)
-		}
-		require.Equal(t, want, sorted(got), "workers %d", workers)
+		require.Equal(t, want, sorted(readToEOF(t, ctx, s)), "workers %d", workers)
 		require.NoError(t, s.Close())
 	}
 
