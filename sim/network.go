@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/actorfeed/actorfeed/actors"
@@ -25,13 +26,16 @@ import (
 // in one process, each once, in the order; no run may hang, and the
 // service stage's memory stays within its credit bound.
 type NetScenario struct {
-	Seed                    uint64
-	Workers                 int
-	Files, Records, Chunk   int
-	Batch, Window, Passes   int
-	Credit                  int
-	Shard                   actors.Shard // the client's rank
-	Faults                  []NetFault
+	Seed                  uint64
+	Workers               int
+	Files, Records, Chunk int
+	Batch, Window, Passes int
+	Credit                int
+	Shard                 actors.Shard // the client's rank
+	Faults                []NetFault
+	// Slow, when set, is a worker that runs slower than the others for the
+	// whole scenario (Slowdown.Worker is -1 when none).
+	Slow                    Slowdown
 	lease, waitForWorkers   time.Duration
 	deadline                time.Duration
 	consumerWindow, sources int
@@ -47,7 +51,18 @@ const (
 	NetStall NetFaultKind = "stall" // nothing forwarded, connections open, for a while
 	NetCut   NetFaultKind = "cut"   // the connections cut part way through a message
 	NetCrash NetFaultKind = "crash" // the worker's node stops for good
+	// NetFreeze stops a worker for a while, its timers with it (SIGSTOP,
+	// then SIGCONT; a worker in this process: its path stalls).
+	NetFreeze NetFaultKind = "freeze"
 )
+
+// Slowdown makes a worker slow: stopped Stopped of every Period (SIGSTOP
+// and SIGCONT; a worker in this process has its path stalled so).
+type Slowdown struct {
+	Worker  int
+	Stopped float64
+	Period  time.Duration
+}
 
 // NetFault strikes when the consumer has taken At batches (all passes
 // counted): on the path to worker Worker, or with Worker -1 on the path back
@@ -71,6 +86,8 @@ func (f NetFault) String() string {
 		return fmt.Sprintf("@%d delay %v a chunk for %v on %s", f.At, f.Delay, f.For, where)
 	case NetStall:
 		return fmt.Sprintf("@%d stall for %v on %s", f.At, f.For, where)
+	case NetFreeze:
+		return fmt.Sprintf("@%d freeze for %v %s", f.At, f.For, where)
 	case NetCut:
 		return fmt.Sprintf("@%d cut after %d bytes on %s", f.At, f.Bytes, where)
 	}
@@ -114,8 +131,24 @@ func GenerateNet(seed uint64) NetScenario {
 		}
 		sc.Faults = append(sc.Faults, f)
 	}
+	drawSlowness(&sc, seed, batches)
 	slices.SortStableFunc(sc.Faults, func(a, b NetFault) int { return a.At - b.At })
 	return sc
+}
+
+// drawSlowness draws, from a stream of its own (the draws above are those
+// of the scenarios before it existed), a slow worker in a third of the
+// scenarios and a frozen one in a quarter.
+func drawSlowness(sc *NetScenario, seed uint64, batches int) {
+	rng := rand.New(rand.NewPCG(seed, 0x736c6f77)) // "slow"
+	sc.Slow = Slowdown{Worker: -1}
+	if rng.IntN(3) == 0 {
+		sc.Slow = Slowdown{Worker: rng.IntN(sc.Workers), Stopped: 0.3 + 0.4*rng.Float64(), Period: 20 * time.Millisecond}
+	}
+	if rng.IntN(4) == 0 {
+		sc.Faults = append(sc.Faults, NetFault{At: rng.IntN(batches), Kind: NetFreeze, Worker: rng.IntN(sc.Workers),
+			For: time.Duration(float64(netLease) * (0.2 + 1.8*rng.Float64()))})
+	}
 }
 
 // Describe is the scenario's shape and faults, in a line.
@@ -124,9 +157,13 @@ func (sc NetScenario) Describe() string {
 	for _, f := range sc.Faults {
 		fs = append(fs, f.String())
 	}
-	return fmt.Sprintf("net-%d: %d workers, %d files x %d records (chunks of %d bytes), batch %d, window %d, %d pass(es), credit %d, rank %d of %d (%s); %s",
+	slow := ""
+	if sc.Slow.Worker >= 0 {
+		slow = fmt.Sprintf(", worker %d stopped %.0f%% of every %v", sc.Slow.Worker, 100*sc.Slow.Stopped, sc.Slow.Period)
+	}
+	return fmt.Sprintf("net-%d: %d workers, %d files x %d records (chunks of %d bytes), batch %d, window %d, %d pass(es), credit %d, rank %d of %d (%s)%s; %s",
 		sc.Seed, sc.Workers, sc.Files, sc.Records, sc.Chunk, sc.Batch, sc.Window, sc.Passes, sc.Credit, sc.Shard.Rank, max(sc.Shard.World, 1),
-		sc.Shard.Remainder, strings.Join(fs, ", "))
+		sc.Shard.Remainder, slow, strings.Join(fs, ", "))
 }
 
 // NetResult is what RunNet found.
@@ -272,6 +309,8 @@ type cluster struct {
 	taken      int
 	lost       []int64
 	timers     []*time.Timer
+	slowStop   chan struct{}  // ends the slow worker's slowdown
+	slowDone   sync.WaitGroup // its goroutine
 	violations []string
 }
 
@@ -325,7 +364,34 @@ func startCluster(ctx context.Context, sc NetScenario, root string, cfg NetConfi
 		}
 		c.workers, c.addrs = append(c.workers, w), append(c.addrs, p.Addr())
 	}
+	if sl := sc.Slow; sl.Worker >= 0 {
+		c.slowStop = make(chan struct{})
+		c.slowDone.Go(func() { slowDown(c.workers[sl.Worker], sl, c.slowStop) })
+	}
 	return c, nil
+}
+
+// slowDown pauses w for sl.Stopped of every sl.Period until stop closes.
+func slowDown(w netWorker, sl Slowdown, stop <-chan struct{}) {
+	stopped := time.Duration(float64(sl.Period) * sl.Stopped)
+	t := time.NewTimer(sl.Period - stopped)
+	defer t.Stop()
+	for on := false; ; on = !on {
+		select {
+		case <-stop:
+			if on {
+				w.pause(false)
+			}
+			return
+		case <-t.C:
+		}
+		w.pause(!on)
+		if on {
+			t.Reset(sl.Period - stopped)
+		} else {
+			t.Reset(stopped)
+		}
+	}
 }
 
 // took is called after every batch the consumer took: it strikes the
@@ -371,6 +437,10 @@ func (c *cluster) strike(f NetFault) {
 		px.CutAfter(f.Bytes)
 	case NetCrash:
 		c.workers[f.Worker].crash()
+	case NetFreeze:
+		w := c.workers[f.Worker]
+		w.pause(true)
+		c.timers = append(c.timers, time.AfterFunc(f.For, func() { w.pause(false) }))
 	}
 }
 
@@ -380,6 +450,10 @@ func (c *cluster) strike(f NetFault) {
 func (c *cluster) close() []string {
 	for _, t := range c.timers {
 		t.Stop()
+	}
+	if c.slowStop != nil {
+		close(c.slowStop)
+		c.slowDone.Wait()
 	}
 	if c.back != nil {
 		c.back.Resume()

@@ -31,8 +31,45 @@ type NetConfig struct {
 type netWorker interface {
 	// crash stops it at once, for good.
 	crash()
-	// close stops it; its error says it did not stop cleanly.
+	// pause stops it (true) until as many pause(false) calls resume it.
+	pause(on bool)
+	// close stops it, resumed first; its error says it did not stop
+	// cleanly.
 	close() error
+}
+
+// pauses counts a worker's pauses: it stops at the first and resumes at
+// the last one's end, so that overlapping faults (a freeze while a slow
+// worker is stopped) nest.
+type pauses struct {
+	mu         sync.Mutex
+	n          int
+	stop, cont func()
+}
+
+func (p *pauses) pause(on bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	switch {
+	case on:
+		if p.n++; p.n == 1 {
+			p.stop()
+		}
+	case p.n > 0:
+		if p.n--; p.n == 0 {
+			p.cont()
+		}
+	}
+}
+
+// resume ends every pause.
+func (p *pauses) resume() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.n > 0 {
+		p.n = 0
+		p.cont()
+	}
 }
 
 // retryPort calls start with a free loopback port until it is not told
@@ -63,6 +100,7 @@ const (
 
 // inProcessWorker is a worker node in this process, behind px.
 type inProcessWorker struct {
+	pauses
 	node     *service.Node
 	px       *Proxy
 	stopping sync.WaitGroup
@@ -78,7 +116,8 @@ func startInProcessWorker(px *Proxy, root string) (*inProcessWorker, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &inProcessWorker{node: n, px: px}, nil
+	// A node in this process cannot be stopped alone: its path stalls.
+	return &inProcessWorker{node: n, px: px, pauses: pauses{stop: px.Stall, cont: px.Resume}}, nil
 }
 
 // crash closes the proxy at once, its connections with it; the node's own
@@ -90,12 +129,14 @@ func (w *inProcessWorker) crash() {
 }
 
 func (w *inProcessWorker) close() error {
+	w.resume()
 	w.stopping.Wait()
 	return w.node.Close()
 }
 
 // processWorker is a worker process listening behind its proxy.
 type processWorker struct {
+	pauses
 	cmd    *exec.Cmd
 	out    *firstLine
 	stderr tail
@@ -114,6 +155,7 @@ func startProcess(ctx context.Context, argv []string, px *Proxy, listen, root st
 	args := append(append([]string{}, argv[1:]...), "--listen", listen, "--advertise", px.Addr(), "--root", root)
 	w := &processWorker{cmd: exec.Command(argv[0], args...), out: newFirstLine("serving on "), exited: make(chan error, 1)}
 	w.cmd.Stdout, w.cmd.Stderr = w.out, &w.stderr
+	w.pauses = pauses{stop: func() { _ = w.cmd.Process.Signal(syscall.SIGSTOP) }, cont: func() { _ = w.cmd.Process.Signal(syscall.SIGCONT) }}
 	if err := w.cmd.Start(); err != nil {
 		return nil, fmt.Errorf("starting a worker process: %w", err)
 	}
@@ -144,6 +186,7 @@ func (w *processWorker) crash() {
 // close asks the process to stop and waits, within workerStop, for its
 // exit status; a crashed one's is not its own.
 func (w *processWorker) close() error {
+	w.resume() // a stopped process would not see SIGINT
 	if !w.killed {
 		_ = w.cmd.Process.Signal(os.Interrupt)
 	}

@@ -2,7 +2,11 @@ package sim
 
 import (
 	"errors"
+	"fmt"
+	"os"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -75,4 +79,41 @@ func TestRetryPortTriesAnotherPort(t *testing.T) {
 	})
 	require.ErrorContains(t, err, "permission denied")
 	require.Len(t, tried, 1)
+}
+
+// Pauses nest: a worker stops at the first and goes on at the last one's
+// end; resume ends them all; one more end than pauses does nothing.
+func TestPausesNest(t *testing.T) {
+	var calls []string
+	p := pauses{stop: func() { calls = append(calls, "stop") }, cont: func() { calls = append(calls, "cont") }}
+	p.pause(true)
+	p.pause(true)
+	p.pause(false)
+	require.Equal(t, []string{"stop"}, calls, "still paused by the first")
+	p.pause(false)
+	p.pause(false)
+	require.Equal(t, []string{"stop", "cont"}, calls)
+	p.pause(true)
+	p.pause(true)
+	p.resume()
+	p.resume()
+	require.Equal(t, []string{"stop", "cont", "stop", "cont"}, calls)
+}
+
+// A frozen worker process is stopped (its "serving" loop makes no
+// progress), and close resumes it before asking it to stop: a stopped
+// process would never see SIGINT.
+func TestFrozenWorkerProcessStillStops(t *testing.T) {
+	px, err := NewProxy()
+	require.NoError(t, err)
+	defer px.Close()
+	w, err := startProcessWorker(t.Context(), fakeWorker(`trap 'exit 0' INT; echo serving on fake; while :; do sleep 0.05; done`), px, t.TempDir())
+	require.NoError(t, err)
+	w.pause(true)
+	stopped := func() bool { // the state /proc shows once the signal is taken
+		st, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", w.cmd.Process.Pid))
+		return err == nil && strings.Contains(string(st), ") T ")
+	}
+	require.Eventually(t, stopped, 10*time.Second, time.Millisecond, "the process is stopped")
+	require.NoError(t, w.close())
 }

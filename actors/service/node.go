@@ -83,6 +83,18 @@ const (
 	// StopGrace is how long Close lets peers end their streams before it
 	// stops the node's server at once.
 	StopGrace = time.Second
+	// RemoteSettle bounds how long the remote's goroutines outlive a
+	// node's Close: a writer whose peer does not answer sleeps 2 s after
+	// its failed try, and a failed gRPC connection turns idle (its
+	// goroutines then among RemoteLeaks) IdleTimeout after its last use.
+	// Leak checks wait this long before they fail.
+	RemoteSettle = 2*time.Second + IdleTimeout + time.Second
+	// connectTries is how many times the remote's writer tries to reach a
+	// peer, 2 s apart, before it gives the peer up (EndpointTerminated).
+	// Its default of 5 held a node's Close for 10 s when a peer had gone
+	// (sim --network: a worker heartbeating a client that had stopped);
+	// the protocol probes and rejoins lost workers on its own.
+	connectTries = 1
 	// queueStart is the first size of the remote's growing queues.
 	queueStart = 1024
 )
@@ -141,7 +153,9 @@ func Listen(cfg Config) (*Node, error) {
 		opts = append(opts, remote.WithAdvertisedHost(cfg.Advertise))
 	}
 	sys := actors.NewSystem()
-	r := remote.NewRemote(sys, remote.Configure(host, port, opts...))
+	rc := remote.Configure(host, port, opts...)
+	rc.MaxRetryCount = connectTries
+	r := remote.NewRemote(sys, rc)
 	if err := start(r); err != nil {
 		sys.Shutdown()
 		return nil, fmt.Errorf("service: listening on %s: %w", cfg.Listen, err)

@@ -91,11 +91,11 @@ one) and the client, each behind a fault-injecting TCP proxy, and network
 faults struck as the consumer takes batches: delays, dropped connections,
 stalls that hold connections open (past the lease, the worker is taken for
 lost, fenced, and comes back), connections cut part way through a message,
-and crashed workers (SIGKILL). Each scenario's batches must be those of the
-same pipeline in one process, in the order, each once, with no hang, the
-service stage within its credit bound, every worker stopped cleanly with
-no goroutine left, and none left here at the end. --replay SEED shows one
-in full.
+crashed workers (SIGKILL), slow and frozen workers (SIGSTOP, SIGCONT). Each
+scenario's batches must be those of the same pipeline in one process, in
+the order, each once, with no hang, the service stage within its credit
+bound, every worker stopped cleanly with no goroutine left, and none left
+here at the end. --replay SEED shows one in full.
 
 --spec PIPELINE.yaml runs your own program (docs/programs.md) on its own
 files instead, under the fault schedule --faults FAULTS.yaml
