@@ -389,43 +389,64 @@ func (a *serviceActor) handOn() {
 }
 
 // assign hands the tasks no worker holds, first in the order, to the live
-// workers with room (Service.Tasks each), the least busy first: a worker
-// that finishes sooner is given more.
+// workers that run fewer than Service.Tasks, the least busy first, then
+// the one that delivered most: a worker that finishes sooner is given
+// more. Tasks held (running, or complete and waiting to be handed on in
+// the order) are at most Tasks per worker in all, which bounds memory; a
+// fast worker may hold more of them than a slow one, whose task is the
+// head the others wait for.
 func (a *serviceActor) assign(ctx actor.Context) {
 	c := a.c
 	if c.out.fail != nil || c.out.closed {
 		return
 	}
-	// A worker holds a task until it is handed on, complete or not: what a
-	// complete task queued counts against the memory bound too.
-	held := make([]int, len(c.workers))
+	running := make([]int, len(c.workers))
+	held := 0
 	for _, t := range c.tasks[c.head:] {
 		if t.worker >= 0 {
-			held[t.worker]++
+			held++
+			if !t.complete {
+				running[t.worker]++
+			}
 		}
 	}
 	for _, t := range c.tasks[c.head:] {
 		if t.complete || t.worker >= 0 {
 			continue
 		}
-		// The head task goes to a worker even when every one is full: the
-		// tasks they hold wait for it to be handed on (a lost worker's
-		// tasks are taken back while the others hold later ones).
+		// The head task goes to a worker even past the bound: the tasks
+		// held wait for it to be handed on (a lost worker's tasks are
+		// taken back while the others hold later ones).
 		head := t == c.tasks[c.head]
-		w := -1
-		for i, x := range c.workers {
-			if x.alive && (held[i] < c.cfg.Tasks || head) && (w < 0 || held[i] < held[w]) {
-				w = i
-			}
+		if held >= len(c.workers)*c.cfg.Tasks && !head {
+			return
 		}
+		w := a.leastBusy(running, head)
 		if w < 0 {
 			return
 		}
 		t.worker, t.attempt = w, t.attempt+1
 		t.granted = uint64(t.handed) + uint64(c.cfg.Credit)
-		held[w]++
+		held++
+		running[w]++
 		a.send(ctx, t)
 	}
+}
+
+// leastBusy is the live worker that runs the fewest tasks, below Tasks
+// (any number for the head), the one that delivered most batches among
+// equals; -1 when none.
+func (a *serviceActor) leastBusy(running []int, head bool) int {
+	w := -1
+	for i, x := range a.c.workers {
+		if !x.alive || (running[i] >= a.c.cfg.Tasks && !head) {
+			continue
+		}
+		if w < 0 || running[i] < running[w] || (running[i] == running[w] && x.batches > a.c.workers[w].batches) {
+			w = i
+		}
+	}
+	return w
 }
 
 // send gives task t's current attempt to its worker, from the batches not

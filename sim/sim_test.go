@@ -5,22 +5,15 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
-	"go.uber.org/goleak"
 
-	"github.com/actorfeed/actorfeed/actors/service"
+	"github.com/actorfeed/actorfeed/internal/leakcheck"
 	"github.com/actorfeed/actorfeed/sim"
 )
 
 // The network scenarios' nodes leave the goroutines of the remote's
-// unclosed gRPC connections (service.RemoteLeaks); any other goroutine left
-// fails.
-func TestMain(m *testing.M) {
-	var opts []goleak.Option
-	for _, fn := range service.RemoteLeaks {
-		opts = append(opts, goleak.IgnoreTopFunction(fn))
-	}
-	goleak.VerifyTestMain(m, opts...)
-}
+// unclosed gRPC connections (service.RemoteLeaks), and others for a while
+// (leakcheck); any other goroutine left fails.
+func TestMain(m *testing.M) { leakcheck.VerifyTestMain(m) }
 
 func requirePass(t *testing.T, sc sim.Scenario) sim.Result {
 	t.Helper()

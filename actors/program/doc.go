@@ -3,10 +3,11 @@
 // readers (create_recordio_file_reader, create_random_data_generator,
 // open_files, create_shuffle_reader, create_batch_reader,
 // create_double_buffer_reader, create_multi_pass_reader,
-// create_py_array_reader, and create_map_reader, Fluid's Python map_readers
-// and xmap_readers over the scope's named maps) and drive them (read, has_next, reset). A startup
-// Program runs once and creates the readers; a main Program runs in a loop
-// and reads, as in PaddlePaddle Fluid. Programs can be written in Go or in YAML
+// create_py_array_reader, and create_map_reader: Fluid's Python
+// map_readers and xmap_readers over the scope's named maps) and drive them
+// (read, has_next, reset). A startup Program runs once and creates the
+// readers; a main Program runs in a loop and reads, as in PaddlePaddle
+// Fluid. Programs can be written in Go or in YAML
 // (Parse; docs/programs.md).
 //
 // A reader variable is PaddlePaddle Fluid's ReaderHolder: it hides the reader's type.

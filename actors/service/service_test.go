@@ -24,10 +24,10 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-	"go.uber.org/goleak"
 
 	"github.com/actorfeed/actorfeed/actors"
 	"github.com/actorfeed/actorfeed/actors/service"
+	"github.com/actorfeed/actorfeed/internal/leakcheck"
 	"github.com/actorfeed/actorfeed/internal/registered"
 	"github.com/actorfeed/actorfeed/internal/testutil"
 	"github.com/actorfeed/actorfeed/tensor"
@@ -41,16 +41,7 @@ func TestMain(m *testing.M) {
 	if root := os.Getenv(workerEnv); root != "" {
 		os.Exit(serveWorker(root))
 	}
-	goleak.VerifyTestMain(m, remoteLeaks()...)
-}
-
-// remoteLeaks ignores the goroutines the remote leaves (service.RemoteLeaks).
-func remoteLeaks() []goleak.Option {
-	var opts []goleak.Option
-	for _, fn := range service.RemoteLeaks {
-		opts = append(opts, goleak.IgnoreTopFunction(fn))
-	}
-	return opts
+	leakcheck.VerifyTestMain(m)
 }
 
 // The worker processes' settings: the data root, and optionally mutual TLS
@@ -59,7 +50,20 @@ const (
 	workerEnv    = "ACTORFEED_TEST_WORKER_ROOT"
 	workerTLS    = "ACTORFEED_TEST_WORKER_TLS"
 	workerMaxMsg = "ACTORFEED_TEST_WORKER_MAX_MESSAGE"
+	// workerWork is how long the worker's map "work" spends on the CPU for
+	// each batch (a duration; unset: none).
+	workerWork = "ACTORFEED_TEST_WORKER_WORK"
 )
+
+// work is the map "work": it spends d of CPU on a batch, as a decoding map
+// does, and passes it on.
+func work(d time.Duration) actors.MapFunc {
+	return func(s tensor.Slots) (tensor.Slots, error) {
+		for start := time.Now(); time.Since(start) < d; {
+		}
+		return s, nil
+	}
+}
 
 // serveWorker runs a worker node until its stdin closes, having printed its
 // address.
@@ -70,9 +74,11 @@ func serveWorker(root string) int {
 		cfg.TLS = service.TLS{Cert: f[0], Key: f[1], CA: f[2]}
 	}
 	cfg.MaxMessage, _ = strconv.Atoi(os.Getenv(workerMaxMsg))
+	spend, _ := time.ParseDuration(os.Getenv(workerWork))
 	n, err := service.Listen(cfg)
 	if err == nil {
-		_, err = n.Serve(actors.WorkerOptions{Roots: []string{root}, Threads: 2, MaxMessage: cfg.MaxMessage})
+		_, err = n.Serve(actors.WorkerOptions{Roots: []string{root}, Threads: 2, MaxMessage: cfg.MaxMessage,
+			Maps: map[string]actors.MapFunc{"work": work(spend)}})
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -370,4 +376,35 @@ func TestServiceCloseIsBoundedWithAFrozenWorker(t *testing.T) {
 	case <-ctx.Done(): // a guard against a hang, not a measurement
 		t.Fatal("Close did not return with a frozen worker")
 	}
+}
+
+// Tasks go to the workers as they can take them: of two workers, the one
+// whose map costs 20 ms of CPU a batch more does fewer of them, and the
+// batches are those of one process with the same map. The credit (16)
+// holds a whole task (about 12 batches): the order lets a fast worker run
+// ahead of the head task only that far. (Before, a worker held its tasks
+// until they were handed on, and each did 6 of the 12.)
+func TestServiceFastWorkerTakesMoreTasks(t *testing.T) {
+	ctx := testutil.Context(t)
+	paths := testutil.WriteFiles(t, 12, 200, 50)
+	stages := append(chain(paths), actors.Map{Fn: work(0), Name: "work"})
+	local, err := actors.New(stages, actors.Options{GroupSize: 8})
+	require.NoError(t, err)
+	want := passes(t, ctx, local, 1, nil)
+	require.NoError(t, local.Close())
+
+	fast := startWorkers(t, 1, filepath.Dir(paths[0]))
+	slow := startWorkers(t, 1, filepath.Dir(paths[0]), workerWork+"=20ms")
+	node := client(t)
+	p, err := actors.New(stages, actors.Options{System: node.System(), GroupSize: 8,
+		Service: &actors.Service{Workers: addrs(append(fast, slow...)), Credit: 16, Lease: 5 * time.Second}})
+	require.NoError(t, err)
+	require.Equal(t, want, passes(t, ctx, p, 1, nil))
+	tasks := map[string]int64{}
+	for _, w := range p.ServiceWorkers() {
+		tasks[w.Addr] = w.Tasks
+	}
+	require.NoError(t, p.Close())
+	t.Logf("tasks: fast %d, slow %d", tasks[fast[0].addr], tasks[slow[0].addr])
+	require.Greater(t, tasks[fast[0].addr], tasks[slow[0].addr])
 }

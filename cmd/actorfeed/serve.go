@@ -8,10 +8,10 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
-	"go.uber.org/goleak"
 
 	"github.com/actorfeed/actorfeed/actors"
 	"github.com/actorfeed/actorfeed/actors/service"
+	"github.com/actorfeed/actorfeed/internal/leakcheck"
 )
 
 // nodeFlags are the flags of a data-service node, worker or client.
@@ -112,7 +112,7 @@ func serve(ctx context.Context, out io.Writer, o serveOptions) error {
 			err := node.Close()
 			printWorker(out, st)
 			if err == nil && o.checkLeaks {
-				err = checkLeaks()
+				err = leakcheck.Find()
 			}
 			return err
 		}
@@ -122,29 +122,4 @@ func serve(ctx context.Context, out io.Writer, o serveOptions) error {
 func printWorker(out io.Writer, st actors.WorkerStats) {
 	fmt.Fprintf(out, "worker: %d session(s), %d task(s) done, %d failed, %d batches sent, %.1f MB, %d file indexes from its cache\n",
 		st.Sessions, st.Tasks, st.Failed, st.Batches, float64(st.Bytes)/1e6, st.IndexHits)
-}
-
-// checkLeaks fails if goroutines are left once the remote's own have had
-// service.RemoteSettle to end (or turn into service.RemoteLeaks).
-func checkLeaks() error {
-	deadline := time.Now().Add(service.RemoteSettle)
-	for {
-		leaks := goleak.Find(remoteLeaks()...) // itself retries for about 0.4 s
-		if leaks == nil {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("goroutines left %v after the node stopped: %w", service.RemoteSettle, leaks)
-		}
-	}
-}
-
-// remoteLeaks are leak-check options that ignore the goroutines the pinned
-// remote leaves with the gRPC connections it never closes
-// (service.RemoteLeaks), and only those.
-func remoteLeaks(opts ...goleak.Option) []goleak.Option {
-	for _, fn := range service.RemoteLeaks {
-		opts = append(opts, goleak.IgnoreTopFunction(fn))
-	}
-	return opts
 }

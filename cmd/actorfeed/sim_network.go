@@ -14,6 +14,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/actorfeed/actorfeed/actors/service"
+	"github.com/actorfeed/actorfeed/internal/leakcheck"
 	"github.com/actorfeed/actorfeed/sim"
 )
 
@@ -71,7 +72,7 @@ func runNetSim(ctx context.Context, out io.Writer, o simOptions) error {
 	// the nodes' idle timeout it stops reconnecting, but its goroutines
 	// stay (service.RemoteLeaks). Their serializers are counted, not
 	// failed; any other goroutine fails.
-	if err := goleak.Find(remoteLeaks(before)...); err != nil {
+	if err := leakcheck.Find(before); err != nil {
 		failed++
 		fmt.Fprintf(out, "violation: goroutines left after the last scenario: %v\n", err)
 	}
