@@ -44,6 +44,7 @@ func runNetSim(ctx context.Context, out io.Writer, o simOptions) error {
 	start := time.Now()
 	results, wait := runNetScenarios(ctx, scenarios, cfg, o.parallel)
 	failed, lost, batches := 0, int64(0), 0
+	var slowest sim.NetResult
 	for i := range scenarios {
 		res, ok := <-results[i]
 		if !ok || res.Verdict == sim.Stopped {
@@ -52,6 +53,9 @@ func runNetSim(ctx context.Context, out io.Writer, o simOptions) error {
 			return context.Cause(ctx)
 		}
 		lost, batches = lost+res.Lost, batches+res.Batches
+		if res.Duration > slowest.Duration {
+			slowest = res
+		}
 		if res.Verdict != sim.Pass || o.replaySet {
 			if res.Verdict != sim.Pass {
 				failed++
@@ -76,8 +80,9 @@ func runNetSim(ctx context.Context, out io.Writer, o simOptions) error {
 		failed++
 		fmt.Fprintf(out, "violation: goroutines left after the last scenario: %v\n", err)
 	}
-	fmt.Fprintf(out, "%d network scenarios in %v: %d passed, %d failed; %d batches, workers lost %d times; %d goroutines of idle gRPC connections the remote left\n",
-		len(scenarios), time.Since(start).Round(time.Millisecond), len(scenarios)-failed, failed, batches, lost, countGoroutines(service.RemoteLeaks[0]))
+	fmt.Fprintf(out, "%d network scenarios in %v: %d passed, %d failed; %d batches, workers lost %d times; the slowest, net-%d, took %v; %d goroutines of idle gRPC connections the remote left\n",
+		len(scenarios), time.Since(start).Round(time.Millisecond), len(scenarios)-failed, failed, batches, lost, slowest.Scenario.Seed,
+		slowest.Duration.Round(time.Millisecond), countGoroutines(service.RemoteLeaks[0]))
 	if failed > 0 {
 		return fmt.Errorf("%d network scenario(s) failed", failed)
 	}
