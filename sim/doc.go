@@ -23,6 +23,14 @@
 // once across the ranks, equal shares, and every batch against the
 // uninterrupted run of its world (docs/determinism.md).
 //
+// GenerateNet draws data-service scenarios (actors.Service): workers behind
+// fault-injecting TCP proxies (Proxy: delays, dropped, stalled and cut
+// connections), crashed, slow and frozen workers; RunNet runs one, its
+// workers as processes (NetConfig.WorkerCommand, actorfeed serve) or as
+// nodes in this process, and checks its batches against the same pipeline
+// in one process, the service stage's credit bound, no hang, and that every
+// worker stopped cleanly (docs/distributed.md).
+//
 // A user's own questions take a Schedule (ParseSchedule: faults by target
 // and kind, each in a window of time, seeded; docs/simulation.md) and run
 // their own program under it: WhatIf runs a program N times, and reports
