@@ -138,12 +138,22 @@ func checkService(stages []Stage, opts Options, dev *Devices) error {
 type ServiceWorker struct {
 	Addr  string
 	Alive bool
+	// State is alive, lost (taken for lost, or never reached, and not
+	// back), or closed (alive when the pipeline ended its session).
+	State string
 	// Batches and Bytes (on the wire) taken in from it, Tasks it
 	// completed, all passes.
 	Batches, Bytes, Tasks int64
 	// Lost counts the times it was taken for lost; Why says why, last.
 	Lost int64
 	Why  string
+	// Reassigned counts its tasks taken back and handed out again: lost
+	// with it, batches of theirs lost on the way, or a restart of the
+	// service stage.
+	Reassigned int64
+	// Credit is how many batches it may send now: granted to its running
+	// attempts and not yet taken in.
+	Credit int64
 }
 
 // ServiceWorkers is what the pipeline knows of its service's workers, nil
@@ -270,7 +280,8 @@ type svcWorker struct {
 	why     string    // why it was last lost
 	probing bool      // a probe of its address is under way
 	// What Stats shows.
-	batches, bytes, lost, taken int64
+	batches, bytes, lost, taken, reassigned int64
+	closed                                  bool // alive when its session was closed
 }
 
 // svcTask is a run of the rank's positions of the pass from lo (a stretch), and what

@@ -233,6 +233,9 @@ func (a *serviceActor) requeue(t *svcTask) {
 	for _, b := range t.queue {
 		c.pipe.discard(b)
 	}
+	if t.worker >= 0 {
+		c.workers[t.worker].reassigned++
+	}
 	t.queue, t.worker, t.ended = nil, -1, false
 }
 
@@ -256,6 +259,17 @@ func (a *serviceActor) lose(ctx actor.Context, w *svcWorker, why string) {
 	if c.lonely.IsZero() && !c.anyAlive() {
 		c.lonely = time.Now()
 	}
+}
+
+// state is what ServiceWorker.State says of w.
+func (w *svcWorker) state() string {
+	switch {
+	case w.alive:
+		return "alive"
+	case w.closed:
+		return "closed"
+	}
+	return "lost"
 }
 
 func (c *serviceCell) anyAlive() bool {
@@ -322,6 +336,7 @@ func (a *serviceActor) closeSessions(ctx actor.Context) {
 			ctx.Send(w.pid, &messages.ServiceClose{Session: w.session})
 			ctx.Unwatch(w.pid)
 		}
+		w.closed = w.closed || w.alive
 		w.alive = false
 	}
 	if a.c.lonely.IsZero() {
@@ -524,17 +539,20 @@ func (a *serviceActor) gauge() {
 	c := a.c
 	held := c.out.held()
 	var demand int64
+	credit := make([]int64, len(c.workers))
 	for _, t := range c.tasks[c.head:] {
 		held += len(t.queue)
 		if t.worker >= 0 && !t.ended {
 			demand += int64(t.granted) - int64(t.expected())
+			credit[t.worker] += int64(t.granted) - int64(t.expected())
 		}
 	}
 	c.meter.gauge(held, demand)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.snap = c.snap[:0]
-	for _, w := range c.workers {
-		c.snap = append(c.snap, ServiceWorker{Addr: w.addr, Alive: w.alive, Batches: w.batches, Bytes: w.bytes, Tasks: w.taken, Lost: w.lost, Why: w.why})
+	for i, w := range c.workers {
+		c.snap = append(c.snap, ServiceWorker{Addr: w.addr, Alive: w.alive, State: w.state(), Batches: w.batches, Bytes: w.bytes, Tasks: w.taken,
+			Lost: w.lost, Why: w.why, Reassigned: w.reassigned, Credit: credit[i]})
 	}
 }

@@ -235,3 +235,31 @@ func TestServicePadsShardsAsOneProcess(t *testing.T) {
 	}
 	require.Positive(t, padded, "some rank's last batch was padded")
 }
+
+// What the pipeline shows of its workers: while a pass runs, the worker is
+// alive and its credit (batches it may send now) within Credit for each
+// task it may run (Tasks, and the head); once the pipeline is closed, its
+// session was closed with it, and nothing was handed out again.
+func TestServiceWorkersShowStateAndCredit(t *testing.T) {
+	ctx := testutil.Context(t)
+	paths := testutil.WriteFiles(t, 4, 200, 40)
+	sys := actors.NewSystem()
+	defer sys.Shutdown()
+	w, err := actors.StartWorker(sys, actors.WorkerOptions{Roots: []string{filepath.Dir(paths[0])}, Threads: 2})
+	require.NoError(t, err)
+	defer func() { require.NoError(t, w.Close()) }()
+	p, err := actors.New(serviceChain(paths), actors.Options{System: sys, GroupSize: 8,
+		Service: &actors.Service{Workers: []string{sys.Address()}, Credit: 4, Lease: time.Hour}})
+	require.NoError(t, err)
+	_, err = p.Next(ctx)
+	require.NoError(t, err)
+	running := p.ServiceWorkers()
+	require.NoError(t, p.Close())
+	closed := p.ServiceWorkers()
+
+	require.Equal(t, "alive", running[0].State)
+	require.GreaterOrEqual(t, running[0].Credit, int64(0))
+	require.LessOrEqual(t, running[0].Credit, int64((2+1)*4))
+	require.Equal(t, "closed", closed[0].State)
+	require.Zero(t, closed[0].Reassigned)
+}

@@ -25,7 +25,7 @@ type collector struct {
 	items, held, demand, restarts   *prometheus.Desc
 	batches, instances, busy, waits *prometheus.Desc
 	// The service's workers (run --service).
-	wBatches, wBytes, wTasks, wLost, wAlive *prometheus.Desc
+	wBatches, wBytes, wTasks, wLost, wAlive, wCredit, wReassigned *prometheus.Desc
 }
 
 func newCollector(p func() *actors.Pipeline) *collector {
@@ -46,12 +46,15 @@ func newCollector(p func() *actors.Pipeline) *collector {
 		wTasks:    prometheus.NewDesc("actorfeed_service_worker_tasks_total", "Tasks a worker completed.", wrk, nil),
 		wLost:     prometheus.NewDesc("actorfeed_service_worker_lost_total", "Times a worker was taken for lost and its tasks handed to others.", wrk, nil),
 		wAlive:    prometheus.NewDesc("actorfeed_service_worker_alive", "1 while a worker's session is alive.", wrk, nil),
+		wCredit:   prometheus.NewDesc("actorfeed_service_worker_credit", "Batches a worker may send now: granted to its running attempts, not taken in yet.", wrk, nil),
+		wReassigned: prometheus.NewDesc("actorfeed_service_worker_reassigned_total",
+			"Tasks of a worker taken back and handed out again (lost with it, batches lost on the way, a restart of the service stage).", wrk, nil),
 	}
 }
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.items, c.held, c.demand, c.restarts, c.batches, c.instances, c.busy, c.waits,
-		c.wBatches, c.wBytes, c.wTasks, c.wLost, c.wAlive} {
+		c.wBatches, c.wBytes, c.wTasks, c.wLost, c.wAlive, c.wCredit, c.wReassigned} {
 		ch <- d
 	}
 }
@@ -84,6 +87,8 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.wTasks, prometheus.CounterValue, float64(w.Tasks), w.Addr)
 		ch <- prometheus.MustNewConstMetric(c.wLost, prometheus.CounterValue, float64(w.Lost), w.Addr)
 		ch <- prometheus.MustNewConstMetric(c.wAlive, prometheus.GaugeValue, alive, w.Addr)
+		ch <- prometheus.MustNewConstMetric(c.wCredit, prometheus.GaugeValue, float64(w.Credit), w.Addr)
+		ch <- prometheus.MustNewConstMetric(c.wReassigned, prometheus.CounterValue, float64(w.Reassigned), w.Addr)
 	}
 }
 

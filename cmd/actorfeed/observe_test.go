@@ -79,13 +79,15 @@ func TestServiceWorkersAreObserved(t *testing.T) {
 		`actorfeed_service_worker_tasks_total{worker="nonhost"} 1`,
 		`actorfeed_service_worker_lost_total{worker="nonhost"} 0`,
 		`actorfeed_service_worker_alive{worker="nonhost"} 1`,
+		`actorfeed_service_worker_reassigned_total{worker="nonhost"} 0`,
+		`actorfeed_service_worker_credit{worker="nonhost"} 0`,
 		`actorfeed_stage_items_total{kind="service",stage="1-service"} 20`,
 	} {
 		require.Contains(t, string(body), want)
 	}
 	dot := treeDOT(p.StageStats(), p.ServiceWorkers())
 	require.Contains(t, dot, `"worker nonhost" -> "1-service" [style=dotted`)
-	require.Contains(t, dot, "1 tasks, 20 batches, lost 0")
+	require.Contains(t, dot, "1 tasks, 20 batches, reassigned 0, lost 0, alive")
 	// actors.png draws the worker as a row of its own below the stages.
 	alone, err := drawTree(filepath.Join(dir, "alone.png"), p.StageStats(), nil)
 	require.NoError(t, err)

@@ -258,8 +258,8 @@ func treeDOT(stages []actors.StageStats, workers []actors.ServiceWorker) string 
 		fmt.Fprintf(&b, "  %q -> %q [style=dashed, color=gray40];\n", e[0], e[1])
 	}
 	for i, w := range workers {
-		fmt.Fprintf(&b, "  subgraph \"cluster_%d\" {\n    label=%q;\n    \"worker %s\" [label=\"%s\\n%d tasks, %d batches, lost %d\"];\n  }\n",
-			i, w.Addr, w.Addr, actors.WorkerName, w.Tasks, w.Batches, w.Lost)
+		fmt.Fprintf(&b, "  subgraph \"cluster_%d\" {\n    label=%q;\n    \"worker %s\" [label=\"%s\\n%s\"];\n  }\n",
+			i, w.Addr, w.Addr, actors.WorkerName, workerLabel(w))
 	}
 	for _, e := range workerFlow(stages, workers) {
 		fmt.Fprintf(&b, "  %q -> %q [style=dotted, color=gray40];\n", e[0], e[1])
@@ -337,7 +337,7 @@ func drawTree(path string, stages []actors.StageStats, workers []actors.ServiceW
 		y := h - rowH*vg.Length(len(stages)+i+1)
 		rowY["worker "+wk.Addr] = y
 		box(200, y, 420, color.RGBA{R: 220, G: 232, B: 250, A: 255},
-			fmt.Sprintf("%s on %s   %d tasks, %d batches, lost %d", actors.WorkerName, wk.Addr, wk.Tasks, wk.Batches, wk.Lost))
+			fmt.Sprintf("%s on %s   %s", actors.WorkerName, wk.Addr, workerLabel(wk)))
 	}
 	// Data flow: out of a box on the right, to the stage it feeds, an
 	// arrowhead at its box; each arrow a lane of its own.
@@ -362,6 +362,11 @@ func drawTree(path string, stages []actors.StageStats, workers []actors.ServiceW
 	}
 	dc.FillText(text, vg.Point{X: 10, Y: 8}, legend)
 	return path, atomicfile.Write(path, func(w io.Writer) error { _, err := (vgimg.PngCanvas{Canvas: c}).WriteTo(w); return err })
+}
+
+// workerLabel is a worker's counters and state in the actor tree.
+func workerLabel(w actors.ServiceWorker) string {
+	return fmt.Sprintf("%d tasks, %d batches, reassigned %d, lost %d, %s", w.Tasks, w.Batches, w.Reassigned, w.Lost, w.State)
 }
 
 // workerFlow lists the service's workers feeding its stage.

@@ -33,6 +33,19 @@ func startServe(t *testing.T, dir, root string) (*proc, string) {
 	return nil, ""
 }
 
+// summaryRow is the cells of run's summary row for worker addr: addr,
+// state, tasks, batches, MB, MB/s, credit, reassigned, lost.
+func summaryRow(t *testing.T, out, addr string) []string {
+	t.Helper()
+	for _, line := range strings.Split(out, "\n") {
+		if f := strings.Fields(line); len(f) == 9 && f[0] == addr {
+			return f
+		}
+	}
+	t.Fatalf("no row for worker %s in:\n%s", addr, out)
+	return nil
+}
+
 // sortedLines is a file's lines, sorted: the devices write theirs side by
 // side, each line whole.
 func sortedLines(t *testing.T, path string) []string {
@@ -77,6 +90,11 @@ func TestRunThroughServiceWorkers(t *testing.T) {
 	require.NoError(t, run.cmd.Wait(), run.stderr.String())
 	require.Equal(t, want, sortedLines(t, filepath.Join(dir, "killed.jsonl")))
 	require.Contains(t, run.stdout.String(), "worker "+addrs[1]+" was lost: its node is gone", "the summary names the lost worker")
+	row := summaryRow(t, run.stdout.String(), addrs[1])
+	require.Equal(t, "lost", row[1], "its state")
+	reassigned, err := strconv.Atoi(row[7])
+	require.NoError(t, err)
+	require.Positive(t, reassigned, "its unfinished tasks went to the others")
 
 	// The YAML equivalent: a program's service section.
 	files, err := filepath.Glob(filepath.Join(dir, "data", "*.recordio"))
@@ -154,15 +172,9 @@ func TestRunMapsOnServiceWorkers(t *testing.T) {
 	_, stderr, code = execCLI(t, dir, append(args, "--map", "normalize", "--emit-ids", "local.jsonl")...)
 	require.Zero(t, code, stderr)
 	workerMB := func(out string) float64 {
-		for _, line := range strings.Split(out, "\n") {
-			if f := strings.Fields(line); len(f) == 5 && f[0] == addr {
-				mb, err := strconv.ParseFloat(f[3], 64)
-				require.NoError(t, err, line)
-				return mb
-			}
-		}
-		t.Fatalf("no row for worker %s in:\n%s", addr, out)
-		return 0
+		mb, err := strconv.ParseFloat(summaryRow(t, out, addr)[4], 64)
+		require.NoError(t, err)
+		return mb
 	}
 	svc := append(args, "--service", addr)
 	plain, stderr, code := execCLI(t, dir, svc...)

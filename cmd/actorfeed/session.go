@@ -277,7 +277,7 @@ func (s *session) summary(w io.Writer) {
 			100*d.Busy.Seconds()/secs, round(p50), round(p95))
 	}
 	tw.Flush()
-	serviceSummary(w, s.p.ServiceWorkers())
+	serviceSummary(w, s.p.ServiceWorkers(), secs)
 	if s.metricsURL != "" {
 		fmt.Fprintf(w, "metrics were served at %s\n", s.metricsURL)
 	}
@@ -426,15 +426,20 @@ func commonDir(paths []string) string {
 	return root
 }
 
-// serviceSummary shows what a run --service knows of its workers.
-func serviceSummary(w io.Writer, workers []actors.ServiceWorker) {
+// serviceSummary shows what a run --service of secs seconds knows of its
+// workers: their state at the end, what they delivered and how fast, the
+// credit they held at the end, their tasks handed out again, and the
+// times each was lost.
+func serviceSummary(w io.Writer, workers []actors.ServiceWorker, secs float64) {
 	if len(workers) == 0 {
 		return
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "worker\ttasks\tbatches\tMB\tlost\t")
+	fmt.Fprintln(tw, "worker\tstate\ttasks\tbatches\tMB\tMB/s\tcredit\treassigned\tlost\t")
 	for _, x := range workers {
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%.1f\t%d\t\n", x.Addr, x.Tasks, x.Batches, float64(x.Bytes)/1e6, x.Lost)
+		mb := float64(x.Bytes) / 1e6
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%.1f\t%.1f\t%d\t%d\t%d\t\n", x.Addr, x.State, x.Tasks, x.Batches, mb, mb/max(secs, 1e-9), x.Credit,
+			x.Reassigned, x.Lost)
 	}
 	tw.Flush()
 	for _, x := range workers {
