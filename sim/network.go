@@ -175,6 +175,9 @@ type NetResult struct {
 	Batches    int
 	Lost       int64 // workers taken for lost, in all
 	Duration   time.Duration
+	// Where the time went: starting the nodes, the passes through them,
+	// and stopping them.
+	Start, Run, Stop time.Duration
 }
 
 // stages is the scenario's chain.
@@ -220,13 +223,19 @@ func RunNet(ctx context.Context, sc NetScenario, cfg NetConfig) (res NetResult) 
 		res.Violations = append(res.Violations, fmt.Sprintf("the reference run: %v", err))
 		return res
 	}
+	t0 := time.Now()
 	c, err := startCluster(ctx, sc, dir, cfg)
+	res.Start = time.Since(t0)
 	if err != nil {
 		res.Violations = append(res.Violations, err.Error())
 		return res
 	}
+	t0 = time.Now()
 	got, err := netPasses(ctx, sc, paths, c)
+	res.Run = time.Since(t0)
+	t0 = time.Now()
 	res.Violations = append(res.Violations, c.close()...)
+	res.Stop = time.Since(t0)
 	res.Err, res.Batches = err, c.taken
 	for _, w := range c.lost {
 		res.Lost += w

@@ -95,7 +95,7 @@ const portTries = 5
 // Bounds of a worker process's life.
 const (
 	workerStart = 10 * time.Second // to its "serving on" line
-	workerStop  = 15 * time.Second // from SIGINT to its exit
+	workerStop  = 30 * time.Second // from SIGINT to its exit: a Close, and up to service.RemoteSettle of leak check
 )
 
 // inProcessWorker is a worker node in this process, behind px.

@@ -84,17 +84,21 @@ const (
 	// stops the node's server at once.
 	StopGrace = time.Second
 	// RemoteSettle bounds how long the remote's goroutines outlive a
-	// node's Close: a writer whose peer does not answer sleeps 2 s after
-	// its failed try, and a failed gRPC connection turns idle (its
-	// goroutines then among RemoteLeaks) IdleTimeout after its last use.
-	// Leak checks wait this long before they fail.
-	RemoteSettle = 2*time.Second + IdleTimeout + time.Second
+	// node's Close: its own stop may go on for remoteStopTimeout (see
+	// shutdown), a writer whose peer does not answer sleeps 2 s after its
+	// failed try, and a failed gRPC connection turns idle (its goroutines
+	// then among RemoteLeaks) IdleTimeout after its last use. Leak checks
+	// wait this long before they fail.
+	RemoteSettle = remoteStopTimeout + 2*time.Second + IdleTimeout + time.Second
 	// connectTries is how many times the remote's writer tries to reach a
 	// peer, 2 s apart, before it gives the peer up (EndpointTerminated).
 	// Its default of 5 held a node's Close for 10 s when a peer had gone
 	// (sim --network: a worker heartbeating a client that had stopped);
 	// the protocol probes and rejoins lost workers on its own.
 	connectTries = 1
+	// remoteStopTimeout is the pinned remote's wait for an actor to stop
+	// (RootContext.StopFuture's fixed timeout).
+	remoteStopTimeout = 10 * time.Second
 	// queueStart is the first size of the remote's growing queues.
 	queueStart = 1024
 )
@@ -331,6 +335,12 @@ func (n *Node) Close() error {
 // channel the reader closes when its stream ends; a stream that ends at
 // that moment (a peer that dropped) makes the send panic part way through
 // the stop (sim --network found it): the server is then stopped at once.
+// Its stop of its endpoints waits up to 10 s (its stop futures' timeout)
+// for a writer still connecting to a peer that accepted the connection and
+// does not answer (frozen, or behind a stalled link; gRPC's keepalive is
+// 10 s at least): after another StopGrace it is left to end on its own
+// (RemoteSettle allows for it). sim --network found client nodes whose
+// Close took 10 s so.
 func shutdown(r *remote.Remote) {
 	done := make(chan struct{})
 	go func() {
@@ -344,8 +354,12 @@ func shutdown(r *remote.Remote) {
 	}()
 	select {
 	case <-done:
+		return
 	case <-time.After(StopGrace):
-		r.Shutdown(false) // ends the graceful stop's wait
-		<-done
+		r.Shutdown(false) // ends the graceful stop's wait for streams
+	}
+	select {
+	case <-done:
+	case <-time.After(StopGrace):
 	}
 }

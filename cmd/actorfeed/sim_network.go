@@ -80,9 +80,10 @@ func runNetSim(ctx context.Context, out io.Writer, o simOptions) error {
 		failed++
 		fmt.Fprintf(out, "violation: goroutines left after the last scenario: %v\n", err)
 	}
-	fmt.Fprintf(out, "%d network scenarios in %v: %d passed, %d failed; %d batches, workers lost %d times; the slowest, net-%d, took %v; %d goroutines of idle gRPC connections the remote left\n",
+	fmt.Fprintf(out, "%d network scenarios in %v: %d passed, %d failed; %d batches, workers lost %d times; the slowest, net-%d, took %v (start %v, run %v, stop %v); %d goroutines of idle gRPC connections the remote left\n",
 		len(scenarios), time.Since(start).Round(time.Millisecond), len(scenarios)-failed, failed, batches, lost, slowest.Scenario.Seed,
-		slowest.Duration.Round(time.Millisecond), countGoroutines(service.RemoteLeaks[0]))
+		slowest.Duration.Round(time.Millisecond), slowest.Start.Round(time.Millisecond), slowest.Run.Round(time.Millisecond),
+		slowest.Stop.Round(time.Millisecond), countGoroutines(service.RemoteLeaks[0]))
 	if failed > 0 {
 		return fmt.Errorf("%d network scenario(s) failed", failed)
 	}
