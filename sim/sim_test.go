@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
 
 	"github.com/actorfeed/actorfeed/internal/leakcheck"
 	"github.com/actorfeed/actorfeed/sim"
@@ -13,7 +14,7 @@ import (
 // The network scenarios' nodes leave the goroutines of the remote's
 // unclosed gRPC connections (service.RemoteLeaks), and others for a while
 // (leakcheck); any other goroutine left fails.
-func TestMain(m *testing.M) { leakcheck.VerifyTestMain(m) }
+func TestMain(m *testing.M) { goleak.VerifyTestMain(leakcheck.Settled(m), leakcheck.Options()...) }
 
 func requirePass(t *testing.T, sc sim.Scenario) sim.Result {
 	t.Helper()

@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
 
 	"github.com/actorfeed/actorfeed/actors"
 	"github.com/actorfeed/actorfeed/actors/service"
@@ -41,7 +42,7 @@ func TestMain(m *testing.M) {
 	if root := os.Getenv(workerEnv); root != "" {
 		os.Exit(serveWorker(root))
 	}
-	leakcheck.VerifyTestMain(m)
+	goleak.VerifyTestMain(leakcheck.Settled(m), leakcheck.Options()...)
 }
 
 // The worker processes' settings: the data root, and optionally mutual TLS

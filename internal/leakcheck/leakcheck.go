@@ -13,7 +13,6 @@ package leakcheck
 
 import (
 	"fmt"
-	"os"
 	"testing"
 	"time"
 
@@ -46,15 +45,23 @@ func Find(opts ...goleak.Option) error {
 	}
 }
 
-// VerifyTestMain runs the tests, then fails the test binary if goroutines
-// are left (Find), as goleak.VerifyTestMain does.
-func VerifyTestMain(m *testing.M, opts ...goleak.Option) {
-	code := m.Run()
-	if code == 0 {
-		if err := Find(opts...); err != nil {
-			fmt.Fprintf(os.Stderr, "leakcheck: %v\n", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
+// Settled wraps a test binary's m for goleak.VerifyTestMain: after the
+// tests it waits, up to service.RemoteSettle, for the goroutines opts and
+// service.RemoteLeaks do not ignore to end, so that goleak's own check
+// (given Options) sees only what stays:
+//
+//	goleak.VerifyTestMain(leakcheck.Settled(m), leakcheck.Options()...)
+func Settled(m *testing.M, opts ...goleak.Option) goleak.TestingM {
+	return settled{m: m, opts: opts}
+}
+
+type settled struct {
+	m    *testing.M
+	opts []goleak.Option
+}
+
+func (s settled) Run() int {
+	code := s.m.Run()
+	_ = Find(s.opts...) // goleak reports what is left
+	return code
 }
