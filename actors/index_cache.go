@@ -77,22 +77,24 @@ func (c *IndexCache) get(entry string, f int, st os.FileInfo) (fileIndex, *recor
 	}
 	c.hits++
 	x := e.x
-	x.splits = make([]order.Split, len(e.x.splits))
-	for i, s := range e.x.splits {
-		s.File = f
-		x.splits[i] = s
-	}
+	x.splits = splitsOfFile(e.x.splits, f)
 	return x, e.chunks, true
+}
+
+// splitsOfFile is a copy of splits as those of file f.
+func splitsOfFile(splits []order.Split, f int) []order.Split {
+	out := make([]order.Split, len(splits))
+	for i, s := range splits {
+		s.File = f
+		out[i] = s
+	}
+	return out
 }
 
 // put keeps x, entry's index as of st.
 func (c *IndexCache) put(entry string, st os.FileInfo, x fileIndex, chunks *recordio.Index) {
 	kept := x
-	kept.splits = make([]order.Split, len(x.splits))
-	for i, s := range x.splits {
-		s.File = 0
-		kept.splits[i] = s
-	}
+	kept.splits = splitsOfFile(x.splits, 0)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if _, ok := c.files[entry]; !ok && len(c.files) >= c.limit {

@@ -1,9 +1,7 @@
 package actors_test
 
 import (
-	"path/filepath"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -62,14 +60,7 @@ func TestIndexCacheKeepsItsLimit(t *testing.T) {
 func TestServiceWorkerIndexesFilesOnce(t *testing.T) {
 	ctx := testutil.Context(t)
 	paths := testutil.WriteFiles(t, 8, 100, 40)
-	sys := actors.NewSystem()
-	defer sys.Shutdown()
-	w, err := actors.StartWorker(sys, actors.WorkerOptions{Roots: []string{filepath.Dir(paths[0])}, Threads: 2})
-	require.NoError(t, err)
-	defer func() { require.NoError(t, w.Close()) }()
-	p, err := actors.New(serviceChain(paths), actors.Options{System: sys, GroupSize: 8,
-		Service: &actors.Service{Workers: []string{sys.Address()}, Lease: time.Hour}})
-	require.NoError(t, err)
+	p, w := inSystemService(t, paths, 0)
 	passBatches(t, ctx, p, 2)
 	require.NoError(t, p.Close())
 	st := w.Stats()

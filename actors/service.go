@@ -136,8 +136,7 @@ func checkService(stages []Stage, opts Options, dev *Devices) error {
 
 // ServiceWorker is what a Service pipeline knows of one of its workers.
 type ServiceWorker struct {
-	Addr  string
-	Alive bool
+	Addr string
 	// State is alive, lost (taken for lost, or never reached, and not
 	// back), or closed (alive when the pipeline ended its session).
 	State string
@@ -254,6 +253,7 @@ type serviceCell struct {
 	capacity int
 
 	workers []*svcWorker
+	credit  []int64    // gauge's per worker, kept to spare an allocation a message
 	tasks   []*svcTask // the pass's, in the order
 	base    uint64     // the id of tasks[0]
 	nextID  uint64

@@ -539,12 +539,16 @@ func (a *serviceActor) gauge() {
 	c := a.c
 	held := c.out.held()
 	var demand int64
-	credit := make([]int64, len(c.workers))
+	if len(c.credit) != len(c.workers) {
+		c.credit = make([]int64, len(c.workers))
+	}
+	clear(c.credit)
 	for _, t := range c.tasks[c.head:] {
 		held += len(t.queue)
 		if t.worker >= 0 && !t.ended {
-			demand += int64(t.granted) - int64(t.expected())
-			credit[t.worker] += int64(t.granted) - int64(t.expected())
+			n := int64(t.granted) - int64(t.expected())
+			demand += n
+			c.credit[t.worker] += n
 		}
 	}
 	c.meter.gauge(held, demand)
@@ -552,7 +556,7 @@ func (a *serviceActor) gauge() {
 	defer c.mu.Unlock()
 	c.snap = c.snap[:0]
 	for i, w := range c.workers {
-		c.snap = append(c.snap, ServiceWorker{Addr: w.addr, Alive: w.alive, State: w.state(), Batches: w.batches, Bytes: w.bytes, Tasks: w.taken,
-			Lost: w.lost, Why: w.why, Reassigned: w.reassigned, Credit: credit[i]})
+		c.snap = append(c.snap, ServiceWorker{Addr: w.addr, State: w.state(), Batches: w.batches, Bytes: w.bytes, Tasks: w.taken,
+			Lost: w.lost, Why: w.why, Reassigned: w.reassigned, Credit: c.credit[i]})
 	}
 }

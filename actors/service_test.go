@@ -243,15 +243,8 @@ func TestServicePadsShardsAsOneProcess(t *testing.T) {
 func TestServiceWorkersShowStateAndCredit(t *testing.T) {
 	ctx := testutil.Context(t)
 	paths := testutil.WriteFiles(t, 4, 200, 40)
-	sys := actors.NewSystem()
-	defer sys.Shutdown()
-	w, err := actors.StartWorker(sys, actors.WorkerOptions{Roots: []string{filepath.Dir(paths[0])}, Threads: 2})
-	require.NoError(t, err)
-	defer func() { require.NoError(t, w.Close()) }()
-	p, err := actors.New(serviceChain(paths), actors.Options{System: sys, GroupSize: 8,
-		Service: &actors.Service{Workers: []string{sys.Address()}, Credit: 4, Lease: time.Hour}})
-	require.NoError(t, err)
-	_, err = p.Next(ctx)
+	p, _ := inSystemService(t, paths, 4)
+	_, err := p.Next(ctx)
 	require.NoError(t, err)
 	running := p.ServiceWorkers()
 	require.NoError(t, p.Close())
@@ -262,4 +255,21 @@ func TestServiceWorkersShowStateAndCredit(t *testing.T) {
 	require.LessOrEqual(t, running[0].Credit, int64((2+1)*4))
 	require.Equal(t, "closed", closed[0].State)
 	require.Zero(t, closed[0].Reassigned)
+}
+
+// inSystemService starts a worker in a system of its own, serving the
+// files' directory, and a pipeline of serviceChain(paths) on it (an hour's
+// lease, credit 0 for the default); the worker and system end with the
+// test.
+func inSystemService(t *testing.T, paths []string, credit int) (*actors.Pipeline, *actors.Worker) {
+	t.Helper()
+	sys := actors.NewSystem()
+	t.Cleanup(sys.Shutdown)
+	w, err := actors.StartWorker(sys, actors.WorkerOptions{Roots: []string{filepath.Dir(paths[0])}, Threads: 2})
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, w.Close()) })
+	p, err := actors.New(serviceChain(paths), actors.Options{System: sys, GroupSize: 8,
+		Service: &actors.Service{Workers: []string{sys.Address()}, Credit: credit, Lease: time.Hour}})
+	require.NoError(t, err)
+	return p, w
 }

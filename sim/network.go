@@ -380,7 +380,8 @@ func startCluster(ctx context.Context, sc NetScenario, root string, cfg NetConfi
 	return c, nil
 }
 
-// slowDown pauses w for sl.Stopped of every sl.Period until stop closes.
+// slowDown pauses w for sl.Stopped of every sl.Period until stop closes
+// (the worker's close then resumes it).
 func slowDown(w netWorker, sl Slowdown, stop <-chan struct{}) {
 	stopped := time.Duration(float64(sl.Period) * sl.Stopped)
 	t := time.NewTimer(sl.Period - stopped)
@@ -388,9 +389,6 @@ func slowDown(w netWorker, sl Slowdown, stop <-chan struct{}) {
 	for on := false; ; on = !on {
 		select {
 		case <-stop:
-			if on {
-				w.pause(false)
-			}
 			return
 		case <-t.C:
 		}

@@ -30,7 +30,7 @@ func (n *nodeFlags) flags(f *pflag.FlagSet, listen, listenHelp string) {
 	f.StringVar(&n.tls.Key, "tls-key", "", "the key of --tls-cert (PEM)")
 	f.StringVar(&n.tls.CA, "tls-ca", "", "the CA that signs every node's certificate (PEM)")
 	f.IntVar(&n.maxMessage, "max-message", actors.DefaultMaxMessage, "bytes a batch may have on the wire; the same on every node")
-	f.DurationVar(&n.keepalive, "keepalive", service.DefaultKeepalive, "how often an idle connection is pinged; a peer that does not answer within it is cut")
+	f.DurationVar(&n.keepalive, "keepalive", service.DefaultKeepalive, "how often an idle connection is pinged (by its dialing side, 10s at least); a peer that does not answer within it is cut")
 }
 
 func (n *nodeFlags) listenNode() (*service.Node, error) {
