@@ -20,7 +20,6 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/experimental"
 	"google.golang.org/grpc/keepalive"
-	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/status"
 
 	"github.com/actorfeed/actorfeed/actors"
@@ -208,12 +207,10 @@ func loopback(host string) bool {
 // keepalive, recovery, and mutual TLS or plaintext (on loopback).
 func grpcOptions(cfg Config) ([]grpc.ServerOption, []grpc.DialOption, error) {
 	limit := cfg.MaxMessage * WriterBatch
-	pool, err := mem.NewBinaryTieredBufferPool(bufferTiers()...)
-	if err != nil {
-		return nil, nil, fmt.Errorf("%w: %w", ErrConfig, err)
-	}
+	pool := new(bufferPool)
 	server := []grpc.ServerOption{
 		experimental.BufferPool(pool),
+		grpc.ForceServerCodecV2(codec{pool}),
 		grpc.MaxRecvMsgSize(limit),
 		grpc.InitialWindowSize(FlowWindow),
 		grpc.InitialConnWindowSize(FlowWindow),
@@ -227,7 +224,7 @@ func grpcOptions(cfg Config) ([]grpc.ServerOption, []grpc.DialOption, error) {
 		grpc.WithIdleTimeout(IdleTimeout),
 		grpc.WithInitialWindowSize(FlowWindow),
 		grpc.WithInitialConnWindowSize(FlowWindow),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(limit), grpc.MaxCallSendMsgSize(limit)),
+		grpc.WithDefaultCallOptions(grpc.ForceCodecV2(codec{pool}), grpc.MaxCallRecvMsgSize(limit), grpc.MaxCallSendMsgSize(limit)),
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: cfg.Keepalive, Timeout: cfg.Keepalive, PermitWithoutStream: true}),
 	}
 	if !cfg.TLS.enabled() {
@@ -239,20 +236,6 @@ func grpcOptions(cfg Config) ([]grpc.ServerOption, []grpc.DialOption, error) {
 	}
 	return append(server, grpc.Creds(credentials.NewTLS(serverTLS))),
 		append(dial, grpc.WithTransportCredentials(credentials.NewTLS(clientTLS))), nil
-}
-
-// bufferTiers are the sizes of the node's gRPC buffer pool, every power of
-// two from 256 B to 128 MiB. gRPC clears a pooled buffer's whole capacity
-// before it hands it out, and its default tiers jump from 32 KiB to 1 MiB:
-// a 60 KB message had 1 MiB cleared, 12% of a client's CPU at 784 B
-// samples (docs/distributed.md). With every power, it is at most twice
-// the message.
-func bufferTiers() []uint8 {
-	var exps []uint8
-	for e := uint8(8); e <= 27; e++ {
-		exps = append(exps, e)
-	}
-	return exps
 }
 
 // mutualTLS loads the node's certificate and the peers' CA: the server
