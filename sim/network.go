@@ -453,7 +453,7 @@ func (c *cluster) strike(f NetFault) {
 
 // close stops the timers, the nodes and the proxies: the client first, so
 // that it ends its sessions. It returns what went wrong stopping the
-// workers.
+// client and the workers.
 func (c *cluster) close() []string {
 	for _, t := range c.timers {
 		t.Stop()
@@ -468,10 +468,14 @@ func (c *cluster) close() []string {
 	for _, p := range c.proxies {
 		p.Resume()
 	}
-	if c.client != nil {
-		_ = c.client.Close()
-	}
 	var bad []string
+	if c.client != nil {
+		t0 := time.Now()
+		_ = c.client.Close()
+		if took := time.Since(t0); took > clientStop {
+			bad = append(bad, fmt.Sprintf("the client node's Close took %v, over %v", took.Round(time.Millisecond), clientStop))
+		}
+	}
 	for k, w := range c.workers {
 		if err := w.close(); err != nil {
 			bad = append(bad, fmt.Sprintf("worker %d: %v", k, err))

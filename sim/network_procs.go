@@ -92,10 +92,13 @@ func retryPort[T any](start func(addr string) (T, error)) (T, error) {
 // portTries bounds retryPort.
 const portTries = 5
 
-// Bounds of a worker process's life.
+// Bounds of a worker process's life, and of the client node's Close.
 const (
 	workerStart = 10 * time.Second // to its "serving on" line
 	workerStop  = 30 * time.Second // from SIGINT to its exit: a Close, and up to service.RemoteSettle of leak check
+	// A node's Close takes about 2 x service.StopGrace; the rest is room
+	// for a loaded machine.
+	clientStop = 10 * time.Second
 )
 
 // inProcessWorker is a worker node in this process, behind px.

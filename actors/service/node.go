@@ -85,12 +85,21 @@ const (
 	// StopGrace is how long Close lets peers end their streams before it
 	// stops the node's server at once.
 	StopGrace = time.Second
+	// HandshakeTimeout bounds a new connection's handshake (mutual TLS and
+	// HTTP/2's preface), for which gRPC's server waits 120 s: a stop of the
+	// server waits for every handshake under way, so a peer that opened a
+	// connection and said nothing (a worker frozen mid-dial, a link stalled
+	// before its first bytes) held a node's Close for two minutes (sim
+	// --network's stops of 2m2s). A handshake over a network takes a few
+	// round trips.
+	HandshakeTimeout = 5 * time.Second
 	// RemoteSettle bounds how long the remote's goroutines outlive a
-	// node's Close: its own stop may go on for remoteStopTimeout (see
-	// shutdown), a writer whose peer does not answer sleeps 2 s after its
-	// failed try, and a failed gRPC connection turns idle (its goroutines
-	// then among RemoteLeaks) IdleTimeout after its last use. Leak checks
-	// wait this long before they fail.
+	// node's Close: its own stop may go on for remoteStopTimeout, its
+	// server's for HandshakeTimeout (see shutdown), a writer whose peer
+	// does not answer sleeps 2 s after its failed try, and a failed gRPC
+	// connection turns idle (its goroutines then among RemoteLeaks)
+	// IdleTimeout after its last use. Leak checks wait this long before
+	// they fail.
 	RemoteSettle = remoteStopTimeout + 2*time.Second + IdleTimeout + time.Second
 	// connectTries is how many times the remote's writer tries to reach a
 	// peer, 2 s apart, before it gives the peer up (EndpointTerminated).
@@ -212,6 +221,7 @@ func grpcOptions(cfg Config) ([]grpc.ServerOption, []grpc.DialOption, error) {
 		experimental.BufferPool(pool),
 		grpc.ForceServerCodecV2(codec{pool}),
 		grpc.MaxRecvMsgSize(limit),
+		grpc.ConnectionTimeout(HandshakeTimeout),
 		grpc.InitialWindowSize(FlowWindow),
 		grpc.InitialConnWindowSize(FlowWindow),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: cfg.Keepalive, Timeout: cfg.Keepalive}),
@@ -326,13 +336,14 @@ func (n *Node) Close() error {
 // Its stop of its endpoints waits up to 10 s (its stop futures' timeout)
 // for a writer still connecting to a peer that accepted the connection and
 // does not answer (frozen, or behind a stalled link; gRPC's keepalive is
-// 10 s at least): after another StopGrace it is left to end on its own
-// (RemoteSettle allows for it). sim --network found client nodes whose
-// Close took 10 s so.
+// 10 s at least), and the server's stop, graceful or not, waits for
+// handshakes under way (up to HandshakeTimeout): after another StopGrace
+// both are left to end on their own (RemoteSettle allows for it). sim
+// --network found client nodes whose Close took 10 s, then 2m2s, so.
 func shutdown(r *remote.Remote) {
-	done := make(chan struct{})
+	graceful := make(chan struct{})
 	go func() {
-		defer close(done)
+		defer close(graceful)
 		defer func() {
 			if p := recover(); p != nil {
 				r.Shutdown(false)
@@ -341,13 +352,24 @@ func shutdown(r *remote.Remote) {
 		r.Shutdown(true)
 	}()
 	select {
-	case <-done:
+	case <-graceful:
 		return
 	case <-time.After(StopGrace):
-		r.Shutdown(false) // ends the graceful stop's wait for streams
 	}
-	select {
-	case <-done:
-	case <-time.After(StopGrace):
+	forced := make(chan struct{})
+	go func() {
+		defer close(forced)
+		r.Shutdown(false) // ends the graceful stop's wait for streams
+	}()
+	timeout := time.After(StopGrace)
+	for graceful != nil || forced != nil {
+		select {
+		case <-graceful:
+			graceful = nil
+		case <-forced:
+			forced = nil
+		case <-timeout:
+			return
+		}
 	}
 }

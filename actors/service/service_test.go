@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -376,6 +377,27 @@ func TestServiceCloseIsBoundedWithAFrozenWorker(t *testing.T) {
 		require.NoError(t, err)
 	case <-ctx.Done(): // a guard against a hang, not a measurement
 		t.Fatal("Close did not return with a frozen worker")
+	}
+}
+
+// A node's Close is bounded when a peer opened a connection and sent
+// nothing (a frozen worker caught mid-dial, a link stalled before its
+// first bytes): gRPC's server stop waits for every connection's handshake,
+// which it gave 120 s. sim --network found scenarios whose stop took 2m2s.
+func TestNodeCloseIsBoundedWithAConnectionThatSaysNothing(t *testing.T) {
+	ctx := testutil.Context(t)
+	node, err := service.Listen(service.Config{})
+	require.NoError(t, err)
+	mute, err := net.Dial("tcp", node.Address())
+	require.NoError(t, err)
+	defer mute.Close()
+	closed := make(chan error, 1)
+	go func() { closed <- node.Close() }()
+	select {
+	case err := <-closed:
+		require.NoError(t, err)
+	case <-ctx.Done(): // a guard against a hang, not a measurement
+		t.Fatal("Close did not return with a connection that sent nothing")
 	}
 }
 
