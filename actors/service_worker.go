@@ -5,9 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"runtime"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -45,7 +43,11 @@ type WorkerOptions struct {
 	// task with an error that names the bound. Default DefaultMaxMessage;
 	// the node's receive limit must be above it (actors/service does so).
 	MaxMessage int
-	// Open opens files, after the roots are checked; default OpenFile.
+	// Open opens files with formats of one's own. By default a worker
+	// opens every file through its roots (os.Root), so that no symbolic
+	// link, even one swapped in while a task runs, leads it outside them;
+	// an Open of one's own is called once the entry's path, its links
+	// resolved, was found under a root, and opens it by that path.
 	Open func(ctx context.Context, entry string) (readers.Reader, error)
 	// Maps are the map functions clients may name (Map.Name, XMap.Name).
 	Maps map[string]MapFunc
@@ -67,7 +69,7 @@ type Worker struct {
 	indexes *IndexCache
 	pid     *actor.PID
 	opts    WorkerOptions
-	roots   []string
+	roots   *dataRoots
 	ctx     context.Context
 	stop    context.CancelFunc
 	wg      sync.WaitGroup
@@ -98,23 +100,14 @@ func StartWorker(sys *actor.ActorSystem, opts WorkerOptions) (*Worker, error) {
 	if opts.MaxMessage <= 0 {
 		opts.MaxMessage = DefaultMaxMessage
 	}
-	if opts.Open == nil {
-		opts.Open = OpenFile
-	}
 	if len(opts.Roots) == 0 {
 		return nil, fmt.Errorf("%w: a worker needs at least one data root", ErrBadSpec)
 	}
-	w := &Worker{sys: sys, opts: opts}
-	for _, r := range opts.Roots {
-		abs, err := filepath.Abs(r)
-		if err == nil {
-			abs, err = filepath.EvalSymlinks(abs)
-		}
-		if err != nil {
-			return nil, fmt.Errorf("actors: data root %s: %w", r, err)
-		}
-		w.roots = append(w.roots, abs)
+	roots, err := openDataRoots(opts.Roots)
+	if err != nil {
+		return nil, err
 	}
+	w := &Worker{sys: sys, opts: opts, roots: roots}
 	w.ctx, w.stop = context.WithCancel(context.Background())
 	w.local = NewSystem()
 	w.indexes = NewIndexCache(0)
@@ -123,6 +116,7 @@ func StartWorker(sys *actor.ActorSystem, opts WorkerOptions) (*Worker, error) {
 	if err != nil {
 		w.stop()
 		w.local.Shutdown()
+		w.roots.close()
 		return nil, fmt.Errorf("actors: spawning the worker: %w", err)
 	}
 	w.pid = pid
@@ -146,33 +140,13 @@ func (w *Worker) Close() error {
 		w.stop()
 		w.wg.Wait()
 		w.local.Shutdown()
+		w.roots.close() // no task opens files now
 		err = w.sys.Root.StopFuture(w.pid).Wait()
 		if errors.Is(err, context.DeadlineExceeded) {
 			err = nil
 		}
 	})
 	return err
-}
-
-// inRoots resolves a task's file entry and checks it is under a root.
-func (w *Worker) inRoots(entry string) error {
-	_, path, err := readers.ParseEntry(entry)
-	if err != nil {
-		return err
-	}
-	if !filepath.IsAbs(path) {
-		return fmt.Errorf("%w: %s is not an absolute path", ErrOutsideRoots, path)
-	}
-	real, err := filepath.EvalSymlinks(path)
-	if err != nil {
-		return fmt.Errorf("actors: %s: %w", path, err)
-	}
-	for _, root := range w.roots {
-		if rel, err := filepath.Rel(root, real); err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
-			return nil
-		}
-	}
-	return fmt.Errorf("%w: %s (roots %s)", ErrOutsideRoots, path, strings.Join(w.roots, ", "))
 }
 
 // workerSessions asks the worker's actor how many sessions it has.
@@ -455,7 +429,10 @@ func (w *Worker) taskPipeline(m *messages.ServiceTask) ([]Stage, Options, error)
 	}
 	stages = append(stages, rest...)
 	open := func(ctx context.Context, entry string) (readers.Reader, error) {
-		if err := w.inRoots(entry); err != nil {
+		if w.opts.Open == nil {
+			return readers.Open(entry, readers.OpenOptions{Open: w.roots.open})
+		}
+		if err := w.roots.check(entry); err != nil {
 			return nil, err
 		}
 		return w.opts.Open(ctx, entry)

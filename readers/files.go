@@ -32,8 +32,10 @@ type RecordFile struct {
 }
 
 // OpenRecordFile opens a RecordIO file of encoded instances.
-func OpenRecordFile(path string) (*RecordFile, error) {
-	f, size, err := format.OpenFile("recordio", path)
+func OpenRecordFile(path string) (*RecordFile, error) { return openRecordFile(nil, path) }
+
+func openRecordFile(open format.Opener, path string) (*RecordFile, error) {
+	f, size, err := format.OpenFileWith(open, "recordio", path)
 	if err != nil {
 		return nil, err
 	}
@@ -49,7 +51,9 @@ func NewRecordFile(r io.ReaderAt, size int64, name string, c io.Closer) *RecordF
 	return rf
 }
 
-func openRecordIO(path string, _ OpenOptions) (Reader, error) { return OpenRecordFile(path) }
+func openRecordIO(path string, opts OpenOptions) (Reader, error) {
+	return openRecordFile(opts.Open, path)
+}
 
 // Samples yields sample(0), ..., sample(n-1), for WriteRecordFile; it stops
 // after the first error, which it yields.
@@ -280,13 +284,14 @@ func (r *RecordFile) Close() error {
 // (image, label); otherwise each item is the file's one slot.
 type idxFile struct {
 	images, labels string
+	opener         format.Opener
 	one            *idx.Reader
 	pair           *idx.Pair
 	closed         bool
 }
 
-func openIDX(path string, _ OpenOptions) (Reader, error) {
-	r := &idxFile{images: path}
+func openIDX(path string, opts OpenOptions) (Reader, error) {
+	r := &idxFile{images: path, opener: opts.Open}
 	r.labels, _ = idx.CompanionLabels(path)
 	if err := r.open(); err != nil {
 		return nil, err
@@ -297,9 +302,9 @@ func openIDX(path string, _ OpenOptions) (Reader, error) {
 func (r *idxFile) open() error {
 	var err error
 	if r.labels != "" {
-		r.pair, err = idx.OpenPair(r.images, r.labels)
+		r.pair, err = idx.OpenPairWith(r.opener, r.images, r.labels)
 	} else {
-		r.one, err = idx.Open(r.images)
+		r.one, err = idx.OpenWith(r.opener, r.images)
 	}
 	return err
 }

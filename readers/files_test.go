@@ -8,6 +8,7 @@ import (
 	"iter"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -198,6 +199,42 @@ func TestOpenMissingFile(t *testing.T) {
 	_, err := readers.Open(filepath.Join(t.TempDir(), "nope.recordio"), readers.OpenOptions{})
 	require.ErrorIs(t, err, os.ErrNotExist)
 	assert.ErrorContains(t, err, "nope.recordio")
+}
+
+// Formats open their files with OpenOptions.Open when it is set (a data
+// service worker's opens them only inside its roots): both files of an IDX
+// pair, and a RecordIO file, whose opener's error comes back.
+func TestOpenOptionsOpenOpensEveryFile(t *testing.T) {
+	dir := t.TempDir()
+	images, labels := filepath.Join(dir, "x-images-idx3-ubyte"), filepath.Join(dir, "x-labels-idx1-ubyte")
+	require.NoError(t, os.WriteFile(images, []byte{0, 0, 8, 3, 0, 0, 0, 2, 0, 0, 0, 1, 0, 0, 0, 2, 1, 2, 3, 4}, 0o644))
+	require.NoError(t, os.WriteFile(labels, []byte{0, 0, 8, 1, 0, 0, 0, 2, 7, 9}, 0o644))
+	var opened []string
+	open := func(path string, flag int) (*os.File, error) {
+		opened = append(opened, path)
+		return os.OpenFile(path, flag, 0)
+	}
+	r, err := readers.Open(images, readers.OpenOptions{Open: open})
+	require.NoError(t, err)
+	n := 0
+	for s, err := range readers.All(context.Background(), r) {
+		require.NoError(t, err)
+		require.Len(t, s, 2, "(image, label)")
+		n++
+	}
+	require.Equal(t, 2, n)
+	require.NoError(t, r.Close())
+	require.Equal(t, []string{images, labels}, opened)
+
+	path := filepath.Join(dir, "d.recordio")
+	writeInstances(t, path, 3, recordio.NoCompression)
+	refused := errors.New("not under a root")
+	_, err = readers.Open(path, readers.OpenOptions{Open: func(string, int) (*os.File, error) { return nil, refused }})
+	require.ErrorIs(t, err, refused)
+	fifo := filepath.Join(dir, "pipe.recordio")
+	require.NoError(t, syscall.Mkfifo(fifo, 0o644))
+	_, err = readers.Open(fifo, readers.OpenOptions{Open: open})
+	require.ErrorIs(t, err, format.ErrNotRegular, "checked through the descriptor")
 }
 
 func TestFashionMNISTThroughTheRegistry(t *testing.T) {

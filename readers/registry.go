@@ -8,6 +8,8 @@ import (
 	"sort"
 	"strings"
 	"sync"
+
+	"github.com/actorfeed/actorfeed/readers/format"
 )
 
 // Errors of the format registry.
@@ -24,6 +26,9 @@ type OpenOptions struct {
 	// Slots, when not empty, declares the reader's output: every item is
 	// verified with CheckSlots and a mismatch is an error naming the slot.
 	Slots []SlotSpec
+	// Open opens the format's files (os.OpenFile when nil); a format of
+	// one's own should open them with format.OpenFileWith(opts.Open, ...).
+	Open format.Opener
 }
 
 // OpenFunc opens one file of a format as a Reader of instances.

@@ -13,6 +13,11 @@ import (
 // named pipe without a writer blocks its opener forever.
 var ErrNotRegular = errors.New("format: not a regular file")
 
+// Opener opens a file as os.OpenFile does, with flag and no permission
+// bits: a data service worker's opens only inside its data roots
+// (os.Root), so that no symbolic link leads it outside them.
+type Opener func(path string, flag int) (*os.File, error)
+
 // OpenFile opens a regular file (or a symbolic link to one) for reading and
 // returns its size, which format readers check declared lengths against
 // before allocating. Anything else is refused with ErrNotRegular before a
@@ -21,18 +26,29 @@ var ErrNotRegular = errors.New("format: not a regular file")
 // open descriptor, so a file swapped in between is caught too. Errors wrap
 // the os error (which names the path) behind the format's name.
 func OpenFile(formatName, path string) (*os.File, int64, error) {
-	st, err := os.Stat(path)
+	return OpenFileWith(nil, formatName, path)
+}
+
+// OpenFileWith is OpenFile opening the file with open (os.OpenFile when
+// nil). With an open of its own, the path is checked through the open
+// descriptor only: it is open's to say what the path names.
+func OpenFileWith(open Opener, formatName, path string) (*os.File, int64, error) {
+	if open == nil {
+		st, err := os.Stat(path)
+		if err != nil {
+			return nil, 0, fmt.Errorf("%s: %w", formatName, err)
+		}
+		if err := regular(path, st); err != nil {
+			return nil, 0, fmt.Errorf("%s: %w", formatName, err)
+		}
+		open = func(path string, flag int) (*os.File, error) { return os.OpenFile(path, flag, 0) }
+	}
+	f, err := open(path, os.O_RDONLY|openNonBlocking)
 	if err != nil {
 		return nil, 0, fmt.Errorf("%s: %w", formatName, err)
 	}
-	if err := regular(path, st); err != nil {
-		return nil, 0, fmt.Errorf("%s: %w", formatName, err)
-	}
-	f, err := os.OpenFile(path, os.O_RDONLY|openNonBlocking, 0)
-	if err != nil {
-		return nil, 0, fmt.Errorf("%s: %w", formatName, err)
-	}
-	if st, err = f.Stat(); err == nil {
+	st, err := f.Stat()
+	if err == nil {
 		err = regular(path, st)
 	}
 	if err != nil {

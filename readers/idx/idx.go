@@ -118,8 +118,11 @@ type Reader struct {
 }
 
 // Open opens an IDX file, raw or gzipped.
-func Open(path string) (*Reader, error) {
-	f, size, err := format.OpenFile("idx", path)
+func Open(path string) (*Reader, error) { return OpenWith(nil, path) }
+
+// OpenWith is Open opening the file with open (os.OpenFile when nil).
+func OpenWith(open format.Opener, path string) (*Reader, error) {
+	f, size, err := format.OpenFileWith(open, "idx", path)
 	if err != nil {
 		return nil, err
 	}
@@ -275,12 +278,16 @@ type Pair struct {
 
 // OpenPair opens both files and checks that they declare the same number of
 // samples.
-func OpenPair(images, labels string) (*Pair, error) {
-	im, err := Open(images)
+func OpenPair(images, labels string) (*Pair, error) { return OpenPairWith(nil, images, labels) }
+
+// OpenPairWith is OpenPair opening the files with open (os.OpenFile when
+// nil).
+func OpenPairWith(open format.Opener, images, labels string) (*Pair, error) {
+	im, err := OpenWith(open, images)
 	if err != nil {
 		return nil, err
 	}
-	lb, err := Open(labels)
+	lb, err := OpenWith(open, labels)
 	if err != nil {
 		im.Close()
 		return nil, err
