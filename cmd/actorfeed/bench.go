@@ -14,6 +14,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/actorfeed/actorfeed/actors"
 	"github.com/actorfeed/actorfeed/internal/baseline"
@@ -31,12 +32,8 @@ type benchOptions struct {
 	system                                                      *actor.ActorSystem // shared by the runs, as a trainer shares one
 }
 
-func newBench() *cobra.Command {
-	o := benchOptions{}
-	cmd := &cobra.Command{
-		Use:   "bench",
-		Short: "Measure the actor pipeline against the machine's limits and a channel pipeline, in one run",
-		Long: `Writes Fashion-MNIST-sized samples (a 784-byte image and a label) to RecordIO,
+// benchHelp is the bench command's long help.
+const benchHelp = `Writes Fashion-MNIST-sized samples (a 784-byte image and a label) to RecordIO,
 uncompressed and snappy, and measures side by side, --repeat times each,
 taking turns and each from a collected heap: a plain copy of the file's bytes
 (memory bandwidth), a plain read of the file (page cache), two hand-written
@@ -75,36 +72,51 @@ starts, and the same bytes alone through one loopback TCP connection (the
 ceiling of any worker's batches here), taking turns; samples/s, GB/s, the
 ratio to the in-process one, and the CPU seconds per million samples of
 this process and the workers together.
---map normalize adds a map with a CPU cost after the batch stage.`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := checkInts(
-				intFlag{"--samples", o.samples, 1000, 1 << 30},
-				intFlag{"--repeat", o.repeat, 1, 1000},
-				intFlag{"--passes", o.passes, 2, 100000},
-				intFlag{"--batch", o.batch, 1, actors.MaxBatch},
-				intFlag{"--shuffle", o.window, 0, actors.MaxWindow},
-				intFlag{"--buffer", o.buffer, 1, actors.MaxQueue},
-				intFlag{"--device-batch", o.deviceBatch, 1, actors.MaxBatch},
-				intFlag{"--files", o.matrix.files, 1, 4096},
-				intFlag{"--devices", o.matrix.devices, 1, actors.MaxConcurrency},
-				intFlag{"--data-mb", o.matrix.dataMB, 1, 1 << 16},
-			); err != nil {
-				return usageError{err}
-			}
-			if cmd.Flags().Changed("service-workers") {
-				if !cmd.Flags().Changed("sizes") {
-					o.matrix.sizes = []string{"784", "150K"}
-				}
-				return runServiceBench(cmd.Context(), cmd.OutOrStdout(), o)
-			}
-			if o.matrix.asked(cmd.Flags()) {
-				return runMatrix(cmd.Context(), cmd.OutOrStdout(), o)
-			}
-			return runBench(cmd.Context(), cmd.OutOrStdout(), o)
-		},
+--map normalize adds a map with a CPU cost after the batch stage.`
+
+func newBench() *cobra.Command {
+	o := benchOptions{}
+	cmd := &cobra.Command{
+		Use:   "bench",
+		Short: "Measure the actor pipeline against the machine's limits and a channel pipeline, in one run",
+		Long:  benchHelp,
+		Args:  cobra.NoArgs,
+		RunE:  func(cmd *cobra.Command, _ []string) error { return o.run(cmd) },
 	}
-	f := cmd.Flags()
+	o.flags(cmd.Flags())
+	return cmd
+}
+
+// run checks the flags and runs what they ask for.
+func (o *benchOptions) run(cmd *cobra.Command) error {
+	if err := checkInts(
+		intFlag{"--samples", o.samples, 1000, 1 << 30},
+		intFlag{"--repeat", o.repeat, 1, 1000},
+		intFlag{"--passes", o.passes, 2, 100000},
+		intFlag{"--batch", o.batch, 1, actors.MaxBatch},
+		intFlag{"--shuffle", o.window, 0, actors.MaxWindow},
+		intFlag{"--buffer", o.buffer, 1, actors.MaxQueue},
+		intFlag{"--device-batch", o.deviceBatch, 1, actors.MaxBatch},
+		intFlag{"--files", o.matrix.files, 1, 4096},
+		intFlag{"--devices", o.matrix.devices, 1, actors.MaxConcurrency},
+		intFlag{"--data-mb", o.matrix.dataMB, 1, 1 << 16},
+	); err != nil {
+		return usageError{err}
+	}
+	if cmd.Flags().Changed("service-workers") {
+		if !cmd.Flags().Changed("sizes") {
+			o.matrix.sizes = []string{"784", "150K"}
+		}
+		return runServiceBench(cmd.Context(), cmd.OutOrStdout(), *o)
+	}
+	if o.matrix.asked(cmd.Flags()) {
+		return runMatrix(cmd.Context(), cmd.OutOrStdout(), *o)
+	}
+	return runBench(cmd.Context(), cmd.OutOrStdout(), *o)
+}
+
+// flags registers the command's flags on o.
+func (o *benchOptions) flags(f *pflag.FlagSet) {
 	f.IntVar(&o.samples, "samples", 60000, "samples in each file (60,000: Fashion-MNIST's training set)")
 	f.IntVar(&o.repeat, "repeat", 5, "runs of each measurement (medians are reported)")
 	f.IntVar(&o.passes, "passes", 50, "passes of the memory measurement")
@@ -116,7 +128,6 @@ this process and the workers together.
 	f.StringVar(&o.serviceMap, "map", "", "with --service-workers: a built-in map after the batch stage, run on the workers (normalize)")
 	f.StringSliceVar(&o.serviceWorkers, "service-workers", nil, "measure the data service instead: the pipeline on this many actorfeed serve processes on loopback (as 1,2), against the same pipeline in process, for each --sizes (default 784,150K), uncompressed")
 	f.IntVar(&o.deviceBatch, "device-batch", 1024, "batch size of the device-busy measurement (its step must be a few ms for a timer to simulate it)")
-	return cmd
 }
 
 // touch is the simulated device's work: it reads every byte of the images.
@@ -187,48 +198,21 @@ func benchThroughput(ctx context.Context, tw io.Writer, comp recordio.Compressor
 	payload := int64(o.samples) * (pixels + 8)
 	dst := make([]byte, len(data))
 	buf := make([]byte, 1<<20)
-	// The measurements take turns, and each starts from a collected
-	// heap, so that none pays for the garbage of the one before it.
-	times := map[string][]time.Duration{}
-	timed := func(name string, run func() error) error {
-		runtime.GC()
-		t := time.Now()
-		if err := run(); err != nil {
-			return err
-		}
-		times[name] = append(times[name], time.Since(t))
-		return nil
-	}
 	// The actor pipeline's throughput is that of a running pipeline, as
 	// a trainer keeps one across passes (Reset between them), after an
 	// untimed first pass; the last row builds a new one for every pass,
 	// spawning its actors and filling its windows each time.
-	fresh, err := o.config(path).Start(false, touch)
-	if err != nil {
-		return err
-	}
-	defer fresh.Close()
-	recycled, err := o.config(path).Start(true, touch)
-	if err != nil {
-		return err
-	}
-	defer recycled.Close()
-	anyCfg := o.config(path)
-	anyCfg.AnyOrder = true
-	anyOrder, err := anyCfg.Start(false, touch)
-	if err != nil {
-		return err
-	}
-	defer anyOrder.Close()
-	for _, r := range []*benchmark.Running{fresh, recycled, anyOrder} {
-		if _, err := r.Pass(ctx); err != nil {
-			return err
+	running, err := startRunning(ctx, o, path)
+	defer func() {
+		for _, r := range running {
+			r.Close()
 		}
+	}()
+	if err != nil {
+		return err
 	}
-	runs := []struct {
-		name string
-		run  func() error
-	}{
+	fresh, recycled, anyOrder := running[0], running[1], running[2]
+	runs := []turn{
 		{copyRow, func() error { copy(dst, data); return nil }},
 		{readRow, func() error { return readFile(path, buf) }},
 		{chRow, func() error {
@@ -248,13 +232,9 @@ func benchThroughput(ctx context.Context, tw io.Writer, comp recordio.Compressor
 		{nwRow, func() error { _, _, err := o.config(path).Pass(ctx, false, touch); return err }},
 		{aoRow, func() error { _, err := anyOrder.Pass(ctx); return err }},
 	}
-	for i := range o.repeat {
-		for k := range runs { // each takes its turn at going first
-			r := runs[(i+k)%len(runs)]
-			if err := timed(r.name, r.run); err != nil {
-				return err
-			}
-		}
+	times, err := takeTurns(o.repeat, runs)
+	if err != nil {
+		return err
 	}
 	names := make([]string, len(runs))
 	for i, r := range runs {
@@ -262,6 +242,56 @@ func benchThroughput(ctx context.Context, tw io.Writer, comp recordio.Compressor
 	}
 	reportThroughput(tw, comp, names, times, float64(o.samples), float64(payload), figs)
 	return nil
+}
+
+// startRunning starts the running pipelines the measurement keeps across
+// passes: with fresh and with recycled batch storage, and in any order,
+// each after an untimed first pass. The caller closes those it returns,
+// also with an error.
+func startRunning(ctx context.Context, o benchOptions, path string) ([]*benchmark.Running, error) {
+	var running []*benchmark.Running
+	anyCfg := o.config(path)
+	anyCfg.AnyOrder = true
+	for _, start := range []func() (*benchmark.Running, error){
+		func() (*benchmark.Running, error) { return o.config(path).Start(false, touch) },
+		func() (*benchmark.Running, error) { return o.config(path).Start(true, touch) },
+		func() (*benchmark.Running, error) { return anyCfg.Start(false, touch) },
+	} {
+		r, err := start()
+		if err != nil {
+			return running, err
+		}
+		running = append(running, r)
+		if _, err := r.Pass(ctx); err != nil {
+			return running, err
+		}
+	}
+	return running, nil
+}
+
+// turn is one measurement of a run that takes turns with others.
+type turn struct {
+	name string
+	run  func() error
+}
+
+// takeTurns times each run repeat times, taking turns at going first, and
+// each from a collected heap, so that none pays for the garbage of the
+// one before it.
+func takeTurns(repeat int, runs []turn) (map[string][]time.Duration, error) {
+	times := map[string][]time.Duration{}
+	for i := range repeat {
+		for k := range runs {
+			r := runs[(i+k)%len(runs)]
+			runtime.GC()
+			t := time.Now()
+			if err := r.run(); err != nil {
+				return nil, err
+			}
+			times[r.name] = append(times[r.name], time.Since(t))
+		}
+	}
+	return times, nil
 }
 
 // reportThroughput writes the rows of the runs named names, in that order,

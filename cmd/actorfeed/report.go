@@ -414,25 +414,49 @@ func plotBench(dir string, f benchFigures) ([]string, error) {
 		return nil, err
 	}
 	var written []string
-	save := func(name string, p *plot.Plot, h vg.Length) error {
-		path := filepath.Join(dir, name)
-		if err := savePlot(p, 8*vg.Inch, h, path); err != nil {
-			return fmt.Errorf("bench: %w", err)
+	for _, fig := range []struct {
+		name   string
+		draw   func(benchFigures) (*plot.Plot, error)
+		height func(benchFigures) vg.Length
+	}{
+		{"throughput.png", benchThroughputPlot, func(f benchFigures) vg.Length { return vg.Length(len(benchWhats(f)))*vg.Points(48) + vg.Inch }},
+		{"device-waits.png", deviceWaitsPlot, func(benchFigures) vg.Length { return 4 * vg.Inch }},
+		{"heap.png", heapPlot, func(benchFigures) vg.Length { return 4 * vg.Inch }},
+	} {
+		p, err := fig.draw(f)
+		if err != nil {
+			return nil, err
+		}
+		path := filepath.Join(dir, fig.name)
+		if err := savePlot(p, 8*vg.Inch, fig.height(f), path); err != nil {
+			return nil, fmt.Errorf("bench: %w", err)
 		}
 		written = append(written, path)
-		return nil
 	}
+	return written, nil
+}
 
-	// Throughput: one group of bars per pipeline, one bar per file kind.
-	tp := plot.New()
-	tp.Title.Text = "Throughput (median)"
-	tp.X.Label.Text = "million samples/s"
-	tp.X.Min = 0
-	var whats, files []string
+// benchWhats are the pipelines of the throughput figure, in order.
+func benchWhats(f benchFigures) []string {
+	var whats []string
 	for _, b := range f.throughput {
 		if !slices.Contains(whats, b.what) {
 			whats = append(whats, b.what)
 		}
+	}
+	return whats
+}
+
+// benchThroughputPlot has one group of bars per pipeline, one bar per file
+// kind.
+func benchThroughputPlot(f benchFigures) (*plot.Plot, error) {
+	tp := plot.New()
+	tp.Title.Text = "Throughput (median)"
+	tp.X.Label.Text = "million samples/s"
+	tp.X.Min = 0
+	whats := benchWhats(f)
+	var files []string
+	for _, b := range f.throughput {
 		if !slices.Contains(files, b.file) {
 			files = append(files, b.file)
 		}
@@ -459,11 +483,11 @@ func plotBench(dir string, f benchFigures) ([]string, error) {
 	// Bottom right, beside the per-record pipeline's short bars, clear of
 	// the others.
 	tp.Legend.Top, tp.Legend.Left = false, false
-	if err := save("throughput.png", tp, vg.Length(len(whats))*vg.Points(48)+vg.Inch); err != nil {
-		return nil, err
-	}
+	return tp, nil
+}
 
-	// The device's waits against its step.
+// deviceWaitsPlot draws the device's waits against its step.
+func deviceWaitsPlot(f benchFigures) (*plot.Plot, error) {
 	wp := plot.New()
 	wp.Title.Text = fmt.Sprintf("Device wait before each warm step (batches of %d)", f.deviceBatch)
 	wp.X.Label.Text, wp.Y.Label.Text = "step", "µs"
@@ -474,14 +498,11 @@ func plotBench(dir string, f benchFigures) ([]string, error) {
 		steps[i] = plotter.XY{X: float64(i), Y: float64(f.step.Microseconds())}
 	}
 	wp.Legend.Top = true
-	if err := plotutil.AddLines(wp, "wait", waits, "one step", steps); err != nil {
-		return nil, err
-	}
-	if err := save("device-waits.png", wp, 4*vg.Inch); err != nil {
-		return nil, err
-	}
+	return wp, plotutil.AddLines(wp, "wait", waits, "one step", steps)
+}
 
-	// The heap after each pass.
+// heapPlot draws the heap after each pass.
+func heapPlot(f benchFigures) (*plot.Plot, error) {
 	hp := plot.New()
 	hp.Title.Text = "Heap in use after GC, after each pass"
 	hp.X.Label.Text, hp.Y.Label.Text = "pass", "MB"
@@ -490,11 +511,5 @@ func plotBench(dir string, f benchFigures) ([]string, error) {
 	for i, h := range f.heap {
 		heap[i] = plotter.XY{X: float64(i + 1), Y: float64(h) / 1e6}
 	}
-	if err := plotutil.AddLinePoints(hp, "heap", heap); err != nil {
-		return nil, err
-	}
-	if err := save("heap.png", hp, 4*vg.Inch); err != nil {
-		return nil, err
-	}
-	return written, nil
+	return hp, plotutil.AddLinePoints(hp, "heap", heap)
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/actorfeed/actorfeed/actors"
 	"github.com/actorfeed/actorfeed/actors/program"
@@ -54,12 +55,8 @@ type runOptions struct {
 	node      nodeFlags
 }
 
-func newRun() *cobra.Command {
-	o := runOptions{}
-	cmd := &cobra.Command{
-		Use:   "run [--spec FILE.yaml] [--data FILES...] [flags]",
-		Short: "Run a pipeline on simulated devices and report how it went",
-		Long: `Runs open_files -> shuffle -> batch -> double buffer -> N devices over the
+// runHelp is the run command's long help.
+const runHelp = `Runs open_files -> shuffle -> batch -> double buffer -> N devices over the
 files given with --data (paths or globs, each optionally prefixed format:), or
 any program written in YAML (--spec; docs/programs.md). Devices take --step per
 batch. It shows progress while it runs and ends with a summary: samples,
@@ -74,7 +71,14 @@ The order of the samples is a function of the files, --seed and the pass
 several read the files together. --checkpoint saves where the run stands, at
 the end, on SIGTERM or SIGINT, and every --checkpoint-every batches; --resume
 continues from it exactly. --passes counts the job's passes: a resumed run
-does those left.`,
+does those left.`
+
+func newRun() *cobra.Command {
+	o := runOptions{}
+	cmd := &cobra.Command{
+		Use:   "run [--spec FILE.yaml] [--data FILES...] [flags]",
+		Short: "Run a pipeline on simulated devices and report how it went",
+		Long:  runHelp,
 		Example: `  actorfeed gen --out data --files 4 --samples 20000
   actorfeed run --data 'data/*.recordio' --batch 64 --devices 2 --step 2ms --passes 3
   actorfeed run --spec pipeline.yaml --emit-ids ids.jsonl`,
@@ -86,7 +90,12 @@ does those left.`,
 			return runPipeline(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), o, cmd.Flags().Changed)
 		},
 	}
-	f := cmd.Flags()
+	o.flags(cmd.Flags())
+	return cmd
+}
+
+// flags registers the command's flags on o.
+func (o *runOptions) flags(f *pflag.FlagSet) {
 	f.StringVar(&o.spec, "spec", "", "YAML program to run (docs/programs.md)")
 	f.StringSliceVar(&o.data, "data", nil, "files or globs to read, each optionally format:path (repeat or comma-separate)")
 	f.IntVar(&o.batch, "batch", 64, "batch size")
@@ -115,7 +124,6 @@ does those left.`,
 	f.IntVar(&o.credit, "credit", actors.DefaultServiceCredit, "with --service: batches of a task a worker may send ahead of the devices")
 	o.node.flags(f, service.DefaultListen, "with --service: host:port this trainer listens on for the workers' answers")
 	o.watch.flags(f)
-	return cmd
 }
 
 func (o *runOptions) check(cmd *cobra.Command) error {
@@ -264,40 +272,12 @@ func flagProgram(o runOptions, files []string) *program.Program {
 }
 
 func runPipeline(ctx context.Context, out, errOut io.Writer, o runOptions, changed func(string) bool) error {
-	policy, _ := supervisor.ParseCorruptPolicy(o.onCorrupt)
-	opts := actors.Options{OnCorrupt: policy, Lanes: o.lanes}
-	if o.resume != "" {
-		st, err := readState(o.resume)
-		if err != nil {
-			return err
-		}
-		opts.Resume = st
+	rs, err := newRunScope(&o, changed)
+	if err != nil {
+		return err
 	}
-	scope := program.NewScope(opts)
+	scope := rs.scope
 	defer scope.Close()
-	scope.Maps = builtinMaps
-
-	var startup *program.Program
-	reader := "reader"
-	if o.spec != "" {
-		var err error
-		if startup, reader, err = loadSpec(&o, scope, changed); err != nil {
-			return err
-		}
-	} else {
-		files, err := expand(o.data)
-		if err != nil {
-			return err
-		}
-		startup = flagProgram(o, files)
-	}
-	if scope.Options.Shard == (actors.Shard{}) {
-		rem, _ := order.ParseRemainder(o.remainder)
-		scope.Options.Shard = actors.Shard{Rank: o.rank, World: o.world, Remainder: rem}
-	}
-	if len(o.service) > 0 {
-		scope.Options.Service = &actors.Service{Workers: o.service, Credit: o.credit}
-	}
 	if svc := scope.Options.Service; svc != nil {
 		node, err := o.node.listenNode()
 		if err != nil {
@@ -310,22 +290,22 @@ func runPipeline(ctx context.Context, out, errOut io.Writer, o runOptions, chang
 		scope.Options.System = node.System()
 		o.service = svc.Workers
 	}
-	if err := scope.Run(ctx, startup); err != nil {
+	if err := scope.Run(ctx, rs.startup); err != nil {
 		return err
 	}
-	if st := opts.Resume; st != nil {
-		left, why := passesLeft(o.passes, st, scope.Reader(reader).Stages())
+	stages := scope.Reader(rs.reader).Stages()
+	if st := rs.resume; st != nil {
+		left, why := passesLeft(o.passes, st, stages)
 		if left == 0 {
 			fmt.Fprintln(out, why)
 			return nil
 		}
 		o.passes = left
 	}
-	s := &session{devices: o.devices, passes: o.passes, stepTime: o.step, names: baseNames(scope.Reader(reader).Stages()), watch: o.watch, log: out,
+	s := &session{devices: o.devices, passes: o.passes, stepTime: o.step, names: baseNames(stages), watch: o.watch, log: out,
 		maxBatches: o.maxBatch}
 	var gpu *gpus
 	if o.device == "cuda" {
-		var err error
 		if gpu, err = openGPUs(o.devices); err != nil {
 			return err
 		}
@@ -335,11 +315,11 @@ func runPipeline(ctx context.Context, out, errOut io.Writer, o runOptions, chang
 	runCtx, stop := context.WithCancelCause(ctx)
 	defer stop(nil)
 	s.stop = stop
-	if err := s.prepareOutputs(o.emitIDs, o.ckpt, scope.Reader(reader).Stages()); err != nil {
+	if err := s.prepareOutputs(o.emitIDs, o.ckpt, stages); err != nil {
 		return err
 	}
 	defer s.emit.close()
-	if err := s.launch(ctx, scope, reader); err != nil {
+	if err := s.launch(ctx, scope, rs.reader); err != nil {
 		return err
 	}
 	if o.ckpt != "" {
@@ -348,20 +328,72 @@ func runPipeline(ctx context.Context, out, errOut io.Writer, o runOptions, chang
 		}
 		s.ckpt = newCheckpointer(o.ckpt, o.ckptEvery, func() *actors.Pipeline { return s.p })
 	}
-	lanes := ""
-	if n, stretch := s.p.Lanes(); n > 1 {
-		lanes = fmt.Sprintf(" in %d lanes of %d positions a stretch", n, stretch)
-	}
-	if len(o.service) > 0 {
-		lanes = fmt.Sprintf(" on %d worker(s) of the service", len(o.service))
-	}
-	fmt.Fprintf(out, "pipeline: %s%s on %d device(s), step %v, %d pass(es)\n", describe(scope.Reader(reader).Stages()), lanes, o.devices, o.step, o.passes)
-	s.progress = newProgress(errOut, o.every, s.samplesToCome(scope.Reader(reader).Stages(), o.passes))
-	err := s.finish(ctx, runCtx, out, s.run(runCtx, nil))
+	fmt.Fprintf(out, "pipeline: %s%s on %d device(s), step %v, %d pass(es)\n", describe(stages), runsOn(s.p, o.service), o.devices, o.step, o.passes)
+	s.progress = newProgress(errOut, o.every, s.samplesToCome(stages, o.passes))
+	err = s.finish(ctx, runCtx, out, s.run(runCtx, nil))
 	if err == nil && gpu != nil {
 		err = gpu.report(out)
 	}
 	return err
+}
+
+// runScope is what run runs: the scope, its startup program, the name of
+// the reader the devices read, and the state --resume gave.
+type runScope struct {
+	scope   *program.Scope
+	startup *program.Program
+	reader  string
+	resume  *actors.State
+}
+
+// newRunScope makes the run's scope and program, from --spec or from the
+// flags, with the shard and the service the flags ask for when the program
+// does not say.
+func newRunScope(o *runOptions, changed func(string) bool) (runScope, error) {
+	policy, _ := supervisor.ParseCorruptPolicy(o.onCorrupt)
+	opts := actors.Options{OnCorrupt: policy, Lanes: o.lanes}
+	if o.resume != "" {
+		st, err := readState(o.resume)
+		if err != nil {
+			return runScope{}, err
+		}
+		opts.Resume = st
+	}
+	rs := runScope{scope: program.NewScope(opts), reader: "reader", resume: opts.Resume}
+	rs.scope.Maps = builtinMaps
+	var err error
+	if o.spec != "" {
+		rs.startup, rs.reader, err = loadSpec(o, rs.scope, changed)
+	} else {
+		var files []string
+		if files, err = expand(o.data); err == nil {
+			rs.startup = flagProgram(*o, files)
+		}
+	}
+	if err != nil {
+		rs.scope.Close()
+		return runScope{}, err
+	}
+	if rs.scope.Options.Shard == (actors.Shard{}) {
+		rem, _ := order.ParseRemainder(o.remainder)
+		rs.scope.Options.Shard = actors.Shard{Rank: o.rank, World: o.world, Remainder: rem}
+	}
+	if len(o.service) > 0 {
+		rs.scope.Options.Service = &actors.Service{Workers: o.service, Credit: o.credit}
+	}
+	return rs, nil
+}
+
+// runsOn says where the stages before the double buffer run, when not in
+// one lane here.
+func runsOn(p *actors.Pipeline, workers []string) string {
+	if len(workers) > 0 {
+		return fmt.Sprintf(" on %d worker(s) of the service", len(workers))
+	}
+	if n, stretch := p.Lanes(); n > 1 {
+		return fmt.Sprintf(" in %d lanes of %d positions a stretch", n, stretch)
+	}
+	return ""
 }
 
 // finish ends a run that ended with err: it stops the devices, writes the

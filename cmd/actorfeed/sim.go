@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"go.uber.org/goleak"
 
 	"github.com/actorfeed/actorfeed/sim"
@@ -47,12 +48,8 @@ const maxParallel = 256
 // starts, about 1 KB each (a million took 1 GB).
 const maxScenarios = 100_000
 
-func newSim() *cobra.Command {
-	o := simOptions{}
-	cmd := &cobra.Command{
-		Use:   "sim [--scenarios N] [--seed S] [--replay SEED] | sim --spec PIPELINE.yaml --faults FAULTS.yaml [--runs N] [--baseline]",
-		Short: "Run fault-injection scenarios and check the runtime's invariants",
-		Long: `Runs N random scenarios (seeds S, S+1, ...), each a pipeline shape and a fault
+// simHelp is the sim command's long help.
+const simHelp = `Runs N random scenarios (seeds S, S+1, ...), each a pipeline shape and a fault
 schedule drawn from its seed, plus the named regression scenarios, and checks
 every invariant of docs/reliability.md: each sample exactly once per pass (or
 exactly the damaged ones missing and counted, under the skip policy), the
@@ -105,44 +102,59 @@ device's busy fraction and data-wait p50/p95/p99/max, the delay injected,
 restarts, skipped records, the faults fired and the invariant verdict (exactly once, no hang, no leak, bounded memory).
 --baseline also runs the program without faults and prints the ratios;
 --report DIR draws every run; --time-scale 0.1 runs a schedule of
-latencies and stalls ten times faster than real time.`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			o.replaySet = cmd.Flags().Changed("replay")
-			o.deadlineSet = cmd.Flags().Changed("deadline")
-			if o.whatIf.spec != "" {
-				for _, name := range []string{"scenarios", "replay", "preempt", "parallel", "show", "regressions"} {
-					if cmd.Flags().Changed(name) {
-						return usageError{fmt.Errorf("--%s is for generated scenarios, not --spec", name)}
-					}
-				}
-				return runWhatIf(cmd.Context(), cmd.OutOrStdout(), o)
-			}
-			if o.whatIf.faults != "" {
-				return usageError{fmt.Errorf("--faults needs --spec: the program to run under the schedule")}
-			}
-			if o.scenarios > maxScenarios {
-				return usageError{fmt.Errorf("--scenarios %d is more than %d in one run: run more with other --seed values", o.scenarios, maxScenarios)}
-			}
-			if o.parallel > maxParallel {
-				return usageError{fmt.Errorf("--parallel %d is more than %d: each scenario runs a pipeline of its own", o.parallel, maxParallel)}
-			}
-			if o.scenarios < 0 || o.deadline <= 0 || o.parallel < 1 || (o.show != "" && o.show != "all" && o.show != "fail") {
-				return usageError{fmt.Errorf("--scenarios must not be negative, --deadline and --parallel must be positive, --show is all or fail")}
-			}
-			if o.network {
-				if o.preempt {
-					return usageError{fmt.Errorf("--network and --preempt exclude each other")}
-				}
-				return runNetSim(cmd.Context(), cmd.OutOrStdout(), o)
-			}
-			if o.inProcess {
-				return usageError{fmt.Errorf("--workers-in-process is for --network")}
-			}
-			return runSim(cmd.Context(), cmd.OutOrStdout(), o)
-		},
+latencies and stalls ten times faster than real time.`
+
+func newSim() *cobra.Command {
+	o := simOptions{}
+	cmd := &cobra.Command{
+		Use:   "sim [--scenarios N] [--seed S] [--replay SEED] | sim --spec PIPELINE.yaml --faults FAULTS.yaml [--runs N] [--baseline]",
+		Short: "Run fault-injection scenarios and check the runtime's invariants",
+		Long:  simHelp,
+		Args:  cobra.NoArgs,
+		RunE:  func(cmd *cobra.Command, _ []string) error { return o.run(cmd) },
 	}
-	f := cmd.Flags()
+	o.flags(cmd.Flags())
+	return cmd
+}
+
+// run checks the flags and runs what they ask for.
+func (o *simOptions) run(cmd *cobra.Command) error {
+	o.replaySet = cmd.Flags().Changed("replay")
+	o.deadlineSet = cmd.Flags().Changed("deadline")
+	if o.whatIf.spec != "" {
+		for _, name := range []string{"scenarios", "replay", "preempt", "parallel", "show", "regressions"} {
+			if cmd.Flags().Changed(name) {
+				return usageError{fmt.Errorf("--%s is for generated scenarios, not --spec", name)}
+			}
+		}
+		return runWhatIf(cmd.Context(), cmd.OutOrStdout(), *o)
+	}
+	if o.whatIf.faults != "" {
+		return usageError{fmt.Errorf("--faults needs --spec: the program to run under the schedule")}
+	}
+	if o.scenarios > maxScenarios {
+		return usageError{fmt.Errorf("--scenarios %d is more than %d in one run: run more with other --seed values", o.scenarios, maxScenarios)}
+	}
+	if o.parallel > maxParallel {
+		return usageError{fmt.Errorf("--parallel %d is more than %d: each scenario runs a pipeline of its own", o.parallel, maxParallel)}
+	}
+	if o.scenarios < 0 || o.deadline <= 0 || o.parallel < 1 || (o.show != "" && o.show != "all" && o.show != "fail") {
+		return usageError{fmt.Errorf("--scenarios must not be negative, --deadline and --parallel must be positive, --show is all or fail")}
+	}
+	if o.network {
+		if o.preempt {
+			return usageError{fmt.Errorf("--network and --preempt exclude each other")}
+		}
+		return runNetSim(cmd.Context(), cmd.OutOrStdout(), *o)
+	}
+	if o.inProcess {
+		return usageError{fmt.Errorf("--workers-in-process is for --network")}
+	}
+	return runSim(cmd.Context(), cmd.OutOrStdout(), *o)
+}
+
+// flags registers the command's flags on o.
+func (o *simOptions) flags(f *pflag.FlagSet) {
 	f.IntVar(&o.scenarios, "scenarios", 100, "random scenarios to run")
 	f.Uint64Var(&o.seed, "seed", 1, "seed of the first scenario")
 	f.StringVar(&o.replay, "replay", "", "run only this seed's scenario, or the regression of this name, in full")
@@ -162,28 +174,12 @@ latencies and stalls ten times faster than real time.`,
 	f.StringVar(&o.whatIf.onCorrupt, "on-corrupt", "fail", "with --spec: what a corrupt record does: fail or skip")
 	f.IntVar(&o.whatIf.lanes, "lanes", 1, "with --spec: run the program's pipeline in this many lanes (actors.Options.Lanes)")
 	f.StringVar(&o.whatIf.json, "json", "", "with --spec: write the runs, medians and ratios as JSON to this file")
-	return cmd
 }
 
 func runSim(ctx context.Context, out io.Writer, o simOptions) error {
-	var scenarios []sim.Scenario
-	if o.replaySet {
-		sc, err := replayed(o.replay, o.preempt)
-		if err != nil {
-			return usageError{err}
-		}
-		scenarios = []sim.Scenario{sc}
-	} else {
-		generate := sim.Generate
-		if o.preempt {
-			generate = sim.GeneratePreemption
-		}
-		if o.regressions && !o.preempt {
-			scenarios = append(scenarios, sim.Regressions()...)
-		}
-		for k := range o.scenarios {
-			scenarios = append(scenarios, generate(o.seed+uint64(k)))
-		}
+	scenarios, err := simScenarios(o)
+	if err != nil {
+		return usageError{err}
 	}
 	show := o.show
 	if show == "" {
@@ -212,33 +208,13 @@ func runSim(ctx context.Context, out io.Writer, o simOptions) error {
 		for k, v := range res.Fired {
 			fired[k] += v
 		}
-		if res.Verdict == sim.Pass && res.Err != nil && (show == "all" || res.Verdict != sim.Pass) {
+		if res.Verdict == sim.Pass && res.Err != nil && show == "all" {
 			erred++
 		}
-		name := scenarioName(sc)
 		if res.Verdict != sim.Pass {
-			failed = append(failed, name)
+			failed = append(failed, scenarioName(sc))
 		}
-		if show == "all" || res.Verdict != sim.Pass {
-			// A long list of faults goes on under itself, so rows fit 100 columns.
-			lines := strings.Split(wrapList(firedList(res.Fired), 32), "\n")
-			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%v\t%s\t%s\n", name, res.Restarts, res.Skipped, res.Samples,
-				res.Duration.Round(time.Millisecond), verdict(res), strings.TrimSpace(lines[0]))
-			for _, more := range lines[1:] {
-				fmt.Fprintf(tw, "\t\t\t\t\t\t%s\n", strings.TrimSpace(more))
-			}
-		}
-		if o.replaySet || res.Verdict != sim.Pass {
-			tw.Flush()
-			fmt.Fprintf(out, "  shape: %s\n", sc.Describe())
-			fmt.Fprintf(out, "  schedule: %s\n", sc.DescribeFaults())
-			if res.Err != nil {
-				fmt.Fprintf(out, "  error: %v\n", res.Err)
-			}
-			for _, v := range res.Violations {
-				fmt.Fprintf(out, "  violation: %s\n", v)
-			}
-		}
+		printScenario(out, tw, sc, res, show == "all", o.replaySet)
 		if show == "fail" && (i+1)%500 == 0 {
 			tw.Flush()
 			fmt.Fprintf(out, "... %d of %d scenarios, %d failed, %v\n", i+1, len(scenarios), len(failed), time.Since(start).Round(time.Second))
@@ -248,23 +224,8 @@ func runSim(ctx context.Context, out io.Writer, o simOptions) error {
 	if erred > 0 {
 		fmt.Fprintln(out, "pass*: the run ended in the error that its faults made due")
 	}
-	if o.parallel > 1 {
-		// Each scenario's own check would have seen the others' goroutines.
-		if err := goleak.Find(before); err != nil {
-			// The scenarios that started them failed; goroutines no
-			// scenario started count as one failure more.
-			by := startedBy()
-			if len(by) == 0 {
-				failed = append(failed, "goroutines left after the last scenario")
-			}
-			for _, name := range by {
-				if !slices.Contains(failed, name) {
-					failed = append(failed, name)
-				}
-			}
-			fmt.Fprintf(out, "violation: goroutines left after the last scenario, started by %s: %v\n",
-				cmp.Or(strings.Join(by, ", "), "no scenario"), err)
-		}
+	if o.parallel > 1 { // each scenario's own check would have seen the others' goroutines
+		failed = leftGoroutines(out, before, failed)
 	}
 	fmt.Fprintf(out, "\n%d scenarios in %v: %d passed, %d failed\nfaults fired:\n%s\n", len(scenarios),
 		time.Since(start).Round(time.Millisecond), len(scenarios)-len(failed), len(failed), wrapList(firedList(fired), 96))
@@ -273,6 +234,78 @@ func runSim(ctx context.Context, out io.Writer, o simOptions) error {
 		return fmt.Errorf("%d of %d scenarios violated an invariant: %s", len(failed), len(scenarios), strings.Join(head(failed, 10), ", "))
 	}
 	return nil
+}
+
+// simScenarios are the scenarios o asks for: the replayed one, or the
+// regressions and o.scenarios generated ones.
+func simScenarios(o simOptions) ([]sim.Scenario, error) {
+	if o.replaySet {
+		sc, err := replayed(o.replay, o.preempt)
+		if err != nil {
+			return nil, err
+		}
+		return []sim.Scenario{sc}, nil
+	}
+	var scenarios []sim.Scenario
+	generate := sim.Generate
+	if o.preempt {
+		generate = sim.GeneratePreemption
+	}
+	if o.regressions && !o.preempt {
+		scenarios = append(scenarios, sim.Regressions()...)
+	}
+	for k := range o.scenarios {
+		scenarios = append(scenarios, generate(o.seed+uint64(k)))
+	}
+	return scenarios, nil
+}
+
+// printScenario writes a scenario's row (every row with all, a failed one
+// otherwise), and under it, for a failed or replayed one, its shape,
+// schedule, error and violations.
+func printScenario(out io.Writer, tw *tabwriter.Writer, sc sim.Scenario, res sim.Result, all, replayed bool) {
+	if all || res.Verdict != sim.Pass {
+		// A long list of faults goes on under itself, so rows fit 100 columns.
+		lines := strings.Split(wrapList(firedList(res.Fired), 32), "\n")
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%v\t%s\t%s\n", scenarioName(sc), res.Restarts, res.Skipped, res.Samples,
+			res.Duration.Round(time.Millisecond), verdict(res), strings.TrimSpace(lines[0]))
+		for _, more := range lines[1:] {
+			fmt.Fprintf(tw, "\t\t\t\t\t\t%s\n", strings.TrimSpace(more))
+		}
+	}
+	if replayed || res.Verdict != sim.Pass {
+		tw.Flush()
+		fmt.Fprintf(out, "  shape: %s\n", sc.Describe())
+		fmt.Fprintf(out, "  schedule: %s\n", sc.DescribeFaults())
+		if res.Err != nil {
+			fmt.Fprintf(out, "  error: %v\n", res.Err)
+		}
+		for _, v := range res.Violations {
+			fmt.Fprintf(out, "  violation: %s\n", v)
+		}
+	}
+}
+
+// leftGoroutines checks, after scenarios ran side by side, that none left
+// a goroutine: the scenarios that started one fail (goroutines no scenario
+// started count as one failure more). It returns failed with them.
+func leftGoroutines(out io.Writer, before goleak.Option, failed []string) []string {
+	err := goleak.Find(before)
+	if err == nil {
+		return failed
+	}
+	by := startedBy()
+	if len(by) == 0 {
+		failed = append(failed, "goroutines left after the last scenario")
+	}
+	for _, name := range by {
+		if !slices.Contains(failed, name) {
+			failed = append(failed, name)
+		}
+	}
+	fmt.Fprintf(out, "violation: goroutines left after the last scenario, started by %s: %v\n",
+		cmp.Or(strings.Join(by, ", "), "no scenario"), err)
+	return failed
 }
 
 // runScenarios runs the scenarios, o.parallel at a time, and returns one
