@@ -1,18 +1,14 @@
 package sim
 
 import (
-	"bytes"
 	"context"
-	"fmt"
-	"os"
-	"os/exec"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/actorfeed/actorfeed/actors"
 	"github.com/actorfeed/actorfeed/actors/service"
+	"github.com/actorfeed/actorfeed/internal/serveproc"
 )
 
 // NetConfig says how RunNet starts a scenario's workers.
@@ -140,135 +136,31 @@ func (w *inProcessWorker) close() error {
 // processWorker is a worker process listening behind its proxy.
 type processWorker struct {
 	pauses
-	cmd    *exec.Cmd
-	out    *firstLine
-	stderr tail
-	killed bool
-	exited chan error
+	proc *serveproc.Process
 }
 
 // startProcessWorker starts argv as a worker reached through px, and
 // waits for its "serving on" line; it tries another port when the one it
 // chose was taken meanwhile.
 func startProcessWorker(ctx context.Context, argv []string, px *Proxy, root string) (*processWorker, error) {
-	return retryPort(func(listen string) (*processWorker, error) { return startProcess(ctx, argv, px, listen, root) })
-}
-
-func startProcess(ctx context.Context, argv []string, px *Proxy, listen, root string) (*processWorker, error) {
-	args := append(append([]string{}, argv[1:]...), "--listen", listen, "--advertise", px.Addr(), "--root", root)
-	w := &processWorker{cmd: exec.Command(argv[0], args...), out: newFirstLine("serving on "), exited: make(chan error, 1)}
-	w.cmd.Stdout, w.cmd.Stderr = w.out, &w.stderr
-	w.pauses = pauses{stop: func() { _ = w.cmd.Process.Signal(syscall.SIGSTOP) }, cont: func() { _ = w.cmd.Process.Signal(syscall.SIGCONT) }}
-	if err := w.cmd.Start(); err != nil {
-		return nil, fmt.Errorf("starting a worker process: %w", err)
-	}
-	go func() { w.exited <- w.cmd.Wait() }()
-	timer := time.NewTimer(workerStart)
-	defer timer.Stop()
-	select {
-	case <-w.out.found:
+	return retryPort(func(listen string) (*processWorker, error) {
+		args := append(append([]string{}, argv...), "--listen", listen, "--advertise", px.Addr(), "--root", root)
+		proc, err := serveproc.Start(ctx, args, workerStart)
+		if err != nil {
+			return nil, err
+		}
 		px.SetTarget(listen)
-		return w, nil
-	case err := <-w.exited:
-		return nil, fmt.Errorf("a worker process ended before serving (%v): %s", err, w.stderr.String())
-	case <-timer.C:
-	case <-ctx.Done():
-	}
-	w.crash()
-	_ = w.close()
-	return nil, fmt.Errorf("a worker process did not serve within %v: %s", workerStart, w.stderr.String())
+		return &processWorker{proc: proc, pauses: pauses{stop: func() { proc.Pause(true) }, cont: func() { proc.Pause(false) }}}, nil
+	})
 }
 
 // crash kills the process: its connections close with it, its proxy stays
 // (and finds nothing listening behind it).
-func (w *processWorker) crash() {
-	w.killed = true
-	_ = w.cmd.Process.Signal(syscall.SIGKILL)
-}
+func (w *processWorker) crash() { w.proc.Kill() }
 
 // close asks the process to stop and waits, within workerStop, for its
 // exit status; a crashed one's is not its own.
 func (w *processWorker) close() error {
-	w.resume() // a stopped process would not see SIGINT
-	if !w.killed {
-		_ = w.cmd.Process.Signal(os.Interrupt)
-	}
-	timer := time.NewTimer(workerStop)
-	defer timer.Stop()
-	var err error
-	select {
-	case err = <-w.exited:
-	case <-timer.C:
-		_ = w.cmd.Process.Signal(syscall.SIGKILL)
-		<-w.exited
-		return fmt.Errorf("a worker process did not stop within %v of SIGINT: %s", workerStop, w.stderr.String())
-	}
-	if w.killed || err == nil {
-		return nil
-	}
-	return fmt.Errorf("a worker process stopped with %v: %s", err, strings.TrimSpace(w.stderr.String()))
-}
-
-// firstLine is a process's stdout: it notes the first line that starts
-// with prefix, and drops the rest.
-type firstLine struct {
-	prefix string
-	mu     sync.Mutex
-	buf    []byte
-	seen   bool
-	found  chan struct{}
-}
-
-func newFirstLine(prefix string) *firstLine {
-	return &firstLine{prefix: prefix, found: make(chan struct{})}
-}
-
-func (f *firstLine) Write(p []byte) (int, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.seen {
-		return len(p), nil
-	}
-	f.buf = append(f.buf, p...)
-	for {
-		line, rest, ok := bytes.Cut(f.buf, []byte("\n"))
-		if !ok {
-			break
-		}
-		if bytes.HasPrefix(line, []byte(f.prefix)) {
-			f.seen, f.buf = true, nil
-			close(f.found)
-			break
-		}
-		f.buf = rest
-	}
-	if len(f.buf) > tailBytes { // a line that long is not the one
-		f.buf = f.buf[len(f.buf)-tailBytes:]
-	}
-	return len(p), nil
-}
-
-// tailBytes is how much of a process's stderr a tail keeps.
-const tailBytes = 4 << 10
-
-// tail keeps the last tailBytes written to it.
-type tail struct {
-	mu  sync.Mutex
-	buf []byte
-}
-
-func (t *tail) Write(p []byte) (int, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.buf = append(t.buf, p...)
-	if len(t.buf) > tailBytes {
-		t.buf = append(t.buf[:0], t.buf[len(t.buf)-tailBytes:]...)
-	}
-	return len(p), nil
-}
-
-func (t *tail) String() string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return string(t.buf)
+	w.resume()
+	return w.proc.Stop(workerStop)
 }

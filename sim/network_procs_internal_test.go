@@ -111,7 +111,7 @@ func TestFrozenWorkerProcessStillStops(t *testing.T) {
 	require.NoError(t, err)
 	w.pause(true)
 	stopped := func() bool { // the state /proc shows once the signal is taken
-		st, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", w.cmd.Process.Pid))
+		st, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", w.proc.Pid()))
 		return err == nil && strings.Contains(string(st), ") T ")
 	}
 	require.Eventually(t, stopped, 10*time.Second, time.Millisecond, "the process is stopped")

@@ -1,12 +1,11 @@
 package main
 
 import (
-	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -18,6 +17,7 @@ import (
 	"github.com/actorfeed/actorfeed/actors"
 	"github.com/actorfeed/actorfeed/actors/service"
 	"github.com/actorfeed/actorfeed/internal/benchmark"
+	"github.com/actorfeed/actorfeed/internal/serveproc"
 	"github.com/actorfeed/actorfeed/readers/recordio"
 )
 
@@ -38,7 +38,7 @@ func parseWorkers(list []string) ([]int, error) {
 // in-process actor pipeline and the same pipeline on worker processes
 // (actorfeed serve on loopback, started here), taking turns, each a new
 // pipeline per run.
-func runServiceBench(ctx context.Context, out io.Writer, o benchOptions) error {
+func runServiceBench(ctx context.Context, out io.Writer, o benchOptions) (err error) {
 	sizes, err := parseSizes(o.matrix.sizes)
 	if err != nil {
 		return usageError{err}
@@ -53,7 +53,7 @@ func runServiceBench(ctx context.Context, out io.Writer, o benchOptions) error {
 	}
 	defer os.RemoveAll(dir)
 	workers, err := startBenchWorkers(ctx, slices.Max(counts), dir)
-	defer stopBenchWorkers(workers)
+	defer func() { err = errors.Join(err, stopBenchWorkers(workers)) }() // after the client's node
 	if err != nil {
 		return err
 	}
@@ -86,7 +86,7 @@ func runServiceBench(ctx context.Context, out io.Writer, o benchOptions) error {
 // each count of workers, and the bytes alone through one loopback TCP
 // connection (the ceiling of any worker's batches here), taking turns,
 // and writes their rows.
-func serviceBenchSize(ctx context.Context, tw io.Writer, dir string, size int, base benchmark.Config, workers []*benchWorker, counts []int,
+func serviceBenchSize(ctx context.Context, tw io.Writer, dir string, size int, base benchmark.Config, workers []*serveproc.Process, counts []int,
 	o benchOptions) error {
 	defer os.RemoveAll(dir)
 	payload := size + 8
@@ -138,62 +138,51 @@ func serviceBenchSize(ctx context.Context, tw io.Writer, dir string, size int, b
 
 // benchCPU is the CPU time of this process and of the worker processes:
 // the machine's work for a run, wherever it ran, idle workers' included.
-func benchCPU(workers []*benchWorker) time.Duration {
+func benchCPU(workers []*serveproc.Process) time.Duration {
 	t := benchmark.CPUTime()
 	for _, w := range workers {
-		t += benchmark.ProcessCPUTime(w.cmd.Process.Pid)
+		t += benchmark.ProcessCPUTime(w.Pid())
 	}
 	return t
 }
 
-// benchWorker is an actorfeed serve process the bench started.
-type benchWorker struct {
-	cmd  *exec.Cmd
-	addr string
-}
+// Bounds of a bench worker's start and stop.
+const (
+	benchWorkerStart = 10 * time.Second
+	benchWorkerStop  = 30 * time.Second
+)
 
 // startBenchWorkers starts k actorfeed serve processes on loopback serving
 // files under root.
-func startBenchWorkers(ctx context.Context, k int, root string) ([]*benchWorker, error) {
+func startBenchWorkers(ctx context.Context, k int, root string) ([]*serveproc.Process, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return nil, err
 	}
-	var ws []*benchWorker
+	var ws []*serveproc.Process
 	for range k {
-		cmd := exec.CommandContext(ctx, self, "serve", "--listen", "127.0.0.1:0", "--root", root, "--progress-every", "1h")
-		cmd.Env = os.Environ()
-		stdout, err := cmd.StdoutPipe()
+		w, err := serveproc.Start(ctx, []string{self, "serve", "--listen", "127.0.0.1:0", "--root", root, "--progress-every", "1h"}, benchWorkerStart)
 		if err != nil {
 			return ws, err
 		}
-		if err := cmd.Start(); err != nil {
-			return ws, fmt.Errorf("starting a worker: %w", err)
-		}
-		w := &benchWorker{cmd: cmd}
 		ws = append(ws, w)
-		line, err := bufio.NewReader(stdout).ReadString('\n')
-		addr, ok := strings.CutPrefix(line, "serving on ")
-		if err != nil || !ok {
-			return ws, fmt.Errorf("a worker printed no address: %q", line)
-		}
-		w.addr, _, _ = strings.Cut(addr, ",")
-		go io.Copy(io.Discard, stdout) //nolint:errcheck // its status lines
 	}
 	return ws, nil
 }
 
-func stopBenchWorkers(ws []*benchWorker) {
+// stopBenchWorkers stops the workers, and says which did not stop cleanly.
+func stopBenchWorkers(ws []*serveproc.Process) error {
+	var errs []error
 	for _, w := range ws {
-		_ = w.cmd.Process.Signal(os.Interrupt)
-		_ = w.cmd.Wait()
+		errs = append(errs, w.Stop(benchWorkerStop))
 	}
+	return errors.Join(errs...)
 }
 
-func benchAddrs(ws []*benchWorker) []string {
+func benchAddrs(ws []*serveproc.Process) []string {
 	var out []string
 	for _, w := range ws {
-		out = append(out, w.addr)
+		out = append(out, w.Addr)
 	}
 	return out
 }
