@@ -62,28 +62,30 @@ func (c codec) Unmarshal(data mem.BufferSlice, v any) error {
 func (codec) Name() string { return "proto" }
 
 // bufferPool is the node's gRPC buffer pool: one sync.Pool for every power
-// of two up to 1<<maxTier bytes, whose buffers are handed out as they were
-// left. gRPC's own pools clear a buffer's whole capacity before handing it
-// out; the remote packs up to WriterBatch batches into one message, so a
-// client receiving 50 KB batches had a 1 MiB buffer cleared for every
-// message it read, 8% of its CPU at 784 B samples, and a worker cleared
-// every buffer it marshalled into (docs/distributed.md). gRPC writes every
-// byte of a buffer it gets before it reads it (a frame read into it, a
-// message marshalled or copied into it), so the old bytes are never seen;
-// its transport's own write and read buffers come from pools that do not
-// clear them either.
+// of two up to 1<<maxTier bytes, and one of larger buffers of any size,
+// whose buffers are handed out as they were left. gRPC's own pools clear a
+// buffer's whole capacity before handing it out; the remote packs up to
+// WriterBatch batches into one message, so a client receiving 50 KB
+// batches had a 1 MiB buffer cleared for every message it read, 8% of its
+// CPU at 784 B samples, and a worker cleared every buffer it marshalled
+// into (docs/distributed.md). gRPC writes every byte of a buffer it gets
+// before it reads it (a frame read into it, a message marshalled or copied
+// into it), so the old bytes are never seen; its transport's own write and
+// read buffers come from pools that do not clear them either. Above
+// 1<<maxTier, a power of two could waste almost as much again as a batch
+// of large samples holds: those buffers are of the size asked.
 type bufferPool struct {
 	tiers [maxTier + 1]sync.Pool // tier i holds buffers of capacity 1<<i
+	large sync.Pool              // buffers above 1<<maxTier
 }
 
-// maxTier is the largest pooled capacity's exponent: 128 MiB, above
-// MaxMaxMessage. Larger buffers are allocated and left to the collector.
-const maxTier = 27
+// maxTier is the largest power of two's exponent: 1 MiB.
+const maxTier = 20
 
 var _ mem.BufferPool = (*bufferPool)(nil)
 
-// Get returns a buffer of length n, of capacity n rounded up to a power of
-// two when that is pooled.
+// Get returns a buffer of length n: of capacity n rounded up to a power of
+// two up to 1<<maxTier, of n at least above.
 func (p *bufferPool) Get(n int) *[]byte {
 	if n <= 0 {
 		b := []byte{}
@@ -91,6 +93,10 @@ func (p *bufferPool) Get(n int) *[]byte {
 	}
 	tier := bits.Len(uint(n - 1)) // the least i with 1<<i >= n
 	if tier > maxTier {
+		if pb, ok := p.large.Get().(*[]byte); ok && cap(*pb) >= n {
+			*pb = (*pb)[:n]
+			return pb
+		} // a smaller one is dropped: batch sizes change slowly
 		b := make([]byte, n)
 		return &b
 	}
@@ -102,15 +108,14 @@ func (p *bufferPool) Get(n int) *[]byte {
 	return &b
 }
 
-// Put keeps buf for a later Get of its tier. gRPC hands back only what Get
-// gave out; a buffer whose capacity is no tier's (not a power of two, or
-// beyond the largest) is dropped.
+// Put keeps buf for a later Get. gRPC hands back only what Get gave out;
+// a buffer up to 1<<maxTier whose capacity is no power of two is dropped.
 func (p *bufferPool) Put(buf *[]byte) {
 	c := cap(*buf)
-	if c == 0 || c&(c-1) != 0 {
-		return
-	}
-	if tier := bits.TrailingZeros(uint(c)); tier <= maxTier {
-		p.tiers[tier].Put(buf)
+	switch {
+	case c > 1<<maxTier:
+		p.large.Put(buf)
+	case c > 0 && c&(c-1) == 0:
+		p.tiers[bits.TrailingZeros(uint(c))].Put(buf)
 	}
 }
