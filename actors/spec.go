@@ -315,78 +315,75 @@ func validate(stages []Stage, dev *Devices) error {
 	}
 	for i, s := range stages {
 		where := fmt.Sprintf("stage %d (%s)", i, s.kind())
-		switch s := s.(type) {
-		case Files:
-			if i != 0 {
-				return fmt.Errorf("%w: %s: a source must come first", ErrBadSpec, where)
-			}
-			if len(s.Paths) == 0 {
-				return fmt.Errorf("%w: %s: no files", ErrBadSpec, where)
-			}
-			if err := errors.Join(checkSize(where, "threads", s.Threads, 0, MaxConcurrency), checkSize(where, "buffer", s.Buffer, 0, MaxQueue)); err != nil {
-				return err
-			}
-		case Generator:
-			if i != 0 {
-				return fmt.Errorf("%w: %s: a source must come first", ErrBadSpec, where)
-			}
-			if s.New == nil {
-				return fmt.Errorf("%w: %s: no New function", ErrBadSpec, where)
-			}
-		case Queue:
-			if i != 0 {
-				return fmt.Errorf("%w: %s: a source must come first", ErrBadSpec, where)
-			}
-			if s.Queue == nil {
-				return fmt.Errorf("%w: %s: no queue", ErrBadSpec, where)
-			}
-		case Shuffle:
-			if err := checkSize(where, "window", s.Window, 0, MaxWindow); err != nil {
-				return err
-			}
-		case Batch:
-			if err := checkSize(where, "size", s.Size, 1, MaxBatch); err != nil {
-				return err
-			}
-		case Map:
-			if s.Fn == nil {
-				return fmt.Errorf("%w: %s: no function", ErrBadSpec, where)
-			}
-		case XMap:
-			if s.Fn == nil {
-				return fmt.Errorf("%w: %s: no function", ErrBadSpec, where)
-			}
-			if err := errors.Join(checkSize(where, "workers", s.Workers, 0, MaxConcurrency), checkSize(where, "buffer", s.Buffer, 0, MaxQueue)); err != nil {
-				return err
-			}
-		case MultiPass:
-			if err := checkSize(where, "passes", s.Passes, 1, MaxPasses); err != nil {
-				return err
-			}
-		case DoubleBuffer:
-			if i != len(stages)-1 {
-				return fmt.Errorf("%w: %s: the double buffer must be the last stage", ErrBadSpec, where)
-			}
-			if err := checkSize(where, "window", s.Window, 0, MaxQueue); err != nil {
-				return err
-			}
-		default:
-			return fmt.Errorf("%w: %s: unknown stage type %T", ErrBadSpec, where, s)
+		if err := validateStage(where, s, i == 0, i == len(stages)-1); err != nil {
+			return err
 		}
 		if i == 0 && s.kind() != KindFiles {
 			return fmt.Errorf("%w: %s: the first stage must be a source (Files, Generator or Queue)", ErrBadSpec, where)
 		}
 	}
-	if dev != nil {
-		if dev.Storage != nil {
-			if _, ok := stages[len(stages)-1].(DoubleBuffer); ok {
-				stages = stages[:len(stages)-1]
-			}
-			if _, ok := stages[len(stages)-1].(Batch); !ok {
-				return fmt.Errorf("%w: Devices.Storage needs a batch stage right before the double buffer, to make the devices' batches", ErrBadSpec)
-			}
+	if dev == nil {
+		return nil
+	}
+	if dev.Storage != nil {
+		if _, ok := stages[len(stages)-1].(DoubleBuffer); ok {
+			stages = stages[:len(stages)-1]
 		}
-		return checkSize("devices", "N", dev.N, 1, MaxConcurrency)
+		if _, ok := stages[len(stages)-1].(Batch); !ok {
+			return fmt.Errorf("%w: Devices.Storage needs a batch stage right before the double buffer, to make the devices' batches", ErrBadSpec)
+		}
+	}
+	return checkSize("devices", "N", dev.N, 1, MaxConcurrency)
+}
+
+// validateStage checks one stage's fields, and that a source comes first
+// and a double buffer last.
+func validateStage(where string, s Stage, first, last bool) error {
+	switch s := s.(type) {
+	case Files:
+		if !first {
+			return fmt.Errorf("%w: %s: a source must come first", ErrBadSpec, where)
+		}
+		if len(s.Paths) == 0 {
+			return fmt.Errorf("%w: %s: no files", ErrBadSpec, where)
+		}
+		return errors.Join(checkSize(where, "threads", s.Threads, 0, MaxConcurrency), checkSize(where, "buffer", s.Buffer, 0, MaxQueue))
+	case Generator:
+		if !first {
+			return fmt.Errorf("%w: %s: a source must come first", ErrBadSpec, where)
+		}
+		if s.New == nil {
+			return fmt.Errorf("%w: %s: no New function", ErrBadSpec, where)
+		}
+	case Queue:
+		if !first {
+			return fmt.Errorf("%w: %s: a source must come first", ErrBadSpec, where)
+		}
+		if s.Queue == nil {
+			return fmt.Errorf("%w: %s: no queue", ErrBadSpec, where)
+		}
+	case Shuffle:
+		return checkSize(where, "window", s.Window, 0, MaxWindow)
+	case Batch:
+		return checkSize(where, "size", s.Size, 1, MaxBatch)
+	case Map:
+		if s.Fn == nil {
+			return fmt.Errorf("%w: %s: no function", ErrBadSpec, where)
+		}
+	case XMap:
+		if s.Fn == nil {
+			return fmt.Errorf("%w: %s: no function", ErrBadSpec, where)
+		}
+		return errors.Join(checkSize(where, "workers", s.Workers, 0, MaxConcurrency), checkSize(where, "buffer", s.Buffer, 0, MaxQueue))
+	case MultiPass:
+		return checkSize(where, "passes", s.Passes, 1, MaxPasses)
+	case DoubleBuffer:
+		if !last {
+			return fmt.Errorf("%w: %s: the double buffer must be the last stage", ErrBadSpec, where)
+		}
+		return checkSize(where, "window", s.Window, 0, MaxQueue)
+	default:
+		return fmt.Errorf("%w: %s: unknown stage type %T", ErrBadSpec, where, s)
 	}
 	return nil
 }
