@@ -47,6 +47,7 @@ func runServiceBench(ctx context.Context, out io.Writer, o benchOptions) (err er
 	if err != nil {
 		return usageError{err}
 	}
+	raiseHeapFloor() // this process is the client: its in-process rows run with the same floor
 	dir, err := os.MkdirTemp("", "actorfeed-bench-")
 	if err != nil {
 		return err
@@ -62,8 +63,8 @@ func runServiceBench(ctx context.Context, out io.Writer, o benchOptions) (err er
 		return err
 	}
 	defer node.Close()
-	fmt.Fprintf(out, "%d files, about %d MiB of samples per data set, uncompressed; shuffle %d, batch %d, map %q; %d devices that read every image byte; worker processes on loopback; %d runs each, medians; %s, %d CPUs\n\n",
-		o.matrix.files, o.matrix.dataMB, o.window, o.batch, o.serviceMap, o.matrix.devices, o.repeat, runtime.Version(), runtime.NumCPU())
+	fmt.Fprintf(out, "%d files, about %d MiB of samples per data set, uncompressed; shuffle %d, batch %d, map %q; %d devices that read every image byte; worker processes on loopback; %d runs each, medians; %s, %d CPUs, %s\n\n",
+		o.matrix.files, o.matrix.dataMB, o.window, o.batch, o.serviceMap, o.matrix.devices, o.repeat, runtime.Version(), runtime.NumCPU(), heapFloorNote())
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "sample\twhat\tsamples/s\tGB/s\tvs in-process\tCPU s per M samples\tCPU vs in-process\t")
 	base := benchmark.Config{Window: o.window, Batch: o.batch, Buffer: o.buffer, Devices: o.matrix.devices, System: node.System()}
@@ -185,4 +186,12 @@ func benchAddrs(ws []*serveproc.Process) []string {
 		out = append(out, w.Addr)
 	}
 	return out
+}
+
+// heapFloorNote says the heap floor the processes run with.
+func heapFloorNote() string {
+	if heapFloor == nil {
+		return "no heap floor (GOGC is set)"
+	}
+	return fmt.Sprintf("a heap floor of %d MiB", heapFloorBytes>>20)
 }
