@@ -70,8 +70,11 @@ func (d *dataRoots) open(path string, flag int) (*os.File, error) {
 	root, rel, ok := d.under(path)
 	if ok {
 		f, err := root.OpenFile(rel, flag, 0)
-		if err == nil || errors.Is(err, fs.ErrNotExist) {
-			return f, err
+		if err == nil {
+			return f, nil
+		}
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("%s: %w", path, err) // the root's error names rel only
 		}
 	}
 	real, err := filepath.EvalSymlinks(path)
@@ -81,7 +84,11 @@ func (d *dataRoots) open(path string, flag int) (*os.File, error) {
 	if root, rel, ok = d.under(real); !ok {
 		return nil, d.outside(path)
 	}
-	return root.OpenFile(rel, flag, 0)
+	f, err := root.OpenFile(rel, flag, 0)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return f, nil
 }
 
 // check says whether entry's file is under a root, symbolic links

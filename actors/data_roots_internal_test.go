@@ -73,7 +73,9 @@ func TestDataRootsOpenOnlyInsideTheRoots(t *testing.T) {
 	}
 	_, err = read(t, d, "sub/f")
 	require.ErrorIs(t, err, ErrOutsideRoots, "a relative path")
-	_, err = read(t, d, filepath.Join(a, "sub", "missing"))
+	missing := filepath.Join(a, "sub", "missing")
+	_, err = read(t, d, missing)
 	require.ErrorIs(t, err, fs.ErrNotExist, "a missing file is not an outside one")
 	require.NotErrorIs(t, err, ErrOutsideRoots)
+	require.ErrorContains(t, err, missing, "the error names the whole path")
 }
