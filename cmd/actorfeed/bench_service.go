@@ -187,11 +187,3 @@ func benchAddrs(ws []*serveproc.Process) []string {
 	}
 	return out
 }
-
-// heapFloorNote says the heap floor the processes run with.
-func heapFloorNote() string {
-	if heapFloor == nil {
-		return "no heap floor (GOGC is set)"
-	}
-	return fmt.Sprintf("a heap floor of %d MiB", heapFloorBytes>>20)
-}
