@@ -12,6 +12,7 @@ import (
 	"github.com/actorfeed/actorfeed/actors"
 	"github.com/actorfeed/actorfeed/actors/service"
 	"github.com/actorfeed/actorfeed/internal/leakcheck"
+	"github.com/actorfeed/actorfeed/internal/serveproc"
 )
 
 // nodeFlags are the flags of a data-service node, worker or client.
@@ -105,7 +106,7 @@ func serve(ctx context.Context, out io.Writer, o serveOptions) error {
 		node.Close()
 		return err
 	}
-	fmt.Fprintf(out, "serving on %s, data roots %v\n", node.Address(), o.roots)
+	fmt.Fprintf(out, "%s%s, data roots %v\n", serveproc.ServingPrefix, node.Address(), o.roots) // what sim and bench wait for
 	tick := time.NewTicker(o.every)
 	defer tick.Stop()
 	for {
