@@ -113,7 +113,7 @@ func listProcesses(c remote.RemotingClient) error {
 // through, and the panics its calls cause in the remote's handlers (an
 // unregistered message type, ListProcesses) are answered with an error
 // while the node goes on serving.
-func TestTLSNodeAdmitsOnlyPeersOfItsCA(t *testing.T) {
+func TestServiceTLSNodeAdmitsOnlyPeersOfItsCA(t *testing.T) {
 	dir := t.TempDir()
 	ca, stranger := newAuthority(t, dir, "ca"), newAuthority(t, dir, "stranger-ca")
 	node, err := service.Listen(service.Config{TLS: ca.issue(t, dir, "node")})
@@ -152,7 +152,7 @@ func sendUnregistered(t *testing.T, c remote.RemotingClient, addr string) {
 }
 
 // A node refuses to listen beyond loopback without mutual TLS.
-func TestListenBeyondLoopbackNeedsTLS(t *testing.T) {
+func TestServiceListenBeyondLoopbackNeedsTLS(t *testing.T) {
 	_, err := service.Listen(service.Config{Listen: "0.0.0.0:0"})
 	require.ErrorIs(t, err, service.ErrInsecure)
 	_, err = service.Listen(service.Config{Listen: "127.0.0.1:0", TLS: service.TLS{Cert: "x.pem"}})
