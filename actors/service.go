@@ -134,11 +134,19 @@ func checkService(stages []Stage, opts Options, dev *Devices) error {
 	return nil
 }
 
+// The states of a ServiceWorker.
+const (
+	ServiceWorkerAlive  = "alive"
+	ServiceWorkerLost   = "lost"
+	ServiceWorkerClosed = "closed"
+)
+
 // ServiceWorker is what a Service pipeline knows of one of its workers.
 type ServiceWorker struct {
 	Addr string
-	// State is alive, lost (taken for lost, or never reached, and not
-	// back), or closed (alive when the pipeline ended its session).
+	// State is ServiceWorkerAlive, ServiceWorkerLost (taken for lost, or
+	// never reached, and not back), or ServiceWorkerClosed (alive when the
+	// pipeline ended its session).
 	State string
 	// Batches and Bytes (on the wire) taken in from it, Tasks it
 	// completed, all passes.
@@ -254,6 +262,7 @@ type serviceCell struct {
 
 	workers []*svcWorker
 	credit  []int64    // gauge's per worker, kept to spare an allocation a message
+	running []int      // assign's per worker, likewise
 	tasks   []*svcTask // the pass's, in the order
 	base    uint64     // the id of tasks[0]
 	nextID  uint64

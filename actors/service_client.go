@@ -265,11 +265,11 @@ func (a *serviceActor) lose(ctx actor.Context, w *svcWorker, why string) {
 func (w *svcWorker) state() string {
 	switch {
 	case w.alive:
-		return "alive"
+		return ServiceWorkerAlive
 	case w.closed:
-		return "closed"
+		return ServiceWorkerClosed
 	}
-	return "lost"
+	return ServiceWorkerLost
 }
 
 func (c *serviceCell) anyAlive() bool {
@@ -415,7 +415,11 @@ func (a *serviceActor) assign(ctx actor.Context) {
 	if c.out.fail != nil || c.out.closed {
 		return
 	}
-	running := make([]int, len(c.workers))
+	if len(c.running) != len(c.workers) {
+		c.running = make([]int, len(c.workers))
+	}
+	running := c.running
+	clear(running)
 	held := 0
 	for _, t := range c.tasks[c.head:] {
 		if t.worker >= 0 {

@@ -370,13 +370,20 @@ func TestServiceCloseIsBoundedWithAFrozenWorker(t *testing.T) {
 	_, err = p.Next(ctx)
 	require.NoError(t, err)
 	require.NoError(t, frozen.Signal(syscall.SIGSTOP))
+	requireReturns(t, ctx, func() error { return errors.Join(p.Close(), node.Close()) }, "Close did not return with a frozen worker")
+}
+
+// requireReturns requires stop to return, with no error, before ctx ends:
+// a guard against a hang, not a measurement.
+func requireReturns(t *testing.T, ctx context.Context, stop func() error, hung string) {
+	t.Helper()
 	closed := make(chan error, 1)
-	go func() { closed <- errors.Join(p.Close(), node.Close()) }()
+	go func() { closed <- stop() }()
 	select {
 	case err := <-closed:
 		require.NoError(t, err)
-	case <-ctx.Done(): // a guard against a hang, not a measurement
-		t.Fatal("Close did not return with a frozen worker")
+	case <-ctx.Done():
+		t.Fatal(hung)
 	}
 }
 
@@ -397,14 +404,7 @@ func TestServiceNodeCloseIsBoundedWithAConnectionThatSaysNothing(t *testing.T) {
 	require.NoError(t, mute.SetReadDeadline(deadline))
 	_, err = io.ReadFull(mute, make([]byte, 9)) // an HTTP/2 frame header
 	require.NoError(t, err)
-	closed := make(chan error, 1)
-	go func() { closed <- node.Close() }()
-	select {
-	case err := <-closed:
-		require.NoError(t, err)
-	case <-ctx.Done(): // a guard against a hang, not a measurement
-		t.Fatal("Close did not return with a connection that sent nothing")
-	}
+	requireReturns(t, ctx, node.Close, "Close did not return with a connection that sent nothing")
 }
 
 // Tasks go to the workers as they can take them: of two workers, the one

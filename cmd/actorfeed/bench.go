@@ -275,23 +275,18 @@ type turn struct {
 	run  func() error
 }
 
-// takeTurns times each run repeat times, taking turns at going first, and
-// each from a collected heap, so that none pays for the garbage of the
-// one before it.
+// takeTurns times each run repeat times, taking turns (benchmark.TakeTurns).
 func takeTurns(repeat int, runs []turn) (map[string][]time.Duration, error) {
 	times := map[string][]time.Duration{}
-	for i := range repeat {
-		for k := range runs {
-			r := runs[(i+k)%len(runs)]
-			runtime.GC()
-			t := time.Now()
-			if err := r.run(); err != nil {
-				return nil, err
-			}
-			times[r.name] = append(times[r.name], time.Since(t))
+	err := benchmark.TakeTurns(repeat, len(runs), func(r int) error {
+		t := time.Now()
+		if err := runs[r].run(); err != nil {
+			return err
 		}
-	}
-	return times, nil
+		times[runs[r].name] = append(times[runs[r].name], time.Since(t))
+		return nil
+	})
+	return times, err
 }
 
 // reportThroughput writes the rows of the runs named names, in that order,

@@ -233,21 +233,22 @@ func matrixCell(ctx context.Context, paths []string, p, samples int, o benchOpti
 		gpuBefore = g.counts()
 	}
 	times := map[string][]time.Duration{}
-	for i := range o.repeat {
-		for k := range runs {
-			r := runs[(i+k)%len(runs)]
-			runtime.GC()
-			t, cpu := time.Now(), benchmark.CPUTime()
-			n, err := r.run()
-			if err != nil {
-				return c, fmt.Errorf("%s at GOMAXPROCS %d: %w", r.name, p, err)
-			}
-			if n != samples {
-				return c, fmt.Errorf("%s at GOMAXPROCS %d: %d samples of %d", r.name, p, n, samples)
-			}
-			times[r.name] = append(times[r.name], time.Since(t))
-			c.cpu[r.name] += benchmark.CPUTime() - cpu
+	err := benchmark.TakeTurns(o.repeat, len(runs), func(k int) error {
+		r := runs[k]
+		t, cpu := time.Now(), benchmark.CPUTime()
+		n, err := r.run()
+		if err != nil {
+			return fmt.Errorf("%s at GOMAXPROCS %d: %w", r.name, p, err)
 		}
+		if n != samples {
+			return fmt.Errorf("%s at GOMAXPROCS %d: %d samples of %d", r.name, p, n, samples)
+		}
+		times[r.name] = append(times[r.name], time.Since(t))
+		c.cpu[r.name] += benchmark.CPUTime() - cpu
+		return nil
+	})
+	if err != nil {
+		return c, err
 	}
 	if g := o.matrix.gpus; g != nil {
 		line, err := g.cellLine(fmt.Sprintf("%s at GOMAXPROCS %d", filepath.Base(filepath.Dir(paths[0])), p), gpuBefore, times[mxOneLane], times[mxActors])

@@ -114,17 +114,17 @@ func serviceBenchSize(ctx context.Context, tw io.Writer, dir string, size int, b
 		return time.Duration(float64(samples*payload) / rate * float64(time.Second)), err
 	})
 	times, cpu := make([][]time.Duration, len(runs)), make([]time.Duration, len(runs))
-	for i := range o.repeat {
-		for k := range runs {
-			r := (i + k) % len(runs)
-			runtime.GC()
-			before := benchCPU(workers)
-			total, err := runs[r]()
-			if err != nil {
-				return fmt.Errorf("%s: %w", names[r], err)
-			}
-			times[r], cpu[r] = append(times[r], total), cpu[r]+benchCPU(workers)-before
+	err = benchmark.TakeTurns(o.repeat, len(runs), func(r int) error {
+		before := benchCPU(workers)
+		total, err := runs[r]()
+		if err != nil {
+			return fmt.Errorf("%s: %w", names[r], err)
 		}
+		times[r], cpu[r] = append(times[r], total), cpu[r]+benchCPU(workers)-before
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 	local := benchmark.Median(times[0])
 	perM := func(r int) float64 { return cpu[r].Seconds() / float64(o.repeat) / float64(samples) * 1e6 }

@@ -79,7 +79,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	for _, w := range p.ServiceWorkers() {
 		alive := 0.0
-		if w.State == "alive" {
+		if w.State == actors.ServiceWorkerAlive {
 			alive = 1
 		}
 		ch <- prometheus.MustNewConstMetric(c.wBatches, prometheus.CounterValue, float64(w.Batches), w.Addr)

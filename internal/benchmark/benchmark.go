@@ -264,3 +264,19 @@ func Mean(xs []time.Duration) time.Duration {
 	}
 	return total / time.Duration(max(len(xs), 1))
 }
+
+// TakeTurns runs each of n measurements repeat times: measure(r) runs
+// measurement r, which takes its turn at going first, and each starts from
+// a collected heap, so that none pays for the garbage of the one before
+// it. It stops at the first error.
+func TakeTurns(repeat, n int, measure func(r int) error) error {
+	for i := range repeat {
+		for k := range n {
+			runtime.GC()
+			if err := measure((i + k) % n); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}

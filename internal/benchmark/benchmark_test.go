@@ -2,6 +2,7 @@ package benchmark_test
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"sync/atomic"
@@ -110,4 +111,23 @@ func TestProcessCPUTime(t *testing.T) {
 	}
 	require.Positive(t, benchmark.ProcessCPUTime(os.Getpid()))
 	require.Zero(t, benchmark.ProcessCPUTime(1<<30))
+}
+
+// Measurements take turns at going first, each run repeat times, and the
+// first error stops them.
+func TestTakeTurns(t *testing.T) {
+	var order []int
+	require.NoError(t, benchmark.TakeTurns(3, 3, func(r int) error { order = append(order, r); return nil }))
+	require.Equal(t, []int{0, 1, 2, 1, 2, 0, 2, 0, 1}, order)
+	stop := errors.New("stop")
+	calls := 0
+	err := benchmark.TakeTurns(3, 3, func(r int) error {
+		calls++
+		if r == 2 {
+			return stop
+		}
+		return nil
+	})
+	require.ErrorIs(t, err, stop)
+	require.Equal(t, 3, calls)
 }
