@@ -311,31 +311,43 @@ func (w *windows) openThrough(run int, upto uint64) {
 }
 
 // hand permutes a complete window and adds its delivered positions to the
-// items, appending the items it completed to out.
+// items, part after part, appending the items it completed to out.
 func (w *windows) hand(j *seqJob, out []*messages.Batch) ([]*messages.Batch, error) {
-	if j.job.At != w.cursor {
+	w.perm = w.ep.PermInto(j.job.Window, w.perm)
+	out, err := w.handPart(j, j.job.Part, out)
+	for _, p := range j.job.More {
+		if err != nil {
+			break
+		}
+		out, err = w.handPart(j, p, out)
+	}
+	return out, err
+}
+
+// handPart adds part p of window j to the items.
+func (w *windows) handPart(j *seqJob, p order.Part, out []*messages.Batch) ([]*messages.Batch, error) {
+	if p.At != w.cursor {
 		// A lane's positions jump over the other lanes' stretches, which
 		// end on item boundaries: the items cut so far go, and the next
-		// starts where the job does.
-		if o := &w.out; j.job.At < w.cursor || o.got.len() != o.held || o.at != w.cursor {
+		// starts where the part does.
+		if o := &w.out; p.At < w.cursor || o.got.len() != o.held || o.at != w.cursor {
 			return nil, fmt.Errorf("%w: window %d delivers from rank position %d, the last one ended at %d with an item open at %d",
-				ErrProtocol, j.job.Window, j.job.At, w.cursor, o.at)
+				ErrProtocol, j.job.Window, p.At, w.cursor, o.at)
 		}
 		var err error
 		if out, err = w.flush(out); err != nil {
 			return nil, err
 		}
-		w.out.at = j.job.At
+		w.out.at = p.At
 	}
-	w.cursor = j.job.At + uint64(j.job.Hi-j.job.Lo)
-	w.perm = w.ep.PermInto(j.job.Window, w.perm)
-	at := j.job.At - uint64(j.job.Lo) // the rank position of window offset 0
-	next := (j.job.At/w.unit + 1) * w.unit
-	for i := j.job.Lo; i < j.job.Hi; i++ {
+	w.cursor = p.At + uint64(p.Hi-p.Lo)
+	at := p.At - uint64(p.Lo) // the rank position of window offset 0
+	next := (p.At/w.unit + 1) * w.unit
+	for i := p.Lo; i < p.Hi; i++ {
 		if k := w.perm[i]; j.refs[k].Part != nil {
 			w.out.got.refs = append(w.out.got.refs, j.refs[k])
 			w.out.got.ids = append(w.out.got.ids, j.ids[k])
-			if j.job.Pad {
+			if p.Pad {
 				w.out.padding++
 			}
 		} else {

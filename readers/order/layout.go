@@ -1,6 +1,9 @@
 package order
 
-import "fmt"
+import (
+	"fmt"
+	"sort"
+)
 
 // Range is the positions [Lo, Hi) of an epoch's global order G.
 type Range struct {
@@ -127,39 +130,96 @@ func Lanes(segs []Segment, lane, lanes int, span uint64) []Segment {
 }
 
 // span maps positions [a, b) of the concatenated ranges (b <= Total) to
-// ranges of G.
+// ranges of G. It finds the range holding a by bisection, so that cutting
+// every rank's shard of a layout of many ranges costs ranks x log(ranges),
+// not ranks x ranges.
 func (l Layout) span(a, b uint64, pad bool) []Segment {
+	pre := l.starts()
+	i := sort.Search(len(l.Ranges), func(i int) bool { return pre[i]+l.Ranges[i].Len() > a })
 	var out []Segment
-	var at uint64
-	for _, r := range l.Ranges {
-		if at >= b {
-			break
-		}
+	for ; i < len(l.Ranges) && pre[i] < b; i++ {
+		r, at := l.Ranges[i], pre[i]
 		if x, y := max(a, at), min(b, at+r.Len()); x < y {
 			out = append(out, Segment{Range: Range{r.Lo + (x - at), r.Lo + (y - at)}, Pad: pad})
 		}
-		at += r.Len()
 	}
 	return out
 }
 
+// starts are the positions, in the concatenated ranges, where each range
+// starts.
+func (l Layout) starts() []uint64 {
+	pre := make([]uint64, len(l.Ranges))
+	var at uint64
+	for i, r := range l.Ranges {
+		pre[i], at = at, at+r.Len()
+	}
+	return pre
+}
+
+// Progress is what one rank of a layout delivered: the first Done
+// positions of its shard, and past them the items of Unit positions (the
+// batch size) that start at the shard positions in Beyond (consumers
+// commit items out of order).
+type Progress struct {
+	Done   uint64
+	Beyond []uint64
+}
+
 // Rest is the layout of the positions not yet delivered when every rank
 // has delivered done positions of its shard, dealt among world ranks.
-// Padding is not carried over (it repeated positions dealt to a rank
-// already), and under Drop neither is the dropped remainder.
 func (l Layout) Rest(rem Remainder, done uint64, world int) Layout {
+	progress := make([]Progress, l.World)
+	for r := range progress {
+		progress[r].Done = done
+	}
+	return l.Regroup(rem, 1, progress, world)
+}
+
+// Regroup is the layout of the positions not yet delivered when rank r
+// has delivered progress[r] (one entry per rank of l, each checked by
+// CheckProgress), dealt among world ranks: every position that no rank
+// delivered, once, whatever step each rank stopped at. Padding is not
+// carried over (it repeated positions dealt to a rank already), and under
+// Drop neither is the dropped remainder. Adjacent ranges are joined, so the
+// result has at most len(l.Ranges) + l.World + the items in Beyond ranges,
+// whatever the number of positions.
+func (l Layout) Regroup(rem Remainder, unit uint64, progress []Progress, world int) Layout {
 	out := Layout{World: world}
 	for r := range l.World {
-		for _, s := range l.Cut(r, rem, done) {
+		holes := progress[r].Beyond // sorted: each hides [b, b+unit)
+		for _, s := range l.Cut(r, rem, progress[r].Done) {
 			if s.Pad {
 				continue
 			}
-			if k := len(out.Ranges); k > 0 && out.Ranges[k-1].Hi == s.Lo {
-				out.Ranges[k-1].Hi = s.Hi
-			} else {
-				out.Ranges = append(out.Ranges, s.Range)
+			at, end := s.At, s.At+s.Len() // rank positions of s, kept where no hole is
+			for at < end {
+				for len(holes) > 0 && holes[0]+unit <= at {
+					holes = holes[1:]
+				}
+				stop := end
+				if len(holes) > 0 && holes[0] < end {
+					stop = max(holes[0], at)
+				}
+				if at < stop {
+					out.Ranges = appendRange(out.Ranges, Range{s.Lo + (at - s.At), s.Lo + (stop - s.At)})
+				}
+				if stop < end {
+					at = min(holes[0]+unit, end)
+				} else {
+					at = end
+				}
 			}
 		}
 	}
 	return out
+}
+
+// appendRange appends r to rs, joined to the last range when they touch.
+func appendRange(rs []Range, r Range) []Range {
+	if k := len(rs); k > 0 && rs[k-1].Hi == r.Lo {
+		rs[k-1].Hi = r.Hi
+		return rs
+	}
+	return append(rs, r)
 }

@@ -40,8 +40,6 @@ func sequence(t *testing.T, ep *order.Epoch, segs []order.Segment) []rec {
 		if !ok {
 			return out
 		}
-		require.Equal(t, at, job.At)
-		at += uint64(job.Hi - job.Lo)
 		var window []rec
 		for _, p := range ep.Pieces(job.Start, job.Start+uint64(job.Len)) {
 			require.Equal(t, job.Start+uint64(len(window)), p.Pos, "pieces come in S order")
@@ -51,9 +49,14 @@ func sequence(t *testing.T, ep *order.Epoch, segs []order.Segment) []rec {
 		}
 		require.Len(t, window, job.Len)
 		perm := ep.Perm(job.Window)
-		for i := job.Lo; i < job.Hi; i++ {
-			out = append(out, window[perm[i]])
-		}
+		require.NoError(t, job.Parts(func(p order.Part) error {
+			require.Equal(t, at, p.At)
+			at += uint64(p.Hi - p.Lo)
+			for i := p.Lo; i < p.Hi; i++ {
+				out = append(out, window[perm[i]])
+			}
+			return nil
+		}))
 	}
 }
 
@@ -267,5 +270,112 @@ func TestLanesDealTheRanksPositions(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// Ranks stop at different steps, each having committed a few items past
+// its position too (devices commit out of order); the rest regrouped among
+// another number of ranks, several times in one epoch, delivers every
+// position that no rank delivered exactly once (padding aside), and the
+// layout does not grow with the positions.
+func TestRegroupDeliversWhatNoRankDeliveredOnce(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	for range 500 {
+		n := uint64(rng.IntN(2000))
+		unit := uint64(1 + rng.IntN(16))
+		l := order.Full(n, 1+rng.IntN(8))
+		delivered := map[uint64]int{}
+		for range 1 + rng.IntN(4) { // resized several times in one epoch
+			share := l.Share(order.Pad)
+			progress := make([]order.Progress, l.World)
+			for r := range progress {
+				items := (share + unit - 1) / unit
+				k := uint64(rng.IntN(int(items) + 1))
+				pr := order.Progress{Done: min(k*unit, share)}
+				for j := k + 1; j < items && len(pr.Beyond) < 3; j++ {
+					if rng.IntN(3) == 0 {
+						pr.Beyond = append(pr.Beyond, j*unit)
+					}
+				}
+				progress[r] = pr
+				for _, s := range l.Cut(r, order.Pad, 0) {
+					for p := s.Lo; p < s.Hi; p++ {
+						at := s.At + (p - s.Lo)
+						if s.Pad || !committed(pr, at, unit) {
+							continue
+						}
+						delivered[p]++
+					}
+				}
+			}
+			ranges := len(l.Ranges)
+			l = l.Regroup(order.Pad, unit, progress, 1+rng.IntN(8))
+			require.NoError(t, l.Check(n))
+			require.LessOrEqual(t, len(l.Ranges), ranges+len(progress)*4, "the layout grows with ranks and items ahead only")
+		}
+		final, _ := shards(l, order.Pad, 0)
+		seenNow := map[uint64]bool{}
+		for _, s := range final {
+			for _, p := range s {
+				seenNow[p] = true
+			}
+		}
+		for p := range seenNow {
+			delivered[p]++
+		}
+		require.Len(t, delivered, int(n))
+		for p, k := range delivered {
+			require.Equal(t, 1, k, "position %d", p)
+		}
+	}
+}
+
+// committed says whether rank position at was delivered by a rank with
+// progress pr.
+func committed(pr order.Progress, at, unit uint64) bool {
+	if at < pr.Done {
+		return true
+	}
+	for _, b := range pr.Beyond {
+		if at >= b && at < b+unit {
+			return true
+		}
+	}
+	return false
+}
+
+func TestRegroupOfManyRangesIsFast(t *testing.T) {
+	l := order.Layout{World: 4096}
+	for i := range uint64(100_000) {
+		l.Ranges = append(l.Ranges, order.Range{Lo: 2 * i, Hi: 2*i + 1})
+	}
+	progress := make([]order.Progress, l.World)
+	got := l.Regroup(order.Drop, 1, progress, 3) // quadratic, this takes minutes
+	require.Equal(t, l.Share(order.Drop)*4096, got.Total())
+}
+
+// A layout of many small ranges (a job re-dealt with holes, or a hostile
+// state) is read a window at a time: the segments that fall in a window
+// one after another are one job, so no window is read twice.
+func TestJobsReadEachWindowOnceOverManyRanges(t *testing.T) {
+	splits := []order.Split{{0, 0, 5000}, {1, 0, 5000}}
+	o, err := order.New(splits, order.Config{Seed: 1, Shuffle: true, Window: 1024})
+	require.NoError(t, err)
+	l := order.Layout{World: 1}
+	for i := range uint64(5000) {
+		l.Ranges = append(l.Ranges, order.Range{Lo: 2 * i, Hi: 2*i + 1})
+	}
+	segs := l.Cut(0, order.Drop, 0)
+	windows := map[uint64]bool{}
+	jobs := o.Epoch(0).Jobs(segs)
+	for job, ok := jobs.Next(); ok; job, ok = jobs.Next() {
+		require.False(t, windows[job.Window], "window %d read twice", job.Window)
+		windows[job.Window] = true
+	}
+	require.Len(t, windows, 10)
+	got := sequence(t, o.Epoch(0), segs)
+	whole := sequence(t, o.Epoch(0), order.Full(10000, 1).Cut(0, order.Drop, 0))
+	for i, r := range got {
+		require.Equal(t, whole[2*i], r, "position %d", 2*i)
 	}
 }

@@ -77,7 +77,7 @@ func TestShuffleQuality(t *testing.T) {
 				}
 			}
 			perm := ep.Perm(job.Window)
-			for i := job.Lo; i < job.Hi; i++ {
+			for i := job.Lo; i < job.Hi; i++ { // one part: the rank's shard is one range
 				seq = append(seq, window[perm[i]])
 			}
 		}
