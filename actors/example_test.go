@@ -99,7 +99,7 @@ func ExampleState() {
 	if err := json.Unmarshal(saved, &resume); err != nil {
 		log.Fatal(err)
 	}
-	p, err = actors.New(stages, actors.Options{Resume: &resume})
+	p, err = actors.New(stages, actors.Options{Resume: []actors.State{resume}})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -300,7 +300,7 @@ func (p *Pipeline) planOrder(ctx context.Context, stages []Stage) error {
 	}
 	p.files = fs
 	if f.AnyOrder {
-		if opts.Resume != nil || opts.Shard.world() > 1 {
+		if len(opts.Resume) > 0 || opts.Shard.world() > 1 {
 			return fmt.Errorf("%w: a shard or a resumed state needs the order: Files.AnyOrder must be false", ErrBadSpec)
 		}
 		return nil

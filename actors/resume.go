@@ -51,35 +51,28 @@ type State struct {
 	// share (Layout.Share) they are in the epochs after it, a multi-pass
 	// stage's: share+k is position k of the next epoch.
 	Beyond []uint64 `json:"beyond,omitempty"`
+	// Fresh marks the state of a rank stopped before it delivered
+	// anything, before its files were indexed (FreshState): only Version,
+	// Layout.World and Rank are set.
+	Fresh bool `json:"fresh,omitempty"`
 }
 
-// start sets where pass 0 starts: at st, or at epoch 0.
-func (p *orderPlan) start(st *State) error {
+// start sets where pass 0 starts: where the stopped job's states say
+// (Options.Resume), or at epoch 0.
+func (p *orderPlan) start(states []State) error {
 	world := p.shard.world()
-	if st == nil {
+	if len(states) == 0 {
 		p.first, p.firstPlan, p.firstDone = 0, order.Full(p.ord.Len(), world), 0
 		return nil
 	}
-	if err := p.compatible(st); err != nil {
+	st, err := p.rejoin(states)
+	if err != nil {
 		return err
 	}
-	if err := st.Layout.Check(p.ord.Len()); err != nil {
-		return fmt.Errorf("%w: %w", ErrState, err)
-	}
-	rem := p.shard.Remainder
-	if share := st.Layout.Share(rem); st.Done > share {
-		return fmt.Errorf("%w: %d positions done of a share of %d", ErrState, st.Done, share)
+	if st.Fresh { // nothing of the job was delivered
+		return p.start(nil)
 	}
 	p.first, p.firstPlan, p.firstDone, p.firstSkip = st.Epoch, st.Layout, st.Done, slices.Clone(st.Beyond)
-	if st.Layout.World != world { // elastic: re-deal the rest of the epoch
-		if len(st.Beyond) > 0 {
-			// Past its position, the state knows its own rank's commits
-			// only: re-dealt, the others' would be delivered again.
-			return fmt.Errorf("%w: the state lists %d item(s) committed past its position, so it resumes only on %d rank(s), not %d",
-				ErrState, len(st.Beyond), st.Layout.World, world)
-		}
-		p.firstPlan, p.firstDone, p.firstSkip = st.Layout.Rest(rem, st.Done, world), 0, nil
-	}
 	return nil
 }
 
@@ -87,8 +80,6 @@ func (p *orderPlan) start(st *State) error {
 func (p *orderPlan) compatible(st *State) error {
 	var why string
 	switch {
-	case st.Version != StateVersion:
-		why = fmt.Sprintf("version %d, this build reads %d", st.Version, StateVersion)
 	case st.Data != p.data:
 		why = fmt.Sprintf("it was taken over another data set (%d files, %d records, sum %s; these are %d files, %d records, sum %s)",
 			st.Data.Files, st.Data.Records, st.Data.Sum, p.data.Files, p.data.Records, p.data.Sum)
@@ -102,7 +93,7 @@ func (p *orderPlan) compatible(st *State) error {
 	default:
 		return nil
 	}
-	return fmt.Errorf("%w: cannot resume from this state: %s", ErrState, why)
+	return fmt.Errorf("cannot resume from this state: %s", why)
 }
 
 // state is the state with the line committed up to done, and the items

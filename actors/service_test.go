@@ -112,7 +112,7 @@ func TestServiceResumesFromItsState(t *testing.T) {
 	var got [][]uint64
 	var st *actors.State
 	for i, end := range []int{7, 8, len(want)/2 + 3, len(want)} {
-		opts := actors.Options{System: sys, GroupSize: 8, Resume: st}
+		opts := actors.Options{System: sys, GroupSize: 8, Resume: own(st)}
 		if i%2 == 0 {
 			opts.Service = &actors.Service{Workers: []string{sys.Address()}, Lease: time.Hour}
 		}

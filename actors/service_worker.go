@@ -444,7 +444,7 @@ func (w *Worker) taskPipeline(m *messages.ServiceTask) ([]Stage, Options, error)
 	// The state's rank among its layout's: rank 0 of 1 for a task's own
 	// positions, the client's for a tail of padding.
 	shard := Shard{Rank: st.Rank, World: st.Layout.World, Remainder: rem}
-	return stages, Options{System: w.local, Indexes: w.indexes, GroupSize: int(job.GroupSize), GroupBytes: int(job.GroupBytes), OnCorrupt: policy, Open: open, Resume: &st,
+	return stages, Options{System: w.local, Indexes: w.indexes, GroupSize: int(job.GroupSize), GroupBytes: int(job.GroupBytes), OnCorrupt: policy, Open: open, Resume: []State{st},
 		Shard: shard}, nil
 }
 

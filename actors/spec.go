@@ -247,10 +247,13 @@ type Options struct {
 	// Indexes, when set, keeps the files' indexes for the next pipeline
 	// over them (IndexCache): a Service worker's tasks share one.
 	Indexes *IndexCache
-	// Resume, when set, starts the pipeline where a State taken from a
-	// pipeline over the same files and order left off; with another
-	// Shard.World, the rest of that epoch is re-dealt among the new ranks.
-	Resume *State
+	// Resume, when set, starts the pipeline where a stopped job over the
+	// same files and order left off: this rank's own State, to go on on
+	// the same Shard.World; or the States of every rank of the job (in
+	// any order), to go on on any World, whatever step each rank stopped
+	// at. Ranks that stopped at different steps have what none of them
+	// delivered re-dealt in equal shares (docs/determinism.md).
+	Resume []State
 	// StopGrace is how long stopping a stage (Close, Shutdown, a restart)
 	// waits for user code it runs (a device's step, an xmap function, Open)
 	// to return once its context is cancelled. Code still running then is

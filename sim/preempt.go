@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -31,15 +32,30 @@ type Preemption struct {
 // before index At and stops (Close). Killed, the process is gone and the
 // state it resumes from is the last checkpoint's, taken after Checkpoint
 // batches: what was consumed after it is lost with the process. Then the
-// job goes on as World ranks of Threads readers and Devices devices.
+// job goes on as World ranks of Threads readers and Devices devices, from
+// the states of all its ranks (actors.Options.Resume), or, with Own, each
+// rank from its own (the same World only).
 type Stop struct {
 	Epoch, At  int
 	Killed     bool
 	Checkpoint int
-	World      int
-	Threads    int
-	Devices    int
-	Lanes      int // actors.Options.Lanes; 0 or 1: none
+	// Lag[r], when given, is how many batches fewer rank r commits before
+	// it stops, and its checkpoint holds: ranks rarely stop at the same
+	// step, nor checkpoint at the same age.
+	Lag     []int
+	Own     bool
+	World   int
+	Threads int
+	Devices int
+	Lanes   int // actors.Options.Lanes; 0 or 1: none
+}
+
+// lag is how many batches fewer than the stop's rank r commits.
+func (s *Stop) lag(rank int) int {
+	if rank < len(s.Lag) {
+		return s.Lag[rank]
+	}
+	return 0
 }
 
 // GeneratePreemption is scenario seed's shape and faults made fit for a
@@ -61,7 +77,6 @@ func GeneratePreemption(seed uint64) Scenario {
 		}
 		return false
 	})
-	damage := slices.ContainsFunc(sc.Faults, func(f Fault) bool { return f.Kind == FlipChunk })
 	rng := rand.New(rand.NewPCG(seed, 0x9e3))
 	pre := &Preemption{World: 1 + rng.IntN(4)}
 	for range 1 + rng.IntN(3) {
@@ -82,27 +97,34 @@ func GeneratePreemption(seed uint64) Scenario {
 			pre.Stops[i].Lanes = 1 + lanes.IntN(3)
 		}
 	}
-	world, counted := pre.World, -1 // counted: the last epoch a stop left batches committed past its position in
-	for i := range pre.Stops {      // in the order they happen: each goes on from the world before it
+	drawWorlds(pre, seed, sh.MultiPass > 0)
+	sc.Preempt = pre
+	return sc
+}
+
+// drawWorlds draws, from streams of their own, the world each stop goes on
+// as, whether its ranks resume from their own states, and how many
+// batches each rank stops short of the stop. A multi-pass job goes on as
+// its own ranks: its ranks go on into the next epoch of the pass while the
+// stop's waits, which only a rank's own state can say.
+func drawWorlds(pre *Preemption, seed uint64, multiPass bool) {
+	rng := rand.New(rand.NewPCG(seed, 0x9e3+1))
+	lags := rand.New(rand.NewPCG(seed, 0x1a6))
+	world := pre.World
+	for i := range pre.Stops {
 		st := &pre.Stops[i]
 		st.World = world
-		// Elastic only from a position every rank shares, with nothing
-		// committed past it (a state's Beyond is its rank's alone): not a
-		// kill, nor after a stop in the same epoch that counted its
-		// batches as they came; and not where a batch of holes alone may
-		// put one rank's stop elsewhere. Nor in a multi-pass job: its
-		// ranks go on into the next epoch of the pass while the stop's
-		// waits.
-		if w := 1 + rng.IntN(4); !st.Killed && !damage && counted != st.Epoch && sh.MultiPass == 0 && rng.IntN(2) == 0 {
-			st.World = w
+		if rng.IntN(2) == 0 && !multiPass {
+			st.World = 1 + rng.IntN(4)
 		}
-		if st.World == world {
-			counted = st.Epoch
+		st.Own = multiPass || (st.World == world && rng.IntN(3) == 0)
+		if lags.IntN(2) == 0 {
+			for range world {
+				st.Lag = append(st.Lag, lags.IntN(4))
+			}
 		}
 		world = st.World
 	}
-	sc.Preempt = pre
-	return sc
 }
 
 // describe is the preemptions in a few words.
@@ -113,7 +135,13 @@ func (p *Preemption) describe() string {
 		if s.Killed {
 			how = fmt.Sprintf("kill (checkpoint %d)", s.Checkpoint)
 		}
+		if len(s.Lag) > 0 {
+			how += fmt.Sprintf(" (ranks %v batches short)", s.Lag)
+		}
 		to := fmt.Sprintf("%d rank(s)", s.World)
+		if s.Own {
+			to += " each from its own state"
+		}
 		if s.Lanes > 1 {
 			to += fmt.Sprintf(" of %d lanes", s.Lanes)
 		}
@@ -144,7 +172,8 @@ type segment struct {
 	threads int
 	devices int
 	lanes   int
-	st      *actors.State
+	states  []actors.State // the job's, every rank's, sorted by rank (nil: the job starts)
+	own     bool           // the rank resumes from its own state alone
 	stop    *Stop
 	live    bool // faults injected (the reference runs have none but the damage)
 	fired   map[FaultKind]int
@@ -153,8 +182,8 @@ type segment struct {
 // run runs the segment.
 func (g segment) run(ctx context.Context) ([]delivered, *actors.State, error) {
 	sh := g.sc.Shape
-	if g.st != nil && g.st.Epoch >= uint64(sh.epochs()) {
-		return nil, g.st, nil // the job is done: a pipeline would start its next epoch at once
+	if g.firstEpoch() >= uint64(sh.epochs()) {
+		return nil, g.done(), nil // the job is done: a pipeline would start its next epoch at once
 	}
 	stages := chain(g.sc, g.paths)
 	stages[0] = actors.Files{Paths: g.paths, Threads: g.threads}
@@ -165,13 +194,15 @@ func (g segment) run(ctx context.Context) ([]delivered, *actors.State, error) {
 	sys := actors.NewSystem()
 	panics := scheduledPanics(faults)
 	opts := pipelineOptions(sh, g.o, sys, g.d, panics)
-	opts.Shard, opts.Resume, opts.Lanes = actors.Shard{Rank: g.rank, World: g.world, Remainder: order.Pad}, g.st, g.lanes
-	h := &stopHook{stop: g.stop, byIndex: g.stop != nil && g.stop.World != g.world}
-	if g.stopsIn(g.firstEpoch()) && h.arm(g.st, g.world) {
-		// Armed before the pipeline exists (its devices step from then
-		// on), and the stop comes before it would deliver anything.
-		return nil, g.st, nil
+	opts.Shard, opts.Resume, opts.Lanes = actors.Shard{Rank: g.rank, World: g.world, Remainder: order.Pad}, g.states, g.lanes
+	if own := g.ownState(); own != nil && g.own {
+		opts.Resume = []actors.State{*own}
 	}
+	// Stopped by index where a batch of holes cannot keep the count of
+	// committed batches from reaching the stop.
+	damage := slices.ContainsFunc(g.sc.Faults, func(f Fault) bool { return f.Kind == FlipChunk })
+	h := &stopHook{stop: g.stop, rank: g.rank, byIndex: g.stop != nil && g.stop.World != g.world && !damage}
+	early := g.stopsIn(g.firstEpoch()) && h.arm(g.ownState(), g.world)
 	sc := g.sc
 	sc.Shape.Devices = g.devices // the devices' own checks count this segment's
 	dev := newDevices(sc, faults)
@@ -193,7 +224,13 @@ func (g segment) run(ctx context.Context) ([]delivered, *actors.State, error) {
 		}
 	}
 	h.mu.Unlock()
-	err = g.passes(rctx, p, h)
+	if early {
+		// The stop comes before the run delivers anything: its state is
+		// where the job stood (the job's start, or its states re-dealt).
+		h.stopped.Store(true)
+	} else {
+		err = g.passes(rctx, p, h)
+	}
 	closeErr := p.Close()
 	if left := registered.Actors(sys); len(left) > 0 {
 		err = errors.Join(err, fmt.Errorf("actors left in the registry: %v", left))
@@ -223,7 +260,7 @@ func (g segment) passes(ctx context.Context, p *actors.Pipeline, h *stopHook) er
 	for e := first; e < uint64(g.sc.Shape.epochs()); e = (e/per + 1) * per {
 		if e > first {
 			// Armed before the pass's items can flow.
-			if g.stopsIn(e) && h.arm(g.st, g.world) {
+			if g.stopsIn(e) && h.arm(g.ownState(), g.world) {
 				if h.killAtStart {
 					if s, err := p.State(); err == nil {
 						h.killed = &s
@@ -258,6 +295,7 @@ func (g segment) passes(ctx context.Context, p *actors.Pipeline, h *stopHook) er
 // takes the checkpoint's state when ckpt batches are in.
 type stopHook struct {
 	stop     *Stop
+	rank     int
 	byIndex  bool
 	p        *actors.Pipeline
 	cancel   context.CancelFunc
@@ -280,21 +318,23 @@ type stopHook struct {
 // before the run delivers any of it. Re-dealt to another world, the
 // epoch's rest starts afresh.
 func (h *stopHook) arm(st *actors.State, world int) bool {
+	// st is the rank's own state (nil when the epoch's rest is re-dealt).
 	start, skipped := 0, 0
 	e := uint64(h.stop.Epoch)
-	if st != nil && st.Layout.World == world {
+	if st != nil {
 		if st.Epoch == e {
 			start = int(st.Done) / st.Unit
 		}
 		for _, b := range st.Beyond { // delivered before: the resumed run skips them
-			if be, i := beyondAt(*st, b); be == e && i < h.stop.At {
+			if be, i := beyondAt(*st, b); be == e && i < h.stop.At-h.stop.lag(h.rank) {
 				skipped++
 			}
 		}
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.armed, h.target, h.ckpt = true, h.stop.At-start-skipped, h.stop.Checkpoint-start
+	lag := h.stop.lag(h.rank)
+	h.armed, h.target, h.ckpt = true, h.stop.At-lag-start-skipped, h.stop.Checkpoint-lag-start
 	h.killAtStart = h.stop.Killed && h.ckpt <= 0
 	return h.target <= 0
 }
@@ -306,12 +346,45 @@ func (g segment) stopsIn(e uint64) bool {
 	return g.stop != nil && uint64(g.stop.Epoch) >= e && uint64(g.stop.Epoch) < (e/per+1)*per
 }
 
-// firstEpoch is the epoch the segment starts in.
+// firstEpoch is the epoch the segment starts in: its own state's, or the
+// earliest of the job's states when they are re-dealt (a rank that
+// finished its share of an epoch stands at the next one's start).
 func (g segment) firstEpoch() uint64 {
-	if g.st != nil {
-		return g.st.Epoch
+	if len(g.states) == 0 {
+		return 0
 	}
-	return 0
+	if own := g.ownState(); own != nil {
+		return own.Epoch
+	}
+	return slices.MinFunc(g.states, func(a, b actors.State) int { return cmp.Compare(a.Epoch, b.Epoch) }).Epoch
+}
+
+// ownState is the state the rank goes on from as the uninterrupted run
+// would: its own, when it resumes from it alone (Own), or when every rank
+// stopped at the same step with nothing committed past it and the world
+// is the same (actors.Options.Resume); nil when the job starts or what is
+// left of its epoch is re-dealt.
+func (g segment) ownState() *actors.State {
+	if len(g.states) != g.world {
+		return nil // the job starts, or goes on as another number of ranks
+	}
+	mine := &g.states[g.rank]
+	if g.own {
+		return mine
+	}
+	for _, st := range g.states {
+		if st.Epoch != mine.Epoch || st.Done != mine.Done || len(st.Beyond) > 0 || st.Layout.World != g.world {
+			return nil
+		}
+	}
+	return mine
+}
+
+// done is the state of a rank of a job that is done.
+func (g segment) done() *actors.State {
+	st := g.states[0]
+	st.Rank, st.Layout, st.Done, st.Beyond = g.rank, order.Full(st.Data.Records, g.world), 0, nil
+	return &st
 }
 
 // admit says whether a step of item it may go on; the stop's batches past
@@ -323,7 +396,7 @@ func (h *stopHook) admit(it actors.Item) bool {
 		return true
 	}
 	if h.byIndex {
-		return it.Index < h.stop.At
+		return it.Index < h.stop.At-h.stop.lag(h.rank)
 	}
 	if h.inEpoch+h.inflight >= h.target {
 		return false
@@ -451,41 +524,36 @@ func runPreempt(ctx context.Context, sc Scenario, paths []string, damaged []map[
 		}
 	}()
 	var all []delivered
-	states := make([]*actors.State, pre.World)
+	var states []actors.State // every rank's, at the last stop
 	world, threads, devices, lanes := pre.World, sc.Shape.Threads, sc.Shape.Devices, sc.Shape.Lanes
-	elasticFrom := -1 // the epoch re-dealt part way, if any
+	own := false
+	elastic := map[uint64]bool{} // the epochs re-dealt part way
 	for i := 0; i <= len(pre.Stops); i++ {
 		var stop *Stop
 		if i < len(pre.Stops) {
 			stop = &pre.Stops[i]
 		}
-		next := make([]*actors.State, world)
+		next := make([]actors.State, world)
 		for r := range world {
 			g := segment{sc: sc, paths: paths, o: o, d: d, rank: r, world: world, threads: threads, devices: devices,
-				lanes: lanes, st: states[r], stop: stop, live: true, fired: fired}
+				lanes: lanes, states: states, own: own, stop: stop, live: true, fired: fired}
+			if r == 0 && len(states) > 0 && g.ownState() == nil {
+				elastic[g.firstEpoch()] = true
+			}
 			got, st, err := g.run(ctx)
 			for k := range got {
-				got[k].elastic = int(got[k].epoch) == elasticFrom
+				got[k].elastic = elastic[got[k].epoch]
 			}
 			all = append(all, got...)
 			if err != nil {
 				return len(all), fmt.Errorf("rank %d of %d, before stop %d: %w", r, world, i, err)
 			}
-			next[r] = st
+			next[r] = *st
 		}
 		if stop == nil {
 			break
 		}
-		states = next
-		if stop.World != world { // re-dealt from any rank's state: they stopped at the same batch
-			if next[0] != nil && next[0].Done < next[0].Layout.Share(order.Pad) { // nil: stopped before it began
-				elasticFrom = int(next[0].Epoch)
-			}
-			states = make([]*actors.State, stop.World)
-			for r := range states {
-				states[r] = next[0]
-			}
-		}
+		states, own = next, stop.Own
 		world, threads, devices, lanes = stop.World, stop.Threads, stop.Devices, stop.Lanes
 	}
 	checkPreempted(violate, sc, all, damaged)
@@ -533,7 +601,8 @@ func checkPreempted(violate violation, sc Scenario, all []delivered, damaged []m
 	}
 }
 
-// elasticIn says whether epoch e was re-dealt part way.
+// elasticIn says whether epoch e was re-dealt part way (the ranks of a
+// world then get equal shares of what was left, not of the epoch).
 func elasticIn(all []delivered, e uint64) bool {
 	return slices.ContainsFunc(all, func(d delivered) bool { return d.epoch == e && d.elastic })
 }

@@ -107,3 +107,37 @@ func orderRegressions() []Scenario {
 			Faults: []Fault{{Kind: FlipChunk, File: 0, Chunk: 6}}},
 	}
 }
+
+// PreemptRegressions are named preempted jobs (sim --preempt runs them
+// with its generated ones): the ways a job resized from ranks that
+// stopped at different steps lost or repeated samples before the whole
+// job's states were resumed from (docs/determinism.md).
+func PreemptRegressions() []Scenario {
+	base := Shape{Files: 4, Records: 250, ChunkBytes: 1500, Threads: 2, Group: 8, Shuffle: 64, Batch: 16, Devices: 2, Passes: 2}
+	stop := func(at int, lag []int, world int) Stop {
+		return Stop{At: at, Lag: lag, World: world, Threads: 2, Devices: 2}
+	}
+	killed := func(s Stop, ckpt int) Stop { s.Killed, s.Checkpoint = true, ckpt; return s }
+	job := func(world int, stops ...Stop) *Preemption { return &Preemption{World: world, Stops: stops} }
+	return []Scenario{
+		// Rank 0 stopped 8 batches before rank 1, resumed as three: from
+		// rank 1's state alone 128 samples were lost, from rank 0's
+		// repeated. Then resized 3 -> 1 -> 4 within the same epoch.
+		{Name: "resize-ranks-at-different-steps", Seed: 31, Shape: base,
+			Preempt: job(2, stop(20, []int{8, 0}, 3), stop(6, []int{0, 2, 4}, 1), stop(5, nil, 4))},
+		// Killed ranks resume from checkpoints of different ages.
+		{Name: "resize-checkpoints-of-different-ages", Seed: 32, Shape: base,
+			Preempt: job(3, killed(stop(12, []int{0, 3, 5}, 2), 9), killed(stop(4, []int{1, 0}, 3), 2))},
+		// One rank finished its share of the epoch (it stands at the next
+		// one's start) while the other had batches left.
+		{Name: "resize-a-rank-finished-its-share", Seed: 33, Shape: base,
+			Preempt: job(2, stop(40, []int{0, 12}, 3))},
+		// Devices commit out of order: states list batches committed past
+		// their positions, at different steps, resized down and up.
+		{Name: "resize-items-committed-ahead", Seed: 34, Shape: with(base, func(s *Shape) { s.Devices, s.Skip = 3, true }),
+			Faults: []Fault{{Kind: FlipChunk, File: 1, Chunk: 0}}, // stopped by count, not index
+			Preempt: job(4, stop(6, []int{2, 0, 1, 3}, 2), stop(9, []int{0, 4}, 4))},
+	}
+}
+
+func with(s Shape, f func(*Shape)) Shape { f(&s); return s }

@@ -1,9 +1,14 @@
 package main
 
 import (
+	"cmp"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"path/filepath"
+	"slices"
+	"strings"
 	"sync"
 
 	"github.com/actorfeed/actorfeed/actors"
@@ -14,6 +19,45 @@ import (
 // maxStateBytes bounds a state file: a state is a few hundred bytes, its
 // layout a range per rank that was re-dealt.
 const maxStateBytes = 1 << 20
+
+// resumed is what --resume gave: the states of the stopped job and the
+// files they came from.
+type resumed struct {
+	states []actors.State
+	files  []string
+}
+
+// readStates reads the states --resume names: files or globs, a file
+// named twice read once, at most one per rank of the largest world.
+func readStates(entries []string) (resumed, error) {
+	var r resumed
+	for _, e := range entries {
+		matches := []string{e}
+		if strings.ContainsAny(e, "*?[") {
+			var err error
+			if matches, err = filepath.Glob(e); err != nil {
+				return resumed{}, usageError{fmt.Errorf("--resume %q: %w", e, err)}
+			}
+			if len(matches) == 0 {
+				return resumed{}, fmt.Errorf("--resume %q matches no file", e)
+			}
+		}
+		for _, m := range matches {
+			if slices.ContainsFunc(r.files, func(f string) bool { return atomicfile.Same(f, m) }) {
+				continue
+			}
+			if len(r.files) == actors.MaxWorld {
+				return resumed{}, usageError{fmt.Errorf("--resume: more than %d states: more than a job has ranks", actors.MaxWorld)}
+			}
+			st, err := readState(m)
+			if err != nil {
+				return resumed{}, err
+			}
+			r.states, r.files = append(r.states, *st), append(r.files, m)
+		}
+	}
+	return r, nil
+}
 
 // readState reads the pipeline state saved in path by --checkpoint.
 func readState(path string) (*actors.State, error) {
@@ -37,6 +81,49 @@ func readState(path string) (*actors.State, error) {
 		return nil, fmt.Errorf("--resume %s: not a state: it has no version", path)
 	}
 	return &st, nil
+}
+
+// refused names the state file a refusal of the pipeline's is about: a
+// bad command line (exit 2), as the states are the command's arguments.
+func (r resumed) refused(err error) error {
+	var se *actors.StateError
+	if !errors.As(err, &se) {
+		return err
+	}
+	if se.Index >= 0 && se.Index < len(r.files) {
+		return usageError{fmt.Errorf("--resume %s: %w", r.files[se.Index], se.Err)}
+	}
+	return usageError{fmt.Errorf("--resume %s: %w", strings.Join(r.files, ","), se.Err)}
+}
+
+// firstEpoch is the epoch the resumed run starts in: the earliest state's
+// (a rank that finished its share of an epoch stands at the next's start).
+func (r resumed) firstEpoch() uint64 {
+	if len(r.states) == 0 {
+		return 0
+	}
+	return slices.MinFunc(r.states, func(a, b actors.State) int { return cmp.Compare(a.Epoch, b.Epoch) }).Epoch
+}
+
+// early is the state of a run stopped before its pipeline was built: the
+// state it resumed from, re-dealt for its rank as the pipeline would have
+// (nothing of it consumed), or, starting afresh, the job's start. It is
+// false when the states cannot be resumed: the run says why.
+func (r resumed) early(shard actors.Shard) (actors.State, bool) {
+	if len(r.states) == 0 {
+		return actors.FreshState(shard), true
+	}
+	st, err := actors.Rejoin(r.states, shard)
+	return st, err == nil
+}
+
+// writeState writes st to path, atomically, as --checkpoint does.
+func writeState(path string, st actors.State) error {
+	return atomicfile.Write(path, func(w io.Writer) error {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(st)
+	})
 }
 
 // checkpointer writes the pipeline's state to a file, atomically: every
@@ -92,11 +179,7 @@ func (c *checkpointer) loop() {
 func (c *checkpointer) write() {
 	st, err := c.p().State()
 	if err == nil {
-		err = atomicfile.Write(c.path, func(w io.Writer) error {
-			enc := json.NewEncoder(w)
-			enc.SetIndent("", "  ")
-			return enc.Encode(st)
-		})
+		err = writeState(c.path, st)
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()

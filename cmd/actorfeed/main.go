@@ -13,6 +13,10 @@ import (
 )
 
 func main() {
+	// A reader of the output that goes away (run ... | head) must not kill
+	// a run mid-write by SIGPIPE, leaving its temporary files behind: the
+	// run goes on, and its writes to the closed pipe fail.
+	signal.Ignore(syscall.SIGPIPE)
 	ctx, stop := stopOnSignal(context.Background())
 	err := newRoot().ExecuteContext(ctx)
 	var in interrupted
@@ -29,6 +33,8 @@ func main() {
 // usageError marks an error in how the command was called.
 type usageError struct{ error }
 
+func (u usageError) Unwrap() error { return u.error }
+
 // interrupted is the cause of a run's context when a signal stopped it.
 type interrupted struct{ sig syscall.Signal }
 
@@ -40,19 +46,22 @@ func signalName(s syscall.Signal) string {
 		return "SIGINT"
 	case syscall.SIGTERM:
 		return "SIGTERM"
+	case syscall.SIGHUP:
+		return "SIGHUP"
 	}
 	return s.String()
 }
 
-// stopOnSignal cancels ctx, with an interrupted cause, on SIGINT or SIGTERM:
-// container runtimes and batch schedulers stop a trainer with SIGTERM, a
-// person with Ctrl-C, and both must stop it the same way (promptly, with
+// stopOnSignal cancels ctx, with an interrupted cause, on SIGINT, SIGTERM
+// or SIGHUP: container runtimes and batch schedulers stop a trainer with
+// SIGTERM, a person with Ctrl-C, a closed terminal (and some schedulers)
+// with SIGHUP, and all must stop it the same way (promptly, with
 // complete outputs and the summary so far). A second signal is left to its
 // default action, so a stuck stop can still be killed.
 func stopOnSignal(parent context.Context) (context.Context, func()) {
 	ctx, cancel := context.WithCancelCause(parent)
 	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	done := make(chan struct{})
 	go func() {
 		select {

@@ -16,6 +16,7 @@ import (
 	"github.com/actorfeed/actorfeed/actors"
 	"github.com/actorfeed/actorfeed/actors/program"
 	"github.com/actorfeed/actorfeed/actors/service"
+	"github.com/actorfeed/actorfeed/internal/atomicfile"
 	"github.com/actorfeed/actorfeed/readers"
 	"github.com/actorfeed/actorfeed/readers/format"
 	"github.com/actorfeed/actorfeed/readers/order"
@@ -42,7 +43,7 @@ type runOptions struct {
 	rank      int
 	world     int
 	remainder string
-	resume    string
+	resume    []string
 	ckpt      string
 	ckptEvery int
 	maxBatch  int
@@ -69,9 +70,11 @@ holds them all), from which exactly-once delivery can be checked.
 The order of the samples is a function of the files, --seed and the pass
 (docs/determinism.md). --rank and --world give this process its share when
 several read the files together. --checkpoint saves where the run stands, at
-the end, on SIGTERM or SIGINT, and every --checkpoint-every batches; --resume
-continues from it exactly. --passes counts the job's passes: a resumed run
-does those left.`
+the end, on SIGTERM, SIGINT or SIGHUP (from the first moment: the job's start
+if nothing was consumed), and every --checkpoint-every batches. --resume
+continues exactly: from this rank's own state, or from the states of every
+rank of the stopped job, on any --world, whatever step each rank stopped at.
+--passes counts the job's passes: a resumed run does those left.`
 
 func newRun() *cobra.Command {
 	o := runOptions{}
@@ -115,7 +118,7 @@ func (o *runOptions) flags(f *pflag.FlagSet) {
 	f.IntVar(&o.rank, "rank", 0, "this process's rank among --world ranks that read the files together")
 	f.IntVar(&o.world, "world", 1, "how many ranks read the files together, each an equal, disjoint share of every pass")
 	f.StringVar(&o.remainder, "remainder", "drop", "what the records left over when ranks get equal shares do: drop, or pad (repeat the first ones, marked)")
-	f.StringVar(&o.resume, "resume", "", "continue from the state saved in this file by --checkpoint")
+	f.StringSliceVar(&o.resume, "resume", nil, "continue from the states saved by --checkpoint: this rank's own, or every rank's of the stopped job (files or globs; repeat or comma-separate)")
 	f.StringVar(&o.ckpt, "checkpoint", "", "save the pipeline's state in this file at the end, on a stop, and every --checkpoint-every batches")
 	f.IntVar(&o.ckptEvery, "checkpoint-every", 0, "batches between checkpoints (0: only at the end or a stop)")
 	f.IntVar(&o.maxBatch, "max-batches", 0, "stop once the devices stepped this many batches, as a trainer stops at a step (0: no limit)")
@@ -290,12 +293,15 @@ func runPipeline(ctx context.Context, out, errOut io.Writer, o runOptions, chang
 		scope.Options.System = node.System()
 		o.service = svc.Workers
 	}
-	if err := scope.Run(ctx, rs.startup); err != nil {
+	if err := rs.checkOutputs(o); err != nil {
 		return err
 	}
+	if err := scope.Run(ctx, rs.startup); err != nil {
+		return rs.notStarted(ctx, o, err)
+	}
 	stages := scope.Reader(rs.reader).Stages()
-	if st := rs.resume; st != nil {
-		left, why := passesLeft(o.passes, st, stages)
+	if len(rs.resume.states) > 0 {
+		left, why := passesLeft(o.passes, rs.resume.firstEpoch(), stages)
 		if left == 0 {
 			fmt.Fprintln(out, why)
 			return nil
@@ -320,7 +326,7 @@ func runPipeline(ctx context.Context, out, errOut io.Writer, o runOptions, chang
 	}
 	defer s.emit.close()
 	if err := s.launch(ctx, scope, rs.reader); err != nil {
-		return err
+		return rs.notStarted(ctx, o, err)
 	}
 	if o.ckpt != "" {
 		if _, err := s.p.State(); err != nil {
@@ -343,7 +349,8 @@ type runScope struct {
 	scope   *program.Scope
 	startup *program.Program
 	reader  string
-	resume  *actors.State
+	resume  resumed
+	files   []string // the data files, as --data or the program names them
 }
 
 // newRunScope makes the run's scope and program, from --spec or from the
@@ -352,22 +359,20 @@ type runScope struct {
 func newRunScope(o *runOptions, changed func(string) bool) (runScope, error) {
 	policy, _ := supervisor.ParseCorruptPolicy(o.onCorrupt)
 	opts := actors.Options{OnCorrupt: policy, Lanes: o.lanes}
-	if o.resume != "" {
-		st, err := readState(o.resume)
-		if err != nil {
-			return runScope{}, err
-		}
-		opts.Resume = st
+	res, err := readStates(o.resume)
+	if err != nil {
+		return runScope{}, err
 	}
-	rs := runScope{scope: program.NewScope(opts), reader: "reader", resume: opts.Resume}
+	opts.Resume = res.states
+	rs := runScope{scope: program.NewScope(opts), reader: "reader", resume: res}
 	rs.scope.Maps = builtinMaps
-	var err error
 	if o.spec != "" {
-		rs.startup, rs.reader, err = loadSpec(o, rs.scope, changed)
+		if rs.startup, rs.reader, err = loadSpec(o, rs.scope, changed); err == nil {
+			rs.files = programFiles(rs.startup)
+		}
 	} else {
-		var files []string
-		if files, err = expand(o.data); err == nil {
-			rs.startup = flagProgram(*o, files)
+		if rs.files, err = expand(o.data); err == nil {
+			rs.startup = flagProgram(*o, rs.files)
 		}
 	}
 	if err != nil {
@@ -382,6 +387,73 @@ func newRunScope(o *runOptions, changed func(string) bool) (runScope, error) {
 		rs.scope.Options.Service = &actors.Service{Workers: o.service, Credit: o.credit}
 	}
 	return rs, nil
+}
+
+// checkOutputs refuses, as a bad command line, two outputs on one path
+// and an output on an input: --emit-ids and --checkpoint on each other, or
+// on a --resume state or a data file. --checkpoint may replace the state
+// it resumes from when that is this rank's own alone (a re-queued job's
+// command); the states of several ranks are read by every new rank, so
+// their checkpoints go to new files.
+func (rs runScope) checkOutputs(o runOptions) error {
+	outs := map[string]string{"--emit-ids": o.emitIDs, "--checkpoint": o.ckpt}
+	if o.emitIDs != "" && o.ckpt != "" && atomicfile.Same(o.emitIDs, o.ckpt) {
+		return usageError{fmt.Errorf("--emit-ids and --checkpoint are both %s: give each its own file", o.ckpt)}
+	}
+	for _, flag := range []string{"--emit-ids", "--checkpoint"} {
+		out := outs[flag]
+		if out == "" {
+			continue
+		}
+		if err := atomicfile.Refuse(out, rs.files...); err != nil {
+			return usageError{fmt.Errorf("%s: %w: it would be overwritten", flag, err)}
+		}
+		for i, in := range rs.resume.files {
+			own := flag == "--checkpoint" && len(rs.resume.states) == 1 && rs.resume.states[i].Layout.World == max(rs.scope.Options.Shard.World, 1)
+			if atomicfile.Same(out, in) && !own {
+				return usageError{fmt.Errorf("%s %s is a --resume state, which every rank of the resumed job reads: write the new job's to new files", flag, out)}
+			}
+		}
+	}
+	return nil
+}
+
+// notStarted ends a run whose pipeline could not be built or started: a
+// refused state names its file; a run stopped by a signal before its
+// pipeline was built leaves its state with --checkpoint all the same (the
+// state it resumed from, or the job's start), so that the job can be
+// resumed whenever it is stopped.
+func (rs runScope) notStarted(ctx context.Context, o runOptions, err error) error {
+	if err = rs.resume.refused(err); o.ckpt == "" || context.Cause(ctx) == nil {
+		return err
+	}
+	if st, ok := rs.resume.early(rs.scope.Options.Shard); ok {
+		if werr := writeState(o.ckpt, st); werr != nil {
+			return errors.Join(err, fmt.Errorf("--checkpoint: %w", werr))
+		}
+	}
+	return err
+}
+
+// programFiles are the paths of the files a program's open_files ops read.
+func programFiles(prog *program.Program) []string {
+	var out []string
+	for _, op := range prog.Ops {
+		names, _ := op.Attrs["file_names"].([]any)
+		for _, n := range names {
+			if e, ok := n.(string); ok {
+				_, path, _ := readers.ParseEntry(e)
+				out = append(out, path)
+			}
+		}
+		if names, ok := op.Attrs["file_names"].([]string); ok {
+			for _, e := range names {
+				_, path, _ := readers.ParseEntry(e)
+				out = append(out, path)
+			}
+		}
+	}
+	return out
 }
 
 // runsOn says where the stages before the double buffer run, when not in
@@ -529,12 +601,12 @@ func (s *session) samplesToCome(stages []actors.Stage, passes int) int64 {
 // passesLeft is how many of the job's passes (--passes, of epochsPerPass
 // epochs each) a run resumed from st does, the first from the state; 0,
 // and why, when none is left.
-func passesLeft(passes int, st *actors.State, stages []actors.Stage) (int, string) {
+func passesLeft(passes int, epoch uint64, stages []actors.Stage) (int, string) {
 	per := uint64(epochsPerPass(stages))
-	if st.Epoch >= uint64(passes)*per {
-		return 0, fmt.Sprintf("nothing to do: the state is at epoch %d, and the job has %d pass(es) of %d epoch(s)", st.Epoch, passes, per)
+	if epoch >= uint64(passes)*per {
+		return 0, fmt.Sprintf("nothing to do: the state is at epoch %d, and the job has %d pass(es) of %d epoch(s)", epoch, passes, per)
 	}
-	return passes - int(st.Epoch/per), ""
+	return passes - int(epoch/per), ""
 }
 
 // epochsPerPass is how many of the order's epochs one pass of stages

@@ -251,7 +251,10 @@ func simScenarios(o simOptions) ([]sim.Scenario, error) {
 	if o.preempt {
 		generate = sim.GeneratePreemption
 	}
-	if o.regressions && !o.preempt {
+	switch {
+	case o.regressions && o.preempt:
+		scenarios = append(scenarios, sim.PreemptRegressions()...)
+	case o.regressions:
 		scenarios = append(scenarios, sim.Regressions()...)
 	}
 	for k := range o.scenarios {
@@ -371,7 +374,7 @@ func replayed(what string, preempt bool) (sim.Scenario, error) {
 		return sim.Generate(seed), nil
 	}
 	var names []string
-	for _, sc := range sim.Regressions() {
+	for _, sc := range append(sim.Regressions(), sim.PreemptRegressions()...) {
 		if sc.Name == what {
 			return sc, nil
 		}

@@ -62,3 +62,17 @@ func Refuse(out string, inputs ...string) error {
 	}
 	return nil
 }
+
+// Same says whether a and b name the same file: the same existing file
+// (through another path or a link too), or the same path when either does
+// not exist yet (two outputs to be written).
+func Same(a, b string) bool {
+	if x, err := os.Stat(a); err == nil {
+		if y, err := os.Stat(b); err == nil {
+			return os.SameFile(x, y)
+		}
+	}
+	x, errA := filepath.Abs(a)
+	y, errB := filepath.Abs(b)
+	return errA == nil && errB == nil && x == y
+}

@@ -1,0 +1,281 @@
+package actors_test
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"math"
+	"slices"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/actorfeed/actorfeed/actors"
+	"github.com/actorfeed/actorfeed/internal/testutil"
+	"github.com/actorfeed/actorfeed/readers/order"
+)
+
+// jobStates runs ranks of a job of world ranks, rank r stopping after
+// steps[r] batches, and returns their states.
+func jobStates(t testing.TB, ctx context.Context, paths []string, world int, rem order.Remainder, steps []int) []actors.State {
+	t.Helper()
+	var out []actors.State
+	for rank := range world {
+		p, err := actors.New(ordered(paths, 2), actors.Options{System: sharedSys, GroupSize: 8,
+			Shard: actors.Shard{Rank: rank, World: world, Remainder: rem}})
+		require.NoError(t, err)
+		for range steps[rank] {
+			_, err := p.Next(ctx)
+			require.NoError(t, err)
+		}
+		closeAndCheck(t, p, sharedSys)
+		st, err := p.State()
+		require.NoError(t, err)
+		out = append(out, st)
+	}
+	return out
+}
+
+// Every field of a state is checked before anything runs, and each
+// refusal names the field: states from another rank, of impossible ranks
+// and worlds, and lists of items committed ahead that no run could write.
+func TestResumeRefusesStatesThatCannotBeTrusted(t *testing.T) {
+	ctx := testutil.Context(t)
+	paths := testutil.WriteFiles(t, 3, 70, 300)
+	states := jobStates(t, ctx, paths, 2, order.Drop, []int{2, 3})
+	mod := func(f func(*actors.State)) []actors.State {
+		st := states[0]
+		st.Beyond = []uint64{64}
+		f(&st)
+		return []actors.State{st}
+	}
+	cases := []struct {
+		name   string
+		states []actors.State
+		rank   int
+		world  int
+		want   string
+	}{
+		{"another rank's state", states[1:], 0, 2, "the state is rank 1's and this is rank 0"},
+		{"rank 5 of 1", mod(func(s *actors.State) { s.Rank, s.Layout.World = 5, 1 }), 0, 1, "rank 5 is not a rank"},
+		{"rank -1", mod(func(s *actors.State) { s.Rank = -1 }), 0, 2, "rank -1 is not a rank"},
+		{"a world of 10^18", mod(func(s *actors.State) { s.Layout.World = 1e18 }), 0, 2, "world 1000000000000000000"},
+		{"beyond twice", mod(func(s *actors.State) { s.Beyond = []uint64{64, 64} }), 0, 2, "beyond[1]: 64 does not follow 64"},
+		{"beyond below the position", mod(func(s *actors.State) { s.Beyond = []uint64{16} }), 0, 2, "beyond[0]: 16 is before the position"},
+		{"beyond unaligned", mod(func(s *actors.State) { s.Beyond = []uint64{65} }), 0, 2, "beyond[0]: 65 is not where an item"},
+		{"beyond 2^64-1", mod(func(s *actors.State) { s.Beyond = []uint64{math.MaxUint64} }), 0, 2, "past the epoch's share"},
+		{"50,000 beyond", mod(func(s *actors.State) {
+			s.Beyond = nil
+			for i := range uint64(50_000) {
+				s.Beyond = append(s.Beyond, 48+16*i)
+			}
+		}), 0, 2, "50000 items listed"},
+		{"done past the share", mod(func(s *actors.State) { s.Done = 1000 }), 0, 2, "done: 1000 positions of a share of 105"},
+		{"a range past the data", mod(func(s *actors.State) { s.Layout.Ranges = []order.Range{{Lo: 0, Hi: 211}} }), 0, 2, "layout"},
+		{"an epoch past the limit", mod(func(s *actors.State) { s.Epoch = math.MaxUint64 }), 0, 2, "epoch"},
+		{"a rank missing", states[:1], 0, 3, "needs the states of all 2"},
+		{"a rank twice", []actors.State{states[0], states[0]}, 0, 3, "rank 0's state is given twice"},
+		{"states of two jobs", []actors.State{states[0], mod(func(s *actors.State) { s.Rank, s.Epoch, s.Beyond = 1, 1, nil })[0]}, 0, 3, "epoch"},
+	}
+	for _, c := range cases {
+		_, err := actors.New(ordered(paths, 2), actors.Options{System: sharedSys, GroupSize: 8, Resume: c.states,
+			Shard: actors.Shard{Rank: c.rank, World: c.world}})
+		require.ErrorIs(t, err, actors.ErrState, c.name)
+		require.ErrorContains(t, err, c.want, c.name)
+		var se *actors.StateError
+		require.True(t, errors.As(err, &se), c.name)
+	}
+}
+
+// Ranks that stopped at different steps, and ranks of which one finished
+// its share of the epoch while another had not, resume on the same, a
+// larger and a smaller world, several times in one epoch: every sample is
+// delivered once (the job: 640 samples were lost or repeated).
+func TestJobResizedFromDifferentStepsDeliversEachSampleOnce(t *testing.T) {
+	ctx := testutil.Context(t)
+	paths := testutil.WriteFiles(t, 4, 100, 300)
+	for _, rem := range []order.Remainder{order.Pad, order.Drop} {
+		seen := map[uint64]int{}
+		var states []actors.State
+		for i, world := range []int{2, 3, 1, 4, 4} {
+			next := make([]actors.State, world)
+			for rank := range world {
+				p, err := actors.New(ordered(paths, 2), actors.Options{System: sharedSys, GroupSize: 8, Resume: states,
+					Shard: actors.Shard{Rank: rank, World: world, Remainder: rem}})
+				require.NoError(t, err)
+				steps := 1 + (rank*3+i)%4
+				if i == 4 {
+					steps = math.MaxInt // the last world runs to the end
+				}
+				for range steps {
+					it, err := p.Next(ctx)
+					if err != nil {
+						break // the rank's share ended: it stands at the next epoch
+					}
+					for _, id := range it.IDs[:it.Instances-it.Padding] {
+						seen[id]++
+					}
+				}
+				closeAndCheck(t, p, sharedSys)
+				st, err := p.State()
+				require.NoError(t, err)
+				next[rank] = *saved(t, st)
+			}
+			states = next
+		}
+		for id, k := range seen {
+			require.Equal(t, 1, k, "%s: sample %x", rem, id)
+		}
+		if rem == order.Pad {
+			require.Len(t, seen, 400, "every sample of the epoch")
+		} else {
+			require.GreaterOrEqual(t, len(seen), 400-2-3-1-4-4, "drop leaves out fewer than a world's worth at each re-deal")
+		}
+	}
+}
+
+// FuzzResume mutates the states of a real job of two ranks (stopped at
+// different steps, one with an item committed ahead) and resumes a job of
+// world ranks from them: it is refused with ErrState, or every sample that
+// the states do not say was delivered is delivered once, and none that
+// they say was.
+func FuzzResume(f *testing.F) {
+	ctx := testutil.Context(f)
+	paths := testutil.WriteFiles(f, 2, 40, 300)
+	job := jobStates(f, ctx, paths, 2, order.Pad, []int{1, 2})
+	job[0].Beyond = []uint64{32}
+	f.Add(uint8(0), uint8(0), uint64(0), uint8(2))
+	f.Add(uint8(3), uint8(1), uint64(48), uint8(3))
+	f.Add(uint8(5), uint8(0), uint64(16), uint8(1))
+	f.Fuzz(func(t *testing.T, field, rank uint8, v uint64, world uint8) {
+		ctx := testutil.Context(t)
+		states := mutate(job, int(field), int(rank%2), v)
+		got, err := resumeJob(t, ctx, paths, states, 1+int(world%4))
+		if err != nil {
+			require.ErrorIs(t, err, actors.ErrState)
+			return
+		}
+		before := deliveredBy(t, ctx, paths, states)
+		for id, k := range got {
+			require.Equal(t, 1, k, "sample %x: delivered twice", id)
+			require.False(t, before[id], "sample %x: delivered again", id)
+		}
+		for id := range before {
+			got[id]++
+		}
+		require.Len(t, got, 80, "every sample of the epoch")
+	})
+}
+
+// mutate is a copy of job with one field of rank's state set from v.
+func mutate(job []actors.State, field, rank int, v uint64) []actors.State {
+	states := slices.Clone(job)
+	for i := range states {
+		states[i].Beyond = slices.Clone(states[i].Beyond)
+		states[i].Layout.Ranges = slices.Clone(states[i].Layout.Ranges)
+	}
+	st := &states[rank]
+	switch field % 12 {
+	case 1:
+		st.Rank = int(int64(v))
+	case 2:
+		st.Layout.World = int(int64(v))
+	case 3:
+		st.Done = v
+	case 4:
+		st.Epoch = v
+	case 5:
+		st.Beyond = append(st.Beyond, v)
+	case 6:
+		st.Beyond = []uint64{v}
+	case 7:
+		st.Layout.Ranges[0].Lo = v
+	case 8:
+		st.Layout.Ranges = append(st.Layout.Ranges, order.Range{Lo: v, Hi: v + 1 + v%7})
+	case 9:
+		return states[rank : rank+1] // one rank's state
+	case 10:
+		return append(states, *st) // a rank twice
+	case 11:
+		st.Layout.Ranges[0].Hi = v
+	}
+	return states
+}
+
+// resumeJob resumes world ranks from states and reads the rest of their
+// epoch: the samples delivered (padding aside).
+func resumeJob(t *testing.T, ctx context.Context, paths []string, states []actors.State, world int) (map[uint64]int, error) {
+	seen := map[uint64]int{}
+	for rank := range world {
+		p, err := actors.New(ordered(paths, 2), actors.Options{System: sharedSys, GroupSize: 8, Resume: states,
+			Shard: actors.Shard{Rank: rank, World: world, Remainder: order.Pad}})
+		if err != nil {
+			return nil, err
+		}
+		if st, _ := p.State(); st.Epoch == firstEpoch(states) {
+			readPass(t, ctx, p, func(it actors.Item) {
+				for _, id := range it.IDs[:it.Instances-it.Padding] {
+					seen[id]++
+				}
+			})
+		}
+		closeAndCheck(t, p, sharedSys)
+	}
+	return seen, nil
+}
+
+// deliveredBy is what the ranks of accepted states delivered: each old
+// rank's batches before its position and those listed past it, read again
+// from the state's layout.
+func deliveredBy(t *testing.T, ctx context.Context, paths []string, states []actors.State) map[uint64]bool {
+	out := map[uint64]bool{}
+	first := slices.IndexFunc(states, func(st actors.State) bool { return st.Epoch == firstEpoch(states) })
+	for _, st := range states {
+		if st.Epoch > states[first].Epoch { // it finished its share of the first's epoch
+			rank := st.Rank
+			st = states[first]
+			st.Rank, st.Done, st.Beyond = rank, math.MaxUint64, nil
+		}
+		from := st
+		from.Done, from.Beyond = 0, nil
+		p, err := actors.New(ordered(paths, 2), actors.Options{System: sharedSys, GroupSize: 8, Resume: []actors.State{from},
+			Shard: actors.Shard{Rank: st.Rank, World: st.Layout.World, Remainder: order.Pad}})
+		require.NoError(t, err)
+		readPass(t, ctx, p, func(it actors.Item) {
+			start := uint64(it.Index * st.Unit)
+			if start < st.Done || slices.Contains(st.Beyond, start) {
+				for _, id := range it.IDs[:it.Instances-it.Padding] {
+					out[id] = true
+				}
+			}
+		})
+		closeAndCheck(t, p, sharedSys)
+	}
+	return out
+}
+
+func firstEpoch(states []actors.State) uint64 {
+	return slices.MinFunc(states, func(a, b actors.State) int { return cmp.Compare(a.Epoch, b.Epoch) }).Epoch
+}
+
+// A rank stopped before its pipeline was built leaves a fresh state: with
+// the other ranks' states, the job resumes on another world exactly; alone,
+// it starts afresh.
+func TestFreshStateJoinsTheOthers(t *testing.T) {
+	ctx := testutil.Context(t)
+	paths := testutil.WriteFiles(t, 2, 40, 300)
+	states := jobStates(t, ctx, paths, 2, order.Pad, []int{2, 0})
+	states[1] = actors.FreshState(actors.Shard{Rank: 1, World: 2})
+	got, err := resumeJob(t, ctx, paths, states, 3)
+	require.NoError(t, err)
+	before := deliveredBy(t, ctx, paths, states[:1])
+	for id := range before {
+		require.Zero(t, got[id], "sample %x delivered again", id)
+		got[id]++
+	}
+	require.Len(t, got, 80)
+
+	alone, err := resumeJob(t, ctx, paths, []actors.State{actors.FreshState(actors.Shard{})}, 1)
+	require.NoError(t, err)
+	require.Len(t, alone, 80, "the whole epoch")
+}
