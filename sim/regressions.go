@@ -135,7 +135,7 @@ func PreemptRegressions() []Scenario {
 		// Devices commit out of order: states list batches committed past
 		// their positions, at different steps, resized down and up.
 		{Name: "resize-items-committed-ahead", Seed: 34, Shape: with(base, func(s *Shape) { s.Devices, s.Skip = 3, true }),
-			Faults: []Fault{{Kind: FlipChunk, File: 1, Chunk: 0}}, // stopped by count, not index
+			Faults:  []Fault{{Kind: FlipChunk, File: 1, Chunk: 0}}, // stopped by count, not index
 			Preempt: job(4, stop(6, []int{2, 0, 1, 3}, 2), stop(9, []int{0, 4}, 4))},
 	}
 }
