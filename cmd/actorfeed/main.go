@@ -114,7 +114,7 @@ func newRoot() *cobra.Command {
 		},
 	}
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
-	root.AddCommand(newDemo(), newRun(), newSim(), newBench(), newGen(), newInspect(), newConvert(), newServe())
+	root.AddCommand(newDemo(), newRun(), newSim(), newBench(), newGen(), newInspect(), newConvert(), newServe(), newVerifyIDs())
 	for _, c := range root.Commands() {
 		if args := c.Args; args != nil { // a missing or extra argument is a bad command line
 			c.Args = func(cmd *cobra.Command, a []string) error {

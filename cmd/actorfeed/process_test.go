@@ -116,13 +116,15 @@ const stopBound = 5 * time.Second
 
 // SIGTERM (how schedulers and container runtimes stop a trainer) killed
 // every command at once, leaving half a JSON line; SIGINT was ignored by
-// gen. Both now stop a run promptly with complete outputs and the summary.
+// gen; SIGHUP (a closed terminal) left no checkpoint, no ids and a hidden
+// temporary file. All three now stop a run promptly with complete outputs,
+// the checkpoint and the summary.
 func TestSignalStopsRunWithCompleteOutputs(t *testing.T) {
 	data := genSet(t, 2, 20000)
-	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT} {
+	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP} {
 		dir := t.TempDir()
 		p := start(t, dir, "run", "--data", filepath.Join(data, "*.recordio"), "--devices", "2", "--step", "2ms", "--passes", "50",
-			"--emit-ids", "ids.jsonl", "--report", "report", "--sample-every", "10ms")
+			"--emit-ids", "ids.jsonl", "--report", "report", "--sample-every", "10ms", "--checkpoint", "state.json")
 		p.waitLine(t, "pipeline:")
 		waitFile(t, dir, ".ids.jsonl", 1) // a batch was written: the devices are stepping
 		code, took := p.stop(t, sig)
@@ -138,7 +140,7 @@ func TestSignalStopsRunWithCompleteOutputs(t *testing.T) {
 			var l idLine
 			require.NoError(t, json.Unmarshal(line, &l), "every line is whole: %q", line)
 		}
-		onlyFiles(t, dir, "ids.jsonl", "report")
+		onlyFiles(t, dir, "ids.jsonl", "report", "state.json")
 		onlyFiles(t, filepath.Join(dir, "report"), "actors.dot", "actors.png", "buffers.png", "devices.png", "throughput.png")
 	}
 }

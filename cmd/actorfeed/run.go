@@ -309,7 +309,7 @@ func runPipeline(ctx context.Context, out, errOut io.Writer, o runOptions, chang
 		o.passes = left
 	}
 	s := &session{devices: o.devices, passes: o.passes, stepTime: o.step, names: baseNames(stages), watch: o.watch, log: out,
-		maxBatches: o.maxBatch}
+		maxBatches: o.maxBatch, rank: scope.Options.Shard.Rank}
 	var gpu *gpus
 	if o.device == "cuda" {
 		if gpu, err = openGPUs(o.devices); err != nil {
@@ -371,8 +371,9 @@ func newRunScope(o *runOptions, changed func(string) bool) (runScope, error) {
 			rs.files = programFiles(rs.startup)
 		}
 	} else {
-		if rs.files, err = expand(o.data); err == nil {
-			rs.startup = flagProgram(*o, rs.files)
+		var entries []string
+		if entries, err = expand(o.data); err == nil {
+			rs.startup, rs.files = flagProgram(*o, entries), entryPaths(entries)
 		}
 	}
 	if err != nil {
@@ -439,19 +440,25 @@ func (rs runScope) notStarted(ctx context.Context, o runOptions, err error) erro
 func programFiles(prog *program.Program) []string {
 	var out []string
 	for _, op := range prog.Ops {
-		names, _ := op.Attrs["file_names"].([]any)
-		for _, n := range names {
-			if e, ok := n.(string); ok {
-				_, path, _ := readers.ParseEntry(e)
-				out = append(out, path)
+		switch names := op.Attrs["file_names"].(type) {
+		case []string:
+			out = append(out, entryPaths(names)...)
+		case []any:
+			for _, n := range names {
+				if e, ok := n.(string); ok {
+					out = append(out, entryPaths([]string{e})...)
+				}
 			}
 		}
-		if names, ok := op.Attrs["file_names"].([]string); ok {
-			for _, e := range names {
-				_, path, _ := readers.ParseEntry(e)
-				out = append(out, path)
-			}
-		}
+	}
+	return out
+}
+
+// entryPaths are the paths of format:path entries.
+func entryPaths(entries []string) []string {
+	out := make([]string, len(entries))
+	for i, e := range entries {
+		_, out[i], _ = readers.ParseEntry(e)
 	}
 	return out
 }

@@ -40,6 +40,7 @@ type session struct {
 	// maxBatches, when set, stops the run once its devices stepped that
 	// many batches: stop ends it, with errMaxBatches as the cause.
 	maxBatches int
+	rank       int // the job's rank this run is (Options.Shard)
 	stop       context.CancelCauseFunc
 	stepped    int
 	watch      watchOptions
@@ -245,6 +246,9 @@ func (s *session) runPass(ctx context.Context, pass int, afterPass func(pass int
 		s.idle[d] = time.Now()
 	}
 	s.mu.Unlock()
+	if err := s.emitLeft(); err != nil {
+		return err
+	}
 	if err := s.p.Run(ctx); err != nil {
 		return err
 	}
@@ -338,16 +342,54 @@ type idLine struct {
 }
 
 func (e *idEmitter) write(it actors.Item, device int, names []string) error {
-	line := idLine{Epoch: it.Epoch, Device: device, Seq: it.Index, IDs: make([]string, len(it.IDs)), Padding: it.Padding}
-	for i, id := range it.IDs {
+	return e.line(idLine{Epoch: it.Epoch, Device: device, Seq: it.Index, IDs: idNames(it.IDs, names), Padding: it.Padding})
+}
+
+// leftLine is what an epoch leaves out by design (actors.Pipeline.Left),
+// told by the rank that leaves it out.
+type leftLine struct {
+	Epoch   uint64   `json:"epoch"`
+	Rank    int      `json:"rank"`
+	Dropped []string `json:"dropped"`
+}
+
+// emitLeft writes, before a pass, what its epochs leave out by design, so
+// that verify-ids counts it apart from losses. A pipeline without the
+// order has nothing to tell.
+func (s *session) emitLeft() error {
+	if s.emit == nil {
+		return nil
+	}
+	left, err := s.p.Left()
+	if err != nil {
+		return nil
+	}
+	for _, l := range left {
+		line := leftLine{Epoch: l.Epoch, Rank: s.rank, Dropped: idNames(l.IDs, s.names)}
+		if err := s.emit.line(line); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// idNames are sample ids as <file>#<record>, files named by names.
+func idNames(ids []uint64, names []string) []string {
+	out := make([]string, len(ids))
+	for i, id := range ids {
 		f, r := messages.SplitID(id)
 		name := fmt.Sprintf("file%d", f)
 		if f < len(names) {
 			name = names[f]
 		}
-		line.IDs[i] = fmt.Sprintf("%s#%d", name, r)
+		out[i] = fmt.Sprintf("%s#%d", name, r)
 	}
-	b, err := json.Marshal(line)
+	return out
+}
+
+// line writes v as a JSON line.
+func (e *idEmitter) line(v any) error {
+	b, err := json.Marshal(v)
 	if err != nil {
 		return err
 	}

@@ -223,3 +223,17 @@ func appendRange(rs []Range, r Range) []Range {
 	}
 	return append(rs, r)
 }
+
+// Dropped are the positions of G that no rank gets under Drop: the last
+// Total mod World of the concatenated ranges. Under Pad none is.
+func (l Layout) Dropped(rem Remainder) []Range {
+	t := l.Total()
+	if rem == Pad || l.World < 1 || t == 0 {
+		return nil
+	}
+	var out []Range
+	for _, s := range l.span(l.Share(rem)*uint64(l.World), t, false) {
+		out = append(out, s.Range)
+	}
+	return out
+}

@@ -239,3 +239,18 @@ func (ep *Epoch) At(g uint64) (file int, record uint64) {
 	p := ep.Pieces(s, s+1)[0]
 	return p.File, p.From
 }
+
+// Records calls f with the file and record of each G position of r, in
+// order, permuting each window once (At permutes one per call).
+func (ep *Epoch) Records(r Range, f func(file int, record uint64)) {
+	var perm []int
+	w, cur := ep.o.window, ^uint64(0)
+	for g := r.Lo; g < r.Hi; g++ {
+		if j := g / w; j != cur {
+			perm, cur = ep.PermInto(j, perm), j
+		}
+		s := cur*w + uint64(perm[g-cur*w])
+		p := ep.PieceAt(s, s+1)
+		f(p.File, p.From)
+	}
+}

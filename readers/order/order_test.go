@@ -379,3 +379,28 @@ func TestJobsReadEachWindowOnceOverManyRanges(t *testing.T) {
 		require.Equal(t, whole[2*i], r, "position %d", 2*i)
 	}
 }
+
+func TestRecordsAreAt(t *testing.T) {
+	splits := []order.Split{{0, 0, 300}, {1, 0, 200}}
+	o, err := order.New(splits, order.Config{Seed: 4, Shuffle: true, Window: 64})
+	require.NoError(t, err)
+	ep := o.Epoch(2)
+	g := uint64(37)
+	ep.Records(order.Range{Lo: 37, Hi: 400}, func(file int, record uint64) {
+		f, r := ep.At(g)
+		require.Equal(t, [2]uint64{uint64(f), r}, [2]uint64{uint64(file), record}, "position %d", g)
+		g++
+	})
+	require.EqualValues(t, 400, g)
+}
+
+func TestDroppedIsTheRemainderNoRankGets(t *testing.T) {
+	l := order.Layout{World: 3, Ranges: []order.Range{{0, 5}, {10, 16}}} // 11 positions: 3 each, 2 left
+	require.Equal(t, []order.Range{{14, 16}}, l.Dropped(order.Drop))
+	require.Empty(t, l.Dropped(order.Pad))
+	got, _ := shards(l, order.Drop, 0)
+	for _, s := range got {
+		require.NotContains(t, s, uint64(14))
+		require.NotContains(t, s, uint64(15))
+	}
+}
