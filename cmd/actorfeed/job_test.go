@@ -90,9 +90,9 @@ func TestResumeRefusesStatesThatAreNotOneJobs(t *testing.T) {
 	require.NoError(t, err)
 	copyFile(t, in("s0.json"), in("s0-again.json"))
 	for _, c := range []struct {
-		resume     string
+		resume      string
 		rank, world int
-		want       string
+		want        string
 	}{
 		{in("s1.json"), 0, 3, "s1.json: actors: no resumable state: the state is rank 1's of a job of 2 ranks: resuming on 3 rank(s) needs the states of all 2"},
 		{in("s1.json"), 0, 2, "s1.json: actors: no resumable state: the state is rank 1's and this is rank 0"},
