@@ -351,6 +351,9 @@ func (a *consumerActor) runDevice(ctx context.Context, gen uint64) {
 		if err != nil {
 			return
 		}
+		if !c.pipe.budget.take(ctx) {
+			return // the devices stepped Devices.Steps batches: no more
+		}
 		start := time.Now()
 		item, err := c.toItem(b)
 		if err == nil {
@@ -369,6 +372,7 @@ func (a *consumerActor) runDevice(ctx context.Context, gen uint64) {
 		// A step that returned nil consumed the batch, even if the device is
 		// being stopped: it is committed, never stepped again.
 		if err != nil {
+			c.pipe.budget.done(false)
 			if ctx.Err() != nil {
 				return
 			}
@@ -379,7 +383,9 @@ func (a *consumerActor) runDevice(ctx context.Context, gen uint64) {
 		// The statistics count the batch before the commit can be seen, so
 		// Run, which returns once every batch is committed, never returns
 		// with the last one uncounted.
-		if !c.commitHead(b, pass, gen, func() { d.stats.add(start.Sub(waitFrom), busy, item.Instances) }) {
+		committed := c.commitHead(b, pass, gen, func() { d.stats.add(start.Sub(waitFrom), busy, item.Instances) })
+		c.pipe.budget.done(committed)
+		if !committed {
 			if ctx.Err() != nil {
 				return // abandoned by a stop: this loop is over
 			}

@@ -17,7 +17,9 @@
 // timing. Options.Shard makes a pipeline one rank's share of each epoch;
 // Pipeline.State is where it stands, in a few hundred bytes, and
 // Options.Resume continues from it exactly, after a preemption, on other
-// numbers of readers, devices or ranks.
+// numbers of readers or devices; given the states of every rank of a
+// stopped job, on another number of ranks, whatever step each rank
+// stopped at (Rejoin). Devices.Steps stops a trainer at a step.
 package actors
 
 // actors may import tensor, readers (and readers/order and

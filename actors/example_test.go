@@ -113,3 +113,54 @@ func ExampleState() {
 	// Output:
 	// 248 bytes of state; resumed at batch 7 of epoch 0, 13 batches left
 }
+
+// A trainer's ranks stop at different steps (Devices.Steps), each saving
+// the loader's state with its model; the job resumes as another number of
+// ranks from all the states, and every sample of the epoch is stepped
+// once. The README's "In a trainer" shows these calls.
+func ExampleRejoin() {
+	files, cleanup := exampleFiles()
+	defer cleanup()
+	ctx, seed := context.Background(), uint64(1)
+	seen := map[uint64]int{}
+	trainStep := func(rank int, b actors.Item) error { // the model's step
+		for _, id := range b.IDs[:b.Instances-b.Padding] {
+			seen[id]++
+		}
+		return nil
+	}
+
+	// Rank rank of world trains until its step stopAt (0: the end of its
+	// epochs) and returns the state to save with its model.
+	train := func(rank, world, stopAt int, states []actors.State) (actors.State, error) {
+		p, err := actors.NewDevices(
+			[]actors.Stage{actors.Files{Paths: files}, actors.Shuffle{Window: 1024, Seed: seed}, actors.Batch{Size: 64}},
+			actors.Devices{N: 1, Steps: stopAt, Step: func(ctx context.Context, b actors.Item) error { return trainStep(rank, b) }},
+			actors.Options{Shard: actors.Shard{Rank: rank, World: world}, Resume: states})
+		if err != nil {
+			return actors.State{}, err
+		}
+		defer p.Close()
+		if err := p.RunEpochs(ctx, 1); err != nil {
+			return actors.State{}, err
+		}
+		return p.State()
+	}
+
+	s0, _ := train(0, 2, 3, nil) // rank 0 stops after 3 steps,
+	s1, _ := train(1, 2, 8, nil) // rank 1 after 8
+	for rank := range 3 {        // resumed as three ranks
+		if _, err := train(rank, 3, 0, []actors.State{s0, s1}); err != nil {
+			log.Fatal(err)
+		}
+	}
+	once := 0
+	for _, n := range seen {
+		if n == 1 {
+			once++
+		}
+	}
+	fmt.Printf("%d samples, %d of them stepped once\n", len(seen), once)
+	// Output:
+	// 2000 samples, 2000 of them stepped once
+}

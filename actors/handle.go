@@ -127,7 +127,7 @@ func (p *Pipeline) Run(ctx context.Context) (err error) {
 	p.mu.Unlock()
 	defer func() {
 		p.mu.Lock()
-		if err == nil {
+		if err == nil && !p.Stopped() {
 			p.ran, p.ranPass = true, pass
 		}
 		p.mu.Unlock()
@@ -151,7 +151,7 @@ func (p *Pipeline) Run(ctx context.Context) (err error) {
 			}
 		}
 		p.pipe.mu.Unlock()
-		if done == len(p.sinks) && p.devicesIdle() {
+		if done == len(p.sinks) && p.devicesIdle() || p.Stopped() {
 			return nil
 		}
 		select {
@@ -159,8 +159,57 @@ func (p *Pipeline) Run(ctx context.Context) (err error) {
 			return context.Cause(ctx)
 		case <-ch:
 		case <-p.pipe.done:
+		case <-p.pipe.budget.spentCh():
 		}
 	}
+}
+
+// Stopped says whether the devices stepped Devices.Steps batches and
+// stopped: the pipeline steps nothing more, and State is final.
+func (p *Pipeline) Stopped() bool { return p.pipe.budget.isSpent() }
+
+// RunEpochs runs passes (Reset between them) until the job has read
+// epochs epochs of the order, counted from the start of the job (a
+// pipeline resumed from a State starts in its epoch and does what is left
+// of them), or until the devices stepped Devices.Steps batches. Either way
+// it returns nil, and State is where the job stands. With a multi-pass
+// stage, a pass reads several epochs; a pipeline without the order counts
+// its passes from 0.
+func (p *Pipeline) RunEpochs(ctx context.Context, epochs int) error {
+	for p.nextEpoch() < uint64(epochs) && !p.Stopped() {
+		if p.passDone() {
+			if err := p.Reset(); err != nil {
+				return err
+			}
+		}
+		if err := p.Run(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// nextEpoch is the first epoch of the order the next run of the pipeline
+// reads: the current pass's, or, once it ran to its end, the next one's.
+func (p *Pipeline) nextEpoch() uint64 {
+	p.mu.Lock()
+	pass, ended := p.pass, p.passEnded()
+	p.mu.Unlock()
+	if ended {
+		pass++
+	}
+	if p.order == nil {
+		return uint64(pass)
+	}
+	lo, _ := p.order.passesOf(pass)
+	return p.order.epoch(lo)
+}
+
+// passDone says whether the current pass ran to its end.
+func (p *Pipeline) passDone() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.passEnded()
 }
 
 // devicesIdle reports whether every device consumed all it received.

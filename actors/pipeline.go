@@ -227,7 +227,7 @@ type spawnable struct {
 func (p *Pipeline) plan(ctx context.Context, stages []Stage, dev *Devices) ([]spawnable, error) {
 	consumers := 1
 	if dev != nil {
-		consumers = dev.N
+		consumers, p.pipe.budget = dev.N, newStepBudget(dev.Steps)
 	}
 	if err := p.planOrder(ctx, stages); err != nil {
 		return nil, err

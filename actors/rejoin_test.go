@@ -6,6 +6,7 @@ import (
 	"errors"
 	"math"
 	"slices"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -278,4 +279,49 @@ func TestFreshStateJoinsTheOthers(t *testing.T) {
 	alone, err := resumeJob(t, ctx, paths, []actors.State{actors.FreshState(actors.Shard{})}, 1)
 	require.NoError(t, err)
 	require.Len(t, alone, 80, "the whole epoch")
+}
+
+// Devices.Steps stops the devices after that many batches: Run returns
+// nil, Stopped says so, the state is final without Close, and resuming
+// from it delivers the rest of the epoch, each batch once.
+func TestStepsStopTheDevicesWithAFinalState(t *testing.T) {
+	ctx := testutil.Context(t)
+	paths := testutil.WriteFiles(t, 3, 70, 300)
+	var mu sync.Mutex
+	seen := map[uint64]int{}
+	step := func(_ context.Context, it actors.Item) error {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, id := range it.IDs {
+			seen[id]++
+		}
+		return nil
+	}
+	p, err := actors.NewDevices(ordered(paths, 2), actors.Devices{N: 3, Steps: 5, Step: step}, actors.Options{System: sharedSys, GroupSize: 8})
+	require.NoError(t, err)
+	require.NoError(t, p.Run(ctx))
+	require.True(t, p.Stopped())
+	st, err := p.State()
+	require.NoError(t, err)
+	stepped := 0
+	for _, d := range p.Stats().Devices {
+		stepped += d.Batches
+	}
+	require.Equal(t, 5, stepped)
+	require.NoError(t, p.Run(ctx), "a stopped pipeline steps nothing more")
+	closeAndCheck(t, p, sharedSys)
+	final, err := p.State()
+	require.NoError(t, err)
+	require.Equal(t, st, final, "the state taken when Run returned is final")
+
+	p, err = actors.NewDevices(ordered(paths, 2), actors.Devices{N: 2, Step: step}, actors.Options{System: sharedSys, GroupSize: 8,
+		Resume: []actors.State{st}})
+	require.NoError(t, err)
+	require.NoError(t, p.RunEpochs(ctx, 1))
+	require.False(t, p.Stopped())
+	closeAndCheck(t, p, sharedSys)
+	require.Len(t, seen, 210)
+	for id, k := range seen {
+		require.Equal(t, 1, k, "sample %x", id)
+	}
 }

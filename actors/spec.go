@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"math"
 	"fmt"
 	"runtime"
 	"time"
@@ -164,6 +165,13 @@ type Devices struct {
 	// implies: Step must not keep the item's tensors. The batch stage must
 	// be the last one before the double buffer.
 	Storage Storage
+	// Steps, when positive, is how many batches the devices step in all,
+	// over every pass, before they stop, as a trainer stops at a step to
+	// save a checkpoint: Run and RunEpochs then return nil, Stopped says
+	// so, and State is where they stopped (the steps are not ordered
+	// across devices, so it may list batches committed past its
+	// position).
+	Steps int
 }
 
 // DefaultGroupSize is Options.GroupSize's default: each message costs
@@ -336,7 +344,7 @@ func validate(stages []Stage, dev *Devices) error {
 			return fmt.Errorf("%w: Devices.Storage needs a batch stage right before the double buffer, to make the devices' batches", ErrBadSpec)
 		}
 	}
-	return checkSize("devices", "N", dev.N, 1, MaxConcurrency)
+	return errors.Join(checkSize("devices", "N", dev.N, 1, MaxConcurrency), checkSize("devices", "Steps", dev.Steps, 0, math.MaxInt32))
 }
 
 // validateStage checks one stage's fields, and that a source comes first

@@ -21,6 +21,8 @@ type shared struct {
 	root   *actor.RootContext
 	faults faults.Injector
 
+	budget *stepBudget // Devices.Steps; nil without a limit
+
 	restarts atomic.Int64
 	live     atomic.Int64 // batches made by the batch stage and not yet consumed
 	ahead    atomic.Int64 // of them, read ahead into the next pass by the double buffer

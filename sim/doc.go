@@ -18,8 +18,10 @@
 // same scenario, fault schedule and verdict.
 //
 // GeneratePreemption draws jobs of several ranks that are stopped or
-// killed and resumed from their states (Scenario.Preempt), perhaps as
-// another number of ranks; Run then checks each epoch's samples exactly
+// killed (ranks at different steps, checkpoints of different ages) and
+// resumed from all their states (Scenario.Preempt), perhaps as another
+// number of ranks, several times; PreemptRegressions are named ones. Run
+// then checks each epoch's samples exactly
 // once across the ranks, equal shares, and every batch against the
 // uninterrupted run of its world (docs/determinism.md).
 //

@@ -202,7 +202,10 @@ func (g segment) run(ctx context.Context) ([]delivered, *actors.State, error) {
 	// committed batches from reaching the stop.
 	damage := slices.ContainsFunc(g.sc.Faults, func(f Fault) bool { return f.Kind == FlipChunk })
 	h := &stopHook{stop: g.stop, rank: g.rank, byIndex: g.stop != nil && g.stop.World != g.world && !damage}
-	early := g.stopsIn(g.firstEpoch()) && h.arm(g.ownState(), g.world)
+	// A rank past the stop's epoch (it finished its share, the others had
+	// not) waits there for the others: a synchronous job's ranks never
+	// run an epoch apart.
+	early := g.stop != nil && uint64(g.stop.Epoch) < g.firstEpoch() || g.stopsIn(g.firstEpoch()) && h.arm(g.ownState(), g.world)
 	sc := g.sc
 	sc.Shape.Devices = g.devices // the devices' own checks count this segment's
 	dev := newDevices(sc, faults)
@@ -369,7 +372,7 @@ func (g segment) ownState() *actors.State {
 		return nil // the job starts, or goes on as another number of ranks
 	}
 	mine := &g.states[g.rank]
-	if g.own {
+	if g.own || len(g.states) == 1 { // one state on its own world goes on by itself (actors.Rejoin)
 		return mine
 	}
 	for _, st := range g.states {
@@ -380,9 +383,13 @@ func (g segment) ownState() *actors.State {
 	return mine
 }
 
-// done is the state of a rank of a job that is done.
+// done is the state of a rank of a job that is done: its own, or the
+// job's end as one of the new world's ranks.
 func (g segment) done() *actors.State {
-	st := g.states[0]
+	if own := g.ownState(); own != nil {
+		return own
+	}
+	st := slices.MaxFunc(g.states, func(a, b actors.State) int { return cmp.Compare(a.Epoch, b.Epoch) })
 	st.Rank, st.Layout, st.Done, st.Beyond = g.rank, order.Full(st.Data.Records, g.world), 0, nil
 	return &st
 }

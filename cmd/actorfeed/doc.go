@@ -13,6 +13,11 @@
 //	actorfeed gen       write a synthetic RecordIO data set
 //	actorfeed convert   convert IDX (Fashion-MNIST) to RecordIO
 //	actorfeed inspect   show a data file's chunks, records, shapes, checksums
+//	actorfeed serve     a data service worker that reads and batches for
+//	                    trainers on other machines (run --service)
+//	actorfeed verify-ids
+//	                    check a job's --emit-ids files, every rank and run:
+//	                    every record of every epoch exactly once
 //
 // With Fashion-MNIST installed (Debian: apt-get install dataset-fashion-mnist)
 // the demo trains on it; otherwise on a synthetic data set of the same shape.
