@@ -4,8 +4,8 @@ import (
 	"cmp"
 	"context"
 	"errors"
-	"math"
 	"fmt"
+	"math"
 	"runtime"
 	"time"
 
