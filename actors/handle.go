@@ -176,7 +176,7 @@ func (p *Pipeline) Stopped() bool { return p.pipe.budget.isSpent() }
 // stage, a pass reads several epochs; a pipeline without the order counts
 // its passes from 0.
 func (p *Pipeline) RunEpochs(ctx context.Context, epochs int) error {
-	for p.nextEpoch() < uint64(epochs) && !p.Stopped() {
+	for p.nextEpoch() < epochs && !p.Stopped() {
 		if p.passDone() {
 			if err := p.Reset(); err != nil {
 				return err
@@ -191,7 +191,7 @@ func (p *Pipeline) RunEpochs(ctx context.Context, epochs int) error {
 
 // nextEpoch is the first epoch of the order the next run of the pipeline
 // reads: the current pass's, or, once it ran to its end, the next one's.
-func (p *Pipeline) nextEpoch() uint64 {
+func (p *Pipeline) nextEpoch() int {
 	p.mu.Lock()
 	pass, ended := p.pass, p.passEnded()
 	p.mu.Unlock()
@@ -199,7 +199,7 @@ func (p *Pipeline) nextEpoch() uint64 {
 		pass++
 	}
 	if p.order == nil {
-		return uint64(pass)
+		return int(pass)
 	}
 	lo, _ := p.order.passesOf(pass)
 	return p.order.epoch(lo)

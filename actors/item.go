@@ -15,7 +15,7 @@ type Item struct {
 	Pass int
 	// Epoch is the epoch of the order the item belongs to: Pass, plus the
 	// epoch a resumed pipeline started in (Options.Resume).
-	Epoch uint64
+	Epoch int
 	// Seq is the item's position in its pass, from 0. With N devices, item
 	// Seq is stepped by device Seq mod N.
 	Seq int

@@ -10,7 +10,7 @@ import (
 // positions of a rank's last, short batch with Batch.DropLast. As sample
 // ids, like Item.IDs.
 type Left struct {
-	Epoch uint64
+	Epoch int
 	IDs   []uint64
 }
 
@@ -43,7 +43,7 @@ func (p *Pipeline) Left() ([]Left, error) {
 			}
 		}
 		if len(rs) > 0 {
-			out = append(out, Left{Epoch: o.epoch(q), IDs: sampleIDs(o.ord.Epoch(o.epoch(q)), rs)})
+			out = append(out, Left{Epoch: o.epoch(q), IDs: sampleIDs(o.ord.Epoch(uint64(o.epoch(q))), rs)})
 		}
 	}
 	return out, nil

@@ -58,7 +58,7 @@ type orderPlan struct {
 	unit      int  // positions per item: the batch size, or GroupSize
 	shard     Shard
 	data      Fingerprint
-	first     uint64       // the epoch of pass 0
+	first     int          // the epoch of pass 0
 	firstPlan order.Layout // pass 0's layout
 	firstDone uint64       // positions of pass 0's shard already delivered
 	firstSkip []uint64     // where items delivered past firstDone start on the line (see line)
@@ -112,7 +112,7 @@ func (p *orderPlan) share(pass uint32) uint64 {
 	return layout.Share(p.shard.Remainder)
 }
 
-func (p *orderPlan) epoch(pass uint32) uint64 { return p.first + uint64(pass) }
+func (p *orderPlan) epoch(pass uint32) int { return p.first + int(pass) }
 
 // layout is pass's layout, and the positions of it already delivered.
 func (p *orderPlan) layout(pass uint32) (order.Layout, uint64) {
@@ -340,8 +340,8 @@ func (p *orderPlan) splitPasses(stages []Stage) {
 	e := p.first
 	for _, s := range stages {
 		if m, ok := s.(MultiPass); ok {
-			p.multi = append(p.multi, passSplit{passes: m.Passes, skip: int(e % uint64(m.Passes))})
-			e /= uint64(m.Passes)
+			p.multi = append(p.multi, passSplit{passes: m.Passes, skip: e % m.Passes})
+			e /= m.Passes
 		}
 	}
 }

@@ -527,9 +527,8 @@ func TestOrderReadsEachChunkOnce(t *testing.T) {
 // mpItem is an item of a multi-pass job: the job's pass it came in (a
 // resumed pipeline counts its passes from 0), its place and its samples.
 type mpItem struct {
-	pass, index int
-	epoch       uint64
-	ids         []uint64
+	pass, index, epoch int
+	ids                []uint64
 }
 
 // A multi-pass pipeline stopped anywhere (in either epoch of a pass, or at

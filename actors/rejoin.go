@@ -217,8 +217,8 @@ func checkState(st *State) error {
 		return fmt.Errorf("rank %d is not a rank of its layout's %d", st.Rank, l.World)
 	case st.Fresh:
 		return nil
-	case st.Epoch > MaxEpoch:
-		return fmt.Errorf("epoch %d is over %d", st.Epoch, uint64(MaxEpoch))
+	case st.Epoch < 0 || st.Epoch > MaxEpoch:
+		return fmt.Errorf("epoch %d is not from 0 to %d", st.Epoch, MaxEpoch)
 	case st.Unit < 1 || st.Unit > MaxBatch:
 		return fmt.Errorf("unit: %d positions an item is not from 1 to %d", st.Unit, MaxBatch)
 	}

@@ -73,7 +73,8 @@ func TestResumeRefusesStatesThatCannotBeTrusted(t *testing.T) {
 		}), 0, 2, "50000 items listed"},
 		{"done past the share", mod(func(s *actors.State) { s.Done = 1000 }), 0, 2, "done: 1000 positions of a share of 105"},
 		{"a range past the data", mod(func(s *actors.State) { s.Layout.Ranges = []order.Range{{Lo: 0, Hi: 211}} }), 0, 2, "layout"},
-		{"an epoch past the limit", mod(func(s *actors.State) { s.Epoch = math.MaxUint64 }), 0, 2, "epoch"},
+		{"an epoch past the limit", mod(func(s *actors.State) { s.Epoch = math.MaxInt }), 0, 2, "epoch"},
+		{"a negative epoch", mod(func(s *actors.State) { s.Epoch = -1 }), 0, 2, "epoch -1"},
 		{"a rank missing", states[:1], 0, 3, "needs the states of all 2"},
 		{"a rank twice", []actors.State{states[0], states[0]}, 0, 3, "rank 0's state is given twice"},
 		{"states of two jobs", []actors.State{states[0], mod(func(s *actors.State) { s.Rank, s.Epoch, s.Beyond = 1, 1, nil })[0]}, 0, 3, "epoch"},
@@ -184,7 +185,7 @@ func mutate(job []actors.State, field, rank int, v uint64) []actors.State {
 	case 3:
 		st.Done = v
 	case 4:
-		st.Epoch = v
+		st.Epoch = int(int64(v))
 	case 5:
 		st.Beyond = append(st.Beyond, v)
 	case 6:
@@ -255,7 +256,7 @@ func deliveredBy(t *testing.T, ctx context.Context, paths []string, states []act
 	return out
 }
 
-func firstEpoch(states []actors.State) uint64 {
+func firstEpoch(states []actors.State) int {
 	return slices.MinFunc(states, func(a, b actors.State) int { return cmp.Compare(a.Epoch, b.Epoch) }).Epoch
 }
 

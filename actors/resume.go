@@ -38,7 +38,7 @@ type State struct {
 	Remainder string      `json:"remainder"`
 	Data      Fingerprint `json:"data"`
 	// Where the pipeline stands.
-	Epoch  uint64       `json:"epoch"`
+	Epoch  int          `json:"epoch"`
 	Layout order.Layout `json:"layout"` // how the epoch's positions are dealt
 	Rank   int          `json:"rank"`
 	// Done is how many positions of its shard the rank delivered and its

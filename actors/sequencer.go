@@ -68,7 +68,7 @@ func (w *jobWalk) next(onlyContiguous bool) (job order.Job, run int, ok bool) {
 
 // begin starts pass.
 func (u *units) begin(pass uint32) {
-	u.ep = u.plan.ord.Epoch(u.plan.epoch(pass))
+	u.ep = u.plan.ord.Epoch(uint64(u.plan.epoch(pass)))
 	u.walk.begin(u.ep.Jobs(u.plan.segments(pass, u.lane)))
 	u.at, u.hi = 0, 0
 }
@@ -202,7 +202,7 @@ type outGroup struct {
 func (w *windows) begin(pass uint32) {
 	layout, done := w.plan.layout(pass)
 	w.pass = pass
-	w.ep = w.plan.ord.Epoch(w.plan.epoch(pass))
+	w.ep = w.plan.ord.Epoch(uint64(w.plan.epoch(pass)))
 	w.walk.begin(w.ep.Jobs(w.plan.segments(pass, w.lane)))
 	w.share = layout.Share(w.plan.shard.Remainder)
 	for _, j := range w.open {

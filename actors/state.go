@@ -58,9 +58,9 @@ type shared struct {
 }
 
 // epoch is the epoch of the order that pass reads (pass itself without one).
-func (s *shared) epoch(pass uint32) uint64 {
+func (s *shared) epoch(pass uint32) int {
 	if s.order == nil {
-		return uint64(pass)
+		return int(pass)
 	}
 	return s.order.epoch(pass)
 }

@@ -33,7 +33,7 @@ var (
 // for concurrent use.
 type Ledger struct {
 	mu     sync.Mutex
-	epochs map[uint64]map[uint64]int // epoch -> id -> times consumed
+	epochs map[int]map[uint64]int // epoch -> id -> times consumed
 	n      int
 }
 
@@ -57,7 +57,7 @@ func (l *Ledger) Record(it actors.Item) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.epochs == nil {
-		l.epochs = map[uint64]map[uint64]int{}
+		l.epochs = map[int]map[uint64]int{}
 	}
 	ids := l.epochs[it.Epoch]
 	if ids == nil {
@@ -106,7 +106,7 @@ func (l *Ledger) Missing(ref *Ledger) int { return l.diff(ref).lost() }
 
 // ledgerDiff is how a ledger differs from a reference.
 type ledgerDiff struct {
-	stray  []uint64 // epochs the reference does not have
+	stray  []int // epochs the reference does not have
 	epochs []epochDiff
 }
 
@@ -114,7 +114,7 @@ type ledgerDiff struct {
 // reference did (and more than once), samples it never consumed, and how
 // many of its consumptions are missing.
 type epochDiff struct {
-	epoch        uint64
+	epoch        int
 	twice, extra []string
 	lost         int
 }

@@ -153,7 +153,7 @@ func (p *Preemption) describe() string {
 // delivered is a batch a rank's devices committed: where it lies in the
 // order, and its samples.
 type delivered struct {
-	epoch          uint64
+	epoch          int
 	world, rank    int
 	index, padding int
 	ids            []uint64
@@ -182,7 +182,7 @@ type segment struct {
 // run runs the segment.
 func (g segment) run(ctx context.Context) ([]delivered, *actors.State, error) {
 	sh := g.sc.Shape
-	if g.firstEpoch() >= uint64(sh.epochs()) {
+	if g.firstEpoch() >= sh.epochs() {
 		return nil, g.done(), nil // the job is done: a pipeline would start its next epoch at once
 	}
 	stages := chain(g.sc, g.paths)
@@ -205,7 +205,7 @@ func (g segment) run(ctx context.Context) ([]delivered, *actors.State, error) {
 	// A rank past the stop's epoch (it finished its share, the others had
 	// not) waits there for the others: a synchronous job's ranks never
 	// run an epoch apart.
-	early := g.stop != nil && uint64(g.stop.Epoch) < g.firstEpoch() || g.stopsIn(g.firstEpoch()) && h.arm(g.ownState(), g.world)
+	early := g.stop != nil && g.stop.Epoch < g.firstEpoch() || g.stopsIn(g.firstEpoch()) && h.arm(g.ownState(), g.world)
 	sc := g.sc
 	sc.Shape.Devices = g.devices // the devices' own checks count this segment's
 	dev := newDevices(sc, faults)
@@ -259,8 +259,8 @@ func (g segment) run(ctx context.Context) ([]delivered, *actors.State, error) {
 // is an epoch, or a multi-pass stage's epochs; e is each pass's first (the
 // segment's first pass may start part way into one).
 func (g segment) passes(ctx context.Context, p *actors.Pipeline, h *stopHook) error {
-	first, per := g.firstEpoch(), uint64(g.sc.Shape.perPass())
-	for e := first; e < uint64(g.sc.Shape.epochs()); e = (e/per + 1) * per {
+	first, per := g.firstEpoch(), g.sc.Shape.perPass()
+	for e := first; e < g.sc.Shape.epochs(); e = (e/per + 1) * per {
 		if e > first {
 			// Armed before the pass's items can flow.
 			if g.stopsIn(e) && h.arm(g.ownState(), g.world) {
@@ -323,7 +323,7 @@ type stopHook struct {
 func (h *stopHook) arm(st *actors.State, world int) bool {
 	// st is the rank's own state (nil when the epoch's rest is re-dealt).
 	start, skipped := 0, 0
-	e := uint64(h.stop.Epoch)
+	e := h.stop.Epoch
 	if st != nil {
 		if st.Epoch == e {
 			start = int(st.Done) / st.Unit
@@ -344,15 +344,15 @@ func (h *stopHook) arm(st *actors.State, world int) bool {
 
 // stopsIn says whether the segment's stop is in the pass that epoch e is
 // in (from e on).
-func (g segment) stopsIn(e uint64) bool {
-	per := uint64(g.sc.Shape.perPass())
-	return g.stop != nil && uint64(g.stop.Epoch) >= e && uint64(g.stop.Epoch) < (e/per+1)*per
+func (g segment) stopsIn(e int) bool {
+	per := g.sc.Shape.perPass()
+	return g.stop != nil && g.stop.Epoch >= e && g.stop.Epoch < (e/per+1)*per
 }
 
 // firstEpoch is the epoch the segment starts in: its own state's, or the
 // earliest of the job's states when they are re-dealt (a rank that
 // finished its share of an epoch stands at the next one's start).
-func (g segment) firstEpoch() uint64 {
+func (g segment) firstEpoch() int {
 	if len(g.states) == 0 {
 		return 0
 	}
@@ -399,7 +399,7 @@ func (g segment) done() *actors.State {
 func (h *stopHook) admit(it actors.Item) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if !h.armed || it.Epoch != uint64(h.stop.Epoch) {
+	if !h.armed || it.Epoch != h.stop.Epoch {
 		return true
 	}
 	if h.byIndex {
@@ -432,7 +432,7 @@ func (h *stopHook) step(inner actors.StepFunc) actors.StepFunc {
 func (h *stopHook) done(it actors.Item, committed bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	inStop := h.armed && it.Epoch == uint64(h.stop.Epoch)
+	inStop := h.armed && it.Epoch == h.stop.Epoch
 	if inStop && !h.byIndex {
 		h.inflight--
 	}
@@ -488,7 +488,7 @@ func covered(st actors.State, it actors.Item) bool {
 // beyondAt is the epoch and index of the item a state's Beyond entry b
 // names: past the state's epoch's share, it is in the epochs after it (a
 // multi-pass pass's).
-func beyondAt(st actors.State, b uint64) (uint64, int) {
+func beyondAt(st actors.State, b uint64) (int, int) {
 	rem, _ := order.ParseRemainder(st.Remainder)
 	share := st.Layout.Share(rem)
 	if b < share {
@@ -496,7 +496,7 @@ func beyondAt(st actors.State, b uint64) (uint64, int) {
 	}
 	full := order.Full(st.Data.Records, st.Layout.World).Share(rem)
 	k := (b - share) / full
-	return st.Epoch + 1 + k, int(b-share-k*full) / st.Unit
+	return st.Epoch + 1 + int(k), int(b-share-k*full) / st.Unit
 }
 
 // runPreempted is Run for a preempted scenario.
@@ -534,7 +534,7 @@ func runPreempt(ctx context.Context, sc Scenario, paths []string, damaged []map[
 	var states []actors.State // every rank's, at the last stop
 	world, threads, devices, lanes := pre.World, sc.Shape.Threads, sc.Shape.Devices, sc.Shape.Lanes
 	own := false
-	elastic := map[uint64]bool{} // the epochs re-dealt part way
+	elastic := map[int]bool{} // the epochs re-dealt part way
 	for i := 0; i <= len(pre.Stops); i++ {
 		var stop *Stop
 		if i < len(pre.Stops) {
@@ -582,10 +582,10 @@ func checkPreempted(violate violation, sc Scenario, all []delivered, damaged []m
 			want = append(want, messages.SampleID(f, r))
 		}
 	}
-	if i := slices.IndexFunc(all, func(d delivered) bool { return d.epoch >= uint64(sc.Shape.epochs()) }); i >= 0 {
+	if i := slices.IndexFunc(all, func(d delivered) bool { return d.epoch >= sc.Shape.epochs() }); i >= 0 {
 		violate("a batch of epoch %d, past the job's %d: its passes did not end where the uninterrupted run's do", all[i].epoch, sc.Shape.epochs())
 	}
-	for e := range uint64(sc.Shape.epochs()) {
+	for e := range sc.Shape.epochs() {
 		var got []uint64
 		counts := map[[2]int]int{}
 		for _, dl := range all {
@@ -610,7 +610,7 @@ func checkPreempted(violate violation, sc Scenario, all []delivered, damaged []m
 
 // elasticIn says whether epoch e was re-dealt part way (the ranks of a
 // world then get equal shares of what was left, not of the epoch).
-func elasticIn(all []delivered, e uint64) bool {
+func elasticIn(all []delivered, e int) bool {
 	return slices.ContainsFunc(all, func(d delivered) bool { return d.epoch == e && d.elastic })
 }
 
@@ -618,7 +618,7 @@ func elasticIn(all []delivered, e uint64) bool {
 // epoch against the uninterrupted run of its world: the same batch at the
 // same index of the same epoch, to the sample.
 func checkAgainstReferences(ctx context.Context, violate violation, sc Scenario, paths []string, o Options, all []delivered) error {
-	refs := map[[2]int]map[[2]uint64][]uint64{} // (world, rank) -> (epoch, index) -> ids
+	refs := map[[2]int]map[[2]int][]uint64{} // (world, rank) -> (epoch, index) -> ids
 	ref := Scenario{Seed: sc.Seed, Shape: sc.Shape, Faults: staticOnly(sc.Faults)}
 	for _, dl := range all {
 		if dl.elastic {
@@ -632,12 +632,12 @@ func checkAgainstReferences(ctx context.Context, violate violation, sc Scenario,
 			if err != nil {
 				return fmt.Errorf("the reference run of rank %d of %d: %w", dl.rank, dl.world, err)
 			}
-			refs[key] = map[[2]uint64][]uint64{}
+			refs[key] = map[[2]int][]uint64{}
 			for _, r := range got {
-				refs[key][[2]uint64{r.epoch, uint64(r.index)}] = r.ids
+				refs[key][[2]int{r.epoch, r.index}] = r.ids
 			}
 		}
-		if want := refs[key][[2]uint64{dl.epoch, uint64(dl.index)}]; !slices.Equal(want, dl.ids) {
+		if want := refs[key][[2]int{dl.epoch, dl.index}]; !slices.Equal(want, dl.ids) {
 			violate("epoch %d, rank %d of %d, batch %d: not the uninterrupted run's batch", dl.epoch, dl.rank, dl.world, dl.index)
 			return nil
 		}

@@ -98,7 +98,7 @@ func (r resumed) refused(err error) error {
 
 // firstEpoch is the epoch the resumed run starts in: the earliest state's
 // (a rank that finished its share of an epoch stands at the next's start).
-func (r resumed) firstEpoch() uint64 {
+func (r resumed) firstEpoch() int {
 	if len(r.states) == 0 {
 		return 0
 	}

@@ -109,7 +109,7 @@ func TestResumeAfterSIGKILLFromTheLastCheckpoint(t *testing.T) {
 
 // sampleCount counts, per epoch, how often each sample was delivered
 // (padding aside), and the batches of each file.
-func sampleCount(t *testing.T, seen map[uint64]map[string]int, path string) int {
+func sampleCount(t *testing.T, seen map[int]map[string]int, path string) int {
 	t.Helper()
 	lines := idLines(t, path)
 	for _, l := range lines {
@@ -146,13 +146,13 @@ func TestRanksShareEpochsAndResumeAsFewer(t *testing.T) {
 		ps = append(ps, rank(r, 4, fmt.Sprintf("whole-%d.jsonl", r), "--passes", "2"))
 	}
 	wait(ps)
-	seen := map[uint64]map[string]int{}
+	seen := map[int]map[string]int{}
 	var batches []int
 	for r := range 4 {
 		batches = append(batches, sampleCount(t, seen, filepath.Join(dir, fmt.Sprintf("whole-%d.jsonl", r))))
 	}
 	require.Equal(t, []int{batches[0], batches[0], batches[0], batches[0]}, batches, "equal shares")
-	for e := range uint64(2) {
+	for e := range 2 {
 		require.Len(t, seen[e], 2000, "epoch %d: the union is the epoch", e)
 		for id, k := range seen[e] {
 			require.Equal(t, 1, k, "epoch %d: %s dealt to one rank", e, id)
@@ -171,7 +171,7 @@ func TestRanksShareEpochsAndResumeAsFewer(t *testing.T) {
 			"--threads", "1"))
 	}
 	wait(ps)
-	seen = map[uint64]map[string]int{}
+	seen = map[int]map[string]int{}
 	for r := range 4 {
 		require.Equal(t, 5+r, sampleCount(t, seen, filepath.Join(dir, fmt.Sprintf("a-%d.jsonl", r))))
 	}

@@ -608,9 +608,9 @@ func (s *session) samplesToCome(stages []actors.Stage, passes int) int64 {
 // passesLeft is how many of the job's passes (--passes, of epochsPerPass
 // epochs each) a run resumed from st does, the first from the state; 0,
 // and why, when none is left.
-func passesLeft(passes int, epoch uint64, stages []actors.Stage) (int, string) {
-	per := uint64(epochsPerPass(stages))
-	if epoch >= uint64(passes)*per {
+func passesLeft(passes, epoch int, stages []actors.Stage) (int, string) {
+	per := epochsPerPass(stages)
+	if epoch >= passes*per {
 		return 0, fmt.Sprintf("nothing to do: the state is at epoch %d, and the job has %d pass(es) of %d epoch(s)", epoch, passes, per)
 	}
 	return passes - int(epoch/per), ""

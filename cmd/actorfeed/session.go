@@ -332,7 +332,7 @@ func newIDEmitter(path string) (*idEmitter, error) {
 // resume), the device that stepped it, its index in the epoch, and its
 // samples.
 type idLine struct {
-	Epoch  uint64   `json:"epoch"`
+	Epoch  int      `json:"epoch"`
 	Device int      `json:"device"`
 	Seq    int      `json:"seq"`
 	IDs    []string `json:"ids"`
@@ -348,7 +348,7 @@ func (e *idEmitter) write(it actors.Item, device int, names []string) error {
 // leftLine is what an epoch leaves out by design (actors.Pipeline.Left),
 // told by the rank that leaves it out.
 type leftLine struct {
-	Epoch   uint64   `json:"epoch"`
+	Epoch   int      `json:"epoch"`
 	Rank    int      `json:"rank"`
 	Dropped []string `json:"dropped"`
 }

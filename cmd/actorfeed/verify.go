@@ -81,8 +81,8 @@ func verifyIDs(ctx context.Context, out io.Writer, o verifyOptions, idFiles []st
 	if err != nil {
 		return err
 	}
-	epochs := map[uint64]*tally{}
-	for e := range uint64(o.epochs) {
+	epochs := map[int]*tally{}
+	for e := range o.epochs {
 		epochs[e] = newTally()
 	}
 	paths, err := globAll(idFiles)
@@ -177,14 +177,14 @@ func countRecords(ctx context.Context, entry string) (uint64, error) {
 // idRecord is a line of an --emit-ids file: a consumed batch, or the
 // records an epoch leaves out by design.
 type idRecord struct {
-	Epoch   uint64   `json:"epoch"`
+	Epoch   int      `json:"epoch"`
 	IDs     []string `json:"ids"`
 	Padding int      `json:"padding"`
 	Dropped []string `json:"dropped"`
 }
 
 // readIDFile adds an ids file's lines to epochs.
-func readIDFile(ctx context.Context, path string, epochs map[uint64]*tally) error {
+func readIDFile(ctx context.Context, path string, epochs map[int]*tally) error {
 	f, _, err := format.OpenFile("ids", path) // a regular file: a named pipe would block
 	if err != nil {
 		return err
@@ -200,7 +200,7 @@ func readIDFile(ctx context.Context, path string, epochs map[uint64]*tally) erro
 		if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
 			return fmt.Errorf("%s:%d: not an --emit-ids line: %w", path, line, err)
 		}
-		if l.Epoch > actors.MaxEpoch || l.Padding < 0 || l.Padding > len(l.IDs) {
+		if l.Epoch < 0 || l.Epoch > actors.MaxEpoch || l.Padding < 0 || l.Padding > len(l.IDs) {
 			return fmt.Errorf("%s:%d: not an --emit-ids line: epoch %d, padding %d of %d ids", path, line, l.Epoch, l.Padding, len(l.IDs))
 		}
 		t := epochs[l.Epoch]
@@ -257,7 +257,7 @@ func (t *tally) judge(records []string) epochVerdict {
 
 // reportIDs prints a row per epoch and the first ids of each kind, and
 // fails when any epoch lost, repeated or made up a record.
-func reportIDs(out io.Writer, records []string, epochs map[uint64]*tally, show int) error {
+func reportIDs(out io.Writer, records []string, epochs map[int]*tally, show int) error {
 	keys := slices.Sorted(maps.Keys(epochs))
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "epoch\trecords\tdelivered\tlost\tduplicated\tpadded\tdropped\tunknown\t")
