@@ -78,17 +78,26 @@ func copyFile(t *testing.T, from, to string) {
 	require.NoError(t, os.WriteFile(to, b, 0o644))
 }
 
-// States that are not every rank's of one job are refused before anything
-// runs, exit 2, naming the file and what is missing or differs.
-func TestResumeRefusesStatesThatAreNotOneJobs(t *testing.T) {
-	data := genSet(t, 2, 3000)
-	dir := t.TempDir()
+// twoRanksStopped runs two ranks over data, stopped after 3 and 4 batches,
+// their states s0.json and s1.json in dir, and returns the path in dir of
+// a name.
+func twoRanksStopped(t *testing.T, data, dir string) func(name string) string {
+	t.Helper()
 	in := func(name string) string { return filepath.Join(dir, name) }
 	for r := range 2 {
 		_, err := cli(t, "run", "--data", filepath.Join(data, "*.recordio"), "--rank", fmt.Sprint(r), "--world", "2",
 			"--max-batches", fmt.Sprint(3+r), "--checkpoint", in(fmt.Sprintf("s%d.json", r)))
 		require.NoError(t, err)
 	}
+	return in
+}
+
+// States that are not every rank's of one job are refused before anything
+// runs, exit 2, naming the file and what is missing or differs.
+func TestResumeRefusesStatesThatAreNotOneJobs(t *testing.T) {
+	data := genSet(t, 2, 3000)
+	dir := t.TempDir()
+	in := twoRanksStopped(t, data, dir)
 	_, err := cli(t, "run", "--data", filepath.Join(data, "*.recordio"), "--seed", "2", "--max-batches", "2", "--checkpoint", in("other-seed.json"))
 	require.NoError(t, err)
 	copyFile(t, in("s0.json"), in("s0-again.json"))
@@ -115,12 +124,7 @@ func TestResumeRefusesStatesThatAreNotOneJobs(t *testing.T) {
 func TestOutputsOnOnePathAreRefused(t *testing.T) {
 	data := genSet(t, 2, 2000)
 	dir := t.TempDir()
-	in := func(name string) string { return filepath.Join(dir, name) }
-	for r := range 2 {
-		_, err := cli(t, "run", "--data", filepath.Join(data, "*.recordio"), "--rank", fmt.Sprint(r), "--world", "2",
-			"--max-batches", "2", "--checkpoint", in(fmt.Sprintf("s%d.json", r)))
-		require.NoError(t, err)
-	}
+	in := twoRanksStopped(t, data, dir)
 	state, err := os.ReadFile(in("s0.json"))
 	require.NoError(t, err)
 	run := func(more ...string) error {

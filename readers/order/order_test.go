@@ -196,20 +196,7 @@ func TestRestDealsWhatIsLeftExactlyOnce(t *testing.T) {
 			l = l.Rest(order.Pad, done, 1+rng.IntN(8))
 			require.NoError(t, l.Check(n))
 		}
-		final, _ := shards(l, order.Pad, 0)
-		seenNow := map[uint64]bool{}
-		for _, s := range final {
-			for _, p := range s {
-				seenNow[p] = true
-			}
-		}
-		for p := range seenNow {
-			delivered[p]++
-		}
-		require.Len(t, delivered, int(n))
-		for p, k := range delivered {
-			require.Equal(t, 1, k, "position %d", p)
-		}
+		requireOnce(t, l, delivered, n)
 	}
 }
 
@@ -313,20 +300,27 @@ func TestRegroupDeliversWhatNoRankDeliveredOnce(t *testing.T) {
 			require.NoError(t, l.Check(n))
 			require.LessOrEqual(t, len(l.Ranges), ranges+len(progress)*4, "the layout grows with ranks and items ahead only")
 		}
-		final, _ := shards(l, order.Pad, 0)
-		seenNow := map[uint64]bool{}
-		for _, s := range final {
-			for _, p := range s {
-				seenNow[p] = true
-			}
+		requireOnce(t, l, delivered, n)
+	}
+}
+
+// requireOnce checks that the positions l deals (padding aside) and those
+// delivered before make each of the n positions once.
+func requireOnce(t *testing.T, l order.Layout, delivered map[uint64]int, n uint64) {
+	t.Helper()
+	final, _ := shards(l, order.Pad, 0)
+	seenNow := map[uint64]bool{}
+	for _, s := range final {
+		for _, p := range s {
+			seenNow[p] = true
 		}
-		for p := range seenNow {
-			delivered[p]++
-		}
-		require.Len(t, delivered, int(n))
-		for p, k := range delivered {
-			require.Equal(t, 1, k, "position %d", p)
-		}
+	}
+	for p := range seenNow {
+		delivered[p]++
+	}
+	require.Len(t, delivered, int(n))
+	for p, k := range delivered {
+		require.Equal(t, 1, k, "position %d", p)
 	}
 }
 
