@@ -6,10 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 
 	"github.com/actorfeed/actorfeed/actors"
 	"github.com/actorfeed/actorfeed/internal/atomicfile"
@@ -17,8 +19,12 @@ import (
 )
 
 // maxStateBytes bounds a state file: a state is a few hundred bytes, its
-// layout a range per rank that was re-dealt.
-const maxStateBytes = 1 << 20
+// layout a range per rank that was re-dealt. maxStatesBytes bounds them
+// all: a job's states hold the same layout, once per rank.
+const (
+	maxStateBytes  = 1 << 20
+	maxStatesBytes = 256 << 20
+)
 
 // resumed is what --resume gave: the states of the stopped job and the
 // files they came from.
@@ -28,30 +34,31 @@ type resumed struct {
 }
 
 // readStates reads the states --resume names: files or globs, a file
-// named twice read once, at most one per rank of the largest world.
-func readStates(entries []string) (resumed, error) {
+// named twice read once, at most one per rank of the largest world and
+// budget bytes in all (maxStatesBytes).
+func readStates(entries []string, budget int64) (resumed, error) {
 	var r resumed
+	seen, total := map[string]bool{}, int64(0)
 	for _, e := range entries {
-		matches := []string{e}
-		if strings.ContainsAny(e, "*?[") {
-			var err error
-			if matches, err = filepath.Glob(e); err != nil {
-				return resumed{}, usageError{fmt.Errorf("--resume %q: %w", e, err)}
-			}
-			if len(matches) == 0 {
-				return resumed{}, fmt.Errorf("--resume %q matches no file", e)
-			}
+		matches, err := globEntry("--resume", e)
+		if err != nil {
+			return resumed{}, err
 		}
 		for _, m := range matches {
-			if slices.ContainsFunc(r.files, func(f string) bool { return atomicfile.Same(f, m) }) {
+			if key := fileKey(m); seen[key] {
 				continue
+			} else {
+				seen[key] = true
 			}
 			if len(r.files) == actors.MaxWorld {
 				return resumed{}, usageError{fmt.Errorf("--resume: more than %d states: more than a job has ranks", actors.MaxWorld)}
 			}
-			st, err := readState(m)
+			st, n, err := readState(m)
 			if err != nil {
 				return resumed{}, err
+			}
+			if total += n; total > budget {
+				return resumed{}, usageError{fmt.Errorf("--resume: the states hold more than %d bytes: more than a job's states", budget)}
 			}
 			r.states, r.files = append(r.states, *st), append(r.files, m)
 		}
@@ -59,28 +66,60 @@ func readStates(entries []string) (resumed, error) {
 	return r, nil
 }
 
-// readState reads the pipeline state saved in path by --checkpoint.
-func readState(path string) (*actors.State, error) {
+// globEntry is the files a flag's entry names: itself, or a glob's
+// matches (none is an error).
+func globEntry(flag, e string) ([]string, error) {
+	if !strings.ContainsAny(e, "*?[") {
+		return []string{e}, nil
+	}
+	m, err := filepath.Glob(e)
+	if err != nil {
+		return nil, usageError{fmt.Errorf("%s %q: %w", flag, e, err)}
+	}
+	if len(m) == 0 {
+		return nil, fmt.Errorf("%s %q matches no file", flag, e)
+	}
+	return m, nil
+}
+
+// fileKey names a file whatever the path that leads to it (relative,
+// through links), so that a file named twice is read once: its device and
+// inode, or, where it cannot be stated, its absolute path.
+func fileKey(path string) string {
+	if fi, err := os.Stat(path); err == nil {
+		if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+			return fmt.Sprintf("%d:%d", st.Dev, st.Ino)
+		}
+	}
+	if abs, err := filepath.Abs(path); err == nil {
+		path = abs
+	}
+	return path
+}
+
+// readState reads the pipeline state saved in path by --checkpoint, and
+// its size.
+func readState(path string) (*actors.State, int64, error) {
 	f, _, err := format.OpenFile("state", path) // a regular file: a named pipe would block
 	if err != nil {
-		return nil, fmt.Errorf("--resume: %w", err)
+		return nil, 0, fmt.Errorf("--resume: %w", err)
 	}
 	defer f.Close()
 	data, err := io.ReadAll(io.LimitReader(f, maxStateBytes+1))
 	if err != nil {
-		return nil, fmt.Errorf("--resume: %w", err)
+		return nil, 0, fmt.Errorf("--resume: %w", err)
 	}
 	if len(data) > maxStateBytes {
-		return nil, fmt.Errorf("--resume %s: more than %d bytes: not a state", path, maxStateBytes)
+		return nil, 0, fmt.Errorf("--resume %s: more than %d bytes: not a state", path, maxStateBytes)
 	}
 	var st actors.State
 	if err := json.Unmarshal(data, &st); err != nil {
-		return nil, fmt.Errorf("--resume %s: not a state: %w", path, err)
+		return nil, 0, fmt.Errorf("--resume %s: not a state: %w", path, err)
 	}
 	if st.Version == 0 {
-		return nil, fmt.Errorf("--resume %s: not a state: it has no version", path)
+		return nil, 0, fmt.Errorf("--resume %s: not a state: it has no version", path)
 	}
-	return &st, nil
+	return &st, int64(len(data)), nil
 }
 
 // refused names the state file a refusal of the pipeline's is about: a

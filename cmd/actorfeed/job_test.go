@@ -62,8 +62,9 @@ func TestJobResizedFromRanksAtDifferentStepsVerifies(t *testing.T) {
 	require.Contains(t, stderr, "epoch 0: 1600 lost")
 	require.Contains(t, out, "epoch 0, lost: part-")
 
-	require.NoError(t, os.Link(filepath.Join(dir, "a0.jsonl"), filepath.Join(dir, "again.jsonl")))
-	out, stderr, code = verify("a*.jsonl", "b*.jsonl", "c.jsonl", "again.jsonl")
+	require.NoError(t, os.Link(filepath.Join(dir, "a0.jsonl"), filepath.Join(dir, "hard.jsonl")))
+	require.NoError(t, os.Symlink("a0.jsonl", filepath.Join(dir, "soft.jsonl")))
+	out, stderr, code = verify("a*.jsonl", "b*.jsonl", "c.jsonl", "hard.jsonl", "soft.jsonl")
 	require.Zero(t, code, "a link to a file is the same file, read once: %s", stderr+out)
 	copyFile(t, filepath.Join(dir, "a0.jsonl"), filepath.Join(dir, "copy.jsonl"))
 	_, stderr, code = verify("a*.jsonl", "b*.jsonl", "c.jsonl", "copy.jsonl")
@@ -209,4 +210,20 @@ func TestREADMEJobSequenceRuns(t *testing.T) {
 	out, err := cmd.CombinedOutput()
 	require.NoError(t, err, "%s", out)
 	require.Contains(t, string(out), "every record of 1 epoch(s) delivered exactly once")
+}
+
+// --resume reads no more than a job's states: more bytes of states than
+// the budget are refused, as a bad command line, before any is used; a
+// file named twice (through a link too) is read once.
+func TestResumeBoundsWhatItReads(t *testing.T) {
+	data := genSet(t, 2, 2000)
+	dir := t.TempDir()
+	in := twoRanksStopped(t, data, dir)
+	require.NoError(t, os.Symlink("s0.json", in("link.json")))
+	r, err := readStates([]string{in("s*.json"), in("link.json")}, maxStatesBytes)
+	require.NoError(t, err)
+	require.Len(t, r.states, 2)
+	_, err = readStates([]string{in("s*.json")}, 500)
+	require.Equal(t, 2, exitCode(err), "%v", err)
+	require.ErrorContains(t, err, "more than 500 bytes")
 }

@@ -90,7 +90,7 @@ func TestResumeAfterSIGKILLFromTheLastCheckpoint(t *testing.T) {
 	waitFile(t, dir, "state.json", 1)
 	require.NoError(t, p.cmd.Process.Kill())
 	p.cmd.Wait()
-	st, err := readState(filepath.Join(dir, "state.json"))
+	st, _, err := readState(filepath.Join(dir, "state.json"))
 	require.NoError(t, err)
 	_, err = os.Stat(filepath.Join(dir, "killed.jsonl"))
 	require.ErrorIs(t, err, os.ErrNotExist, "a killed run leaves no partial ids file")

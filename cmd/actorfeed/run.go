@@ -359,7 +359,7 @@ type runScope struct {
 func newRunScope(o *runOptions, changed func(string) bool) (runScope, error) {
 	policy, _ := supervisor.ParseCorruptPolicy(o.onCorrupt)
 	opts := actors.Options{OnCorrupt: policy, Lanes: o.lanes}
-	res, err := readStates(o.resume)
+	res, err := readStates(o.resume, maxStatesBytes)
 	if err != nil {
 		return runScope{}, err
 	}

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"path/filepath"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -16,7 +15,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/actorfeed/actorfeed/actors"
-	"github.com/actorfeed/actorfeed/internal/atomicfile"
 	"github.com/actorfeed/actorfeed/readers"
 	"github.com/actorfeed/actorfeed/readers/format"
 	"github.com/actorfeed/actorfeed/readers/recordio"
@@ -103,19 +101,15 @@ func newTally() *tally { return &tally{seen: map[string]int{}, dropped: map[stri
 // an error); a file named twice is read once.
 func globAll(entries []string) ([]string, error) {
 	var out []string
+	seen := map[string]bool{}
 	for _, e := range entries {
-		m := []string{e}
-		if strings.ContainsAny(e, "*?[") {
-			var err error
-			if m, err = filepath.Glob(e); err != nil {
-				return nil, usageError{fmt.Errorf("%q: %w", e, err)}
-			}
-			if len(m) == 0 {
-				return nil, fmt.Errorf("%q matches no file", e)
-			}
+		m, err := globEntry("ids", e)
+		if err != nil {
+			return nil, err
 		}
 		for _, p := range m {
-			if !slices.ContainsFunc(out, func(o string) bool { return atomicfile.Same(o, p) }) {
+			if key := fileKey(p); !seen[key] {
+				seen[key] = true
 				out = append(out, p)
 			}
 		}
@@ -191,7 +185,7 @@ func readIDFile(ctx context.Context, path string, epochs map[int]*tally) error {
 	}
 	defer f.Close()
 	sc := bufio.NewScanner(f)
-	sc.Buffer(nil, 1<<30) // a batch's line: its ids
+	sc.Buffer(nil, 256<<20) // a batch's line: its ids
 	for line := 1; sc.Scan(); line++ {
 		if err := ctx.Err(); err != nil {
 			return err
