@@ -5,14 +5,17 @@ import (
 	"context"
 	"errors"
 	"math"
+	"os"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/actorfeed/actorfeed/actors"
 	"github.com/actorfeed/actorfeed/internal/testutil"
+	"github.com/actorfeed/actorfeed/readers"
 	"github.com/actorfeed/actorfeed/readers/order"
 )
 
@@ -325,4 +328,44 @@ func TestStepsStopTheDevicesWithAFinalState(t *testing.T) {
 	for id, k := range seen {
 		require.Equal(t, 1, k, "sample %x", id)
 	}
+}
+
+// Resuming costs in proportion to the data, not to what a state claims: a
+// layout of 4,000 one-position ranges (every other position of 8,000) is
+// read about once, where each range read its whole window before (a
+// crafted state of 10,000 such ranges took 6.9 s over 20,000 records).
+func TestManyRangesAreReadOnce(t *testing.T) {
+	ctx := testutil.Context(t)
+	paths := testutil.WriteFiles(t, 4, 2000, 2000)
+	var size int64
+	sizes := map[string]int64{}
+	for _, p := range paths {
+		st, err := os.Stat(p)
+		require.NoError(t, err)
+		sizes[p], size = st.Size(), size+st.Size()
+	}
+	var read atomic.Int64
+	open := func(ctx context.Context, entry string) (readers.Reader, error) {
+		fh, err := os.Open(entry)
+		if err != nil {
+			return nil, err
+		}
+		return readers.NewRecordFile(countedFile{f: fh, ctx: ctx, read: &read}, sizes[entry], entry, fh), nil
+	}
+	stages := []actors.Stage{actors.Files{Paths: paths, Threads: 2}, actors.Shuffle{Window: 1024, Seed: 3}, actors.Batch{Size: 16}}
+	p, err := actors.New(stages, actors.Options{System: sharedSys})
+	require.NoError(t, err)
+	st, err := p.State()
+	require.NoError(t, err)
+	closeAndCheck(t, p, sharedSys)
+	st.Layout.Ranges = nil
+	for i := range uint64(4000) {
+		st.Layout.Ranges = append(st.Layout.Ranges, order.Range{Lo: 2 * i, Hi: 2*i + 1})
+	}
+	p, err = actors.New(stages, actors.Options{System: sharedSys, Open: open, Resume: []actors.State{st}})
+	require.NoError(t, err)
+	read.Store(0)
+	require.Len(t, readPass(t, ctx, p, nil), 4000)
+	closeAndCheck(t, p, sharedSys)
+	require.LessOrEqual(t, read.Load(), size+size/4, "a pass reads about the files' %d bytes", size)
 }
