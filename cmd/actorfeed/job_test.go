@@ -227,3 +227,20 @@ func TestResumeBoundsWhatItReads(t *testing.T) {
 	require.Equal(t, 2, exitCode(err), "%v", err)
 	require.ErrorContains(t, err, "more than 500 bytes")
 }
+
+// SIGTERM while run builds its pipeline (over many files, each indexed
+// first; its outputs were prepared just before, so its handler is in
+// place): it exits 143 and leaves a state that resumes, from which the job
+// delivers every record once.
+func TestSIGTERMWhileBuildingLeavesAState(t *testing.T) {
+	data := genSet(t, 64, 6400)
+	dir := t.TempDir()
+	p := start(t, dir, "run", "--data", filepath.Join(data, "*.recordio"), "--checkpoint", "state.json", "--emit-ids", "a.jsonl")
+	waitFile(t, dir, ".a.jsonl", 0)
+	code, _ := p.stop(t, syscall.SIGTERM)
+	require.Equal(t, 128+int(syscall.SIGTERM), code, p.stderr.String())
+	_, stderr, code := execCLI(t, dir, "run", "--data", filepath.Join(data, "*.recordio"), "--resume", "state.json", "--emit-ids", "b.jsonl")
+	require.Zero(t, code, stderr)
+	out, stderr, code := execCLI(t, dir, "verify-ids", "--data", filepath.Join(data, "*.recordio"), "--epochs", "1", "a.jsonl", "b.jsonl")
+	require.Zero(t, code, stderr+out)
+}
