@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
+	"net"
 	"path/filepath"
 	"time"
 
@@ -196,8 +198,9 @@ func Parse(data []byte) (*Spec, error) {
 		if d.Passes != nil {
 			s.Devices.Passes = *d.Passes
 		}
-		if s.Devices.N < 1 || s.Devices.Passes < 1 {
-			return nil, &SpecError{Msg: fmt.Sprintf("devices: want n and passes >= 1, got n %d and passes %d", s.Devices.N, s.Devices.Passes)}
+		if s.Devices.N < 1 || s.Devices.N > actors.MaxConcurrency || s.Devices.Passes < 1 || s.Devices.Passes > math.MaxInt32 {
+			return nil, &SpecError{Msg: fmt.Sprintf("devices: want n from 1 to %d and passes from 1 to %d, got n %d and passes %d",
+				actors.MaxConcurrency, math.MaxInt32, s.Devices.N, s.Devices.Passes)}
 		}
 		if d.Step != "" {
 			step, err := time.ParseDuration(d.Step)
@@ -389,6 +392,11 @@ func (y *serviceYAML) parse() (*actors.Service, error) {
 	if len(y.Workers) == 0 || y.Credit < 0 || y.Credit > actors.MaxQueue {
 		return nil, &SpecError{Msg: fmt.Sprintf("service: want workers (host:port each) and a credit from 0 to %d, got %d workers, credit %d",
 			actors.MaxQueue, len(y.Workers), y.Credit)}
+	}
+	for i, w := range y.Workers {
+		if _, _, err := net.SplitHostPort(w); err != nil {
+			return nil, &SpecError{Msg: fmt.Sprintf("service.workers[%d]: want host:port, got %q", i, w)}
+		}
 	}
 	svc := &actors.Service{Workers: y.Workers, Credit: y.Credit}
 	for _, d := range []struct {

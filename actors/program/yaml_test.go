@@ -73,6 +73,8 @@ func TestYAMLErrorsNameTheProblem(t *testing.T) {
 		"main reads nothing":      {strings.Replace(ok, "in: double_buffer_reader, out: [value", "in: reader, out: [value", 1), []string{"line 16", "op 0 (read)", "in", "reader"}},
 		"bad step":                {strings.Replace(ok, "step: 1ms", "step: soon", 1), []string{"devices.step", "soon"}},
 		"bad passes":              {strings.Replace(ok, "passes: 2", "passes: 0", 1), []string{"main.passes", "0"}},
+		"10^8 devices":            {strings.Replace(ok, "n: 2", "n: 100000000", 1), []string{"devices", "n from 1 to 4096", "100000000"}},
+		"an empty worker":         {ok + "service: {workers: ['']}\n", []string{"service.workers[0]", "host:port"}},
 		"not yaml":                {"startup: [", []string{"program: spec"}},
 		"no startup":              {"main: {ops: []}", []string{"startup"}},
 		"service without workers": {ok + "service: {credit: 4}\n", []string{"service", "workers"}},
