@@ -123,7 +123,7 @@ func (o *runOptions) flags(f *pflag.FlagSet) {
 	f.IntVar(&o.ckptEvery, "checkpoint-every", 0, "batches between checkpoints (0: only at the end or a stop)")
 	f.IntVar(&o.maxBatch, "max-batches", 0, "stop once the devices stepped this many batches, as a trainer stops at a step (0: no limit)")
 	f.DurationVar(&o.every, "progress-every", 5*time.Second, "interval of the progress lines when not on a terminal")
-	f.StringSliceVar(&o.service, "service", nil, "read and batch on these workers (actorfeed serve), host:port each, instead of in this process; the batches and their order are the same; unless GOGC is set, the collector lets the heap grow to 128 MiB before it runs (docs/distributed.md)")
+	f.StringSliceVar(&o.service, "service", nil, "read and batch on these workers (actorfeed serve), host:port each, instead of in this process; the batches and their order are the same; unless GOGC is set, a heap floor of 64 MiB (the collector first runs near 128 MiB; docs/distributed.md)")
 	f.IntVar(&o.credit, "credit", actors.DefaultServiceCredit, "with --service: batches of a task a worker may send ahead of the devices")
 	o.node.flags(f, service.DefaultListen, "with --service: host:port this trainer listens on for the workers' answers")
 	o.watch.flags(f)

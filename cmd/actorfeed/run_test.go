@@ -276,6 +276,7 @@ func TestBadCommandLinesAreUsageErrors(t *testing.T) {
 		{"sim", "--spec", "p.yaml", "--preempt"},
 		{"sim", "--spec", "p.yaml", "--runs", "0"},
 		{"sim", "--spec", "p.yaml", "--time-scale", "2"},
+		{"sim", "--spec", "p.yaml", "--time-scale", "NaN"}, // passed the range check
 		{"sim", "--spec", "p.yaml", "--on-corrupt", "maybe"},
 		{"gen", "--out", dir, "--files", "9223372036854775807", "--samples", "9223372036854775807"}, // panicked in makeslice
 	} {

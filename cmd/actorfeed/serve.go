@@ -69,9 +69,9 @@ batches back under the trainer's credit. It opens files only under the --root
 directories (default: the current one), and runs the maps trainers name among
 its own (normalize: uint8 images to float32 in [0, 1]). It listens on loopback
 unless given mutual TLS (--tls-cert, --tls-key, --tls-ca). Unless GOGC is
-set, its collector lets the heap grow to 128 MiB before it runs, as run
---service's does: a worker's live heap is small and it allocates every
-batch afresh. It runs until SIGTERM or SIGINT.`,
+set, it keeps a heap floor of 64 MiB (the collector first runs near 128 MiB),
+as run --service does: a worker's live heap is small and it allocates every
+batch afresh. It runs until SIGTERM, SIGINT or SIGHUP.`,
 		Example: `  actorfeed serve --listen 127.0.0.1:7070 --root data
   actorfeed run --data 'data/*.recordio' --service 127.0.0.1:7070`,
 		Args: cobra.NoArgs,

@@ -33,7 +33,7 @@ type whatIfOptions struct {
 // prints each run, the medians and, with --baseline, the ratios.
 func runWhatIf(ctx context.Context, out io.Writer, o simOptions) error {
 	w := o.whatIf
-	if w.runs < 1 || w.runs > maxScenarios || w.timeScale <= 0 || w.timeScale > 1 {
+	if w.runs < 1 || w.runs > maxScenarios || !(w.timeScale > 0 && w.timeScale <= 1) { // NaN is in no range
 		return usageError{fmt.Errorf("--runs must be from 1 to %d and --time-scale in (0, 1]", maxScenarios)}
 	}
 	if err := checkInts(intFlag{"--lanes", w.lanes, 1, actors.MaxConcurrency}); err != nil {
