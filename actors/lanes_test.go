@@ -194,6 +194,27 @@ func TestLanesMergeGoesOnWithCapacityOne(t *testing.T) {
 	closeAndCheck(t, p, sys)
 }
 
+// countedOpen is an Options.Open that counts the bytes read of paths in
+// read, and the bytes the files hold.
+func countedOpen(t *testing.T, paths []string) (open func(context.Context, string) (readers.Reader, error), read *atomic.Int64, size int64) {
+	t.Helper()
+	sizes := map[string]int64{}
+	for _, p := range paths {
+		st, err := os.Stat(p)
+		require.NoError(t, err)
+		sizes[p], size = st.Size(), size+st.Size()
+	}
+	read = &atomic.Int64{}
+	open = func(ctx context.Context, entry string) (readers.Reader, error) {
+		fh, err := os.Open(entry)
+		if err != nil {
+			return nil, err
+		}
+		return readers.NewRecordFile(countedFile{f: fh, ctx: ctx, read: read}, sizes[entry], entry, fh), nil
+	}
+	return open, read, size
+}
+
 // Lanes read a window or chunk twice only where a stretch ends inside it:
 // a pass reads little more than the files' bytes. Unshuffled, the order's
 // windows are order.Block positions long; stretches of a few records made
@@ -201,21 +222,7 @@ func TestLanesMergeGoesOnWithCapacityOne(t *testing.T) {
 func TestLanesReadLittleTwice(t *testing.T) {
 	ctx := testutil.Context(t)
 	paths := testutil.WriteFiles(t, 4, 2000, 2000)
-	var size int64
-	sizes := map[string]int64{}
-	for _, p := range paths {
-		st, err := os.Stat(p)
-		require.NoError(t, err)
-		sizes[p], size = st.Size(), size+st.Size()
-	}
-	var read atomic.Int64
-	open := func(ctx context.Context, entry string) (readers.Reader, error) {
-		fh, err := os.Open(entry)
-		if err != nil {
-			return nil, err
-		}
-		return readers.NewRecordFile(countedFile{f: fh, ctx: ctx, read: &read}, sizes[entry], entry, fh), nil
-	}
+	open, read, size := countedOpen(t, paths)
 	files := actors.Files{Paths: paths, Threads: 4}
 	for name, stages := range map[string][]actors.Stage{
 		"shuffled":   {files, actors.Shuffle{Window: 64, Seed: 3}, actors.Batch{Size: 16}},

@@ -5,17 +5,14 @@ import (
 	"context"
 	"errors"
 	"math"
-	"os"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/actorfeed/actorfeed/actors"
 	"github.com/actorfeed/actorfeed/internal/testutil"
-	"github.com/actorfeed/actorfeed/readers"
 	"github.com/actorfeed/actorfeed/readers/order"
 )
 
@@ -337,21 +334,7 @@ func TestStepsStopTheDevicesWithAFinalState(t *testing.T) {
 func TestManyRangesAreReadOnce(t *testing.T) {
 	ctx := testutil.Context(t)
 	paths := testutil.WriteFiles(t, 4, 2000, 2000)
-	var size int64
-	sizes := map[string]int64{}
-	for _, p := range paths {
-		st, err := os.Stat(p)
-		require.NoError(t, err)
-		sizes[p], size = st.Size(), size+st.Size()
-	}
-	var read atomic.Int64
-	open := func(ctx context.Context, entry string) (readers.Reader, error) {
-		fh, err := os.Open(entry)
-		if err != nil {
-			return nil, err
-		}
-		return readers.NewRecordFile(countedFile{f: fh, ctx: ctx, read: &read}, sizes[entry], entry, fh), nil
-	}
+	open, read, size := countedOpen(t, paths)
 	stages := []actors.Stage{actors.Files{Paths: paths, Threads: 2}, actors.Shuffle{Window: 1024, Seed: 3}, actors.Batch{Size: 16}}
 	p, err := actors.New(stages, actors.Options{System: sharedSys})
 	require.NoError(t, err)
