@@ -80,6 +80,8 @@ func (p *orderPlan) start(states []State) error {
 func (p *orderPlan) compatible(st *State) error {
 	var why string
 	switch {
+	case st.Version != StateVersion:
+		why = fmt.Sprintf("version %d, this build reads %d", st.Version, StateVersion)
 	case st.Data != p.data:
 		why = fmt.Sprintf("it was taken over another data set (%d files, %d records, sum %s; these are %d files, %d records, sum %s)",
 			st.Data.Files, st.Data.Records, st.Data.Sum, p.data.Files, p.data.Records, p.data.Sum)
