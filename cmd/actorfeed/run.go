@@ -411,8 +411,12 @@ func (rs runScope) checkOutputs(o runOptions) error {
 		}
 		for i, in := range rs.resume.files {
 			own := flag == "--checkpoint" && len(rs.resume.states) == 1 && rs.resume.states[i].Layout.World == max(rs.scope.Options.Shard.World, 1)
-			if atomicfile.Same(out, in) && !own {
-				return usageError{fmt.Errorf("%s %s is a --resume state, which every rank of the resumed job reads: write the new job's to new files", flag, out)}
+			switch {
+			case !atomicfile.Same(out, in) || own:
+			case flag == "--checkpoint":
+				return usageError{fmt.Errorf("--checkpoint %s is a --resume state, which every rank of the resumed job reads: write the new job's to new files", out)}
+			default:
+				return usageError{fmt.Errorf("%s %s is a --resume state: it would be overwritten", flag, out)}
 			}
 		}
 	}
