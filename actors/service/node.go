@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -170,6 +171,11 @@ func Listen(cfg Config) (*Node, error) {
 		opts = append(opts, remote.WithAdvertisedHost(cfg.Advertise))
 	}
 	sys := actors.NewSystem()
+	if strings.Contains(host, ":") {
+		// The remote joins host and port with a colon: an IPv6 host
+		// must come bracketed, or its listen address has too many colons.
+		host = "[" + host + "]"
+	}
 	rc := remote.Configure(host, port, opts...)
 	rc.MaxRetryCount = connectTries
 	r := remote.NewRemote(sys, rc)

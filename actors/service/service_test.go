@@ -55,6 +55,8 @@ const (
 	// workerWork is how long the worker's map "work" spends on the CPU for
 	// each batch (a duration; unset: none).
 	workerWork = "ACTORFEED_TEST_WORKER_WORK"
+	// workerListen is the worker's listen address (unset: the default).
+	workerListen = "ACTORFEED_TEST_WORKER_LISTEN"
 )
 
 // work is the map "work": it spends d of CPU on a batch, as a decoding map
@@ -70,7 +72,7 @@ func work(d time.Duration) actors.MapFunc {
 // serveWorker runs a worker node until its stdin closes, having printed its
 // address.
 func serveWorker(root string) int {
-	cfg := service.Config{}
+	cfg := service.Config{Listen: os.Getenv(workerListen)}
 	if files := os.Getenv(workerTLS); files != "" {
 		f := strings.Split(files, ",")
 		cfg.TLS = service.TLS{Cert: f[0], Key: f[1], CA: f[2]}
@@ -208,6 +210,22 @@ func TestServiceDeliversTheBatchesOfOneProcess(t *testing.T) {
 	require.NoError(t, p.Close())
 	require.Equal(t, want, got)
 	requireNoPipeline(t, node)
+}
+
+// Nodes listen on IPv6's loopback as on IPv4's: "[::1]:0" failed with too
+// many colons in the address (issue 32).
+func TestServiceOverIPv6Loopback(t *testing.T) {
+	ctx := testutil.Context(t)
+	paths := testutil.WriteFiles(t, 4, 100, 50)
+	want := reference(t, ctx, paths, 1)
+	ws := startWorkers(t, 1, filepath.Dir(paths[0]), workerListen+"=[::1]:0")
+	require.True(t, strings.HasPrefix(ws[0].addr, "[::1]:"), ws[0].addr)
+	node, err := service.Listen(service.Config{Listen: "[::1]:0"})
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, node.Close()) })
+	p := servicePipeline(t, paths, node, &actors.Service{Workers: addrs(ws), Lease: time.Second})
+	require.Equal(t, want, passes(t, ctx, p, 1, nil))
+	require.NoError(t, p.Close())
 }
 
 // requireNoPipeline fails if an actor other than the remote's own is
