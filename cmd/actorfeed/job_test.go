@@ -244,3 +244,17 @@ func TestSIGTERMWhileBuildingLeavesAState(t *testing.T) {
 	out, stderr, code := execCLI(t, dir, "verify-ids", "--data", filepath.Join(data, "*.recordio"), "--epochs", "1", "a.jsonl", "b.jsonl")
 	require.Zero(t, code, stderr+out)
 }
+
+// Over 100 scenarios the table shows failures only, and says so: sim
+// --scenarios 200 printed no rows and no word of why.
+func TestSimSaysItHidesPassedRows(t *testing.T) {
+	stopped, cancel := context.WithCancel(t.Context())
+	cancel() // the header is all this test needs
+	root := newRoot()
+	root.SetArgs([]string{"sim", "--scenarios", "200", "--regressions=false"})
+	var out strings.Builder
+	root.SetOut(&out)
+	_ = root.ExecuteContext(stopped)
+	require.Contains(t, out.String(), "running 200 scenarios")
+	require.Contains(t, out.String(), "(over 100: the table shows failed ones only; --show all lists every one)")
+}

@@ -181,14 +181,14 @@ func runSim(ctx context.Context, out io.Writer, o simOptions) error {
 	if err != nil {
 		return usageError{err}
 	}
-	show := o.show
+	show, rows := o.show, ""
 	if show == "" {
 		show = "all"
 		if len(scenarios) > 100 {
-			show = "fail"
+			show, rows = "fail", " (over 100: the table shows failed ones only; --show all lists every one)"
 		}
 	}
-	fmt.Fprintf(out, "running %d scenarios, %d at a time\n", len(scenarios), o.parallel)
+	fmt.Fprintf(out, "running %d scenarios, %d at a time%s\n", len(scenarios), o.parallel, rows)
 	tw := tabwriter.NewWriter(out, 0, 0, 1, ' ', 0) // one space between columns: rows fit 100 columns
 	fmt.Fprintln(tw, "scenario\trestarts\tskipped\tsamples\ttime\tverdict\tfaults fired")
 	var failed []string
