@@ -30,7 +30,7 @@ the command fails naming the first damaged chunk.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			name, path, err := readers.ParseEntry(args[0])
 			if err != nil {
-				return err
+				return usageError{err} // an unknown format is a bad command line, as in run
 			}
 			if name == "" {
 				name = formatOf(path)
@@ -41,7 +41,7 @@ the command fails naming the first damaged chunk.`,
 			case "idx":
 				return inspectIDX(cmd.Context(), cmd.OutOrStdout(), path)
 			}
-			return fmt.Errorf("%s: cannot inspect format %q (recordio or idx)", path, name)
+			return usageError{fmt.Errorf("%s: cannot inspect format %q (recordio or idx)", path, name)}
 		},
 	}
 }
