@@ -279,7 +279,8 @@ func TestBadCommandLinesAreUsageErrors(t *testing.T) {
 		{"sim", "--spec", "p.yaml", "--time-scale", "NaN"}, // passed the range check
 		{"sim", "--spec", "p.yaml", "--on-corrupt", "maybe"},
 		{"gen", "--out", dir, "--files", "9223372036854775807", "--samples", "9223372036854775807"}, // panicked in makeslice
-		{"inspect", "tfrecord:x"},                                                                   // exited 1 where run exits 2 (issue 32)
+		// An unknown format exited 1 in inspect where run exits 2 (issue 32).
+		{"inspect", "tfrecord:x"},
 		{"inspect", "x.unknown"},
 	} {
 		_, stderr, code := execCLI(t, dir, args...)
