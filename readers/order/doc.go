@@ -18,7 +18,7 @@
 //
 // Reading stays sequential within splits, a rank reads only the windows its
 // shard covers, and G does not depend on the world size, so an epoch can
-// be re-cut among another number of ranks part way through (Layout.Rest).
+// be re-cut among another number of ranks part way through (Layout.Regroup).
 //
 // Layering: order imports only the standard library.
 package order

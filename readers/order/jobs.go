@@ -24,19 +24,6 @@ type Part struct {
 	At uint64
 }
 
-// Parts calls f with each part of the job, in order.
-func (j *Job) Parts(f func(Part) error) error {
-	if err := f(j.Part); err != nil {
-		return err
-	}
-	for _, p := range j.More {
-		if err := f(p); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 // Jobs walks a rank's segments window by window.
 type Jobs struct {
 	ep   *Epoch

@@ -26,7 +26,7 @@ type Segment struct {
 
 // Layout is how the positions of an epoch still to be delivered are dealt:
 // Ranges, in order, are concatenated and cut into World equal contiguous
-// shards, shard r for rank r. An epoch starts from Full; Rest re-deals what
+// shards, shard r for rank r. An epoch starts from Full; Regroup re-deals what
 // is left part way through, to another number of ranks.
 type Layout struct {
 	World  int     `json:"world"`
@@ -164,16 +164,6 @@ func (l Layout) starts() []uint64 {
 type Progress struct {
 	Done   uint64
 	Beyond []uint64
-}
-
-// Rest is the layout of the positions not yet delivered when every rank
-// has delivered done positions of its shard, dealt among world ranks.
-func (l Layout) Rest(rem Remainder, done uint64, world int) Layout {
-	progress := make([]Progress, l.World)
-	for r := range progress {
-		progress[r].Done = done
-	}
-	return l.Regroup(rem, 1, progress, world)
 }
 
 // Regroup is the layout of the positions not yet delivered when rank r

@@ -49,14 +49,13 @@ func sequence(t *testing.T, ep *order.Epoch, segs []order.Segment) []rec {
 		}
 		require.Len(t, window, job.Len)
 		perm := ep.Perm(job.Window)
-		require.NoError(t, job.Parts(func(p order.Part) error {
+		for _, p := range append([]order.Part{job.Part}, job.More...) {
 			require.Equal(t, at, p.At)
 			at += uint64(p.Hi - p.Lo)
 			for i := p.Lo; i < p.Hi; i++ {
 				out = append(out, window[perm[i]])
 			}
-			return nil
-		}))
+		}
 	}
 }
 
@@ -170,7 +169,7 @@ func TestShardsAreEqualDisjointAndCoverTheEpoch(t *testing.T) {
 // Part way through an epoch, every rank has delivered done positions; the
 // rest dealt among another number of ranks delivers every position not yet
 // delivered exactly once (padding aside).
-func TestRestDealsWhatIsLeftExactlyOnce(t *testing.T) {
+func TestRegroupAtOneStepDealsWhatIsLeftOnce(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 6))
 	for range 500 {
 		n := uint64(rng.IntN(300))
@@ -193,7 +192,7 @@ func TestRestDealsWhatIsLeftExactlyOnce(t *testing.T) {
 					}
 				}
 			}
-			l = l.Rest(order.Pad, done, 1+rng.IntN(8))
+			l = l.Regroup(order.Pad, 1, slices.Repeat([]order.Progress{{Done: done}}, l.World), 1+rng.IntN(8))
 			require.NoError(t, l.Check(n))
 		}
 		requireOnce(t, l, delivered, n)
