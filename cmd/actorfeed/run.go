@@ -318,9 +318,6 @@ func runPipeline(ctx context.Context, out, errOut io.Writer, o runOptions, chang
 		defer gpu.close() // after the pipeline, which s.finish closes
 		s.step, s.storage = gpu.step, gpu.storage()
 	}
-	runCtx, stop := context.WithCancelCause(ctx)
-	defer stop(nil)
-	s.stop = stop
 	if err := s.prepareOutputs(o.emitIDs, o.ckpt, stages); err != nil {
 		return err
 	}
@@ -336,7 +333,7 @@ func runPipeline(ctx context.Context, out, errOut io.Writer, o runOptions, chang
 	}
 	fmt.Fprintf(out, "pipeline: %s%s on %d device(s), step %v, %d pass(es)\n", describe(stages), runsOn(s.p, o.service), o.devices, o.step, o.passes)
 	s.progress = newProgress(errOut, o.every, s.samplesToCome(stages, o.passes))
-	err = s.finish(ctx, runCtx, out, s.run(runCtx, nil))
+	err = s.finish(ctx, out, s.run(ctx, nil))
 	if err == nil && gpu != nil {
 		err = gpu.report(out)
 	}
@@ -481,14 +478,14 @@ func runsOn(p *actors.Pipeline, workers []string) string {
 
 // finish ends a run that ended with err: it stops the devices, writes the
 // last checkpoint and the ids, and prints the summary, unless the run
-// failed. ctx is the command's (a signal stops it), runCtx the run's.
-func (s *session) finish(ctx, runCtx context.Context, out io.Writer, err error) error {
+// failed. ctx is the command's (a signal stops it).
+func (s *session) finish(ctx context.Context, out io.Writer, err error) error {
 	s.p.Close() // the devices write ids: stop them before the file is closed
 	if cerr := s.ckpt.final(); err == nil {
 		err = cerr // written whatever the run's end: a stop is never worse than the last checkpoint
 	}
 	switch {
-	case errors.Is(context.Cause(runCtx), errMaxBatches) && context.Cause(ctx) == nil:
+	case err == nil && s.p.Stopped():
 		err, s.stopped = nil, errMaxBatches // the run did what it was asked
 	case err != nil && context.Cause(ctx) == nil:
 		return err

@@ -38,11 +38,9 @@ type session struct {
 	ckpt     *checkpointer
 	progress *progress
 	// maxBatches, when set, stops the run once its devices stepped that
-	// many batches: stop ends it, with errMaxBatches as the cause.
+	// many batches (actors.Devices.Steps).
 	maxBatches int
 	rank       int // the job's rank this run is (Options.Shard)
-	stop       context.CancelCauseFunc
-	stepped    int
 	watch      watchOptions
 
 	metricsURL string
@@ -78,13 +76,6 @@ func (s *session) deviceStep(ctx context.Context, it actors.Item) error {
 	d := actors.DeviceFrom(ctx)
 	now := time.Now()
 	s.mu.Lock()
-	if s.maxBatches > 0 && s.stepped >= s.maxBatches {
-		// The run is stopping after --max-batches: no batch past them
-		// may be consumed (and committed) in the meantime.
-		s.mu.Unlock()
-		<-ctx.Done()
-		return ctx.Err()
-	}
 	s.waits[d] = append(s.waits[d], now.Sub(s.idle[d]))
 	s.mu.Unlock()
 	if s.step != nil {
@@ -108,15 +99,11 @@ func (s *session) deviceStep(ctx context.Context, it actors.Item) error {
 	s.ckpt.step()
 	s.mu.Lock()
 	s.idle[d] = time.Now()
-	s.stepped++
-	if s.maxBatches > 0 && s.stepped == s.maxBatches {
-		s.stop(errMaxBatches)
-	}
 	s.mu.Unlock()
 	return nil
 }
 
-// errMaxBatches ends a run that stepped --max-batches batches.
+// errMaxBatches is why a run that stepped --max-batches batches ended.
 var errMaxBatches = errors.New("stopped after --max-batches batches")
 
 // watchOptions say how a run is observed besides the summary.
@@ -187,7 +174,7 @@ func (s *session) launch(ctx context.Context, scope *program.Scope, reader strin
 	for d := range s.idle {
 		s.idle[d] = s.start
 	}
-	p, err := scope.RunDevices(ctx, reader, actors.Devices{N: s.devices, Step: s.deviceStep, Storage: s.storage})
+	p, err := scope.RunDevices(ctx, reader, actors.Devices{N: s.devices, Step: s.deviceStep, Storage: s.storage, Steps: s.maxBatches})
 	if err != nil {
 		return err
 	}
@@ -227,6 +214,9 @@ func (s *session) run(ctx context.Context, afterPass func(pass int) error) (err 
 		defer s.progress.stop()
 	}
 	for pass := range s.passes {
+		if s.p.Stopped() { // --max-batches
+			break
+		}
 		if err := s.runPass(ctx, pass, afterPass); err != nil {
 			return err
 		}
