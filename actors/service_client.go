@@ -69,6 +69,9 @@ func (a *serviceActor) Receive(ctx actor.Context) {
 			return
 		}
 	}
+	// The workers' snapshot is taken before the pass's end can be handed
+	// on, so that one who sees the pass end sees its last task counted.
+	a.gauge()
 	a.progress(ctx, send)
 }
 
