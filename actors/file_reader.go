@@ -360,15 +360,16 @@ func (fr *fileRead) open() error {
 			return err
 		}
 		cs, ok := fr.c.src.(interface {
-			chunkEnd(file int, rec uint64) (uint64, bool)
+			chunkAt(file int, rec uint64) (first, end uint64, ok bool)
 		})
 		if !ok {
 			return err
 		}
-		end, ok := cs.chunkEnd(fr.file, fr.from)
+		first, end, ok := cs.chunkAt(fr.file, fr.from)
 		if !ok || end <= fr.from {
 			return err
 		}
+		fr.c.pipe.corrupt.noteSkip(fr.c.src.Name(fr.file), err, int(end-first))
 		if fr.to > 0 {
 			end = min(end, fr.to)
 		}
@@ -483,6 +484,7 @@ func (fr *fileRead) readGroup() group {
 			return g
 		}
 		if n, ok := skippable(err, fr.r, c.policy); ok {
+			c.pipe.corrupt.noteSkip(c.src.Name(fr.file), err, n)
 			if fr.to > 0 { // the rest of a chunk may lie past the assignment
 				n = int(min(uint64(n), fr.to-fr.rec))
 			}

@@ -308,6 +308,10 @@ type Stats struct {
 	// Skipped is the number of corrupt records skipped in the current pass,
 	// known once the pass has ended (0 before).
 	Skipped uint64
+	// Corrupt lists the damaged chunks skipped so far in any pass, each
+	// once, at most the first 100; CorruptChunks counts them all.
+	Corrupt       []CorruptChunk
+	CorruptChunks int
 	// Devices holds one entry per device.
 	Devices []DeviceStats
 }
@@ -320,6 +324,7 @@ func (p *Pipeline) Stats() Stats {
 	p.pipe.mu.Lock()
 	st.Skipped = p.pipe.skipped[pass]
 	p.pipe.mu.Unlock()
+	st.Corrupt, st.CorruptChunks = p.pipe.corrupt.snapshot()
 	for _, d := range p.devices {
 		st.Devices = append(st.Devices, d.snapshot())
 	}

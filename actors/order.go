@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/actorfeed/actorfeed/readers"
-	"github.com/actorfeed/actorfeed/readers/format"
 	"github.com/actorfeed/actorfeed/readers/order"
 	"github.com/actorfeed/actorfeed/readers/recordio"
 	"github.com/actorfeed/actorfeed/supervisor"
@@ -146,7 +145,7 @@ type fileIndex struct {
 // formats, counted by reading them. Each file is opened through
 // Options.Open under the readers' own rules: every call bounded by
 // ReadTimeout, transient errors retried on Retry's schedule.
-func splitsOf(ctx context.Context, src *fileSource, opts Options, threads int) ([]order.Split, Fingerprint, error) {
+func splitsOf(ctx context.Context, src *fileSource, opts Options, threads int, damage *corruptLog) ([]order.Split, Fingerprint, error) {
 	found := make([]fileIndex, len(src.entries))
 	errs := make([]error, len(src.entries))
 	var wg sync.WaitGroup
@@ -175,6 +174,9 @@ feed:
 	h := sha256.New()
 	fp := Fingerprint{Files: len(src.entries)}
 	for f, x := range found {
+		if errs[f] == nil {
+			errs[f] = src.damage(f, opts.OnCorrupt, damage)
+		}
 		if errs[f] != nil {
 			return nil, Fingerprint{}, &StageError{Stage: "0-" + KindFiles, File: src.names[f], Offset: offsetOf(errs[f]), Record: -1,
 				Class: classify(errs[f]), Err: fmt.Errorf("indexing the file: %w", errs[f])}
@@ -257,12 +259,9 @@ func (s *fileSource) index(parent context.Context, f int, timeout time.Duration)
 }
 
 // keepIndex makes file f's splits from its chunk index, and keeps the
-// index for the readers' seeks. A file that is cut short is corrupt: its
-// last chunk cannot be dealt.
+// index for the readers' seeks. Its damage (a file cut short included) is
+// left out of the splits; splitsOf decides what it means.
 func (s *fileSource) keepIndex(f int, rx *recordio.Index, x fileIndex) (fileIndex, error) {
-	if rx.Completeness == recordio.CutShort {
-		return fileIndex{}, fmt.Errorf("%w: %w: the file is cut short after %d whole records", format.ErrCorrupt, io.ErrUnexpectedEOF, rx.NumRecords)
-	}
 	s.mu.Lock()
 	s.indexes[f] = rx
 	s.mu.Unlock()
@@ -273,6 +272,24 @@ func (s *fileSource) keepIndex(f int, rx *recordio.Index, x fileIndex) (fileInde
 	}
 	x.records = uint64(rx.NumRecords)
 	return x, nil
+}
+
+// damage is file f's damage, which its chunk index found: the error a
+// reader fails with, or under SkipCorrupt nothing, the damage listed in
+// log. Damaged chunks have no records in the order: their count cannot be
+// trusted, or the file ends in them.
+func (s *fileSource) damage(f int, policy supervisor.CorruptPolicy, log *corruptLog) error {
+	s.mu.Lock()
+	x := s.indexes[f]
+	s.mu.Unlock()
+	if x == nil || x.Damaged == 0 {
+		return nil
+	}
+	if policy != supervisor.SkipCorrupt {
+		return x.Err()
+	}
+	log.noteIndex(s.names[f], x)
+	return nil
 }
 
 // stalledOr turns a call the watchdog abandoned into a stalled read (a
@@ -311,7 +328,7 @@ func (p *Pipeline) planOrder(ctx context.Context, stages []Stage) error {
 		seed, window, shuffled = sh.Seed, sh.Window, true
 	}
 	threads, _ := f.readers()
-	splits, fp, err := splitsOf(ctx, fs, opts, threads)
+	splits, fp, err := splitsOf(ctx, fs, opts, threads, &p.pipe.corrupt)
 	if err != nil {
 		return err
 	}

@@ -178,10 +178,11 @@ func (w *windows) items() int {
 // seqJob is one window being read: its instances by window-local S
 // offset, a hole where the ref has no part.
 type seqJob struct {
-	job  order.Job
-	run  int
-	refs []messages.Ref
-	ids  []uint64
+	job    order.Job
+	run    int
+	refs   []messages.Ref
+	ids    []uint64
+	filled int // offsets that hold an instance
 }
 
 func (j *seqJob) end() uint64 { return j.job.Start + uint64(j.job.Len) }
@@ -225,12 +226,19 @@ func (w *windows) add(job order.Job, run int) {
 		j = &seqJob{}
 	}
 	j.job, j.run = job, run
-	if cap(j.refs) < job.Len {
-		j.refs, j.ids = make([]messages.Ref, job.Len), make([]uint64, job.Len)
-	}
-	j.refs, j.ids = j.refs[:job.Len], j.ids[:job.Len]
-	clear(j.refs) // every offset a hole until its instance comes
+	j.refs, j.ids, j.filled = j.refs[:0], j.ids[:0], 0
 	w.open = append(w.open, j)
+}
+
+// fill makes room in j for its instances when the first comes: a window
+// of holes only (a skipped chunk's, which may declare tens of millions of
+// records) costs no memory in proportion to its length.
+func (j *seqJob) fill() {
+	if cap(j.refs) < j.job.Len {
+		j.refs, j.ids = make([]messages.Ref, j.job.Len), make([]uint64, j.job.Len)
+	}
+	j.refs, j.ids = j.refs[:j.job.Len], j.ids[:j.job.Len]
+	clear(j.refs) // every offset a hole until its instance comes
 }
 
 // window is the open window of run that holds S position pos; apart from
@@ -276,17 +284,43 @@ func (w *windows) take(b *messages.Batch, walk bool) ([]*messages.Batch, error) 
 		if j == nil {
 			return nil, fmt.Errorf("%w: S position %d of run %d is in no window of the rank", ErrProtocol, pos, run)
 		}
+		if j.filled == 0 && len(j.refs) == 0 {
+			j.fill()
+		}
+		if j.refs[pos-j.job.Start].Part == nil {
+			j.filled++
+		}
 		j.refs[pos-j.job.Start], j.ids[pos-j.job.Start] = refs[i], id
 	}
 	upto := b.Position + b.Positions
-	if walk && b.Positions > 0 {
-		// Holes may end the group: every window it reaches must be open
-		// for its positions to count, the first too when it holds holes
-		// only.
-		w.window(run, b.Position, walk)
-		w.openThrough(run, upto)
+	out, err := w.handDone(run, upto, nil)
+	if err != nil || !walk || b.Positions == 0 {
+		return out, err
 	}
-	var out []*messages.Batch
+	// Holes may end the group: every window it reaches must be open for
+	// its positions to count, the first too when it holds holes only.
+	// Each is handed on as soon as it is complete, before the next opens:
+	// the holes of a skipped chunk of millions of records hold one window
+	// at a time, not all of them.
+	w.window(run, b.Position, walk)
+	for {
+		if out, err = w.handDone(run, upto, out); err != nil {
+			return nil, err
+		}
+		if w.walk.run != run || w.walk.end >= upto {
+			return out, nil
+		}
+		job, r, ok := w.walk.next(true)
+		if !ok {
+			return out, nil
+		}
+		w.add(job, r)
+	}
+}
+
+// handDone hands on the open windows of run that end by S position upto,
+// in order, appending the items they complete to out.
+func (w *windows) handDone(run int, upto uint64, out []*messages.Batch) ([]*messages.Batch, error) {
 	for len(w.open) > 0 && w.open[0].run == run && w.open[0].end() <= upto {
 		var err error
 		if out, err = w.hand(w.open[0], out); err != nil {
@@ -299,46 +333,30 @@ func (w *windows) take(b *messages.Batch, walk bool) ([]*messages.Batch, error) 
 	return out, nil
 }
 
-// openThrough opens the windows of run that start before S position upto.
-func (w *windows) openThrough(run int, upto uint64) {
-	for w.walk.run == run && w.walk.end < upto {
-		job, r, ok := w.walk.next(true)
-		if !ok {
-			return
-		}
-		w.add(job, r)
-	}
-}
-
 // hand permutes a complete window and adds its delivered positions to the
 // items, part after part, appending the items it completed to out.
 func (w *windows) hand(j *seqJob, out []*messages.Batch) ([]*messages.Batch, error) {
-	w.perm = w.ep.PermInto(j.job.Window, w.perm)
-	out, err := w.handPart(j, j.job.Part, out)
+	part := w.handPart
+	if j.filled == 0 {
+		part = w.handHoles
+	} else {
+		w.perm = w.ep.PermInto(j.job.Window, w.perm)
+	}
+	out, err := part(j, j.job.Part, out)
 	for _, p := range j.job.More {
 		if err != nil {
 			break
 		}
-		out, err = w.handPart(j, p, out)
+		out, err = part(j, p, out)
 	}
 	return out, err
 }
 
 // handPart adds part p of window j to the items.
 func (w *windows) handPart(j *seqJob, p order.Part, out []*messages.Batch) ([]*messages.Batch, error) {
-	if p.At != w.cursor {
-		// A lane's positions jump over the other lanes' stretches, which
-		// end on item boundaries: the items cut so far go, and the next
-		// starts where the part does.
-		if o := &w.out; p.At < w.cursor || o.got.len() != o.held || o.at != w.cursor {
-			return nil, fmt.Errorf("%w: window %d delivers from rank position %d, the last one ended at %d with an item open at %d",
-				ErrProtocol, j.job.Window, p.At, w.cursor, o.at)
-		}
-		var err error
-		if out, err = w.flush(out); err != nil {
-			return nil, err
-		}
-		w.out.at = p.At
+	out, err := w.follow(j, p, out)
+	if err != nil {
+		return nil, err
 	}
 	w.cursor = p.At + uint64(p.Hi-p.Lo)
 	at := p.At - uint64(p.Lo) // the rank position of window offset 0
@@ -354,13 +372,62 @@ func (w *windows) handPart(j *seqJob, p order.Part, out []*messages.Batch) ([]*m
 			w.holes++
 		}
 		if end := at + uint64(i) + 1; end == next {
-			var err error
 			if out, err = w.cut(end, out); err != nil {
 				return nil, err
 			}
 			next += w.unit
 		}
 	}
+	return out, nil
+}
+
+// handHoles is handPart for a window of holes only (the records of a
+// skipped chunk), in time independent of its length: no permutation, and
+// of the item boundaries in the part, only the first (which may end an
+// item holding instances from before), the second (which flushes the
+// whole batches held) and the last: the cuts between them end items of
+// holes, which are not sent, and only move where the next item starts.
+func (w *windows) handHoles(j *seqJob, p order.Part, out []*messages.Batch) ([]*messages.Batch, error) {
+	out, err := w.follow(j, p, out)
+	if err != nil {
+		return nil, err
+	}
+	n := uint64(p.Hi - p.Lo)
+	end := p.At + n
+	w.cursor, w.holes = end, w.holes+n
+	first := (p.At/w.unit + 1) * w.unit
+	if first > end {
+		return out, nil
+	}
+	last := end / w.unit * w.unit
+	for _, b := range []uint64{first, first + w.unit, last} {
+		if b <= end && b > w.out.at {
+			if out, err = w.cut(b, out); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return out, nil
+}
+
+// follow checks that part p of window j goes on where the last part
+// ended, or, in a lane, after a jump over the other lanes' stretches.
+func (w *windows) follow(j *seqJob, p order.Part, out []*messages.Batch) ([]*messages.Batch, error) {
+	if p.At == w.cursor {
+		return out, nil
+	}
+	// A lane's positions jump over the other lanes' stretches, which end
+	// on item boundaries: the items cut so far go, and the next starts
+	// where the part does.
+	if o := &w.out; p.At < w.cursor || o.got.len() != o.held || o.at != w.cursor {
+		return nil, fmt.Errorf("%w: window %d delivers from rank position %d, the last one ended at %d with an item open at %d",
+			ErrProtocol, j.job.Window, p.At, w.cursor, o.at)
+	}
+	out, err := w.flush(out)
+	if err != nil {
+		return nil, err
+	}
+	w.out.at = p.At
 	return out, nil
 }
 

@@ -97,21 +97,21 @@ func (s *fileSource) seek(file int, r indexed, rec int) error {
 	return r.SeekIndexed(x, rec)
 }
 
-// chunkEnd is the record after the chunk that holds record rec of file,
-// when the file's chunk index is kept: where a reader goes on when it
-// skips a corrupt chunk it could not even seek into.
-func (s *fileSource) chunkEnd(file int, rec uint64) (uint64, bool) {
+// chunkAt is the records [first, end) of the chunk that holds record rec
+// of file, when the file's chunk index is kept: where a reader goes on
+// when it skips a corrupt chunk it could not even seek into.
+func (s *fileSource) chunkAt(file int, rec uint64) (first, end uint64, ok bool) {
 	s.mu.Lock()
 	x := s.indexes[file]
 	s.mu.Unlock()
 	if x == nil {
-		return 0, false
+		return 0, 0, false
 	}
 	c, _, ok := x.Locate(int(rec))
 	if !ok {
-		return 0, false
+		return 0, 0, false
 	}
-	return uint64(c.FirstRecord) + uint64(c.NumRecords), true
+	return uint64(c.FirstRecord), uint64(c.FirstRecord) + uint64(c.NumRecords), true
 }
 
 // queueSource reads a feed queue: one "file" that continues across opens.

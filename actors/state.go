@@ -47,6 +47,7 @@ type shared struct {
 	ends    map[string]uint32 // consumer -> pass it saw the end of
 	ended   chan struct{}     // closed and replaced when a consumer ends a pass
 	skipped map[uint32]uint64 // pass -> corrupt records skipped
+	corrupt corruptLog        // the damaged chunks skipped, each once
 	// abandoned names the user code that a stop gave up waiting for.
 	abandoned []string
 	// source is the pipeline's source, which names the files in sample ids.

@@ -29,6 +29,9 @@ type RecordFile struct {
 	sc     *recordio.Scanner
 	closed bool
 	badRec bool // the last Next failed on an undecodable record
+	// index is the chunk index the last SeekIndexed used: what the file
+	// held when it was indexed, which SkipCorrupt goes by.
+	index *recordio.Index
 }
 
 // OpenRecordFile opens a RecordIO file of encoded instances.
@@ -192,13 +195,27 @@ func (r *RecordFile) badRecord(err error) error {
 }
 
 // SkipCorrupt gets past the corruption the last Next reported: an
-// undecodable record (1 record) or a chunk that failed verification (the
-// records it declared). ok is false when the last error cannot be skipped
-// (a damaged header or a truncated file: where the data goes on is unknown).
+// undecodable record (1 record) or damaged data, which the scanner skips
+// as recordio.Scanner.SkipChunk does. A reader that sought with an index
+// goes by the index instead wherever it lists the damaged chunk as sound
+// (damage in flight, or since indexing: a header flipped now says nothing
+// about where the records are): the records the index gives that chunk
+// are lost, and reading goes on at the next chunk it lists, so that
+// record numbers stay the index's. ok is false when the last error is no
+// damage.
 func (r *RecordFile) SkipCorrupt() (records int, ok bool) {
 	if r.badRec {
 		r.badRec = false
 		return 1, true
+	}
+	fe, isFormat := errors.AsType[*format.Error](r.sc.Err())
+	if r.index != nil && isFormat && errors.Is(fe, format.ErrCorrupt) {
+		if c, listed := r.index.ChunkAt(fe.Offset); listed {
+			if err := r.SeekIndexed(r.index, c.FirstRecord+int(c.NumRecords)); err != nil {
+				return 0, false
+			}
+			return int(c.NumRecords), true
+		}
 	}
 	return r.sc.SkipChunk()
 }
@@ -217,7 +234,8 @@ func (r *RecordFile) Seek(rec int) error {
 	return r.SeekIndexed(x, rec)
 }
 
-// Index reads the file's chunk index (every chunk header, no payload).
+// Index reads the file's chunk index (every chunk header, no payload),
+// damage listed in it (recordio.LoadIndex).
 func (r *RecordFile) Index() (*recordio.Index, error) {
 	return recordio.LoadIndex(r.f, r.size, r.path)
 }
@@ -229,7 +247,7 @@ func (r *RecordFile) SeekIndexed(x *recordio.Index, rec int) error {
 	if r.closed {
 		return ErrClosed
 	}
-	r.badRec = false
+	r.badRec, r.index = false, x
 	if rec == x.NumRecords {
 		if n := len(x.Chunks); n > 0 {
 			last := x.Chunks[n-1]

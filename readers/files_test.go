@@ -371,6 +371,53 @@ func TestRecordFileSkipCorruptChunk(t *testing.T) {
 	require.EqualValues(t, bad.FirstRecord+int(bad.NumRecords), labels[bad.FirstRecord], "reading goes on after the bad chunk")
 }
 
+// A header damaged after its file was indexed (in flight, or on disk since)
+// says nothing about where the records are: a reader that sought with
+// the index goes by it, losing that chunk's records by the index and
+// going on at the next chunk at the index's record numbers. Before, a
+// flipped record count or compressor stopped a reader that skipped
+// corrupt chunks, or would have renumbered every record after it.
+func TestSkipGoesByTheIndexPastAHeaderDamagedSinceIndexing(t *testing.T) {
+	for field, flip := range map[string]int64{"compressor": 8, "records": 19, "size": 15, "magic": 0} {
+		t.Run(field, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "x.recordio")
+			writeInstances(t, path, 100, recordio.NoCompression)
+			r, err := readers.OpenRecordFile(path)
+			require.NoError(t, err)
+			defer r.Close()
+			x, err := r.Index()
+			require.NoError(t, err)
+			bad := x.Chunks[1]
+			data, err := os.ReadFile(path)
+			require.NoError(t, err)
+			data[bad.Offset+flip] ^= 0x55
+			require.NoError(t, os.WriteFile(path, data, 0o644))
+
+			require.NoError(t, r.SeekIndexed(x, 0))
+			var labels []int64
+			skipped := 0
+			for {
+				s, err := r.Next(t.Context())
+				if errors.Is(err, io.EOF) {
+					break
+				}
+				if err != nil {
+					require.ErrorIs(t, err, format.ErrCorrupt)
+					n, ok := r.SkipCorrupt()
+					require.True(t, ok, "%v", err)
+					skipped += n
+					continue
+				}
+				require.EqualValues(t, len(labels)+skipped, r.Position().Record, "record numbers stay the index's")
+				labels = append(labels, labelOf(t, s))
+			}
+			require.Equal(t, int(bad.NumRecords), skipped)
+			require.Len(t, labels, 100-skipped)
+			require.EqualValues(t, bad.FirstRecord+int(bad.NumRecords), labels[bad.FirstRecord])
+		})
+	}
+}
+
 // countingReaderAt counts reads, to see what a seek costs.
 type countingReaderAt struct {
 	f     *os.File

@@ -23,11 +23,13 @@ func value(f, r int) int64 { return int64(f*1_000_000 + r) }
 
 // dataset writes the scenario's files into dir, applies the on-disk faults
 // (flipped chunks, truncation) and returns the paths and, per file, the
-// records the damage makes unreadable.
-func dataset(dir string, sc Scenario) (paths []string, damaged []map[int]bool, truncated []bool, err error) {
+// records the damage makes unreadable: those of flipped chunks, which a
+// skipping reader counts as skipped, and those of the chunk a truncation
+// cuts, the file's damaged tail, which have no place in its index.
+func dataset(dir string, sc Scenario) (paths []string, damaged, cut []map[int]bool, err error) {
 	sh := sc.Shape
 	damaged = make([]map[int]bool, sh.Files)
-	truncated = make([]bool, sh.Files)
+	cut = make([]map[int]bool, sh.Files)
 	for f := range sh.Files {
 		path := filepath.Join(dir, fmt.Sprintf("part-%d.recordio", f))
 		if err := writeFile(path, f, sh.Records, sh.ChunkBytes, sh.Ragged); err != nil {
@@ -52,14 +54,19 @@ func dataset(dir string, sc Scenario) (paths []string, damaged []map[int]bool, t
 		}
 	}
 	for _, fl := range sc.Faults {
-		if fl.Kind == Truncate && !truncated[fl.File] {
-			if err := truncateLastChunk(paths[fl.File]); err != nil {
+		if fl.Kind == Truncate && cut[fl.File] == nil {
+			recs, err := truncateLastChunk(paths[fl.File])
+			if err != nil {
 				return nil, nil, nil, err
 			}
-			truncated[fl.File] = true
+			cut[fl.File] = map[int]bool{}
+			for _, r := range recs {
+				delete(damaged[fl.File], r)
+				cut[fl.File][r] = true
+			}
 		}
 	}
-	return paths, damaged, truncated, nil
+	return paths, damaged, cut, nil
 }
 
 func writeFile(path string, f, records, chunk int, ragged bool) error {
@@ -87,7 +94,11 @@ func index(path string) (*recordio.Index, error) {
 	if err != nil {
 		return nil, err
 	}
-	return recordio.LoadIndex(fh, st.Size(), path)
+	x, err := recordio.LoadIndex(fh, st.Size(), path)
+	if err == nil {
+		err = x.Err()
+	}
+	return x, err
 }
 
 // flipChunk flips a byte in the payload of chunk k (mod the chunk count)
@@ -117,14 +128,19 @@ func flipChunk(path string, k int, damaged map[int]bool) ([]int, error) {
 	return recs, nil
 }
 
-// truncateLastChunk cuts the file in the middle of its last chunk's payload.
-func truncateLastChunk(path string) error {
+// truncateLastChunk cuts the file in the middle of its last chunk's
+// payload and returns the records that chunk held.
+func truncateLastChunk(path string) ([]int, error) {
 	x, err := index(path)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	c := x.Chunks[len(x.Chunks)-1]
-	return os.Truncate(path, c.Offset+recordio.HeaderSize+int64(c.StoredSize)/2)
+	recs := make([]int, c.NumRecords)
+	for i := range recs {
+		recs[i] = c.FirstRecord + i
+	}
+	return recs, os.Truncate(path, c.Offset+recordio.HeaderSize+int64(c.StoredSize)/2)
 }
 
 // disk injects the read faults of a scenario into the files' reads. Faults

@@ -13,7 +13,9 @@ import (
 )
 
 // openFile opens the RecordIO file at path through the schedule's file
-// faults; a truncation makes it look shorter (the file is never changed).
+// faults; a truncation makes it look shorter (the file is never changed),
+// by at most all but its first byte: a file cut to nothing cannot be told
+// from an empty one.
 func (in *Injector) openFile(ctx context.Context, path string) (readers.Reader, error) {
 	fh, size, err := format.OpenFile("recordio", path)
 	if err != nil {
@@ -22,7 +24,7 @@ func (in *Injector) openFile(ctx context.Context, path string) (readers.Reader, 
 	in.mu.Lock()
 	for i, f := range in.faults {
 		if f.Kind == Truncate && f.matchesFile(path) {
-			size = max(0, size-f.Bytes)
+			size = max(min(size, 1), size-f.Bytes)
 			if !in.cut[path] {
 				in.cut[path] = true
 				in.fire(i)

@@ -175,7 +175,7 @@ func Run(ctx context.Context, sc Scenario, o Options) (res Result) {
 		}
 		defer os.RemoveAll(dir)
 	}
-	paths, damaged, truncated, err := dataset(dir, sc)
+	paths, damaged, cut, err := dataset(dir, sc)
 	if err != nil {
 		violate("setting up: %v", err)
 		return res
@@ -206,7 +206,7 @@ func Run(ctx context.Context, sc Scenario, o Options) (res Result) {
 		}
 	}
 
-	exp := expectFrom(sc, damaged, truncated)
+	exp := expectFrom(sc, damaged, cut)
 	if sh := sc.Shape; sh.DropLast && !sh.AnyOrder && !exp.errorDue {
 		if exp.tails, err = orderTails(sc, paths, damaged); err != nil {
 			violate("computing the order: %v", err)
@@ -255,7 +255,7 @@ type expectation struct {
 	storm    bool // a panic storm, which may end in the intensity error
 }
 
-func expectFrom(sc Scenario, damaged []map[int]bool, truncated []bool) expectation {
+func expectFrom(sc Scenario, damaged, cut []map[int]bool) expectation {
 	sh := sc.Shape
 	e := expectation{copies: max(sh.MultiPass, 1)}
 	anyDamage := false
@@ -266,11 +266,14 @@ func expectFrom(sc Scenario, damaged []map[int]bool, truncated []bool) expectati
 				anyDamage = true
 				continue
 			}
+			if cut[f][r] { // the file's damaged tail: lost, not skipped
+				continue
+			}
 			e.ids = append(e.ids, messages.SampleID(f, r))
 		}
-		anyDamage = anyDamage || truncated[f]
+		anyDamage = anyDamage || cut[f] != nil
 	}
-	e.errorDue = slices.Contains(truncated, true) || (anyDamage && !sh.Skip)
+	e.errorDue = anyDamage && !sh.Skip
 	for _, f := range sc.Faults {
 		e.storm = e.storm || f.Kind == PanicStorm
 	}

@@ -97,8 +97,14 @@ func inspectRecordIO(ctx context.Context, out io.Writer, path string) error {
 		fmt.Fprintf(out, "slots:   %s (first record)\n", shapes)
 	}
 	fmt.Fprintf(out, "whole:   %v\n", index.Completeness)
-	if len(bad) > 0 {
-		return fmt.Errorf("%d of %d chunks are damaged; the first: %w", len(bad), len(index.Chunks), bad[0])
+	for _, d := range index.Damage {
+		fmt.Fprintf(out, "damaged: %d bytes at offset %d: %v\n", d.Bytes, d.Offset, d.Err)
+	}
+	if n := len(bad) + index.Damaged; n > 0 {
+		if len(bad) == 0 || index.Damaged > 0 && index.Damage[0].Offset < offsetOf(bad[0]) {
+			bad = append([]error{index.Err()}, bad...)
+		}
+		return fmt.Errorf("%d of %d chunks are damaged; the first: %w", n, len(index.Chunks)+index.Damaged, bad[0])
 	}
 	if index.Completeness == recordio.CutShort {
 		return fmt.Errorf("%s: %w: the file ends without the trailer its first chunk announced: cut short after record %d", path, format.ErrCorrupt, index.NumRecords)
@@ -160,4 +166,12 @@ func inspectIDX(ctx context.Context, out io.Writer, path string) error {
 	}
 	fmt.Fprintf(out, "verdict: all %d samples read\n", n)
 	return nil
+}
+
+// offsetOf is where in its file err locates the failure, -1 if nowhere.
+func offsetOf(err error) int64 {
+	if fe, ok := errors.AsType[*format.Error](err); ok {
+		return fe.Offset
+	}
+	return -1
 }

@@ -10,6 +10,8 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
+
+	"github.com/actorfeed/actorfeed/actors"
 )
 
 func main() {
@@ -78,13 +80,14 @@ func stopOnSignal(parent context.Context) (context.Context, func()) {
 	}
 }
 
-// exitCode is 2 for a bad command line, 128+N for a stop by signal N (as a
-// shell reports a process killed by it), and 1 for any other failure.
+// exitCode is 2 for a bad command line or pipeline spec, 128+N for a stop
+// by signal N (as a shell reports a process killed by it), and 1 for any
+// other failure.
 func exitCode(err error) int {
 	var ue usageError
 	var in interrupted
 	switch {
-	case errors.As(err, &ue):
+	case errors.As(err, &ue), errors.Is(err, actors.ErrBadSpec):
 		return 2
 	case errors.As(err, &in):
 		return 128 + int(in.sig)

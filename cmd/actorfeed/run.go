@@ -541,7 +541,7 @@ func parseSpecFile(path string) (*program.Spec, error) {
 	}
 	spec, err := program.Parse(data)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+		return nil, usageError{fmt.Errorf("%s: %w", path, err)}
 	}
 	spec.ResolvePaths(filepath.Dir(path))
 	return spec, nil

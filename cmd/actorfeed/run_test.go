@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"cmp"
 	"encoding/json"
 	"errors"
@@ -15,6 +16,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/actorfeed/actorfeed/actors/cuda"
+	"github.com/actorfeed/actorfeed/readers/format"
+	"github.com/actorfeed/actorfeed/readers/recordio"
 )
 
 // readIDs checks an --emit-ids file on its own: every line well formed,
@@ -394,4 +397,40 @@ devices: {n: 2}
 	out, err = cli(t, "sim", "--spec", spec, "--runs", "1")
 	require.NoError(t, err, out)
 	require.Contains(t, out, "1 of 1 run(s) pass")
+}
+
+// Under --on-corrupt skip, a file cut inside its last chunk failed the
+// run; a flipped byte dropped its chunk without saying so beyond a record
+// count. The cut tail is skipped and every whole chunk delivered, and the
+// summary names the damaged chunks and the records they held.
+func TestSkipMeansSkip(t *testing.T) {
+	dir := genSet(t, 1, 5000)
+	path := filepath.Join(dir, fileName(0))
+	data, err := os.ReadFile(path)
+	require.NoError(t, err)
+	fh, err := os.Open(path)
+	require.NoError(t, err)
+	x, err := recordio.LoadIndex(fh, int64(len(data)), path)
+	require.NoError(t, fh.Close())
+	require.NoError(t, err)
+	last, second := x.Chunks[len(x.Chunks)-1], x.Chunks[1]
+
+	cut := filepath.Join(t.TempDir(), "cut.recordio")
+	require.NoError(t, os.WriteFile(cut, data[:last.Offset+100], 0o644))
+	_, err = cli(t, "run", "--data", cut)
+	require.ErrorIs(t, err, format.ErrCorrupt, "the fail policy fails")
+	out, err := cli(t, "run", "--data", cut, "--on-corrupt", "skip", "--shuffle", "64")
+	require.NoError(t, err)
+	require.Contains(t, out, fmt.Sprintf("%d samples in", last.FirstRecord), "every whole chunk")
+	require.Contains(t, out, fmt.Sprintf("skipped 1 damaged chunk(s) (%d records by their headers); the first: recordio: %s: chunk %d, offset %d", last.NumRecords, cut, last.Index, last.Offset))
+
+	flipped := filepath.Join(t.TempDir(), "flipped.recordio")
+	b := bytes.Clone(data)
+	b[second.Offset+recordio.HeaderSize+1000] ^= 0xff
+	require.NoError(t, os.WriteFile(flipped, b, 0o644))
+	out, err = cli(t, "run", "--data", flipped, "--on-corrupt", "skip", "--passes", "2")
+	require.NoError(t, err)
+	require.Contains(t, out, fmt.Sprintf("%d samples in", 2*(5000-int(second.NumRecords))))
+	require.Contains(t, out, fmt.Sprintf("skipped records %d (last pass)", second.NumRecords))
+	require.Contains(t, out, fmt.Sprintf("skipped 1 damaged chunk(s) (%d records by their headers); the first: recordio: %s: chunk %d, offset %d: format: corrupt data: checksum", second.NumRecords, flipped, second.Index, second.Offset), "each chunk once, whatever the passes")
 }

@@ -263,6 +263,7 @@ func (s *session) summary(w io.Writer) {
 	fmt.Fprintf(w, "\n%d samples in %d batches, %d pass(es), %v: %.0f samples/s\n", samples, batches, s.passes,
 		s.elapsed.Round(time.Millisecond), float64(samples)/secs)
 	fmt.Fprintf(w, "restarts %d, skipped records %d (last pass), peak batches alive %d\n", st.Restarts, st.Skipped, st.PeakLiveBatches)
+	corruptSummary(w, st.Corrupt, st.CorruptChunks)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "device\tbatches\tsamples\tbusy\tdata wait p50\tdata wait p95\t")
 	for _, d := range st.Devices {
@@ -479,4 +480,29 @@ func serviceSummary(w io.Writer, workers []actors.ServiceWorker, secs float64) {
 			fmt.Fprintf(w, "worker %s was lost: %s\n", x.Addr, x.Why)
 		}
 	}
+}
+
+// corruptSummary says which damaged chunks were skipped (--on-corrupt
+// skip), each once whatever the passes: how many, the records they held
+// by their headers, and the first.
+func corruptSummary(w io.Writer, listed []actors.CorruptChunk, n int) {
+	if n == 0 {
+		return
+	}
+	records, unknown := 0, 0
+	for _, c := range listed {
+		if c.Records < 0 {
+			unknown++
+		} else {
+			records += c.Records
+		}
+	}
+	held := fmt.Sprintf("%d records", records)
+	if unknown > 0 {
+		held += fmt.Sprintf(", %d of an untrusted count", unknown)
+	}
+	if n > len(listed) {
+		held += fmt.Sprintf(", in the first %d", len(listed))
+	}
+	fmt.Fprintf(w, "skipped %d damaged chunk(s) (%s by their headers); the first: %v\n", n, held, listed[0].Err)
 }

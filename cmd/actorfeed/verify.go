@@ -147,6 +147,9 @@ func countRecords(ctx context.Context, entry string) (uint64, error) {
 		}
 		defer fh.Close()
 		idx, err := recordio.LoadIndex(fh, size, path)
+		if err == nil {
+			err = idx.Err()
+		}
 		if err != nil {
 			return 0, err
 		}

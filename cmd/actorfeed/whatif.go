@@ -113,7 +113,7 @@ func readSchedule(path string) (*sim.Schedule, error) {
 	}
 	s, err := sim.ParseSchedule(data)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+		return nil, usageError{fmt.Errorf("%s: %w", path, err)}
 	}
 	return s, nil
 }

@@ -181,6 +181,9 @@ func chunksOf(paths []string) ([]unit, []*recordio.Index, error) {
 		}
 		x, err := r.Index()
 		r.Close()
+		if err == nil {
+			err = x.Err() // the baseline fails on damage
+		}
 		if err != nil {
 			return nil, nil, err
 		}

@@ -248,8 +248,10 @@ func TestBadMagic(t *testing.T) {
 	assert.ErrorContains(t, err, "bad magic")
 	assert.ErrorContains(t, err, "chunk 0, offset 0")
 	f, size := openFile(t, path)
-	_, err = recordio.LoadIndex(f, size, path)
-	assert.ErrorIs(t, err, format.ErrCorrupt)
+	x, err := recordio.LoadIndex(f, size, path)
+	require.NoError(t, err)
+	assert.ErrorIs(t, x.Err(), format.ErrCorrupt)
+	assert.Equal(t, []recordio.Damage{{Offset: 0, Bytes: 64, Records: -1, Tail: true, Err: x.Err()}}, x.Damage, "the rest of the file: the next chunk's place is unknown")
 }
 
 func TestEmptyFileAndEmptyRecords(t *testing.T) {
@@ -336,8 +338,15 @@ func FuzzScanner(f *testing.F) {
 				t.Fatalf("damage not classed as corruption: %v", err)
 			}
 		}
-		if _, err := recordio.LoadIndex(bytes.NewReader(b), int64(len(b)), "fuzz"); err != nil && !errors.Is(err, format.ErrCorrupt) {
-			t.Fatalf("index: %v", err)
+		x, err := recordio.LoadIndex(bytes.NewReader(b), int64(len(b)), "fuzz")
+		if err != nil {
+			t.Fatalf("index: damage is listed, not returned: %v", err)
+		}
+		// Skip mode: past every damage, each record read at its place in
+		// the index, and every record of the index read or reported lost.
+		read, lost := skipScan(t, b)
+		if len(read)+lost != x.NumRecords {
+			t.Fatalf("skipping read %d records and lost %d; the index has %d", len(read), lost, x.NumRecords)
 		}
 	})
 }
@@ -367,6 +376,13 @@ func FuzzChunk(f *testing.F) {
 		b = binary.LittleEndian.AppendUint32(b, uint32(len(payload)))
 		b = binary.LittleEndian.AppendUint32(b, n%1024)
 		b = append(b, payload...)
+		x, err := recordio.LoadIndex(bytes.NewReader(b), int64(len(b)), "fuzz")
+		if err != nil {
+			t.Fatalf("index: damage is listed, not returned: %v", err)
+		}
+		if read, lost := skipScan(t, b); len(read)+lost != x.NumRecords {
+			t.Fatalf("skipping read %d records and lost %d; the index has %d", len(read), lost, x.NumRecords)
+		}
 		s := recordio.NewScanner(bytes.NewReader(b), int64(len(b)), recordio.ScannerOptions{Name: "fuzz", MaxDecodedBytes: 1 << 20})
 		for s.Scan() {
 			if len(s.Record()) > len(b)<<12+1<<20 {

@@ -2,6 +2,7 @@ package recordio
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -112,28 +113,30 @@ func (c *chunkReader) fail(k int, off int64, err error) error {
 }
 
 // header reads the header of chunk k at off. At the end of the file it
-// returns io.EOF; anything short of a whole header is truncation.
-func (c *chunkReader) header(k int, off int64) (Header, error) {
+// returns io.EOF; anything short of a whole header is truncation. parsed
+// says whether h was read (its magic number was right), also when its
+// size or compressor is then refused.
+func (c *chunkReader) header(k int, off int64) (h Header, parsed bool, err error) {
 	if off == c.size {
-		return Header{}, io.EOF
+		return Header{}, false, io.EOF
 	}
 	if c.size-off < HeaderSize {
-		return Header{}, c.fail(k, off, format.Truncated("chunk header has %d of %d bytes", c.size-off, HeaderSize))
+		return Header{}, false, c.fail(k, off, format.Truncated("chunk header has %d of %d bytes", c.size-off, HeaderSize))
 	}
 	if _, err := c.r.ReadAt(c.hdr[:], off); err != nil {
-		return Header{}, c.fail(k, off, readErr(err, "chunk header"))
+		return Header{}, false, c.fail(k, off, readErr(err, "chunk header"))
 	}
 	h, ok := parseHeader(c.hdr[:])
 	if !ok {
-		return Header{}, c.fail(k, off, format.Corrupt("bad magic %#08x, want %#08x", binary.LittleEndian.Uint32(c.hdr[:]), Magic))
+		return Header{}, false, c.fail(k, off, format.Corrupt("bad magic %#08x, want %#08x", binary.LittleEndian.Uint32(c.hdr[:]), Magic))
 	}
 	if rest := c.size - off - HeaderSize; int64(h.StoredSize) > rest {
-		return Header{}, c.fail(k, off, format.Truncated("chunk declares %d payload bytes, %d remain in the file", h.StoredSize, rest))
+		return h, true, c.fail(k, off, format.Truncated("chunk declares %d payload bytes, %d remain in the file", h.StoredSize, rest))
 	}
 	if h.Compressor > Gzip {
-		return Header{}, c.fail(k, off, format.Corrupt("unknown compressor %d", uint32(h.Compressor)))
+		return h, true, c.fail(k, off, format.Corrupt("unknown compressor %d", uint32(h.Compressor)))
 	}
-	return h, nil
+	return h, true, nil
 }
 
 // readErr turns a failed ReadAt of a range that the size said was there into
@@ -317,7 +320,9 @@ type ScannerOptions struct {
 	// beginning of the file.
 	Start ChunkInfo
 	// MaxDecodedBytes bounds one chunk's decompressed size. Default
-	// DefaultMaxDecodedBytes.
+	// DefaultMaxDecodedBytes. Whatever the limit, a chunk that declares
+	// more records than DefaultMaxDecodedBytes/4 is damage, as in an
+	// Index.
 	MaxDecodedBytes int
 }
 
@@ -339,10 +344,20 @@ type Scanner struct {
 	n      int // records in the loaded chunk
 	rec    []byte
 	err    error
-	bad    ChunkInfo // the chunk whose payload failed verification
-	badOK  bool      // bad is set: its header was sound
+	bad    ChunkInfo // where the damage err reports starts
+	skip   skipKind  // how SkipChunk gets past it
 	seg    segment   // the markers seen, to prove the file whole at its end
 }
+
+// skipKind is how far a Scanner's damage reaches.
+type skipKind int
+
+const (
+	noSkip     skipKind = iota // the error is not damage (or there is none)
+	skipChunk                  // a sound header, a payload that failed: its records are lost
+	skipCounts                 // a header whose counts cannot be trusted: no record is known lost
+	skipTail                   // the next chunk's place is unknown: the rest of the file is lost
+)
 
 // NewScanner returns a Scanner over the size bytes of r.
 func NewScanner(r io.ReaderAt, size int64, opts ScannerOptions) *Scanner {
@@ -375,33 +390,31 @@ func (s *Scanner) Scan() bool {
 		return false
 	}
 	for s.i >= s.n {
-		h, err := s.c.header(s.next.Index, s.next.Offset)
+		h, _, err := s.c.header(s.next.Index, s.next.Offset)
 		if errors.Is(err, io.EOF) && s.seg.completeness() == CutShort {
 			err = s.c.cutShort(s.next.Index)
 		}
 		if err != nil {
-			s.err = err
-			return false
+			return s.stop(s.next, skipTail, err)
 		}
 		info := s.next
 		info.Header = h
 		m, ok, err := s.c.marker(info)
 		if err != nil {
-			s.err = err
-			return false
+			return s.stop(info, noSkip, err)
 		}
 		if ok {
-			if err := s.seg.mark(m); err != nil {
-				s.err = s.c.fail(info.Index, info.Offset, err)
-				return false
-			}
 			s.next = ChunkInfo{Index: info.Index + 1, Offset: info.End(), FirstRecord: info.FirstRecord}
+			if err := s.seg.mark(m); err != nil {
+				return s.stop(info, skipCounts, s.c.fail(info.Index, info.Offset, err))
+			}
 			continue
 		}
+		if err := s.c.trust(info); err != nil {
+			return s.stop(info, skipCounts, err)
+		}
 		if err := s.c.load(info); err != nil {
-			s.err = err
-			s.bad, s.badOK = info, true
-			return false
+			return s.stop(info, skipChunk, err)
 		}
 		s.loaded = info
 		s.seg.data(int(h.NumRecords))
@@ -413,21 +426,46 @@ func (s *Scanner) Scan() bool {
 	return true
 }
 
-// SkipChunk gets past a chunk whose payload failed verification (a checksum
-// mismatch, a bad compressed stream) when its header was sound: the scanner
-// goes on at the next chunk and returns how many records the bad chunk
-// declared. ok is false when the error is anything else (a bad header, a
-// truncated file), which cannot be skipped because the next chunk's place
-// is unknown.
+// SkipChunk gets past the damage that stopped Scan, as LoadIndex lists it
+// (Damage). A chunk whose payload failed verification (a checksum mismatch,
+// a bad compressed stream) is skipped whole and its declared records are
+// returned as lost. A chunk whose header declares more than its bytes can
+// hold is skipped too, with no record lost: its records were never
+// counted, here or in an Index. Damage that leaves the next chunk's place
+// unknown (a bad magic number, a size beyond the file, a file cut short)
+// ends the file: Scan then returns false with no error. ok is false when
+// the error is no damage (a failed read) or there is none.
 func (s *Scanner) SkipChunk() (records int, ok bool) {
-	if s.err == nil || !s.badOK {
+	if s.err == nil || s.skip == noSkip {
 		return 0, false
 	}
 	bad, seg := s.bad, s.seg
-	seg.data(int(bad.NumRecords)) // the trailer counts it
-	*s = Scanner{c: s.c, next: ChunkInfo{Index: bad.Index + 1, Offset: bad.End(), FirstRecord: bad.FirstRecord + int(bad.NumRecords)},
-		loaded: ChunkInfo{Index: -1}, seg: seg}
-	return int(bad.NumRecords), true
+	next := ChunkInfo{Index: bad.Index + 1, Offset: bad.End(), FirstRecord: bad.FirstRecord}
+	switch s.skip {
+	case skipChunk:
+		records = int(bad.NumRecords)
+		seg.data(records) // the trailer counts it
+		next.FirstRecord += records
+	case skipCounts:
+		if !mayBeMarker(bad.Header) {
+			seg.data(int(bad.NumRecords))
+		}
+	case skipTail:
+		s.err, s.skip = io.EOF, noSkip
+		return 0, true
+	}
+	*s = Scanner{c: s.c, next: next, loaded: ChunkInfo{Index: -1}, seg: seg}
+	return records, true
+}
+
+// stop ends a Scan with err, met at info, which skip says how to get past.
+// Only damage is skipped; a failure to read is not.
+func (s *Scanner) stop(info ChunkInfo, skip skipKind, err error) bool {
+	if !isCorrupt(err) {
+		skip = noSkip
+	}
+	s.err, s.bad, s.skip = err, info, skip
+	return false
 }
 
 // Record is the record found by the last Scan. Like bufio.Scanner, the bytes
@@ -464,43 +502,84 @@ type Index struct {
 	// Completeness is whether the file proves it is whole. A CutShort file
 	// is listed as far as it goes; reading it to its end fails.
 	Completeness Completeness
+	// Damage is what could not be read, in file order; its chunks are not
+	// in Chunks and their records not in NumRecords. Err reports the
+	// first. It lists at most maxDamage entries; Damaged counts them all.
+	Damage  []Damage
+	Damaged int
 }
 
+// Err is the first damage found, nil for a sound file. A reader that
+// fails on corrupt data fails with it; one that skips reads Chunks.
+func (x *Index) Err() error {
+	if len(x.Damage) == 0 {
+		return nil
+	}
+	return x.Damage[0].Err
+}
+
+// maxDamage bounds the damage an Index lists: a file of millions of
+// damaged chunks costs no more than a few thousand entries.
+const maxDamage = 1024
+
 // LoadIndex reads every chunk header of the file (not the payloads), checking
-// magic numbers and that each declared size fits the file. It reads
-// len(Chunks) headers, and the small payload of each marker chunk, whose
-// counts it checks; checksums of data chunks are verified only when a chunk
-// is read.
+// magic numbers, that each declared size fits the file and that each
+// declared record count fits the chunk's bytes. It reads len(Chunks)
+// headers, and the small payload of each marker chunk, whose counts it
+// checks; checksums of data chunks are verified only when a chunk is read.
+// Damage does not stop it: it is listed (Index.Damage, Index.Err) and the
+// index goes on past it where the next chunk's place is known. The error
+// is a failure to read the file.
 func LoadIndex(r io.ReaderAt, size int64, name string) (*Index, error) {
 	c := newChunkReader(r, size, name, 0)
 	idx := &Index{}
 	next := ChunkInfo{}
 	var seg segment
 	for {
-		h, err := c.header(next.Index, next.Offset)
+		h, parsed, err := c.header(next.Index, next.Offset)
 		if errors.Is(err, io.EOF) {
+			idx.Completeness = seg.completeness()
+			if idx.Completeness == CutShort {
+				idx.damage(c.tailDamage(next, false, c.cutShort(next.Index)))
+			}
+			return idx, nil
+		}
+		next.Header = h
+		if err != nil {
+			if !isCorrupt(err) {
+				return nil, err
+			}
+			idx.damage(c.tailDamage(next, parsed, err))
 			idx.Completeness = seg.completeness()
 			return idx, nil
 		}
-		if err != nil {
-			return nil, err
-		}
-		next.Header = h
 		m, ok, err := c.marker(next)
 		if err != nil {
 			return nil, err
 		}
+		after := ChunkInfo{Index: next.Index + 1, Offset: next.End(), FirstRecord: idx.NumRecords}
 		if ok {
 			if err := seg.mark(m); err != nil {
-				return nil, c.fail(next.Index, next.Offset, err)
+				idx.damage(c.chunkDamage(next, c.fail(next.Index, next.Offset, err)))
 			}
-			next = ChunkInfo{Index: next.Index + 1, Offset: next.End(), FirstRecord: idx.NumRecords}
-			continue
+		} else if err := c.trust(next); err != nil {
+			seg.data(int(h.NumRecords))
+			idx.damage(c.chunkDamage(next, err))
+		} else {
+			seg.data(int(h.NumRecords))
+			idx.Chunks = append(idx.Chunks, next)
+			idx.NumRecords += int(h.NumRecords)
+			after.FirstRecord = idx.NumRecords
 		}
-		seg.data(int(h.NumRecords))
-		idx.Chunks = append(idx.Chunks, next)
-		idx.NumRecords += int(h.NumRecords)
-		next = ChunkInfo{Index: next.Index + 1, Offset: next.End(), FirstRecord: idx.NumRecords}
+		next = after
+	}
+}
+
+// damage lists d, up to maxDamage entries.
+func (x *Index) damage(d Damage) {
+	x.Damaged++
+	if len(x.Damage) < maxDamage {
+		x.Damage = append(x.Damage, d)
 	}
 }
 
@@ -516,11 +595,21 @@ func (x *Index) Locate(rec int) (chunk ChunkInfo, within int, ok bool) {
 	return x.Chunks[k], rec - x.Chunks[k].FirstRecord, true
 }
 
+// ChunkAt is the data chunk whose header is at offset, if the index lists
+// one there.
+func (x *Index) ChunkAt(offset int64) (ChunkInfo, bool) {
+	k, found := sort.Find(len(x.Chunks), func(i int) int { return cmp.Compare(offset, x.Chunks[i].Offset) })
+	if !found {
+		return ChunkInfo{}, false
+	}
+	return x.Chunks[k], true
+}
+
 // ReadChunk reads and verifies one chunk (from an Index) alone and returns
 // its records, which the caller owns.
 func ReadChunk(r io.ReaderAt, size int64, name string, info ChunkInfo) ([][]byte, error) {
 	c := newChunkReader(r, size, name, 0)
-	h, err := c.header(info.Index, info.Offset)
+	h, _, err := c.header(info.Index, info.Offset)
 	if errors.Is(err, io.EOF) {
 		return nil, c.fail(info.Index, info.Offset, format.Truncated("no chunk at offset %d: end of file", info.Offset))
 	}

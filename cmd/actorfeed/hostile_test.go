@@ -1,0 +1,214 @@
+package main
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/klauspost/compress/gzip"
+	"github.com/stretchr/testify/require"
+
+	"github.com/actorfeed/actorfeed/readers/recordio"
+)
+
+// The bounds a hostile input must end within: an error or a skip, in a
+// process that used at most this much memory and CPU time.
+const (
+	hostileRSS = 64 << 20
+	hostileCPU = 1 // second, enforced by RLIMIT_CPU
+	// hostileAS caps the address space, so that a regression fails the
+	// test instead of taking the machine: Go reserves some 600 MB of it
+	// at start and each thread's stack 8 MB more (at 1 GiB, one start in
+	// ten ran out).
+	hostileAS = 2 << 30
+)
+
+// capped is a command run by a process under the caps above.
+type capped struct {
+	code   int
+	stdout string
+	stderr string
+	rss    int64 // peak resident bytes
+}
+
+// buildCLI builds actorfeed without the race detector, whose shadow
+// memory no address-space cap admits.
+func buildCLI(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "actorfeed")
+	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
+	require.NoError(t, err, "go build: %s", out)
+	return bin
+}
+
+// runCapped runs bin with args in dir under the caps (prlimit, from
+// util-linux, sets them and execs the command: the rusage is its own).
+func runCapped(t *testing.T, bin, dir string, args ...string) capped {
+	t.Helper()
+	cmd := exec.Command("prlimit", append([]string{fmt.Sprintf("--as=%d", hostileAS), fmt.Sprintf("--cpu=%d", hostileCPU), "--", bin}, args...)...)
+	cmd.Dir = dir
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	var ee *exec.ExitError
+	if err != nil && !errors.As(err, &ee) {
+		require.NoError(t, err)
+	}
+	st := cmd.ProcessState.Sys().(syscall.WaitStatus)
+	require.False(t, st.Signaled(), "%v: killed by %v (over %d s of CPU or %d bytes of address space): %s", args, st.Signal(), hostileCPU, hostileAS, stderr.String())
+	ru := cmd.ProcessState.SysUsage().(*syscall.Rusage)
+	return capped{code: st.ExitStatus(), stdout: stdout.String(), stderr: stderr.String(), rss: ru.Maxrss << 10}
+}
+
+// chunk is a RecordIO chunk of compressor c whose header declares records
+// and stored bytes as given, its checksum right.
+func chunk(c recordio.Compressor, records, stored uint32, payload []byte) []byte {
+	b := binary.LittleEndian.AppendUint32(nil, recordio.Magic)
+	b = binary.LittleEndian.AppendUint32(b, crc32.ChecksumIEEE(payload))
+	b = binary.LittleEndian.AppendUint32(b, uint32(c))
+	b = binary.LittleEndian.AppendUint32(b, stored)
+	b = binary.LittleEndian.AppendUint32(b, records)
+	return append(b, payload...)
+}
+
+// gzipped is data compressed, as a gzip chunk's payload.
+func gzipped(t *testing.T, data []byte) []byte {
+	var z bytes.Buffer
+	zw := gzip.NewWriter(&z)
+	_, err := zw.Write(data)
+	require.NoError(t, err)
+	require.NoError(t, zw.Close())
+	return z.Bytes()
+}
+
+// hostileFiles are crafted files, by name: headers that declare what
+// their bytes cannot hold, or more than a reader could bear.
+func hostileFiles(t *testing.T) map[string][]byte {
+	junk := bytes.Repeat([]byte{0xa5}, 8)
+	noise := make([]byte, 300<<10)
+	rand.NewChaCha8([32]byte{1}).Read(noise)
+	noise = gzipped(t, noise)
+	files := map[string][]byte{
+		// 4,294,967,295 records in 8 bytes: it grew a skipping reader's
+		// order past 3.6 GB.
+		"count-none.recordio":   chunk(recordio.NoCompression, 1<<32-1, 8, junk),
+		"count-snappy.recordio": chunk(recordio.Snappy, 1<<32-1, 8, junk),
+		"count-gzip.recordio":   chunk(recordio.Gzip, 1<<32-1, 8, junk),
+		// As many records as 256 MiB of decoded bytes can hold, declared
+		// by a gzip chunk of 300 KB: a count within every bound but the
+		// payload's own, so its records have places in the order.
+		"count-at-limit.recordio": chunk(recordio.Gzip, 64<<20, uint32(len(noise)), noise),
+		"size-beyond.recordio":    chunk(recordio.NoCompression, 1, 1<<32-1, junk),
+		"compressor.recordio":     chunk(7, 1, 8, junk),
+		"header-cut.recordio":     chunk(recordio.NoCompression, 1, 8, junk)[:10],
+		// 3-dimensional IDX of 2^31 x 2^31 x 2^31 bytes in 16 bytes.
+		"dims.idx": {0, 0, 0x08, 3, 0x80, 0, 0, 0, 0x80, 0, 0, 0, 0x80, 0, 0, 0},
+	}
+	var many []byte // 20,000 damaged headers in a row, each skippable in its place
+	for range 20000 {
+		many = append(many, chunk(recordio.NoCompression, 1<<31, 8, junk)...)
+	}
+	files["many.recordio"] = many
+	return files
+}
+
+// Crafted files end with an error (fail) or a skip (skip) in a process
+// capped at 1 s of CPU and 1 GiB of address space, within 64 MB.
+func TestHostileFilesEndWithinBounds(t *testing.T) {
+	bin := buildCLI(t)
+	dir := t.TempDir()
+	for name, b := range hostileFiles(t) {
+		require.NoError(t, os.WriteFile(filepath.Join(dir, name), b, 0o644))
+	}
+	skipped := map[string]string{
+		"count-none.recordio":     "skipped 1 damaged chunk(s) (0 records, 1 of an untrusted count",
+		"count-snappy.recordio":   "skipped 1 damaged chunk(s)",
+		"count-gzip.recordio":     "skipped 1 damaged chunk(s)",
+		"count-at-limit.recordio": "skipped 1 damaged chunk(s) (67108864 records",
+		"size-beyond.recordio":    "skipped 1 damaged chunk(s)",
+		"compressor.recordio":     "skipped 1 damaged chunk(s)",
+		"header-cut.recordio":     "skipped 1 damaged chunk(s)",
+		"many.recordio":           "skipped 20000 damaged chunk(s)",
+	}
+	for name, want := range skipped {
+		for _, policy := range []string{"fail", "skip"} {
+			t.Run(name+"/"+policy, func(t *testing.T) {
+				c := runCapped(t, bin, dir, "run", "--data", "recordio:"+name, "--on-corrupt", policy, "--batch", "16", "--shuffle", "64")
+				t.Logf("exit %d, peak RSS %d MB", c.code, c.rss>>20)
+				require.LessOrEqual(t, c.rss, int64(hostileRSS))
+				if policy == "fail" {
+					require.Equal(t, 1, c.code, c.stderr)
+					require.Contains(t, c.stderr, name)
+					require.Contains(t, c.stderr, "corrupt")
+					return
+				}
+				require.Equal(t, 0, c.code, c.stderr)
+				require.Contains(t, c.stdout, want)
+			})
+		}
+	}
+	t.Run("dims.idx", func(t *testing.T) {
+		c := runCapped(t, bin, dir, "run", "--data", "idx:dims.idx", "--on-corrupt", "skip")
+		require.LessOrEqual(t, c.rss, int64(hostileRSS))
+		require.Equal(t, 1, c.code, c.stderr)
+		require.Contains(t, c.stderr, "dims.idx")
+		require.Contains(t, c.stderr, "more than 2^48 bytes")
+	})
+}
+
+// Crafted specs and fault schedules are refused as bad command lines
+// (exit 2) before anything is sized by them.
+func TestHostileSpecsAreRefusedWithinBounds(t *testing.T) {
+	bin := buildCLI(t)
+	dir := t.TempDir()
+	stage := func(op, attrs string) string {
+		return "startup:\n  - {op: open_files, out: files, attrs: {file_names: [x.recordio]}}\n" +
+			"  - {op: " + op + ", in: files, out: reader, attrs: " + attrs + "}\ndevices: {reader: reader, n: 1}\n"
+	}
+	specs := map[string]struct{ yaml, want string }{
+		"devices": {"startup:\n  - {op: open_files, out: reader, attrs: {file_names: [x.recordio]}}\ndevices: {reader: reader, n: 100000000}\n", "want n from 1 to 4096"},
+		"shuffle": {stage("create_shuffle_reader", "{buffer_size: 1099511627776}"), "window 1099511627776 is more than the limit"},
+		"batch":   {stage("create_batch_reader", "{batch_size: 1099511627776}"), "size 1099511627776 is more than the limit"},
+		"passes":  {stage("create_multi_pass_reader", "{pass_num: 4294967295}"), "passes 4294967295 is more than the limit"},
+		"window":  {stage("create_double_buffer_reader", "{window: 1099511627776}"), "window 1099511627776 is more than the limit"},
+		"threads": {"startup:\n  - {op: open_files, out: reader, attrs: {file_names: [x.recordio], thread_num: 1000000000}}\n", "threads 1000000000 is more than the limit"},
+	}
+	for name, s := range specs {
+		t.Run("spec/"+name, func(t *testing.T) {
+			path := filepath.Join(dir, name+".yaml")
+			require.NoError(t, os.WriteFile(path, []byte(s.yaml), 0o644))
+			c := runCapped(t, bin, dir, "run", "--spec", path)
+			require.LessOrEqual(t, c.rss, int64(hostileRSS))
+			require.Equal(t, 2, c.code, c.stderr)
+			require.Contains(t, c.stderr, s.want)
+		})
+	}
+	spec := filepath.Join(dir, "sim.yaml")
+	require.NoError(t, os.WriteFile(spec, []byte(stage("create_batch_reader", "{batch_size: 4}")), 0o644))
+	schedules := map[string]struct{ yaml, want string }{
+		"rate":    {"{kind: stall-read, length: 1ms, rate: 1000000000000}", "rate: want stalls per second"},
+		"length":  {"{kind: stall-device, length: 1000000h, at: 1}", "length: want a duration in"},
+		"latency": {"{kind: latency, dist: {fixed: 1000000h}}", "want latencies up to"},
+		"factor":  {"{kind: slow-device, factor: 1e300}", "factor: want a slowdown"},
+		"until":   {"{kind: stall-read, length: 1ms, times: [1ms], until: 1000000000h}", "until"},
+	}
+	for name, s := range schedules {
+		t.Run("schedule/"+name, func(t *testing.T) {
+			path := filepath.Join(dir, name+".faults.yaml")
+			require.NoError(t, os.WriteFile(path, []byte("faults:\n  - "+s.yaml+"\n"), 0o644))
+			c := runCapped(t, bin, dir, "sim", "--spec", spec, "--faults", path, "--runs", "1")
+			require.LessOrEqual(t, c.rss, int64(hostileRSS))
+			require.Equal(t, 2, c.code, c.stderr)
+			require.True(t, strings.Contains(c.stderr, s.want), c.stderr)
+		})
+	}
+}
