@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"path/filepath"
 	"slices"
 	"sync"
@@ -45,6 +46,11 @@ type Service struct {
 	// worker alive, for one to come back before it fails with
 	// ErrNoWorkers. Default DefaultWaitForWorkers.
 	WaitForWorkers time.Duration
+	// MaxMessage is the largest message the node of Options.System
+	// receives (actors/service Config.MaxMessage): a worker that may send
+	// larger batches, or whose bound differs, refuses the session, and the
+	// pipeline fails with both bounds named. Default DefaultMaxMessage.
+	MaxMessage int
 }
 
 // Defaults of Service.
@@ -75,7 +81,25 @@ func (s Service) withDefaults() Service {
 	if s.WaitForWorkers <= 0 {
 		s.WaitForWorkers = DefaultWaitForWorkers
 	}
+	if s.MaxMessage <= 0 {
+		s.MaxMessage = DefaultMaxMessage
+	}
 	return s
+}
+
+// MaxWaitForWorkers bounds Service.WaitForWorkers.
+const MaxWaitForWorkers = 24 * time.Hour
+
+// checkDurations refuses a lease a worker would refuse, and a wait beyond
+// any job's: 1ns made a worker drop and reopen sessions without end.
+func (s Service) checkDurations() error {
+	if s.Lease != 0 && (s.Lease < MinLease || s.Lease > MaxLease) {
+		return fmt.Errorf("%w: Service.Lease %v: want %v to %v", ErrBadSpec, s.Lease, MinLease, MaxLease)
+	}
+	if s.WaitForWorkers < 0 || s.WaitForWorkers > MaxWaitForWorkers {
+		return fmt.Errorf("%w: Service.WaitForWorkers %v: want up to %v", ErrBadSpec, s.WaitForWorkers, MaxWaitForWorkers)
+	}
+	return nil
 }
 
 // checkService refuses a service a chain cannot have: it needs the order
@@ -103,7 +127,8 @@ func checkService(stages []Stage, opts Options, dev *Devices) error {
 			}
 		}
 	}
-	if err := errors.Join(checkSize("Service", "Credit", s.Credit, 0, MaxQueue), checkSize("Service", "Tasks", s.Tasks, 0, MaxQueue)); err != nil {
+	if err := errors.Join(checkSize("Service", "Credit", s.Credit, 0, MaxQueue), checkSize("Service", "Tasks", s.Tasks, 0, MaxQueue),
+		checkSize("Service", "MaxMessage", s.MaxMessage, 0, math.MaxInt32), s.checkDurations()); err != nil {
 		return err
 	}
 	if f, ok := stages[0].(Files); !ok || f.AnyOrder || len(f.Slots) > 0 {
@@ -284,6 +309,7 @@ type svcWorker struct {
 	gen     int    // sessions with it so far: a lost worker comes back in a new one
 	session string // the current one
 	alive   bool
+	busy    time.Time // until when it said it is busy: no task goes to it
 	heard   time.Time // the last message of the current session
 	hello   time.Time // the last ServiceHello sent
 	why     string    // why it was last lost

@@ -183,6 +183,8 @@ func (a *serviceActor) onWorker(ctx actor.Context, msg any) error {
 		}
 		b.OrderPass, b.Pass = c.out.pass, c.out.pass
 		t.queue = append(t.queue, b)
+	case *messages.ServiceBusy:
+		return a.onBusy(m)
 	case *messages.ServiceTaskEnd:
 		w, t := c.attempt(m.Session, m.Task, m.Attempt)
 		if t == nil {
@@ -201,6 +203,29 @@ func (a *serviceActor) onWorker(ctx actor.Context, msg any) error {
 		}
 		t.complete = true
 		w.taken++
+	}
+	return nil
+}
+
+// onBusy takes a worker's refusal, which fails the pipeline (the two
+// sides disagree), or its saying it is busy: the task it did not take
+// goes back to be handed out, and the worker is given none for a quarter
+// of a lease.
+func (a *serviceActor) onBusy(m *messages.ServiceBusy) error {
+	c := a.c
+	w := c.worker(m.Session)
+	if w == nil {
+		return nil
+	}
+	if m.Refused {
+		return fmt.Errorf("%w: worker %s refused this pipeline's session: %s", ErrBadSpec, w.addr, m.Reason)
+	}
+	w.busy, w.why = time.Now().Add(c.cfg.Lease/4), m.Reason
+	if m.Attempt == 0 { // a hello: no session was opened
+		return nil
+	}
+	if _, t := c.attempt(m.Session, m.Task, m.Attempt); t != nil {
+		a.requeue(t)
 	}
 	return nil
 }
@@ -292,7 +317,7 @@ func (a *serviceActor) hello(ctx actor.Context, w *svcWorker) {
 	c := a.c
 	w.hello = time.Now()
 	if w.alive {
-		ctx.Request(w.pid, &messages.ServiceHello{Session: w.session, LeaseMs: c.cfg.Lease.Milliseconds()})
+		ctx.Request(w.pid, &messages.ServiceHello{Session: w.session, LeaseMs: c.cfg.Lease.Milliseconds(), MaxMessage: int64(c.cfg.MaxMessage)})
 		return
 	}
 	if w.probing {
@@ -329,7 +354,7 @@ func (a *serviceActor) onProbed(ctx actor.Context, m probed) {
 	}
 	w.gen++
 	w.session = fmt.Sprintf("%s/%s/%d", c.id, w.addr, w.gen)
-	ctx.Request(w.pid, &messages.ServiceHello{Session: w.session, LeaseMs: c.cfg.Lease.Milliseconds()})
+	ctx.Request(w.pid, &messages.ServiceHello{Session: w.session, LeaseMs: c.cfg.Lease.Milliseconds(), MaxMessage: int64(c.cfg.MaxMessage)})
 }
 
 // closeSessions ends every session: a worker stops what it runs of them.
@@ -460,8 +485,9 @@ func (a *serviceActor) assign(ctx actor.Context) {
 // equals; -1 when none.
 func (a *serviceActor) leastBusy(running []int, head bool) int {
 	w := -1
+	now := time.Now()
 	for i, x := range a.c.workers {
-		if !x.alive || (running[i] >= a.c.cfg.Tasks && !head) {
+		if !x.alive || now.Before(x.busy) || (running[i] >= a.c.cfg.Tasks && !head) {
 			continue
 		}
 		if w < 0 || running[i] < running[w] || (running[i] == running[w] && x.batches > a.c.workers[w].batches) {

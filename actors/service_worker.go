@@ -51,7 +51,51 @@ type WorkerOptions struct {
 	Open func(ctx context.Context, entry string) (readers.Reader, error)
 	// Maps are the map functions clients may name (Map.Name, XMap.Name).
 	Maps map[string]MapFunc
+	// Limits bound what clients may make the worker hold; zero fields take
+	// DefaultWorkerLimits'.
+	Limits WorkerLimits
 }
+
+// WorkerLimits bound what a worker holds for its clients, per client (a
+// trainer's node, by its address) and in all: a client past them is told
+// the worker is busy (ServiceBusy) and tries elsewhere or later, and no
+// client, however it behaves, makes the worker hold more.
+type WorkerLimits struct {
+	Sessions, SessionsPerClient int
+	// Tasks counts the attempts whose pipelines run, those cancelled and
+	// still closing included.
+	Tasks, TasksPerClient int
+	// Credit bounds the batches one grant lets an attempt send past what
+	// it had sent when the grant came: a well-behaved client never grants
+	// more than its Service.Credit past what it took in, and one that
+	// grants without end unlocks at most this much a grant.
+	Credit int
+}
+
+// DefaultWorkerLimits are WorkerOptions.Limits' defaults. With
+// DefaultMaxMessage, the batches a worker may have sent and not had
+// credited back are at most Tasks x Credit x MaxMessage.
+var DefaultWorkerLimits = WorkerLimits{Sessions: 256, SessionsPerClient: 16, Tasks: 64, TasksPerClient: 16, Credit: 64}
+
+// withDefaults fills l's zero fields with DefaultWorkerLimits'.
+func (l WorkerLimits) withDefaults() WorkerLimits {
+	d := DefaultWorkerLimits
+	for _, f := range []struct{ v, d *int }{{&l.Sessions, &d.Sessions}, {&l.SessionsPerClient, &d.SessionsPerClient},
+		{&l.Tasks, &d.Tasks}, {&l.TasksPerClient, &d.TasksPerClient}, {&l.Credit, &d.Credit}} {
+		if *f.v <= 0 {
+			*f.v = *f.d
+		}
+	}
+	return l
+}
+
+// The leases a worker takes (Service.Lease): a shorter one would have it
+// drop live sessions between two ticks of its own, a longer one keep a
+// dead client's tasks for hours.
+const (
+	MinLease = 100 * time.Millisecond
+	MaxLease = time.Hour
+)
 
 // Worker makes the batches of the tasks Service pipelines send it, each
 // task in a pipeline of its own (file readers, open_files, the order's
@@ -76,12 +120,20 @@ type Worker struct {
 	once    sync.Once
 
 	// Counters, read by Stats from any goroutine.
-	tasks, batches, bytes, failed atomic.Int64
+	tasks, batches, bytes, failed, busy atomic.Int64
+
+	// running counts the attempts whose goroutines run, by client and in
+	// all (under runMu): what Limits.Tasks bounds.
+	runMu   sync.Mutex
+	running map[string]int
+	runAll  int
 }
 
 // WorkerStats are a worker's counters.
 type WorkerStats struct {
 	Sessions int   // open now
+	Running  int   // attempts whose pipelines run now, those closing included
+	Busy     int64 // hellos and tasks answered busy or refused
 	Tasks    int64 // attempts run to their end
 	Failed   int64 // attempts that failed
 	Batches  int64 // sent
@@ -103,6 +155,7 @@ func StartWorker(sys *actor.ActorSystem, opts WorkerOptions) (*Worker, error) {
 	if len(opts.Roots) == 0 {
 		return nil, fmt.Errorf("%w: a worker needs at least one data root", ErrBadSpec)
 	}
+	opts.Limits = opts.Limits.withDefaults()
 	roots, err := openDataRoots(opts.Roots)
 	if err != nil {
 		return nil, err
@@ -111,7 +164,7 @@ func StartWorker(sys *actor.ActorSystem, opts WorkerOptions) (*Worker, error) {
 	w.ctx, w.stop = context.WithCancel(context.Background())
 	w.local = NewSystem()
 	w.indexes = NewIndexCache(0)
-	core := &nodeWorkerActor{w: w, sessions: map[string]*wSession{}}
+	core := &nodeWorkerActor{w: w, sessions: map[string]*wSession{}, perClient: map[string]int{}}
 	pid, err := sys.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return core }), WorkerName)
 	if err != nil {
 		w.stop()
@@ -125,7 +178,11 @@ func StartWorker(sys *actor.ActorSystem, opts WorkerOptions) (*Worker, error) {
 
 // Stats returns the worker's counters.
 func (w *Worker) Stats() WorkerStats {
-	st := WorkerStats{Tasks: w.tasks.Load(), Failed: w.failed.Load(), Batches: w.batches.Load(), Bytes: w.bytes.Load(), IndexHits: w.indexes.Hits()}
+	st := WorkerStats{Tasks: w.tasks.Load(), Failed: w.failed.Load(), Batches: w.batches.Load(), Bytes: w.bytes.Load(), IndexHits: w.indexes.Hits(),
+		Busy: w.busy.Load()}
+	w.runMu.Lock()
+	st.Running = w.runAll
+	w.runMu.Unlock()
 	if res, err := w.sys.Root.RequestFuture(w.pid, workerSessions{}, time.Second).Result(); err == nil {
 		st.Sessions = res.(int)
 	}
@@ -165,6 +222,7 @@ type attemptDone struct {
 // wSession is one client's session on the worker.
 type wSession struct {
 	client   *actor.PID
+	from     string // the client's node address, which the limits go by
 	heard    time.Time
 	lease    time.Duration
 	beat     time.Duration
@@ -214,9 +272,10 @@ func (a *wAttempt) await(ctx context.Context, index uint64) error {
 const workerTickEvery = 100 * time.Millisecond
 
 type nodeWorkerActor struct {
-	w        *Worker
-	sessions map[string]*wSession
-	stop     scheduler.CancelFunc
+	w         *Worker
+	sessions  map[string]*wSession
+	perClient map[string]int // sessions by client address
+	stop      scheduler.CancelFunc
 }
 
 func (a *nodeWorkerActor) Receive(ctx actor.Context) {
@@ -231,16 +290,14 @@ func (a *nodeWorkerActor) Receive(ctx actor.Context) {
 			a.drop(id)
 		}
 	case *messages.ServiceHello:
-		s := a.session(ctx, m.Session)
-		s.lease = time.Duration(m.LeaseMs) * time.Millisecond
-		ctx.Send(s.client, a.heartbeat(m.Session, s))
+		a.hello(ctx, m)
 	case *messages.ServiceTask:
 		a.start(ctx, m)
 	case *messages.ServiceCredit:
 		if s := a.sessions[m.Session]; s != nil {
 			s.heard = time.Now()
 			if at := s.attempts[m.Task]; at != nil && at.attempt == m.Attempt {
-				at.grant(m.Granted)
+				at.grant(min(m.Granted, uint64(at.sent.Load())+uint64(a.w.opts.Limits.Credit)))
 			}
 		}
 	case *messages.ServiceClose:
@@ -265,19 +322,64 @@ func (a *nodeWorkerActor) Receive(ctx actor.Context) {
 	}
 }
 
+// hello opens session m.Session, or keeps it alive, and answers with a
+// heartbeat; a hello the worker does not take is answered ServiceBusy.
+func (a *nodeWorkerActor) hello(ctx actor.Context, m *messages.ServiceHello) {
+	lease := time.Duration(m.LeaseMs) * time.Millisecond
+	switch mine := int64(a.w.opts.MaxMessage); {
+	case lease < MinLease || lease > MaxLease:
+		a.busy(ctx, m.Session, 0, 0, true, fmt.Sprintf("a lease of %v: this worker takes leases from %v to %v (Service.Lease, the spec's service.lease)", lease, MinLease, MaxLease))
+		return
+	case m.MaxMessage != 0 && m.MaxMessage != mine:
+		a.busy(ctx, m.Session, 0, 0, true, fmt.Sprintf("this worker's --max-message is %d bytes, the trainer's %d: set the same on every node", mine, m.MaxMessage))
+		return
+	}
+	s, why := a.session(ctx, m.Session)
+	if s == nil {
+		a.busy(ctx, m.Session, 0, 0, false, why)
+		return
+	}
+	s.lease = lease
+	ctx.Send(s.client, a.heartbeat(m.Session, s))
+}
+
+// busy answers a hello (task 0) or a task the worker does not take.
+func (a *nodeWorkerActor) busy(ctx actor.Context, session string, task uint64, attempt uint32, refused bool, why string) {
+	a.w.busy.Add(1)
+	if ctx.Sender() != nil {
+		ctx.Send(ctx.Sender(), &messages.ServiceBusy{Session: session, Task: task, Attempt: attempt, Refused: refused, Reason: why})
+	}
+}
+
 // session is the session named id, opened for the message's sender when
-// it is new.
-func (a *nodeWorkerActor) session(ctx actor.Context, id string) *wSession {
+// it is new and the limits allow it; nil, and why, when they do not.
+func (a *nodeWorkerActor) session(ctx actor.Context, id string) (*wSession, string) {
 	s := a.sessions[id]
 	if s == nil {
-		s = &wSession{client: ctx.Sender(), lease: DefaultLease, attempts: map[uint64]*wAttempt{}}
+		from := clientOf(ctx)
+		lim := a.w.opts.Limits
+		if len(a.sessions) >= lim.Sessions || a.perClient[from] >= lim.SessionsPerClient {
+			return nil, fmt.Sprintf("busy: %d sessions open, %d of them this client's (at most %d, and %d a client)",
+				len(a.sessions), a.perClient[from], lim.Sessions, lim.SessionsPerClient)
+		}
+		s = &wSession{client: ctx.Sender(), from: from, lease: DefaultLease, attempts: map[uint64]*wAttempt{}}
 		// Not watched: a watcher is told when its watchee stops, and a
 		// client gone is then dialled in vain (see actors.Service's lose).
 		// A session ends with its lease instead.
 		a.sessions[id] = s
+		a.perClient[from]++
 	}
 	s.heard = time.Now()
-	return s
+	return s, ""
+}
+
+// clientOf is the node address of the message's sender, which the limits
+// count by; "" for a sender in the worker's own system or none.
+func clientOf(ctx actor.Context) string {
+	if p := ctx.Sender(); p != nil {
+		return p.Address
+	}
+	return ""
 }
 
 func (a *nodeWorkerActor) heartbeat(id string, s *wSession) *messages.ServiceHeartbeat {
@@ -299,6 +401,9 @@ func (a *nodeWorkerActor) drop(id string) {
 		at.cancel()
 	}
 	delete(a.sessions, id)
+	if a.perClient[s.from]--; a.perClient[s.from] <= 0 {
+		delete(a.perClient, s.from)
+	}
 }
 
 // tick sends the heartbeats that are due, and drops sessions whose client
@@ -316,29 +421,79 @@ func (a *nodeWorkerActor) tick(ctx actor.Context) {
 	}
 }
 
-// start runs an attempt at a task, replacing an earlier attempt at it.
+// start runs an attempt at a task, replacing an earlier attempt at it,
+// unless the limits say the worker is busy.
 func (a *nodeWorkerActor) start(ctx actor.Context, m *messages.ServiceTask) {
-	s := a.session(ctx, m.Session)
+	s, why := a.session(ctx, m.Session)
+	if s == nil {
+		a.busy(ctx, m.Session, m.Task, m.Attempt, false, why)
+		return
+	}
 	s.beat = time.Duration(m.BeatMs) * time.Millisecond
-	if old := s.attempts[m.Task]; old != nil {
-		if old.attempt >= m.Attempt {
-			return
-		}
+	old := s.attempts[m.Task]
+	if old != nil && old.attempt >= m.Attempt {
+		return
+	}
+	w := a.w
+	if !w.admit(s.from) {
+		a.busy(ctx, m.Session, m.Task, m.Attempt, false, w.busyTasks(s.from))
+		return
+	}
+	if old != nil {
 		old.cancel()
 	}
-	tctx, cancel := context.WithCancel(a.w.ctx)
-	at := &wAttempt{attempt: m.Attempt, cancel: cancel, granted: uint64(m.Skip) + uint64(m.Credit), wake: make(chan struct{})}
+	tctx, cancel := context.WithCancel(w.ctx)
+	credit := min(uint64(m.Credit), uint64(w.opts.Limits.Credit))
+	at := &wAttempt{attempt: m.Attempt, cancel: cancel, granted: uint64(m.Skip) + credit, wake: make(chan struct{})}
 	at.sent.Store(m.Skip)
 	s.attempts[m.Task] = at
-	w, client, self := a.w, s.client, ctx.Self()
+	client, self := s.client, ctx.Self()
+	from := s.from
 	w.wg.Go(func() {
-		defer cancel()
-		end := w.run(tctx, client, m, at)
-		if tctx.Err() == nil {
+		end := w.run(tctx, client, m, at) // its pipeline closed
+		cancelled := tctx.Err() != nil
+		cancel()
+		w.release(from) // before the end goes: the client's next task finds room
+		if !cancelled {
 			w.sys.Root.Send(client, end)
 		}
 		w.sys.Root.Send(self, attemptDone{session: m.Session, task: m.Task, attempt: m.Attempt})
 	})
+}
+
+// admit counts an attempt of client from as running, if the limits let
+// it run.
+func (w *Worker) admit(from string) bool {
+	w.runMu.Lock()
+	defer w.runMu.Unlock()
+	lim := w.opts.Limits
+	if w.runAll >= lim.Tasks || w.running[from] >= lim.TasksPerClient {
+		return false
+	}
+	if w.running == nil {
+		w.running = map[string]int{}
+	}
+	w.running[from]++
+	w.runAll++
+	return true
+}
+
+// release counts an attempt of client from as ended.
+func (w *Worker) release(from string) {
+	w.runMu.Lock()
+	defer w.runMu.Unlock()
+	w.runAll--
+	if w.running[from]--; w.running[from] <= 0 {
+		delete(w.running, from)
+	}
+}
+
+// busyTasks says why an attempt of client from was not started.
+func (w *Worker) busyTasks(from string) string {
+	w.runMu.Lock()
+	defer w.runMu.Unlock()
+	lim := w.opts.Limits
+	return fmt.Sprintf("busy: %d tasks running, %d of them this client's (at most %d, and %d a client)", w.runAll, w.running[from], lim.Tasks, lim.TasksPerClient)
 }
 
 // run makes the attempt's batches and sends them to client under credit;

@@ -1528,9 +1528,13 @@ func (x *ServiceTaskEnd) GetFailure() *Failure {
 // worker answers with a ServiceHeartbeat, and drops a session it has not
 // heard from for lease_ms.
 type ServiceHello struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Session       string                 `protobuf:"bytes,1,opt,name=session,proto3" json:"session,omitempty"`
-	LeaseMs       int64                  `protobuf:"varint,2,opt,name=lease_ms,json=leaseMs,proto3" json:"lease_ms,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Session string                 `protobuf:"bytes,1,opt,name=session,proto3" json:"session,omitempty"`
+	LeaseMs int64                  `protobuf:"varint,2,opt,name=lease_ms,json=leaseMs,proto3" json:"lease_ms,omitempty"`
+	// The largest message the client's node receives (its --max-message):
+	// a worker whose own differs refuses the session (ServiceBusy, refused),
+	// since batches it may send would be dropped on the way. 0: not said.
+	MaxMessage    int64 `protobuf:"varint,3,opt,name=max_message,json=maxMessage,proto3" json:"max_message,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1579,6 +1583,95 @@ func (x *ServiceHello) GetLeaseMs() int64 {
 	return 0
 }
 
+func (x *ServiceHello) GetMaxMessage() int64 {
+	if x != nil {
+		return x.MaxMessage
+	}
+	return 0
+}
+
+// ServiceBusy answers a ServiceHello or a ServiceTask the worker does not
+// take. Busy (refused false): it holds as many sessions or tasks as its
+// bounds allow, of this client or in all; the client tries the task
+// elsewhere or later. Refused: the two sides disagree (a lease out of the
+// worker's range, different message bounds), which retrying cannot mend.
+// task and attempt are those of the ServiceTask answered, 0 for a hello.
+type ServiceBusy struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Session       string                 `protobuf:"bytes,1,opt,name=session,proto3" json:"session,omitempty"`
+	Task          uint64                 `protobuf:"varint,2,opt,name=task,proto3" json:"task,omitempty"`
+	Attempt       uint32                 `protobuf:"varint,3,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	Reason        string                 `protobuf:"bytes,4,opt,name=reason,proto3" json:"reason,omitempty"`
+	Refused       bool                   `protobuf:"varint,5,opt,name=refused,proto3" json:"refused,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ServiceBusy) Reset() {
+	*x = ServiceBusy{}
+	mi := &file_messages_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ServiceBusy) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ServiceBusy) ProtoMessage() {}
+
+func (x *ServiceBusy) ProtoReflect() protoreflect.Message {
+	mi := &file_messages_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ServiceBusy.ProtoReflect.Descriptor instead.
+func (*ServiceBusy) Descriptor() ([]byte, []int) {
+	return file_messages_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *ServiceBusy) GetSession() string {
+	if x != nil {
+		return x.Session
+	}
+	return ""
+}
+
+func (x *ServiceBusy) GetTask() uint64 {
+	if x != nil {
+		return x.Task
+	}
+	return 0
+}
+
+func (x *ServiceBusy) GetAttempt() uint32 {
+	if x != nil {
+		return x.Attempt
+	}
+	return 0
+}
+
+func (x *ServiceBusy) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *ServiceBusy) GetRefused() bool {
+	if x != nil {
+		return x.Refused
+	}
+	return false
+}
+
 // ServiceHeartbeat says the worker is alive and serving the session, and
 // which attempts it runs for it: attempt attempts[i] at task tasks[i]. The
 // client reconciles: it drops attempts that are not current, and hands out
@@ -1599,7 +1692,7 @@ type ServiceHeartbeat struct {
 
 func (x *ServiceHeartbeat) Reset() {
 	*x = ServiceHeartbeat{}
-	mi := &file_messages_proto_msgTypes[18]
+	mi := &file_messages_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1611,7 +1704,7 @@ func (x *ServiceHeartbeat) String() string {
 func (*ServiceHeartbeat) ProtoMessage() {}
 
 func (x *ServiceHeartbeat) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_proto_msgTypes[18]
+	mi := &file_messages_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1624,7 +1717,7 @@ func (x *ServiceHeartbeat) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServiceHeartbeat.ProtoReflect.Descriptor instead.
 func (*ServiceHeartbeat) Descriptor() ([]byte, []int) {
-	return file_messages_proto_rawDescGZIP(), []int{18}
+	return file_messages_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ServiceHeartbeat) GetSession() string {
@@ -1667,7 +1760,7 @@ type ServiceDrop struct {
 
 func (x *ServiceDrop) Reset() {
 	*x = ServiceDrop{}
-	mi := &file_messages_proto_msgTypes[19]
+	mi := &file_messages_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1679,7 +1772,7 @@ func (x *ServiceDrop) String() string {
 func (*ServiceDrop) ProtoMessage() {}
 
 func (x *ServiceDrop) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_proto_msgTypes[19]
+	mi := &file_messages_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1692,7 +1785,7 @@ func (x *ServiceDrop) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServiceDrop.ProtoReflect.Descriptor instead.
 func (*ServiceDrop) Descriptor() ([]byte, []int) {
-	return file_messages_proto_rawDescGZIP(), []int{19}
+	return file_messages_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ServiceDrop) GetSession() string {
@@ -1726,7 +1819,7 @@ type ServiceClose struct {
 
 func (x *ServiceClose) Reset() {
 	*x = ServiceClose{}
-	mi := &file_messages_proto_msgTypes[20]
+	mi := &file_messages_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1738,7 +1831,7 @@ func (x *ServiceClose) String() string {
 func (*ServiceClose) ProtoMessage() {}
 
 func (x *ServiceClose) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_proto_msgTypes[20]
+	mi := &file_messages_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1751,7 +1844,7 @@ func (x *ServiceClose) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServiceClose.ProtoReflect.Descriptor instead.
 func (*ServiceClose) Descriptor() ([]byte, []int) {
-	return file_messages_proto_rawDescGZIP(), []int{20}
+	return file_messages_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ServiceClose) GetSession() string {
@@ -1874,10 +1967,18 @@ const file_messages_proto_rawDesc = "" +
 	"\aattempt\x18\x03 \x01(\rR\aattempt\x12\x18\n" +
 	"\abatches\x18\x04 \x01(\rR\abatches\x12\x18\n" +
 	"\askipped\x18\x05 \x01(\x04R\askipped\x12/\n" +
-	"\afailure\x18\x06 \x01(\v2\x15.actorfeed.v1.FailureR\afailure\"C\n" +
+	"\afailure\x18\x06 \x01(\v2\x15.actorfeed.v1.FailureR\afailure\"d\n" +
 	"\fServiceHello\x12\x18\n" +
 	"\asession\x18\x01 \x01(\tR\asession\x12\x19\n" +
-	"\blease_ms\x18\x02 \x01(\x03R\aleaseMs\"r\n" +
+	"\blease_ms\x18\x02 \x01(\x03R\aleaseMs\x12\x1f\n" +
+	"\vmax_message\x18\x03 \x01(\x03R\n" +
+	"maxMessage\"\x87\x01\n" +
+	"\vServiceBusy\x12\x18\n" +
+	"\asession\x18\x01 \x01(\tR\asession\x12\x12\n" +
+	"\x04task\x18\x02 \x01(\x04R\x04task\x12\x18\n" +
+	"\aattempt\x18\x03 \x01(\rR\aattempt\x12\x16\n" +
+	"\x06reason\x18\x04 \x01(\tR\x06reason\x12\x18\n" +
+	"\arefused\x18\x05 \x01(\bR\arefused\"r\n" +
 	"\x10ServiceHeartbeat\x12\x18\n" +
 	"\asession\x18\x01 \x01(\tR\asession\x12\x14\n" +
 	"\x05tasks\x18\x02 \x03(\x04R\x05tasks\x12\x1a\n" +
@@ -1923,7 +2024,7 @@ func file_messages_proto_rawDescGZIP() []byte {
 }
 
 var file_messages_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_messages_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
+var file_messages_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
 var file_messages_proto_goTypes = []any{
 	(DType)(0),               // 0: actorfeed.v1.DType
 	(ErrorClass)(0),          // 1: actorfeed.v1.ErrorClass
@@ -1945,9 +2046,10 @@ var file_messages_proto_goTypes = []any{
 	(*ServiceBatch)(nil),     // 17: actorfeed.v1.ServiceBatch
 	(*ServiceTaskEnd)(nil),   // 18: actorfeed.v1.ServiceTaskEnd
 	(*ServiceHello)(nil),     // 19: actorfeed.v1.ServiceHello
-	(*ServiceHeartbeat)(nil), // 20: actorfeed.v1.ServiceHeartbeat
-	(*ServiceDrop)(nil),      // 21: actorfeed.v1.ServiceDrop
-	(*ServiceClose)(nil),     // 22: actorfeed.v1.ServiceClose
+	(*ServiceBusy)(nil),      // 20: actorfeed.v1.ServiceBusy
+	(*ServiceHeartbeat)(nil), // 21: actorfeed.v1.ServiceHeartbeat
+	(*ServiceDrop)(nil),      // 22: actorfeed.v1.ServiceDrop
+	(*ServiceClose)(nil),     // 23: actorfeed.v1.ServiceClose
 }
 var file_messages_proto_depIdxs = []int32{
 	0,  // 0: actorfeed.v1.Tensor.dtype:type_name -> actorfeed.v1.DType
@@ -1978,7 +2080,7 @@ func file_messages_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_messages_proto_rawDesc), len(file_messages_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   21,
+			NumMessages:   22,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -35,7 +35,11 @@ type NetScenario struct {
 	Faults                []NetFault
 	// Slow, when set, is a worker that runs slower than the others for the
 	// whole scenario (Slowdown.Worker is -1 when none).
-	Slow                    Slowdown
+	Slow Slowdown
+	// Hostile runs a trainer that misbehaves towards the workers beside the
+	// scenario's (hostileTrainer): the scenario's is served exactly once,
+	// and the hostile one no more than the workers' limits allow.
+	Hostile                 bool
 	lease, waitForWorkers   time.Duration
 	deadline                time.Duration
 	consumerWindow, sources int
@@ -161,6 +165,9 @@ func (sc NetScenario) Describe() string {
 	if sc.Slow.Worker >= 0 {
 		slow = fmt.Sprintf(", worker %d stopped %.0f%% of every %v", sc.Slow.Worker, 100*sc.Slow.Stopped, sc.Slow.Period)
 	}
+	if sc.Hostile {
+		fs = append(fs, "a hostile trainer beside it (leases of 1ms, a storm of sessions, credit without end)")
+	}
 	return fmt.Sprintf("net-%d: %d workers, %d files x %d records (chunks of %d bytes), batch %d, window %d, %d pass(es), credit %d, rank %d of %d (%s)%s; %s",
 		sc.Seed, sc.Workers, sc.Files, sc.Records, sc.Chunk, sc.Batch, sc.Window, sc.Passes, sc.Credit, sc.Shard.Rank, max(sc.Shard.World, 1),
 		sc.Shard.Remainder, slow, strings.Join(fs, ", "))
@@ -231,7 +238,12 @@ func RunNet(ctx context.Context, sc NetScenario, cfg NetConfig) (res NetResult) 
 		return res
 	}
 	t0 = time.Now()
+	hostile, err := startHostile(ctx, sc, c, paths)
+	if err != nil {
+		res.Violations = append(res.Violations, err.Error())
+	}
 	got, err := netPasses(ctx, sc, paths, c)
+	res.Violations = append(res.Violations, hostile.stop(sc.Workers)...)
 	res.Run = time.Since(t0)
 	t0 = time.Now()
 	res.Violations = append(res.Violations, c.close()...)

@@ -16,9 +16,9 @@ type NetConfig struct {
 	// WorkerCommand, when set, runs every worker as a process of its own:
 	// the command (actorfeed serve and its flags, say) with --listen,
 	// --advertise and --root appended. It must print a line "serving on
-	// ADDR" once it serves, and exit with status 0 on SIGINT once its node
-	// is stopped (actorfeed serve --check-leaks exits 1 when goroutines
-	// are left). A crash is SIGKILL. Without it (empty), the workers are
+	// ADDR" once it serves, and exit with status 130 (128 + SIGINT) on
+	// SIGINT once its node is stopped cleanly (actorfeed serve
+	// --check-leaks exits 1 when goroutines are left). A crash is SIGKILL. Without it (empty), the workers are
 	// nodes in this process.
 	WorkerCommand []string
 }

@@ -87,3 +87,15 @@ func TestProxyForwardsStallsAndCuts(t *testing.T) {
 	require.Error(t, err, "the connection was cut")
 	require.Equal(t, "one\ntwo\nthr", <-received, "the target got the first 3 bytes, then the cut")
 }
+
+// A trainer that misbehaves towards the workers (leases of 1ms, which a
+// lease of 1ns made a worker drop and reopen sessions without bound and
+// die of out-of-memory; a storm of sessions; credit without end) takes no
+// more than the workers' limits, and the scenario's trainer beside it is
+// served exactly once.
+func TestNetworkHostileTrainerLeavesTheOtherServed(t *testing.T) {
+	for seed := range uint64(2) {
+		res := sim.RunNet(t.Context(), sim.HostileNet(seed), sim.NetConfig{})
+		require.Equal(t, sim.Pass, res.Verdict, "%s: %v", res.Scenario.Describe(), res.Violations)
+	}
+}

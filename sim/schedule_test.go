@@ -151,3 +151,11 @@ func FuzzParseSchedule(f *testing.F) {
 		}
 	})
 }
+
+// An indentation error on line 4 was reported at line 1.
+func TestScheduleSyntaxErrorNamesItsOwnLine(t *testing.T) {
+	_, err := sim.ParseSchedule([]byte("faults:\n  - kind: latency\n    files: x\n   dist: {}\n"))
+	var se *sim.ScheduleError
+	require.ErrorAs(t, err, &se)
+	require.Equal(t, 4, se.Line, "%v", err)
+}

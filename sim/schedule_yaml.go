@@ -5,11 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
-	"strconv"
 	"strings"
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/actorfeed/actorfeed/internal/yamlline"
 )
 
 // ParseSchedule reads a fault schedule written in YAML (docs/simulation.md):
@@ -30,7 +31,7 @@ func ParseSchedule(data []byte) (*Schedule, error) {
 	}
 	var doc yaml.Node
 	if err := yaml.NewDecoder(bytes.NewReader(data)).Decode(&doc); err != nil {
-		return nil, yamlError(err)
+		return nil, yamlError(data, err)
 	}
 	if len(doc.Content) == 0 {
 		return nil, &ScheduleError{Msg: "empty: want faults: [...]"}
@@ -61,20 +62,11 @@ func ParseSchedule(data []byte) (*Schedule, error) {
 	return s, s.Check()
 }
 
-// yamlError turns the YAML library's error into a ScheduleError, keeping
-// the line it names.
-func yamlError(err error) error {
-	msg := err.Error()
-	var te *yaml.TypeError
-	if errors.As(err, &te) && len(te.Errors) > 0 {
-		msg = te.Errors[0]
-	}
-	msg = strings.TrimPrefix(msg, "yaml: ")
-	if m := lineRE.FindStringSubmatch(msg); m != nil {
-		line, _ := strconv.Atoi(m[1])
-		return &ScheduleError{Line: line, Msg: strings.TrimPrefix(msg, m[0])}
-	}
-	return &ScheduleError{Msg: msg}
+// yamlError turns the YAML library's error into a ScheduleError, on the
+// line where the text goes wrong.
+func yamlError(data []byte, err error) error {
+	line, msg := yamlline.Locate(data, err)
+	return &ScheduleError{Line: line, Msg: msg}
 }
 
 var lineRE = regexp.MustCompile(`^line (\d+): `)

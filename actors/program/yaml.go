@@ -12,6 +12,8 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/actorfeed/actorfeed/internal/yamlline"
+
 	"github.com/actorfeed/actorfeed/actors"
 	"github.com/actorfeed/actorfeed/readers"
 	"github.com/actorfeed/actorfeed/readers/order"
@@ -170,6 +172,9 @@ func Parse(data []byte) (*Spec, error) {
 		var te *yaml.TypeError
 		if errors.As(err, &te) && len(te.Errors) > 0 {
 			return nil, &SpecError{Msg: te.Errors[0]}
+		}
+		if line, msg := yamlline.Locate(data, err); line > 0 {
+			return nil, &SpecError{Msg: fmt.Sprintf("yaml: line %d: %s", line, msg)}
 		}
 		return nil, &SpecError{Msg: err.Error()}
 	}
@@ -411,6 +416,12 @@ func (y *serviceYAML) parse() (*actors.Service, error) {
 			return nil, &SpecError{Msg: fmt.Sprintf("service.%s: want a positive duration such as 10s, got %q", d.key, d.v)}
 		}
 		*d.to = v
+	}
+	if svc.Lease != 0 && (svc.Lease < actors.MinLease || svc.Lease > actors.MaxLease) {
+		return nil, &SpecError{Msg: fmt.Sprintf("service.lease: want %v to %v, got %v", actors.MinLease, actors.MaxLease, svc.Lease)}
+	}
+	if svc.WaitForWorkers > actors.MaxWaitForWorkers {
+		return nil, &SpecError{Msg: fmt.Sprintf("service.wait_for_workers: want up to %v, got %v", actors.MaxWaitForWorkers, svc.WaitForWorkers)}
 	}
 	return svc, nil
 }

@@ -163,3 +163,10 @@ func TestYAMLMapReaderIsBoundWhenRun(t *testing.T) {
 	require.Equal(t, sorted(append(every(2, 40), every(2, 40)...)), sorted(got))
 	require.GreaterOrEqual(t, calls.Load(), int64(2*80/16), "the map saw every batch of both passes (and perhaps the next pass's prefetched ones)")
 }
+
+// An indentation error on line 4 was reported at line 1, where the
+// sequence it broke began.
+func TestSyntaxErrorNamesItsOwnLine(t *testing.T) {
+	_, err := program.Parse([]byte("startup:\n  - op: open_files\n    out: reader\n   attrs: {}\n"))
+	require.ErrorContains(t, err, "line 4: did not find expected '-' indicator")
+}

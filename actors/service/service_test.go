@@ -314,20 +314,26 @@ func TestServiceFailsOnceNoWorkerCameBack(t *testing.T) {
 	require.ErrorIs(t, err, actors.ErrNoWorkers)
 }
 
-// A worker refuses a task whose files lie outside its data roots, and one
-// whose batches exceed its message bound, and the pipeline fails saying so.
+// A worker refuses a task whose files lie outside its data roots, one
+// whose batches exceed its message bound, and a session whose message
+// bound differs from its own (a trainer whose --max-message was below the
+// worker's got 60 samples/s, at 100 bytes none, and no error), and the
+// pipeline fails saying so.
 func TestServiceWorkersRefuseWhatTheyMustNotDo(t *testing.T) {
 	ctx := testutil.Context(t)
 	paths := testutil.WriteFiles(t, 2, 100, 50)
 	for name, c := range map[string]struct {
 		root, env, want string
+		maxMessage      int
 	}{
 		"outside the roots": {root: t.TempDir(), want: "outside the worker's data roots"},
-		"above the bound":   {root: filepath.Dir(paths[0]), env: workerMaxMsg + "=100", want: "above the worker's bound of 100"},
+		"above the bound":   {root: filepath.Dir(paths[0]), env: workerMaxMsg + "=100", maxMessage: 100, want: "above the worker's bound of 100"},
+		"bounds differ": {root: filepath.Dir(paths[0]), env: workerMaxMsg + "=100",
+			want: "refused this pipeline's session: this worker's --max-message is 100 bytes, the trainer's 67108864"},
 	} {
 		ws := startWorkers(t, 1, c.root, c.env)
 		node := client(t)
-		p := servicePipeline(t, paths, node, &actors.Service{Workers: addrs(ws), Lease: time.Second})
+		p := servicePipeline(t, paths, node, &actors.Service{Workers: addrs(ws), Lease: time.Second, MaxMessage: c.maxMessage})
 		_, err := p.Next(ctx)
 		require.ErrorContains(t, err, c.want, name)
 		require.NoError(t, p.Close())
@@ -454,4 +460,35 @@ func TestServiceFastWorkerTakesMoreTasks(t *testing.T) {
 	require.NoError(t, p.Close())
 	t.Logf("tasks: fast %d, slow %d", tasks[fast[0].addr], tasks[slow[0].addr])
 	require.Greater(t, tasks[fast[0].addr], tasks[slow[0].addr])
+}
+
+// A worker at its limits answers busy: the pipeline gives the task to
+// another worker or later, and delivers the batches of one process, each
+// once. Here each worker runs one task of a client at a time, and the
+// pipeline asks for three.
+func TestServiceTakesBusyWorkersInItsStride(t *testing.T) {
+	ctx := testutil.Context(t)
+	paths := testutil.WriteFiles(t, 12, 200, 50)
+	want := reference(t, ctx, paths, 2)
+	var ws []*actors.Worker
+	var addrs []string
+	for range 2 {
+		n, err := service.Listen(service.Config{})
+		require.NoError(t, err)
+		t.Cleanup(func() { require.NoError(t, n.Close()) })
+		w, err := n.Serve(actors.WorkerOptions{Roots: []string{filepath.Dir(paths[0])}, Threads: 2, Limits: actors.WorkerLimits{TasksPerClient: 1}})
+		require.NoError(t, err)
+		ws, addrs = append(ws, w), append(addrs, n.Address())
+	}
+	node := client(t)
+	p := servicePipeline(t, paths, node, &actors.Service{Workers: addrs, Credit: 2, Tasks: 3, Lease: time.Second})
+	got := passes(t, ctx, p, 2, nil)
+	require.NoError(t, p.Close())
+	require.Equal(t, want, got)
+	busy := int64(0)
+	for _, w := range ws {
+		busy += w.Stats().Busy
+	}
+	t.Logf("answered busy %d times", busy)
+	require.Positive(t, busy, "the limit was met")
 }

@@ -61,7 +61,8 @@ Record i of the output is sample i of the input.`,
 // before anything is read.
 func convertIDX(ctx context.Context, path, out string, c recordio.Compressor) (int, error) {
 	inputs := []string{path}
-	if labels, ok := idx.CompanionLabels(path); ok {
+	labels, paired := idx.CompanionLabels(path)
+	if paired {
 		inputs = append(inputs, labels)
 	}
 	if err := atomicfile.Refuse(out, inputs...); err != nil {
@@ -75,26 +76,54 @@ func convertIDX(ctx context.Context, path, out string, c recordio.Compressor) (i
 		return 0, err
 	}
 	defer r.Close()
-	return readers.WriteRecordFile(out, recordio.WriterOptions{Compressor: c}, int64Labels(readers.All(ctx, r)))
+	return readers.WriteRecordFile(out, recordio.WriterOptions{Compressor: c}, int64Labels(readers.All(ctx, r), labels))
 }
 
-// int64Labels makes a uint8 label slot (IDX's) an int64 one, so that a
-// converted data set has the shape gen writes: [1,28,28] uint8 images and
-// [1] int64 labels.
-func int64Labels(samples iter.Seq2[tensor.Slots, error]) iter.Seq2[tensor.Slots, error] {
+// int64Labels widens an integer label slot (IDX's uint8, int8, int16 or
+// int32) to int64, so that a converted data set has the shape gen writes:
+// [1,28,28] uint8 images and [1] int64 labels. A label slot of floats is
+// no class number: it fails, naming the labels file.
+func int64Labels(samples iter.Seq2[tensor.Slots, error], labels string) iter.Seq2[tensor.Slots, error] {
 	return func(yield func(tensor.Slots, error) bool) {
 		for s, err := range samples {
-			if err == nil && len(s) == 2 && s[1].DType() == tensor.Uint8 && len(s[1].LoD) == 0 {
-				v, _ := tensor.View[uint8](s[1].Tensor)
-				wide := make([]int64, len(v))
-				for i, b := range v {
-					wide[i] = int64(b)
+			if err == nil && len(s) == 2 && len(s[1].LoD) == 0 {
+				s[1].Tensor, err = widen(s[1].Tensor)
+				if err != nil {
+					err = fmt.Errorf("%s: %w: labels are class numbers; convert takes integer labels (uint8, int8, int16, int32)", labels, err)
 				}
-				s[1] = tensor.LoDTensor{Tensor: tensor.MustFromSlice(s[1].Shape(), wide)}
 			}
-			if !yield(s, err) {
+			if !yield(s, err) || err != nil {
 				return
 			}
 		}
 	}
+}
+
+// widen makes an integer tensor int64; other dtypes are an error.
+func widen(t tensor.Tensor) (tensor.Tensor, error) {
+	switch t.DType() {
+	case tensor.Int64:
+		return t, nil
+	case tensor.Uint8:
+		return widenAs[uint8](t)
+	case tensor.Int8:
+		return widenAs[int8](t)
+	case tensor.Int16:
+		return widenAs[int16](t)
+	case tensor.Int32:
+		return widenAs[int32](t)
+	}
+	return tensor.Tensor{}, fmt.Errorf("%v labels", t.DType())
+}
+
+func widenAs[T uint8 | int8 | int16 | int32](t tensor.Tensor) (tensor.Tensor, error) {
+	v, err := tensor.View[T](t)
+	if err != nil {
+		return tensor.Tensor{}, err
+	}
+	wide := make([]int64, len(v))
+	for i, b := range v {
+		wide[i] = int64(b)
+	}
+	return tensor.FromSlice(t.Shape(), wide)
 }

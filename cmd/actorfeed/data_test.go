@@ -3,8 +3,10 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -14,13 +16,13 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 
 	"github.com/actorfeed/actorfeed/internal/testutil"
 
 	"github.com/actorfeed/actorfeed/actors/cuda"
 	"github.com/actorfeed/actorfeed/internal/atomicfile"
 	"github.com/actorfeed/actorfeed/readers"
-	"github.com/actorfeed/actorfeed/readers/format"
 	"github.com/actorfeed/actorfeed/readers/recordio"
 	"github.com/actorfeed/actorfeed/tensor"
 )
@@ -291,7 +293,7 @@ func TestInspectAndRunAgreeOnCutAndUndecodableFiles(t *testing.T) {
 	for path, want := range map[string]string{cut: "cut short", notTensor: "record 0"} {
 		out, stderr, code := execCLI(t, dir, "inspect", path)
 		require.Equal(t, 1, code, "inspect %s", path)
-		require.Contains(t, stderr, format.ErrCorrupt.Error())
+		require.Contains(t, stderr, "data is damaged")
 		require.Contains(t, stderr, want)
 		require.Contains(t, stderr, path)
 		if path == cut {
@@ -340,5 +342,59 @@ func TestBenchMatrix(t *testing.T) {
 	if _, err := cuda.Count(); errors.Is(err, cuda.ErrNoDriver) {
 		_, err = cli(t, "bench", "--sizes", "100", "--device", "cuda")
 		require.ErrorContains(t, err, "--device cuda: cuda: no CUDA driver")
+	}
+}
+
+// writeIDXOf writes an IDX file of dtype code, dimensions dims and data.
+func writeIDXOf(t *testing.T, path string, code byte, dims []uint32, data []byte) {
+	t.Helper()
+	b := []byte{0, 0, code, byte(len(dims))}
+	for _, d := range dims {
+		b = binary.BigEndian.AppendUint32(b, d)
+	}
+	require.NoError(t, os.WriteFile(path, append(b, data...), 0o644))
+}
+
+// convert wrote the images alone, exit 0, when the labels file beside
+// them was a named pipe, a link to /dev/zero or a dangling link, and kept
+// float64 labels (NaN too) though its help says labels are widened to
+// int64. Each is an error naming the labels file now; integer labels of
+// every IDX width are widened.
+func TestConvertTakesLabelsOrSaysWhy(t *testing.T) {
+	dir := t.TempDir()
+	images := func(name string) string {
+		p := filepath.Join(dir, name+"-images-idx3-ubyte")
+		writeIDXOf(t, p, 0x08, []uint32{3, 2, 2}, make([]byte, 12))
+		return p
+	}
+	labels := func(name string) string { return filepath.Join(dir, name+"-labels-idx1-ubyte") }
+	require.NoError(t, unix.Mkfifo(labels("fifo"), 0o644))
+	require.NoError(t, os.Symlink("/dev/zero", labels("zero")))
+	require.NoError(t, os.Symlink(filepath.Join(dir, "gone"), labels("dangling")))
+	nan := binary.BigEndian.AppendUint64(nil, math.Float64bits(1))
+	nan = binary.BigEndian.AppendUint64(nan, math.Float64bits(math.NaN()))
+	nan = binary.BigEndian.AppendUint64(nan, math.Float64bits(2.5))
+	writeIDXOf(t, labels("float"), 0x0E, []uint32{3}, nan)
+	for name, want := range map[string]string{"fifo": "not a regular file (named pipe)", "zero": "not a regular file (character device)",
+		"dangling": "no such file", "float": "float64 labels: labels are class numbers"} {
+		out := filepath.Join(dir, name+".recordio")
+		_, err := cli(t, "convert", images(name), "--out", out)
+		require.ErrorContains(t, err, want, name)
+		require.ErrorContains(t, err, labels(name), name)
+		require.NoFileExists(t, out)
+	}
+	writeIDXOf(t, labels("int16"), 0x0B, []uint32{3}, []byte{0, 7, 1, 0, 0xff, 0xff})
+	out := filepath.Join(dir, "int16.recordio")
+	_, err := cli(t, "convert", images("int16"), "--out", out)
+	require.NoError(t, err)
+	r, err := readers.OpenRecordFile(out)
+	require.NoError(t, err)
+	defer r.Close()
+	for _, want := range []int64{7, 256, -1} {
+		s, err := r.Next(t.Context())
+		require.NoError(t, err)
+		v, err := tensor.View[int64](s[1].Tensor)
+		require.NoError(t, err)
+		require.Equal(t, []int64{want}, v)
 	}
 }

@@ -142,7 +142,8 @@ func shard(images, dir string, k int) (paths []string, err error) {
 	}
 	var rec []byte
 	n := 0
-	for s, err := range int64Labels(readers.All(context.Background(), r)) { // the shape gen and convert write
+	labels, _ := idx.CompanionLabels(images)
+	for s, err := range int64Labels(readers.All(context.Background(), r), labels) { // the shape gen and convert write
 		if err != nil {
 			return nil, err
 		}

@@ -1,9 +1,14 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
 
 	"github.com/actorfeed/actorfeed/readers/recordio"
 )
@@ -37,6 +42,9 @@ classifier can learn the set.`,
 				return usageError{err}
 			}
 			s.compressor = c
+			if err := s.fits(cmd.Context(), out); err != nil {
+				return err
+			}
 			paths, err := s.write(cmd.Context(), out)
 			if err != nil {
 				return err
@@ -52,4 +60,56 @@ classifier can learn the set.`,
 	f.Uint64Var(&s.seed, "seed", 1, "seed of the data")
 	f.StringVar(&comp, "compressor", "snappy", "chunk compression: none, snappy or gzip")
 	return cmd
+}
+
+// fits refuses a set that dir's file system cannot hold: 10^8 samples
+// started writing about 80 GB without a word. The size is estimated by
+// writing a sample of the set (1,024 samples, compressed as asked) aside.
+func (s synthetic) fits(ctx context.Context, dir string) error {
+	probe, err := os.MkdirTemp("", "actorfeed-gen-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(probe)
+	p := s
+	p.files, p.samples = 1, min(s.samples, 1024)
+	paths, err := p.write(ctx, probe)
+	if err != nil {
+		return err
+	}
+	st, err := os.Stat(paths[0])
+	if err != nil {
+		return err
+	}
+	need := st.Size() * int64(s.samples) / int64(p.samples)
+	free, where, err := freeBytes(dir)
+	if err != nil {
+		return err
+	}
+	if need > free-free/10 { // a file system filled to the last byte fails everything on it
+		return fmt.Errorf("%d samples take about %.1f GB (%d bytes a sample, %v), and %s has %.1f GB free, of which gen leaves a tenth: write fewer (--samples) or elsewhere (--out)",
+			s.samples, float64(need)/1e9, st.Size()/int64(p.samples), s.compressor, where, float64(free)/1e9)
+	}
+	return nil
+}
+
+// freeBytes is the space an unprivileged writer has left on the file
+// system that would hold dir: that of its nearest existing ancestor.
+func freeBytes(dir string) (int64, string, error) {
+	at, err := filepath.Abs(dir)
+	if err != nil {
+		return 0, "", err
+	}
+	for {
+		var st unix.Statfs_t
+		err := unix.Statfs(at, &st)
+		if err == nil {
+			return int64(st.Bavail) * st.Bsize, at, nil
+		}
+		up := filepath.Dir(at)
+		if !errors.Is(err, unix.ENOENT) || up == at {
+			return 0, "", fmt.Errorf("the free space at %s: %w", at, err)
+		}
+		at = up
+	}
 }

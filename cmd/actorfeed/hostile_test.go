@@ -11,7 +11,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 
 	"github.com/klauspost/compress/gzip"
@@ -50,11 +49,16 @@ func buildCLI(t *testing.T) string {
 	return bin
 }
 
-// runCapped runs bin with args in dir under the caps (prlimit, from
-// util-linux, sets them and execs the command: the rusage is its own).
+// runCapped runs bin with args in dir under the caps: prlimit (from
+// util-linux) sets them and execs the command, under GNU time, which
+// reports its peak RSS. The process's own rusage would not do: a process
+// that Go starts (vfork) keeps the starting process's peak RSS, the test
+// binary's, across its exec.
 func runCapped(t *testing.T, bin, dir string, args ...string) capped {
 	t.Helper()
-	cmd := exec.Command("prlimit", append([]string{fmt.Sprintf("--as=%d", hostileAS), fmt.Sprintf("--cpu=%d", hostileCPU), "--", bin}, args...)...)
+	rss := filepath.Join(t.TempDir(), "rss")
+	argv := append([]string{"-f", "%M %x", "-o", rss, "prlimit", fmt.Sprintf("--as=%d", hostileAS), fmt.Sprintf("--cpu=%d", hostileCPU), "--", bin}, args...)
+	cmd := exec.Command("/usr/bin/time", argv...)
 	cmd.Dir = dir
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -63,10 +67,18 @@ func runCapped(t *testing.T, bin, dir string, args ...string) capped {
 	if err != nil && !errors.As(err, &ee) {
 		require.NoError(t, err)
 	}
-	st := cmd.ProcessState.Sys().(syscall.WaitStatus)
-	require.False(t, st.Signaled(), "%v: killed by %v (over %d s of CPU or %d bytes of address space): %s", args, st.Signal(), hostileCPU, hostileAS, stderr.String())
-	ru := cmd.ProcessState.SysUsage().(*syscall.Rusage)
-	return capped{code: st.ExitStatus(), stdout: stdout.String(), stderr: stderr.String(), rss: ru.Maxrss << 10}
+	out, err := os.ReadFile(rss)
+	require.NoError(t, err)
+	// time's report is its format's line, after a line of its own when the
+	// command exited non-zero ("Command exited with non-zero status N")
+	// or a signal ended it ("Command terminated by signal N").
+	report := strings.TrimSpace(string(out))
+	require.NotContains(t, report, "signal", "%v: killed (over %d s of CPU or %d bytes of address space): %s", args, hostileCPU, hostileAS, stderr.String())
+	var kb int64
+	var code int
+	_, err = fmt.Sscanf(report[strings.LastIndex(report, "\n")+1:], "%d %d", &kb, &code)
+	require.NoError(t, err, "time's report: %q", out)
+	return capped{code: code, stdout: stdout.String(), stderr: stderr.String(), rss: kb << 10}
 }
 
 // chunk is a RecordIO chunk of compressor c whose header declares records
@@ -211,4 +223,34 @@ func TestHostileSpecsAreRefusedWithinBounds(t *testing.T) {
 			require.True(t, strings.Contains(c.stderr, s.want), c.stderr)
 		})
 	}
+}
+
+// Errors showed the stages they passed through ("program: starting reader
+// ... actors: stage 0-open_files ... indexing the file: cannot open:
+// recordio: stat ..."). A user sees one line naming the input, what is
+// wrong and what to do; --verbose shows the chain.
+func TestErrorsAreOneLineNamingTheInput(t *testing.T) {
+	bin := buildCLI(t)
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "bad.recordio"), chunk(recordio.NoCompression, 1<<32-1, 8, make([]byte, 8)), 0o644))
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"run", "--data", "recordio:bad.recordio"},
+			"actorfeed: bad.recordio (chunk 0, offset 0): header declares 4294967295 records; 8 stored bytes (compressor none) hold at most 2; the recordio data is damaged: --on-corrupt skip skips it, actorfeed inspect shows it\n"},
+		{[]string{"run", "--data", "recordio:missing.recordio"}, "actorfeed: missing.recordio: no such file or directory\n"},
+	} {
+		c := runCapped(t, bin, dir, tc.args...)
+		require.NotZero(t, c.code)
+		require.Equal(t, tc.want, c.stderr, "%v", tc.args)
+		c = runCapped(t, bin, dir, append(tc.args, "--verbose")...)
+		require.Contains(t, c.stderr, "program: starting reader", "--verbose: the chain")
+	}
+	spec := filepath.Join(dir, "spec.yaml")
+	require.NoError(t, os.WriteFile(spec, []byte("startup:\n  - {op: open_files, out: files, attrs: {file_names: [bad.recordio]}}\n"+
+		"  - {op: create_shuffle_reader, in: files, out: reader, attrs: {buffer_size: 100000000}}\n"), 0o644))
+	c := runCapped(t, bin, dir, "run", "--spec", spec)
+	require.Equal(t, 2, c.code)
+	require.Equal(t, "actorfeed: stage 1 (shuffle): window 100000000 is more than the limit 67108864\n", c.stderr)
 }

@@ -27,7 +27,7 @@ func main() {
 	}
 	stop()
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "actorfeed:", err)
+		fmt.Fprintln(os.Stderr, "actorfeed:", userMessage(err))
 		os.Exit(exitCode(err))
 	}
 }
@@ -117,6 +117,7 @@ func newRoot() *cobra.Command {
 		},
 	}
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	root.PersistentFlags().BoolVar(&verbose, "verbose", false, "show an error with the chain of what was under way (stages, files), not one line")
 	root.AddCommand(newDemo(), newRun(), newSim(), newBench(), newGen(), newInspect(), newConvert(), newServe(), newVerifyIDs())
 	for _, c := range root.Commands() {
 		if args := c.Args; args != nil { // a missing or extra argument is a bad command line

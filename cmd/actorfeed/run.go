@@ -291,6 +291,7 @@ func runPipeline(ctx context.Context, out, errOut io.Writer, o runOptions, chang
 			node.Close()
 		}()
 		scope.Options.System = node.System()
+		svc.MaxMessage = o.node.maxMessage // the workers must send nothing this node drops
 		o.service = svc.Workers
 	}
 	if err := rs.checkOutputs(o); err != nil {

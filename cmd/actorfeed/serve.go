@@ -54,6 +54,7 @@ type serveOptions struct {
 	threads    int
 	every      time.Duration
 	checkLeaks bool
+	limits     actors.WorkerLimits
 }
 
 func newServe() *cobra.Command {
@@ -76,7 +77,11 @@ batch afresh. It runs until SIGTERM, SIGINT or SIGHUP.`,
   actorfeed run --data 'data/*.recordio' --service 127.0.0.1:7070`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := checkInts(intFlag{"--threads", o.threads, 0, actors.MaxConcurrency}); err != nil {
+			l := o.limits
+			if err := checkInts(intFlag{"--threads", o.threads, 0, actors.MaxConcurrency},
+				intFlag{"--max-sessions", l.Sessions, 1, actors.MaxQueue}, intFlag{"--max-sessions-per-trainer", l.SessionsPerClient, 1, actors.MaxQueue},
+				intFlag{"--max-tasks", l.Tasks, 1, actors.MaxQueue}, intFlag{"--max-tasks-per-trainer", l.TasksPerClient, 1, actors.MaxQueue},
+				intFlag{"--max-credit", l.Credit, 1, actors.MaxQueue}); err != nil {
 				return usageError{err}
 			}
 			if o.every <= 0 {
@@ -90,6 +95,12 @@ batch afresh. It runs until SIGTERM, SIGINT or SIGHUP.`,
 	f.StringSliceVar(&o.roots, "root", []string{"."}, "directories whose files trainers may have read (repeat or comma-separate)")
 	f.IntVar(&o.threads, "threads", 0, "file readers per task (default: the cores)")
 	f.DurationVar(&o.every, "progress-every", 10*time.Second, "interval of the status lines")
+	d := actors.DefaultWorkerLimits
+	f.IntVar(&o.limits.Sessions, "max-sessions", d.Sessions, "sessions open at once, all trainers'; past it a trainer is told the worker is busy")
+	f.IntVar(&o.limits.SessionsPerClient, "max-sessions-per-trainer", d.SessionsPerClient, "sessions open at once of one trainer (by its node's address)")
+	f.IntVar(&o.limits.Tasks, "max-tasks", d.Tasks, "tasks running at once, all trainers'")
+	f.IntVar(&o.limits.TasksPerClient, "max-tasks-per-trainer", d.TasksPerClient, "tasks running at once of one trainer")
+	f.IntVar(&o.limits.Credit, "max-credit", d.Credit, "batches a trainer's grant lets a task send past what it had sent; with --max-message, what a task may have in flight")
 	f.BoolVar(&o.checkLeaks, "check-leaks", false, "once stopped, fail if goroutines are left (but the remote's idle gRPC connections'); for tests and sim --network")
 	return cmd
 }
@@ -101,7 +112,7 @@ func serve(ctx context.Context, out io.Writer, o serveOptions) error {
 	if err != nil {
 		return err
 	}
-	w, err := node.Serve(actors.WorkerOptions{Roots: o.roots, Threads: o.threads, MaxMessage: o.node.maxMessage, Maps: builtinMaps})
+	w, err := node.Serve(actors.WorkerOptions{Roots: o.roots, Threads: o.threads, MaxMessage: o.node.maxMessage, Maps: builtinMaps, Limits: o.limits})
 	if err != nil {
 		node.Close()
 		return err
@@ -120,12 +131,15 @@ func serve(ctx context.Context, out io.Writer, o serveOptions) error {
 			if err == nil && o.checkLeaks {
 				err = leakcheck.Find()
 			}
+			if err == nil { // stopped cleanly, by a signal: exit 128 + it, as run does
+				err = context.Cause(ctx)
+			}
 			return err
 		}
 	}
 }
 
 func printWorker(out io.Writer, st actors.WorkerStats) {
-	fmt.Fprintf(out, "worker: %d session(s), %d task(s) done, %d failed, %d batches sent, %.1f MB, %d file indexes from its cache\n",
-		st.Sessions, st.Tasks, st.Failed, st.Batches, float64(st.Bytes)/1e6, st.IndexHits)
+	fmt.Fprintf(out, "worker: %d session(s), %d task(s) done, %d failed, %d running, %d batches sent, %.1f MB, %d file indexes from its cache, %d busy answers\n",
+		st.Sessions, st.Tasks, st.Failed, st.Running, st.Batches, float64(st.Bytes)/1e6, st.IndexHits, st.Busy)
 }

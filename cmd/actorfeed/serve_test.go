@@ -144,20 +144,32 @@ func TestSimNetworkRunsWorkerProcesses(t *testing.T) {
 	out, stderr, code := execCLI(t, t.TempDir(), "sim", "--network", "--scenarios", "3", "--seed", "2", "--parallel", "3")
 	require.Zero(t, code, stderr+out)
 	require.Contains(t, out, "workers in processes")
-	require.Contains(t, out, "3 network scenarios")
-	require.Contains(t, out, "3 passed, 0 failed")
+	require.Contains(t, out, "4 network scenarios (a hostile trainer beside a well-behaved one, then 3 drawn)")
+	require.Contains(t, out, "4 passed, 0 failed")
 }
 
 // serve --check-leaks stops cleanly: nothing of the worker is left once
-// its node stopped.
+// its node stopped. A signal's stop exits 128 + the signal, as run's does
+// and the README says (it exited 0).
 func TestServiceWorkerChecksForLeaks(t *testing.T) {
 	dir := t.TempDir()
-	p := start(t, dir, "serve", "--listen", "127.0.0.1:0", "--root", dir, "--check-leaks")
-	p.waitLine(t, "serving on ")
-	require.NoError(t, p.cmd.Process.Signal(os.Interrupt))
-	for range p.lines {
+	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM} {
+		p := start(t, dir, "serve", "--listen", "127.0.0.1:0", "--root", dir, "--check-leaks")
+		p.waitLine(t, "serving on ")
+		code, _ := p.stop(t, sig)
+		require.Equal(t, 128+int(sig), code, p.stderr.String())
+		require.Contains(t, p.stderr.String(), "stopped by "+signalName(sig))
+		require.NotContains(t, p.stderr.String(), "goroutine", "no leak found")
 	}
-	require.NoError(t, p.cmd.Wait(), p.stderr.String())
+}
+
+// serve's limits are checked when its flags are read.
+func TestServiceWorkerChecksItsLimits(t *testing.T) {
+	for _, flag := range []string{"--max-sessions", "--max-sessions-per-trainer", "--max-tasks", "--max-tasks-per-trainer", "--max-credit"} {
+		_, stderr, code := execCLI(t, t.TempDir(), "serve", flag, "0")
+		require.Equal(t, 2, code, stderr)
+		require.Contains(t, stderr, flag+" 0")
+	}
 }
 
 // run --map runs the map on the workers with --service: the batches are

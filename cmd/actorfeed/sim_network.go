@@ -31,6 +31,9 @@ func runNetSim(ctx context.Context, out io.Writer, o simOptions) error {
 		}
 		scenarios = append(scenarios, sim.GenerateNet(seed))
 	} else {
+		// First a trainer that misbehaves towards the workers beside a
+		// well-behaved one, then the drawn scenarios.
+		scenarios = append(scenarios, sim.HostileNet(o.seed))
 		for k := range o.scenarios {
 			scenarios = append(scenarios, sim.GenerateNet(o.seed+uint64(k)))
 		}
@@ -39,7 +42,11 @@ func runNetSim(ctx context.Context, out io.Writer, o simOptions) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "running %d network scenarios, %d at a time, workers %s\n", len(scenarios), o.parallel, where)
+	what := fmt.Sprintf("%d network scenarios", len(scenarios))
+	if !o.replaySet {
+		what += fmt.Sprintf(" (a hostile trainer beside a well-behaved one, then %d drawn)", o.scenarios)
+	}
+	fmt.Fprintf(out, "running %s, %d at a time, workers %s\n", what, o.parallel, where)
 	before := goleak.IgnoreCurrent()
 	start := time.Now()
 	results, wait := runNetScenarios(ctx, scenarios, cfg, o.parallel)

@@ -8,6 +8,7 @@ package serveproc
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -77,7 +78,9 @@ func (p *Process) Kill() {
 
 // Stop resumes the process, asks it to stop (SIGINT) and waits, up to
 // timeout, for its exit status, which is its verdict (a killed process's
-// is not its own); past timeout it is killed and that is the error.
+// is not its own): 128 + SIGINT, as actorfeed serve exits once stopped
+// cleanly by it, is clean. Past timeout it is killed and that is the
+// error.
 func (p *Process) Stop(timeout time.Duration) error {
 	p.Pause(false) // a stopped process would not see SIGINT
 	if !p.killed {
@@ -92,6 +95,9 @@ func (p *Process) Stop(timeout time.Duration) error {
 		_ = p.cmd.Process.Signal(syscall.SIGKILL)
 		<-p.exited
 		return fmt.Errorf("a worker process did not stop within %v of SIGINT: %s", timeout, p.stderr.String())
+	}
+	if ee, ok := errors.AsType[*exec.ExitError](err); ok && ee.ExitCode() == 128+int(syscall.SIGINT) {
+		err = nil
 	}
 	if p.killed || err == nil {
 		return nil

@@ -51,11 +51,25 @@ func OpenFileWith(open Opener, formatName, path string) (*os.File, int64, error)
 	if err == nil {
 		err = regular(path, st)
 	}
+	if err == nil && st.Size() == 0 {
+		err = sizeless(path, f)
+	}
 	if err != nil {
 		f.Close()
 		return nil, 0, fmt.Errorf("%s: %w", formatName, err)
 	}
 	return f, st.Size(), nil
+}
+
+// sizeless refuses a file whose size reads 0 but which holds bytes: a
+// kernel's pseudo-file (/proc, /sys) is "regular", and read by its size
+// it was an empty data set.
+func sizeless(path string, f *os.File) error {
+	var one [1]byte
+	if n, _ := f.ReadAt(one[:], 0); n == 0 {
+		return nil
+	}
+	return &fs.PathError{Op: "open", Path: path, Err: fmt.Errorf("%w (its size reads 0 but it holds bytes: a pseudo-file such as /proc's; copy it to a file first)", ErrNotRegular)}
 }
 
 // regular refuses every kind of file but a regular one, naming its kind.

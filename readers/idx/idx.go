@@ -258,14 +258,17 @@ func (r *Reader) Close() error {
 
 // CompanionLabels returns the labels file that goes with an images file by
 // the MNIST naming convention ("...images-idx3-ubyte[.gz]" ->
-// "...labels-idx1-ubyte[.gz]"), and whether such a file exists.
+// "...labels-idx1-ubyte[.gz]"), and whether anything has that name: a
+// named pipe, a device or a dangling link there is the labels file too,
+// which then fails to open, naming it (taking the images alone would
+// have made a data set without labels and said nothing).
 func CompanionLabels(imagesPath string) (string, bool) {
 	dir, base := filepath.Split(imagesPath)
 	if !strings.Contains(base, "images-idx3") {
 		return "", false
 	}
 	p := filepath.Join(dir, strings.Replace(base, "images-idx3", "labels-idx1", 1))
-	if st, err := os.Stat(p); err == nil && st.Mode().IsRegular() {
+	if _, err := os.Lstat(p); err == nil {
 		return p, true
 	}
 	return "", false
