@@ -270,6 +270,7 @@ func (p *Pipeline) planService(stages []Stage, n int) (spawnable, error) {
 	}
 	p.cells = append(p.cells, &sc.cell)
 	p.service = sc
+	p.pipe.counting = true // its batches count as alive from their arrival
 	return spawnable{name: name, cell: &sc.cell,
 		producer: func(*actor.PID, []*actor.PID) actor.Actor { return &serviceActor{c: sc} }}, nil
 }

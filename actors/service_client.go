@@ -183,6 +183,7 @@ func (a *serviceActor) onWorker(ctx actor.Context, msg any) error {
 		}
 		b.OrderPass, b.Pass = c.out.pass, c.out.pass
 		t.queue = append(t.queue, b)
+		c.pipe.noteProduced(KindBatch, b) // the workers' batch stage made it; alive here until consumed or dropped
 	case *messages.ServiceBusy:
 		return a.onBusy(m)
 	case *messages.ServiceTaskEnd:

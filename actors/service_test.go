@@ -65,8 +65,14 @@ func TestServiceInOneSystemDeliversExactlyOnce(t *testing.T) {
 		require.Zero(t, w.Stats().Sessions, "sessions left on the worker")
 		return got, st
 	}
-	got, _ := run(t, nil)
+	got, st := run(t, nil)
 	require.Equal(t, want, got)
+	// The workers' batches count as alive from their arrival (the summary
+	// said "peak batches alive 0" with a service), within the service
+	// stage's bound: (workers x Tasks + 1) x Credit, the outlet's and
+	// the double buffer's.
+	require.Positive(t, st.PeakLiveBatches)
+	require.LessOrEqual(t, st.PeakLiveBatches, (1*2+1)*actors.DefaultServiceCredit+2+8+1)
 	for _, n := range []int64{1, 2, 3, 5, 8, 13, 21, 34} {
 		t.Run(fmt.Sprintf("panic at %d", n), func(t *testing.T) {
 			got, st := run(t, sim.PanicAt{Kind: actors.KindService, N: n})
@@ -76,7 +82,7 @@ func TestServiceInOneSystemDeliversExactlyOnce(t *testing.T) {
 	}
 	// The message lost with the panic is a task's end: without the
 	// restart's hand-out, the task would never complete.
-	got, st := run(t, &panicAtFirst[*messages.ServiceTaskEnd]{})
+	got, st = run(t, &panicAtFirst[*messages.ServiceTaskEnd]{})
 	require.Positive(t, st.Restarts, "the fault fired")
 	require.Equal(t, want, got)
 }

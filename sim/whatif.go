@@ -113,8 +113,8 @@ func (w WhatIf) Run(ctx context.Context) (*WhatIfResult, error) {
 		}
 	}
 	res.Median = Summarize(res.Runs)
-	if res.Baseline != nil {
-		res.Ratios = ratios(res.Median, Summarize([]RunReport{*res.Baseline}))
+	if base := Summarize([]RunReport{*cmp.Or(res.Baseline, &RunReport{})}); res.Baseline != nil && base.Measured > 0 && res.Median.Measured > 0 {
+		res.Ratios = ratios(res.Median, base)
 	}
 	return res, ctx.Err()
 }

@@ -83,7 +83,12 @@ type Point struct {
 // Summary is the medians of runs' figures; a device's waits are the
 // medians of its own, and WaitP50/95/99/Max those of the worst device.
 type Summary struct {
-	Runs       int            `json:"runs"`
+	Runs int `json:"runs"`
+	// Measured counts the runs the figures are the medians of: those that
+	// ran to their end. A run that ended in an error or was stopped has
+	// no throughput or waits to speak of, and its zeros would drag the
+	// medians down.
+	Measured   int            `json:"measured"`
 	Throughput float64        `json:"throughput"`
 	Elapsed    time.Duration  `json:"elapsed_ns"`
 	FirstBatch time.Duration  `json:"first_batch_ns"`
@@ -111,8 +116,23 @@ type Ratios struct {
 }
 
 // Summarize takes the medians of runs.
-func Summarize(runs []RunReport) Summary {
-	s := Summary{Runs: len(runs)}
+func Summarize(all []RunReport) Summary {
+	s := Summary{Runs: len(all)}
+	for _, r := range all {
+		if r.Verdict() == Fail {
+			s.Failed++
+		}
+		if r.Err != nil {
+			s.Errors++
+		}
+	}
+	var runs []RunReport
+	for _, r := range all {
+		if r.Err == nil && !r.Stopped {
+			runs = append(runs, r)
+		}
+	}
+	s.Measured = len(runs)
 	if len(runs) == 0 {
 		return s
 	}
@@ -140,14 +160,6 @@ func Summarize(runs []RunReport) Summary {
 	for _, d := range s.Devices {
 		s.WaitP50, s.WaitP95, s.WaitP99 = max(s.WaitP50, d.WaitP50), max(s.WaitP95, d.WaitP95), max(s.WaitP99, d.WaitP99)
 		s.WaitMax = max(s.WaitMax, d.WaitMax)
-	}
-	for _, r := range runs {
-		if r.Verdict() == Fail {
-			s.Failed++
-		}
-		if r.Err != nil {
-			s.Errors++
-		}
 	}
 	return s
 }

@@ -204,6 +204,7 @@ func (m *meter) inner(step time.Duration) actors.StepFunc {
 // sample records a Point every interval until the returned func is called.
 func (m *meter) sample(every time.Duration) func() {
 	done := make(chan struct{})
+	m.take(m.start) // the first point and the last bound every run's series, however short
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		t := time.NewTicker(max(every, time.Millisecond))
@@ -220,6 +221,7 @@ func (m *meter) sample(every time.Duration) func() {
 	return func() {
 		close(done)
 		wg.Wait()
+		m.take(time.Now())
 	}
 }
 

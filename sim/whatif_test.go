@@ -114,3 +114,17 @@ func TestWhatIfRefusesFaultsOnWhatTheProgramLacks(t *testing.T) {
 		require.Contains(t, err.Error(), tc.want)
 	}
 }
+
+// The medians counted a failed run's zeros (a run that ended in an error
+// at once has no throughput): they are the medians of the runs that ran
+// to their end, and say how many.
+func TestMediansLeaveOutRunsThatEndedInAnError(t *testing.T) {
+	runs := []sim.RunReport{{Seed: 1, Throughput: 100}, {Seed: 2, Throughput: 200}, {Seed: 3, Err: errors.New("boom")}}
+	m := sim.Summarize(runs)
+	require.Equal(t, 3, m.Runs)
+	require.Equal(t, 2, m.Measured)
+	require.Equal(t, 1, m.Errors)
+	require.InDelta(t, 150, m.Throughput, 1e-9)
+	none := sim.Summarize(runs[2:])
+	require.Zero(t, none.Measured)
+}

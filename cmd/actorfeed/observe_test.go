@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"image/color"
 	"image/png"
 	"io"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/actorfeed/actorfeed/actors"
 	"github.com/actorfeed/actorfeed/internal/registered"
+	"github.com/actorfeed/actorfeed/sim"
 )
 
 func TestMetricsAreServedOnLoopback(t *testing.T) {
@@ -166,6 +168,16 @@ func TestReportPicturesAreReadable(t *testing.T) {
 	for _, p := range panels {
 		require.Greater(t, p.Y.Max, 8*(1.15+0.12*3)-0.01, "room above the data (at most 8) for the legend")
 	}
+	// With a service, the workers batch: its stage holds batches, and
+	// nothing holds groups of samples (the panel labelled the service,
+	// double buffer and devices "groups of samples before the batch
+	// stage").
+	svc := []actors.StageStats{{Stage: "0-service", Kind: actors.KindService}, {Stage: "1-double_buffer", Kind: actors.KindDoubleBuffer},
+		{Stage: "device-0", Kind: actors.KindDevice}}
+	panels, err = bufferPlots(series, svc)
+	require.NoError(t, err)
+	require.Len(t, panels, 1)
+	require.Equal(t, "batches", panels[0].Y.Label.Text)
 	for n := 1; n <= 16; n++ {
 		colours := map[color.Color]bool{}
 		for k := range n {
@@ -185,4 +197,33 @@ func pngHeight(t *testing.T, path string) int {
 	cfg, err := png.DecodeConfig(f)
 	require.NoError(t, err)
 	return cfg.Height
+}
+
+// A what-if run's picture has a legend for the run, the baseline and the
+// faults' windows (it had none); a run that failed at once gets no
+// picture (it had empty axes).
+func TestWhatIfPicturesSayWhatTheyShow(t *testing.T) {
+	series := func(rate int) []sim.Point {
+		var ps []sim.Point
+		for i := range 5 {
+			ps = append(ps, sim.Point{At: time.Duration(i) * 100 * time.Millisecond, Samples: i * rate, Busy: []time.Duration{time.Duration(i) * 50 * time.Millisecond}})
+		}
+		return ps
+	}
+	base := sim.RunReport{Seed: 1, Series: series(100)}
+	run := sim.RunReport{Seed: 1, Faults: true, Series: series(80), Elapsed: 400 * time.Millisecond,
+		Windows: []sim.Window{{From: 100 * time.Millisecond, Until: 200 * time.Millisecond}}}
+	pic, err := runPlots(run, &base)
+	require.NoError(t, err)
+	require.Len(t, pic.plots, 2)
+	require.Equal(t, []string{"this run", "baseline (no faults)", "a fault's window"}, pic.legend)
+
+	failed := sim.RunReport{Seed: 2, Faults: true, Err: errors.New("boom")}
+	pic, err = runPlots(failed, &base)
+	require.NoError(t, err)
+	require.Nil(t, pic)
+	dir := t.TempDir()
+	written, err := drawWhatIf(dir, &sim.WhatIfResult{Runs: []sim.RunReport{run, failed}, Baseline: &base})
+	require.NoError(t, err)
+	require.Equal(t, []string{filepath.Join(dir, "baseline.png"), filepath.Join(dir, "run-1.png")}, written)
 }

@@ -167,7 +167,7 @@ func (wholeTicks) Ticks(lo, hi float64) []plot.Tick {
 func bufferPlots(series []sample, stages []actors.StageStats) ([]*plot.Plot, error) {
 	split := len(stages)
 	for i, s := range stages {
-		if s.Kind == actors.KindBatch {
+		if s.Kind == actors.KindBatch || s.Kind == actors.KindService { // the workers batch for the service stage
 			split = i
 			break
 		}

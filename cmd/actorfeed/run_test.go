@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"sort"
 	"testing"
@@ -273,7 +274,7 @@ func TestBadCommandLinesAreUsageErrors(t *testing.T) {
 		{"run", "--data", "x.rio", "--shuffle", "9223372036854775806"},
 		{"run", "--data", "x.rio", "--device", "tpu"},
 		{"run", "--data", "x.rio", "--device", "cuda", "--step", "1ms"},
-		{"run", "--data", "x.rio", "--lanes", "0"},
+		{"run", "--data", "x.rio", "--lanes", "-1"},
 		{"sim", "--parallel", "1000000"},
 		{"sim", "--scenarios", "9223372036854775807"}, // listed them all first, deaf to SIGTERM
 		{"sim", "--faults", "f.yaml"},
@@ -372,7 +373,7 @@ devices: {n: 2, step: 2ms}
 	require.Positive(t, doc.Baseline.Throughput)
 	require.InDelta(t, doc.Runs[0].Throughput/doc.Baseline.Throughput, doc.Ratios.Throughput, 1e-9)
 	require.InDelta(t, doc.Runs[0].ElapsedS/doc.Baseline.ElapsedS, doc.Ratios.Elapsed, 1e-9)
-	for _, png := range []string{"baseline.png", "run-4.png"} {
+	for _, png := range []string{"baseline.png", "run-4.png"} { // however short: a run's first and last points bound its series
 		st, err := os.Stat(filepath.Join(dir, "report", png))
 		require.NoError(t, err)
 		require.Positive(t, st.Size())
@@ -434,4 +435,34 @@ func TestSkipMeansSkip(t *testing.T) {
 	require.Contains(t, out, fmt.Sprintf("%d samples in", 2*(5000-int(second.NumRecords))))
 	require.Contains(t, out, fmt.Sprintf("skipped records %d (last pass)", second.NumRecords))
 	require.Contains(t, out, fmt.Sprintf("skipped 1 damaged chunk(s) (%d records by their headers); the first: recordio: %s: chunk %d, offset %d: format: corrupt data: checksum", second.NumRecords, flipped, second.Index, second.Offset), "each chunk once, whatever the passes")
+}
+
+// --lanes defaulted to 1: a user who never read about it left the second
+// core idle. The default is a lane a core, as long as each lane has 16 MiB
+// of the data; 1 for a small data set and with --any-order.
+func TestLanesDefaultToTheCores(t *testing.T) {
+	dir := t.TempDir()
+	small := filepath.Join(dir, "small")
+	require.NoError(t, os.MkdirAll(small, 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(small, "a.recordio"), make([]byte, 1<<20), 0o644))
+	big := filepath.Join(dir, "big")
+	require.NoError(t, os.MkdirAll(big, 0o755))
+	for i := range runtime.NumCPU() {
+		f, err := os.Create(filepath.Join(big, fmt.Sprintf("f%d.recordio", i)))
+		require.NoError(t, err)
+		require.NoError(t, f.Truncate(laneBytes)) // sparse: the size is what counts
+		require.NoError(t, f.Close())
+	}
+	bigFiles, err := filepath.Glob(filepath.Join(big, "*"))
+	require.NoError(t, err)
+	require.Equal(t, runtime.NumCPU(), autoLanes(runOptions{}, bigFiles))
+	require.Equal(t, 1, autoLanes(runOptions{}, []string{filepath.Join(small, "a.recordio")}))
+	require.Equal(t, 1, autoLanes(runOptions{anyOrder: true}, bigFiles))
+	require.Equal(t, 1, autoLanes(runOptions{service: []string{"127.0.0.1:1"}}, bigFiles))
+	data := genSet(t, 8, 48000) // 38 MB
+	out, err := cli(t, "run", "--data", filepath.Join(data, "*.recordio"))
+	require.NoError(t, err)
+	if runtime.NumCPU() > 1 {
+		require.Contains(t, out, "in 2 lanes", "the data has 16 MiB for each of 2 lanes")
+	}
 }

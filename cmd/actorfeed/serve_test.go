@@ -108,10 +108,19 @@ devices: {n: 2, passes: 2}
 service: {workers: [` + addrs[0] + `, ` + addrs[2] + `], lease: 2s}
 `
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "p.yaml"), []byte(spec), 0o644))
-	out, stderr, code := execCLI(t, dir, "run", "--spec", "p.yaml", "--emit-ids", "spec.jsonl")
+	out, stderr, code := execCLI(t, dir, "run", "--spec", "p.yaml", "--emit-ids", "spec.jsonl", "--report", "report")
 	require.Zero(t, code, stderr)
 	require.Contains(t, out, "on 2 worker(s) of the service")
 	require.Equal(t, want, sortedLines(t, filepath.Join(dir, "spec.jsonl")))
+	// The summary counts the workers' batches alive here (it said 0), and
+	// the report draws the workers as the summary reports them (actors.png
+	// showed alive a worker the table said closed).
+	require.NotContains(t, out, "peak batches alive 0")
+	require.Equal(t, "closed", summaryRow(t, out, addrs[0])[1])
+	dot, err := os.ReadFile(filepath.Join(dir, "report", "actors.dot"))
+	require.NoError(t, err)
+	require.Contains(t, string(dot), "closed")
+	require.NotContains(t, string(dot), ", alive")
 }
 
 // bench --service-workers starts its worker processes, measures the

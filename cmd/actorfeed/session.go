@@ -202,6 +202,10 @@ func (s *session) run(ctx context.Context, afterPass func(pass int) error) (err 
 		s.recorder = newRecorder(s.watch.sampleEvery)
 		s.recorder.start(s.p, s.start)
 		defer func() {
+			// The run is over: the pipeline is closed first (finish's Close
+			// then does nothing), so that the report shows the workers as
+			// the summary does, their sessions closed.
+			s.p.Close()
 			written, rerr := writeReport(s.watch.report, s.recorder.stop(), s.p.StageStats(), s.p.ServiceWorkers(), s.devices)
 			s.reported = written
 			if err == nil {

@@ -168,14 +168,23 @@ func printRun(w io.Writer, r sim.RunReport) {
 // printSummary prints the medians, each device's, and the ratios.
 func printSummary(out io.Writer, res *sim.WhatIfResult) {
 	m := res.Median
-	fmt.Fprintf(out, "\nmedians of %d run(s): %.0f samples/s, elapsed %v, first batch %v, devices busy %.0f%%, data wait p50 %v p95 %v p99 %v max %v (worst device), injected delay %v, restarts %g, skipped %g\n",
-		m.Runs, m.Throughput, short(m.Elapsed), short(m.FirstBatch), 100*m.Busy, short(m.WaitP50), short(m.WaitP95), short(m.WaitP99), short(m.WaitMax), short(m.Delay), m.Restarts, m.Skipped)
-	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "device\tbatches\tbusy\twait p50\twait p95\twait p99\twait max\t")
-	for _, d := range m.Devices {
-		fmt.Fprintf(tw, "%d\t%d\t%.0f%%\t%v\t%v\t%v\t%v\t\n", d.Device, d.Batches, 100*d.Busy, short(d.WaitP50), short(d.WaitP95), short(d.WaitP99), short(d.WaitMax))
+	switch {
+	case m.Measured == 0:
+		fmt.Fprintf(out, "\nno medians: none of %d run(s) ran to its end\n", m.Runs)
+	default:
+		of := ""
+		if m.Measured < m.Runs {
+			of = fmt.Sprintf(" (of %d; those that ended in an error or were stopped are left out)", m.Runs)
+		}
+		fmt.Fprintf(out, "\nmedians of %d run(s)%s: %.0f samples/s, elapsed %v, first batch %v, devices busy %.0f%%, data wait p50 %v p95 %v p99 %v max %v (worst device), injected delay %v, restarts %g, skipped %g\n",
+			m.Measured, of, m.Throughput, short(m.Elapsed), short(m.FirstBatch), 100*m.Busy, short(m.WaitP50), short(m.WaitP95), short(m.WaitP99), short(m.WaitMax), short(m.Delay), m.Restarts, m.Skipped)
+		tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, "device\tbatches\tbusy\twait p50\twait p95\twait p99\twait max\t")
+		for _, d := range m.Devices {
+			fmt.Fprintf(tw, "%d\t%d\t%.0f%%\t%v\t%v\t%v\t%v\t\n", d.Device, d.Batches, 100*d.Busy, short(d.WaitP50), short(d.WaitP95), short(d.WaitP99), short(d.WaitMax))
+		}
+		tw.Flush()
 	}
-	tw.Flush()
 	if r := res.Ratios; r != nil {
 		fmt.Fprintf(out, "with faults / baseline: throughput %.2f, elapsed %.2f, busy %.2f, data wait p99 %.2f, max %.2f\n", r.Throughput, r.Elapsed, r.Busy, r.WaitP99, r.WaitMax)
 	}
