@@ -98,7 +98,11 @@ func inspectRecordIO(ctx context.Context, out io.Writer, path string) error {
 	}
 	fmt.Fprintf(out, "whole:   %v\n", index.Completeness)
 	for _, d := range index.Damage {
-		fmt.Fprintf(out, "damaged: %d bytes at offset %d: %v\n", d.Bytes, d.Offset, d.Err)
+		why := d.Err
+		if fe, ok := errors.AsType[*format.Error](d.Err); ok {
+			why = fe.Err
+		}
+		fmt.Fprintf(out, "damaged: chunk %d, %d bytes at offset %d: %s\n", d.Chunk, d.Bytes, d.Offset, cause(why))
 	}
 	if n := len(bad) + index.Damaged; n > 0 {
 		if len(bad) == 0 || index.Damaged > 0 && index.Damage[0].Offset < offsetOf(bad[0]) {

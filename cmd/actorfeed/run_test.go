@@ -425,6 +425,9 @@ func TestSkipMeansSkip(t *testing.T) {
 	require.NoError(t, err)
 	require.Contains(t, out, fmt.Sprintf("%d samples in", last.FirstRecord), "every whole chunk")
 	require.Contains(t, out, fmt.Sprintf("skipped 1 damaged chunk(s) (%d records by their headers); the first: recordio: %s: chunk %d, offset %d", last.NumRecords, cut, last.Index, last.Offset))
+	out, err = cli(t, "inspect", cut)
+	require.ErrorIs(t, err, format.ErrCorrupt)
+	require.Contains(t, out, fmt.Sprintf("damaged: chunk %d, 100 bytes at offset %d: chunk declares %d payload bytes", last.Index, last.Offset, last.StoredSize))
 
 	flipped := filepath.Join(t.TempDir(), "flipped.recordio")
 	b := bytes.Clone(data)
