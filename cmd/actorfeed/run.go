@@ -110,7 +110,7 @@ func (o *runOptions) flags(f *pflag.FlagSet) {
 	f.IntVar(&o.passes, "passes", 1, "passes over the data")
 	f.IntVar(&o.threads, "threads", 0, "file-reader threads (default min(#files, #cpus))")
 	f.IntVar(&o.lanes, "lanes", 0, "copies of the stages before the double buffer, run side by side to use more cores; the order does not change. "+
-		"Each lane past the first holds up to a stretch of batches ahead (8 chunks' records: 8 MiB of data, about 10,000 Fashion-MNIST samples, in 150 batches of 64). "+
+		"Each lane past the first holds up to a stretch of batches ahead (8 chunks' records: about 10,000 Fashion-MNIST samples, 150 batches of 64, as the stages before the double buffer make them). "+
 		"Default: a lane a core while the data has 16 MiB a lane (min(#cpus, data/16 MiB)); 1 with --spec, --service or --any-order")
 	f.IntVar(&o.devices, "devices", 1, "device consumers")
 	f.DurationVar(&o.step, "step", 0, "simulated step time of a device per batch")
