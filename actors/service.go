@@ -264,7 +264,7 @@ func (p *Pipeline) planService(stages []Stage, n int) (spawnable, error) {
 	name := fmt.Sprintf("%d-%s", n-1, KindService)
 	cfg := p.pipe.opts.Service.withDefaults()
 	sc := &serviceCell{cell: cell{name: name, kind: KindService, pipe: p.pipe}, plan: p.order, job: job, cfg: cfg,
-		id: hex.EncodeToString(id), capacity: p.pipe.opts.Capacity}
+		id: hex.EncodeToString(id), capacity: p.pipe.opts.Capacity, files: p.files}
 	for _, addr := range cfg.Workers {
 		sc.workers = append(sc.workers, &svcWorker{addr: addr, pid: actor.NewPID(addr, WorkerName)})
 	}
@@ -285,6 +285,7 @@ type serviceCell struct {
 	cfg      Service
 	id       string // names this pipeline's sessions
 	capacity int
+	files    *fileSource // names the job's files in what the workers report
 
 	workers []*svcWorker
 	credit  []int64    // gauge's per worker, kept to spare an allocation a message

@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"time"
@@ -185,7 +186,7 @@ func (a *serviceActor) onWorker(ctx actor.Context, msg any) error {
 		t.queue = append(t.queue, b)
 		c.pipe.noteProduced(KindBatch, b) // the workers' batch stage made it; alive here until consumed or dropped
 	case *messages.ServiceBusy:
-		return a.onBusy(m)
+		return a.onBusy(ctx, m)
 	case *messages.ServiceTaskEnd:
 		w, t := c.attempt(m.Session, m.Task, m.Attempt)
 		if t == nil {
@@ -198,6 +199,7 @@ func (a *serviceActor) onWorker(ctx actor.Context, msg any) error {
 			return err
 		}
 		t.ended, t.batches, t.skipped = true, m.Batches, m.Skipped
+		a.noteCorrupt(m.Corrupt)
 		if t.expected() != t.batches {
 			a.requeue(t) // batches were lost on the way
 			return nil
@@ -212,7 +214,7 @@ func (a *serviceActor) onWorker(ctx actor.Context, msg any) error {
 // sides disagree), or its saying it is busy: the task it did not take
 // goes back to be handed out, and the worker is given none for a quarter
 // of a lease.
-func (a *serviceActor) onBusy(m *messages.ServiceBusy) error {
+func (a *serviceActor) onBusy(ctx actor.Context, m *messages.ServiceBusy) error {
 	c := a.c
 	w := c.worker(m.Session)
 	if w == nil {
@@ -225,10 +227,43 @@ func (a *serviceActor) onBusy(m *messages.ServiceBusy) error {
 	if m.Attempt == 0 { // a hello: no session was opened
 		return nil
 	}
-	if _, t := c.attempt(m.Session, m.Task, m.Attempt); t != nil {
-		a.requeue(t)
+	_, t := c.attempt(m.Session, m.Task, m.Attempt)
+	if t == nil {
+		return nil
+	}
+	a.requeue(t)
+	if t == c.tasks[c.head] {
+		a.makeRoom(ctx, w)
 	}
 	return nil
+}
+
+// makeRoom takes back a task that w runs past the head, when w refused
+// the head task as busy: the tasks past the head wait for credit that
+// only the head's batches bring, so a worker whose room they fill would
+// never take the head, and the pass would hang.
+func (a *serviceActor) makeRoom(ctx actor.Context, w *svcWorker) {
+	c := a.c
+	for i := len(c.tasks) - 1; i > c.head; i-- {
+		t := c.tasks[i]
+		if t.worker >= 0 && c.workers[t.worker] == w && !t.complete && !t.ended {
+			ctx.Send(w.pid, &messages.ServiceDrop{Session: w.session, Task: t.id, Attempt: t.attempt})
+			a.requeue(t)
+			return
+		}
+	}
+}
+
+// noteCorrupt lists the damaged chunks a worker skipped as the pipeline's
+// own, named by the pipeline's file names.
+func (a *serviceActor) noteCorrupt(list []*messages.CorruptChunk) {
+	files := a.c.files
+	for _, cc := range list {
+		if files == nil || int(cc.File) >= len(files.names) {
+			continue // not a file of the job: nothing to name
+		}
+		a.c.pipe.corrupt.note(CorruptChunk{File: files.names[cc.File], Offset: cc.Offset, Records: int(cc.Records), Err: errors.New(cc.Cause)})
+	}
 }
 
 // worker is the worker whose current session is session.

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"slices"
 	"sync/atomic"
@@ -17,7 +18,9 @@ import (
 	"github.com/actorfeed/actorfeed/internal/testutil"
 	"github.com/actorfeed/actorfeed/messages"
 	"github.com/actorfeed/actorfeed/readers/order"
+	"github.com/actorfeed/actorfeed/readers/recordio"
 	"github.com/actorfeed/actorfeed/sim"
+	"github.com/actorfeed/actorfeed/supervisor"
 	"github.com/actorfeed/actorfeed/tensor"
 )
 
@@ -278,4 +281,41 @@ func inSystemService(t *testing.T, paths []string, credit int) (*actors.Pipeline
 		Service: &actors.Service{Workers: []string{sys.Address()}, Credit: credit, Lease: time.Hour}})
 	require.NoError(t, err)
 	return p, w
+}
+
+// The damaged chunks a worker skips are listed by the pipeline, named by
+// its own file names, as in one process (the list held only what the
+// client's own index found).
+func TestServiceListsTheChunksItsWorkersSkipped(t *testing.T) {
+	ctx := testutil.Context(t)
+	paths := testutil.WriteFiles(t, 2, 150, 400)
+	fh, err := os.Open(paths[1])
+	require.NoError(t, err)
+	st, err := fh.Stat()
+	require.NoError(t, err)
+	x, err := recordio.LoadIndex(fh, st.Size(), paths[1])
+	require.NoError(t, fh.Close())
+	require.NoError(t, err)
+	bad := x.Chunks[1]
+	data, err := os.ReadFile(paths[1])
+	require.NoError(t, err)
+	data[bad.Offset+recordio.HeaderSize+3] ^= 0xff
+	require.NoError(t, os.WriteFile(paths[1], data, 0o644))
+
+	sys := actors.NewSystem()
+	defer sys.Shutdown()
+	w, err := actors.StartWorker(sys, actors.WorkerOptions{Roots: []string{filepath.Dir(paths[0])}, Threads: 2})
+	require.NoError(t, err)
+	defer w.Close()
+	p, err := actors.New(serviceChain(paths), actors.Options{System: sys, GroupSize: 8, OnCorrupt: supervisor.SkipCorrupt,
+		Service: &actors.Service{Workers: []string{sys.Address()}, Lease: time.Hour}})
+	require.NoError(t, err)
+	passBatches(t, ctx, p, 1)
+	stats := p.Stats()
+	require.NoError(t, p.Close())
+	require.Equal(t, 1, stats.CorruptChunks)
+	require.Equal(t, paths[1], stats.Corrupt[0].File)
+	require.Equal(t, bad.Offset, stats.Corrupt[0].Offset)
+	require.Equal(t, int(bad.NumRecords), stats.Corrupt[0].Records)
+	require.ErrorContains(t, stats.Corrupt[0].Err, "checksum")
 }

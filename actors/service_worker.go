@@ -500,7 +500,7 @@ func (w *Worker) busyTasks(from string) string {
 // it returns the attempt's end.
 func (w *Worker) run(ctx context.Context, client *actor.PID, m *messages.ServiceTask, at *wAttempt) *messages.ServiceTaskEnd {
 	end := &messages.ServiceTaskEnd{Session: m.Session, Task: m.Task, Attempt: m.Attempt}
-	n, skipped, err := w.produce(ctx, client, m, at)
+	n, st, err := w.produce(ctx, client, m, at)
 	if err != nil && ctx.Err() != nil {
 		return end // cancelled: the session ended, nothing is sent
 	}
@@ -515,41 +515,41 @@ func (w *Worker) run(ctx context.Context, client *actor.PID, m *messages.Service
 		return end
 	}
 	w.tasks.Add(1)
-	end.Batches, end.Skipped = n, skipped
+	end.Batches, end.Skipped, end.Corrupt = n, st.Skipped, corruptOf(st.Corrupt, m.GetJob())
 	return end
 }
 
 // produce runs the task's pipeline, sending batches from index m.Skip on.
-func (w *Worker) produce(ctx context.Context, client *actor.PID, m *messages.ServiceTask, at *wAttempt) (uint32, uint64, error) {
+func (w *Worker) produce(ctx context.Context, client *actor.PID, m *messages.ServiceTask, at *wAttempt) (uint32, Stats, error) {
 	stages, opts, err := w.taskPipeline(m)
 	if err != nil {
-		return 0, 0, err
+		return 0, Stats{}, err
 	}
 	p, err := NewContext(ctx, stages, opts)
 	if err != nil {
-		return 0, 0, err
+		return 0, Stats{}, err
 	}
 	defer p.Close()
 	var index uint32
 	for ; ; index++ {
 		b, err := p.sinks[0].take(ctx)
 		if err != nil {
-			return 0, 0, p.shutdownErr(err)
+			return 0, Stats{}, p.shutdownErr(err)
 		}
 		if b == nil {
-			return index, p.Stats().Skipped, nil
+			return index, p.Stats(), nil
 		}
 		if index < m.Skip {
 			continue
 		}
 		if err := at.await(ctx, uint64(index)); err != nil {
-			return 0, 0, err
+			return 0, Stats{}, err
 		}
 		sb := &messages.ServiceBatch{Session: m.Session, Task: m.Task, Attempt: m.Attempt, Index: index,
 			Batch: &messages.Batch{Slots: b.Slots, Parts: b.Parts, Rows: b.Rows, Ids: b.Ids, Position: b.Position, Positions: b.Positions, Padding: b.Padding}}
 		size := proto.Size(sb)
 		if size > w.opts.MaxMessage {
-			return 0, 0, fmt.Errorf("%w: batch %d of a task is %d bytes on the wire, above the worker's bound of %d (raise --max-message on every node)",
+			return 0, Stats{}, fmt.Errorf("%w: batch %d of a task is %d bytes on the wire, above the worker's bound of %d (raise --max-message on every node)",
 				ErrBadSpec, index, size, w.opts.MaxMessage)
 		}
 		w.sys.Root.Send(client, sb)
@@ -557,6 +557,27 @@ func (w *Worker) produce(ctx context.Context, client *actor.PID, m *messages.Ser
 		w.batches.Add(1)
 		w.bytes.Add(int64(size))
 	}
+}
+
+// corruptOf is the damaged chunks a task's pipeline skipped, each named
+// by its file's index in the job, as the client numbers them.
+func corruptOf(list []CorruptChunk, job *messages.ServiceJob) []*messages.CorruptChunk {
+	if len(list) == 0 {
+		return nil
+	}
+	index := map[string]int{}
+	for i, e := range job.GetFiles() {
+		if _, path, err := readers.ParseEntry(e); err == nil {
+			index[path] = i
+		}
+	}
+	var out []*messages.CorruptChunk
+	for _, c := range list {
+		if i, ok := index[c.File]; ok {
+			out = append(out, &messages.CorruptChunk{File: uint32(i), Offset: c.Offset, Records: int64(c.Records), Cause: c.Err.Error()})
+		}
+	}
+	return out
 }
 
 // taskPipeline is the chain and options of a task's pipeline: the client's

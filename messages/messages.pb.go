@@ -1439,7 +1439,8 @@ func (x *ServiceBatch) GetBatch() *Batch {
 }
 
 // ServiceTaskEnd ends an attempt: it made batches batches (skipped ones
-// counted) and met skipped corrupt records, or it failed.
+// counted) and met skipped corrupt records, in the damaged chunks listed
+// (at most 100), or it failed.
 type ServiceTaskEnd struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Session       string                 `protobuf:"bytes,1,opt,name=session,proto3" json:"session,omitempty"`
@@ -1448,6 +1449,7 @@ type ServiceTaskEnd struct {
 	Batches       uint32                 `protobuf:"varint,4,opt,name=batches,proto3" json:"batches,omitempty"`
 	Skipped       uint64                 `protobuf:"varint,5,opt,name=skipped,proto3" json:"skipped,omitempty"`
 	Failure       *Failure               `protobuf:"bytes,6,opt,name=failure,proto3" json:"failure,omitempty"`
+	Corrupt       []*CorruptChunk        `protobuf:"bytes,7,rep,name=corrupt,proto3" json:"corrupt,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1524,6 +1526,84 @@ func (x *ServiceTaskEnd) GetFailure() *Failure {
 	return nil
 }
 
+func (x *ServiceTaskEnd) GetCorrupt() []*CorruptChunk {
+	if x != nil {
+		return x.Corrupt
+	}
+	return nil
+}
+
+// CorruptChunk is a damaged chunk a worker skipped: file is its index in
+// the job's files, records what its header declared (-1: not to be
+// trusted), cause why it was skipped.
+type CorruptChunk struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	File          uint32                 `protobuf:"varint,1,opt,name=file,proto3" json:"file,omitempty"`
+	Offset        int64                  `protobuf:"varint,2,opt,name=offset,proto3" json:"offset,omitempty"`
+	Records       int64                  `protobuf:"varint,3,opt,name=records,proto3" json:"records,omitempty"`
+	Cause         string                 `protobuf:"bytes,4,opt,name=cause,proto3" json:"cause,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CorruptChunk) Reset() {
+	*x = CorruptChunk{}
+	mi := &file_messages_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CorruptChunk) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CorruptChunk) ProtoMessage() {}
+
+func (x *CorruptChunk) ProtoReflect() protoreflect.Message {
+	mi := &file_messages_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CorruptChunk.ProtoReflect.Descriptor instead.
+func (*CorruptChunk) Descriptor() ([]byte, []int) {
+	return file_messages_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *CorruptChunk) GetFile() uint32 {
+	if x != nil {
+		return x.File
+	}
+	return 0
+}
+
+func (x *CorruptChunk) GetOffset() int64 {
+	if x != nil {
+		return x.Offset
+	}
+	return 0
+}
+
+func (x *CorruptChunk) GetRecords() int64 {
+	if x != nil {
+		return x.Records
+	}
+	return 0
+}
+
+func (x *CorruptChunk) GetCause() string {
+	if x != nil {
+		return x.Cause
+	}
+	return ""
+}
+
 // ServiceHello is the client's heartbeat to a worker, and its first word: the
 // worker answers with a ServiceHeartbeat, and drops a session it has not
 // heard from for lease_ms.
@@ -1541,7 +1621,7 @@ type ServiceHello struct {
 
 func (x *ServiceHello) Reset() {
 	*x = ServiceHello{}
-	mi := &file_messages_proto_msgTypes[17]
+	mi := &file_messages_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1553,7 +1633,7 @@ func (x *ServiceHello) String() string {
 func (*ServiceHello) ProtoMessage() {}
 
 func (x *ServiceHello) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_proto_msgTypes[17]
+	mi := &file_messages_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1566,7 +1646,7 @@ func (x *ServiceHello) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServiceHello.ProtoReflect.Descriptor instead.
 func (*ServiceHello) Descriptor() ([]byte, []int) {
-	return file_messages_proto_rawDescGZIP(), []int{17}
+	return file_messages_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ServiceHello) GetSession() string {
@@ -1609,7 +1689,7 @@ type ServiceBusy struct {
 
 func (x *ServiceBusy) Reset() {
 	*x = ServiceBusy{}
-	mi := &file_messages_proto_msgTypes[18]
+	mi := &file_messages_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1621,7 +1701,7 @@ func (x *ServiceBusy) String() string {
 func (*ServiceBusy) ProtoMessage() {}
 
 func (x *ServiceBusy) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_proto_msgTypes[18]
+	mi := &file_messages_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1634,7 +1714,7 @@ func (x *ServiceBusy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServiceBusy.ProtoReflect.Descriptor instead.
 func (*ServiceBusy) Descriptor() ([]byte, []int) {
-	return file_messages_proto_rawDescGZIP(), []int{18}
+	return file_messages_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ServiceBusy) GetSession() string {
@@ -1692,7 +1772,7 @@ type ServiceHeartbeat struct {
 
 func (x *ServiceHeartbeat) Reset() {
 	*x = ServiceHeartbeat{}
-	mi := &file_messages_proto_msgTypes[19]
+	mi := &file_messages_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1704,7 +1784,7 @@ func (x *ServiceHeartbeat) String() string {
 func (*ServiceHeartbeat) ProtoMessage() {}
 
 func (x *ServiceHeartbeat) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_proto_msgTypes[19]
+	mi := &file_messages_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1717,7 +1797,7 @@ func (x *ServiceHeartbeat) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServiceHeartbeat.ProtoReflect.Descriptor instead.
 func (*ServiceHeartbeat) Descriptor() ([]byte, []int) {
-	return file_messages_proto_rawDescGZIP(), []int{19}
+	return file_messages_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ServiceHeartbeat) GetSession() string {
@@ -1760,7 +1840,7 @@ type ServiceDrop struct {
 
 func (x *ServiceDrop) Reset() {
 	*x = ServiceDrop{}
-	mi := &file_messages_proto_msgTypes[20]
+	mi := &file_messages_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1772,7 +1852,7 @@ func (x *ServiceDrop) String() string {
 func (*ServiceDrop) ProtoMessage() {}
 
 func (x *ServiceDrop) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_proto_msgTypes[20]
+	mi := &file_messages_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1785,7 +1865,7 @@ func (x *ServiceDrop) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServiceDrop.ProtoReflect.Descriptor instead.
 func (*ServiceDrop) Descriptor() ([]byte, []int) {
-	return file_messages_proto_rawDescGZIP(), []int{20}
+	return file_messages_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ServiceDrop) GetSession() string {
@@ -1819,7 +1899,7 @@ type ServiceClose struct {
 
 func (x *ServiceClose) Reset() {
 	*x = ServiceClose{}
-	mi := &file_messages_proto_msgTypes[21]
+	mi := &file_messages_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1831,7 +1911,7 @@ func (x *ServiceClose) String() string {
 func (*ServiceClose) ProtoMessage() {}
 
 func (x *ServiceClose) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_proto_msgTypes[21]
+	mi := &file_messages_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1844,7 +1924,7 @@ func (x *ServiceClose) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServiceClose.ProtoReflect.Descriptor instead.
 func (*ServiceClose) Descriptor() ([]byte, []int) {
-	return file_messages_proto_rawDescGZIP(), []int{21}
+	return file_messages_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ServiceClose) GetSession() string {
@@ -1960,14 +2040,20 @@ const file_messages_proto_rawDesc = "" +
 	"\x04task\x18\x02 \x01(\x04R\x04task\x12\x18\n" +
 	"\aattempt\x18\x03 \x01(\rR\aattempt\x12\x14\n" +
 	"\x05index\x18\x04 \x01(\rR\x05index\x12)\n" +
-	"\x05batch\x18\x05 \x01(\v2\x13.actorfeed.v1.BatchR\x05batch\"\xbd\x01\n" +
+	"\x05batch\x18\x05 \x01(\v2\x13.actorfeed.v1.BatchR\x05batch\"\xf3\x01\n" +
 	"\x0eServiceTaskEnd\x12\x18\n" +
 	"\asession\x18\x01 \x01(\tR\asession\x12\x12\n" +
 	"\x04task\x18\x02 \x01(\x04R\x04task\x12\x18\n" +
 	"\aattempt\x18\x03 \x01(\rR\aattempt\x12\x18\n" +
 	"\abatches\x18\x04 \x01(\rR\abatches\x12\x18\n" +
 	"\askipped\x18\x05 \x01(\x04R\askipped\x12/\n" +
-	"\afailure\x18\x06 \x01(\v2\x15.actorfeed.v1.FailureR\afailure\"d\n" +
+	"\afailure\x18\x06 \x01(\v2\x15.actorfeed.v1.FailureR\afailure\x124\n" +
+	"\acorrupt\x18\a \x03(\v2\x1a.actorfeed.v1.CorruptChunkR\acorrupt\"j\n" +
+	"\fCorruptChunk\x12\x12\n" +
+	"\x04file\x18\x01 \x01(\rR\x04file\x12\x16\n" +
+	"\x06offset\x18\x02 \x01(\x03R\x06offset\x12\x18\n" +
+	"\arecords\x18\x03 \x01(\x03R\arecords\x12\x14\n" +
+	"\x05cause\x18\x04 \x01(\tR\x05cause\"d\n" +
 	"\fServiceHello\x12\x18\n" +
 	"\asession\x18\x01 \x01(\tR\asession\x12\x19\n" +
 	"\blease_ms\x18\x02 \x01(\x03R\aleaseMs\x12\x1f\n" +
@@ -2024,7 +2110,7 @@ func file_messages_proto_rawDescGZIP() []byte {
 }
 
 var file_messages_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_messages_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
+var file_messages_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
 var file_messages_proto_goTypes = []any{
 	(DType)(0),               // 0: actorfeed.v1.DType
 	(ErrorClass)(0),          // 1: actorfeed.v1.ErrorClass
@@ -2045,11 +2131,12 @@ var file_messages_proto_goTypes = []any{
 	(*ServiceCredit)(nil),    // 16: actorfeed.v1.ServiceCredit
 	(*ServiceBatch)(nil),     // 17: actorfeed.v1.ServiceBatch
 	(*ServiceTaskEnd)(nil),   // 18: actorfeed.v1.ServiceTaskEnd
-	(*ServiceHello)(nil),     // 19: actorfeed.v1.ServiceHello
-	(*ServiceBusy)(nil),      // 20: actorfeed.v1.ServiceBusy
-	(*ServiceHeartbeat)(nil), // 21: actorfeed.v1.ServiceHeartbeat
-	(*ServiceDrop)(nil),      // 22: actorfeed.v1.ServiceDrop
-	(*ServiceClose)(nil),     // 23: actorfeed.v1.ServiceClose
+	(*CorruptChunk)(nil),     // 19: actorfeed.v1.CorruptChunk
+	(*ServiceHello)(nil),     // 20: actorfeed.v1.ServiceHello
+	(*ServiceBusy)(nil),      // 21: actorfeed.v1.ServiceBusy
+	(*ServiceHeartbeat)(nil), // 22: actorfeed.v1.ServiceHeartbeat
+	(*ServiceDrop)(nil),      // 23: actorfeed.v1.ServiceDrop
+	(*ServiceClose)(nil),     // 24: actorfeed.v1.ServiceClose
 }
 var file_messages_proto_depIdxs = []int32{
 	0,  // 0: actorfeed.v1.Tensor.dtype:type_name -> actorfeed.v1.DType
@@ -2062,11 +2149,12 @@ var file_messages_proto_depIdxs = []int32{
 	13, // 7: actorfeed.v1.ServiceTask.job:type_name -> actorfeed.v1.ServiceJob
 	7,  // 8: actorfeed.v1.ServiceBatch.batch:type_name -> actorfeed.v1.Batch
 	9,  // 9: actorfeed.v1.ServiceTaskEnd.failure:type_name -> actorfeed.v1.Failure
-	10, // [10:10] is the sub-list for method output_type
-	10, // [10:10] is the sub-list for method input_type
-	10, // [10:10] is the sub-list for extension type_name
-	10, // [10:10] is the sub-list for extension extendee
-	0,  // [0:10] is the sub-list for field type_name
+	19, // 10: actorfeed.v1.ServiceTaskEnd.corrupt:type_name -> actorfeed.v1.CorruptChunk
+	11, // [11:11] is the sub-list for method output_type
+	11, // [11:11] is the sub-list for method input_type
+	11, // [11:11] is the sub-list for extension type_name
+	11, // [11:11] is the sub-list for extension extendee
+	0,  // [0:11] is the sub-list for field type_name
 }
 
 func init() { file_messages_proto_init() }
@@ -2080,7 +2168,7 @@ func file_messages_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_messages_proto_rawDesc), len(file_messages_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   22,
+			NumMessages:   23,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

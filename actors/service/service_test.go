@@ -465,7 +465,9 @@ func TestServiceFastWorkerTakesMoreTasks(t *testing.T) {
 // A worker at its limits answers busy: the pipeline gives the task to
 // another worker or later, and delivers the batches of one process, each
 // once. Here each worker runs one task of a client at a time, and the
-// pipeline asks for three.
+// pipeline asks for three: a worker whose one slot held a task past the
+// head (waiting for credit the head's batches bring) refused the head for
+// good, and the pass hung, until the pipeline took such a task back.
 func TestServiceTakesBusyWorkersInItsStride(t *testing.T) {
 	ctx := testutil.Context(t)
 	paths := testutil.WriteFiles(t, 12, 200, 50)
