@@ -44,19 +44,9 @@ func userMessage(err error) string {
 // damageMessage names the file, where in it, and what is wrong, then
 // what to do about damaged data.
 func damageMessage(fe *format.Error) string {
-	var at []string
-	if fe.Chunk >= 0 {
-		at = append(at, fmt.Sprintf("chunk %d", fe.Chunk))
-	}
-	if fe.Record >= 0 {
-		at = append(at, fmt.Sprintf("record %d", fe.Record))
-	}
-	if fe.Offset >= 0 {
-		at = append(at, fmt.Sprintf("offset %d", fe.Offset))
-	}
 	where := fe.File
-	if len(at) > 0 {
-		where += " (" + strings.Join(at, ", ") + ")"
+	if at := fe.Where(); at != "" {
+		where += " (" + at + ")"
 	}
 	msg := fmt.Sprintf("%s: %s", where, cause(fe.Err))
 	if errors.Is(fe, format.ErrCorrupt) {

@@ -31,6 +31,17 @@ func (e *Error) Error() string {
 		b.WriteString(e.File)
 		b.WriteString(": ")
 	}
+	if at := e.Where(); at != "" {
+		b.WriteString(at)
+		b.WriteString(": ")
+	}
+	b.WriteString(e.Err.Error())
+	return b.String()
+}
+
+// Where is where in its file the failure is, "chunk 2, offset 968969";
+// "" when that is unknown.
+func (e *Error) Where() string {
 	var at []string
 	if e.Chunk >= 0 {
 		at = append(at, fmt.Sprintf("chunk %d", e.Chunk))
@@ -41,12 +52,7 @@ func (e *Error) Error() string {
 	if e.Offset >= 0 {
 		at = append(at, fmt.Sprintf("offset %d", e.Offset))
 	}
-	if len(at) > 0 {
-		b.WriteString(strings.Join(at, ", "))
-		b.WriteString(": ")
-	}
-	b.WriteString(e.Err.Error())
-	return b.String()
+	return strings.Join(at, ", ")
 }
 
 func (e *Error) Unwrap() error { return e.Err }

@@ -62,13 +62,7 @@ func TestCountBeyondItsBytesIsDamageInPlace(t *testing.T) {
 	for _, c := range []recordio.Compressor{recordio.NoCompression, recordio.Snappy, recordio.Gzip} {
 		t.Run(c.String(), func(t *testing.T) {
 			records := makeRecords(30, 5)
-			var good bytes.Buffer
-			w, err := recordio.NewWriter(&good, recordio.WriterOptions{Compressor: c, MaxChunkBytes: 1 << 10, NoMarkers: true})
-			require.NoError(t, err)
-			for _, r := range records {
-				require.NoError(t, w.Write(r))
-			}
-			require.NoError(t, w.Close())
+			good := written(t, records, recordio.WriterOptions{Compressor: c, MaxChunkBytes: 1 << 10, NoMarkers: true})
 			x, err := recordio.LoadIndex(bytes.NewReader(good.Bytes()), int64(good.Len()), "f")
 			require.NoError(t, err)
 			require.Greater(t, len(x.Chunks), 2)
@@ -105,13 +99,7 @@ func normalize(rs [][]byte) [][]byte {
 // listed as what it held.
 func TestCutTailIsSkipped(t *testing.T) {
 	records := makeRecords(40, 6)
-	var buf bytes.Buffer
-	w, err := recordio.NewWriter(&buf, recordio.WriterOptions{MaxChunkBytes: 1 << 10})
-	require.NoError(t, err)
-	for _, r := range records {
-		require.NoError(t, w.Write(r))
-	}
-	require.NoError(t, w.Close())
+	buf := written(t, records, recordio.WriterOptions{MaxChunkBytes: 1 << 10})
 	whole, err := recordio.LoadIndex(bytes.NewReader(buf.Bytes()), int64(buf.Len()), "f")
 	require.NoError(t, err)
 	last := whole.Chunks[len(whole.Chunks)-1]
@@ -135,13 +123,7 @@ func TestCutTailIsSkipped(t *testing.T) {
 // index counts: a skipping reader reports them lost and goes on.
 func TestFlippedPayloadLosesItsChunk(t *testing.T) {
 	records := makeRecords(40, 7)
-	var buf bytes.Buffer
-	w, err := recordio.NewWriter(&buf, recordio.WriterOptions{MaxChunkBytes: 1 << 10})
-	require.NoError(t, err)
-	for _, r := range records {
-		require.NoError(t, w.Write(r))
-	}
-	require.NoError(t, w.Close())
+	buf := written(t, records, recordio.WriterOptions{MaxChunkBytes: 1 << 10})
 	b := bytes.Clone(buf.Bytes())
 	x, err := recordio.LoadIndex(bytes.NewReader(b), int64(len(b)), "f")
 	require.NoError(t, err)
@@ -152,4 +134,17 @@ func TestFlippedPayloadLosesItsChunk(t *testing.T) {
 	assert.Equal(t, int(c.NumRecords), lost)
 	want := append(append([][]byte(nil), records[:c.FirstRecord]...), records[c.FirstRecord+int(c.NumRecords):]...)
 	assert.Equal(t, want, normalize(got))
+}
+
+// written is records written with opts.
+func written(t *testing.T, records [][]byte, opts recordio.WriterOptions) *bytes.Buffer {
+	t.Helper()
+	var buf bytes.Buffer
+	w, err := recordio.NewWriter(&buf, opts)
+	require.NoError(t, err)
+	for _, r := range records {
+		require.NoError(t, w.Write(r))
+	}
+	require.NoError(t, w.Close())
+	return &buf
 }
