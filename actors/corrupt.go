@@ -21,7 +21,13 @@ type CorruptChunk struct {
 }
 
 // maxCorruptListed bounds the damage a pipeline lists; it counts all.
-const maxCorruptListed = 100
+// maxCorruptSeen bounds the chunks it remembers to count each once: past
+// it, a chunk met again (in a later pass) counts again, and a hostile
+// file of millions of damaged chunks costs no more memory.
+const (
+	maxCorruptListed = 100
+	maxCorruptSeen   = 1 << 16
+)
 
 // corruptLog lists each damaged part once, whichever readers, passes or
 // restarts met it.
@@ -37,9 +43,7 @@ type corruptKey struct {
 	offset int64
 }
 
-// note lists c unless it was met before. The keys it keeps are bounded by
-// the damage the files hold: one per damaged chunk, which a file's index
-// or its readers met.
+// note lists c unless it was met before.
 func (l *corruptLog) note(c CorruptChunk) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -50,7 +54,9 @@ func (l *corruptLog) note(c CorruptChunk) {
 	if l.seen == nil {
 		l.seen = map[corruptKey]struct{}{}
 	}
-	l.seen[k] = struct{}{}
+	if len(l.seen) < maxCorruptSeen {
+		l.seen[k] = struct{}{}
+	}
 	l.count++
 	if len(l.list) < maxCorruptListed {
 		l.list = append(l.list, c)

@@ -232,7 +232,7 @@ func (a *serviceActor) onBusy(ctx actor.Context, m *messages.ServiceBusy) error 
 		return nil
 	}
 	a.requeue(t)
-	if t == c.tasks[c.head] {
+	if c.head < len(c.tasks) && t == c.tasks[c.head] {
 		a.makeRoom(ctx, w)
 	}
 	return nil
