@@ -317,9 +317,8 @@ func TestCorruptSkipPolicyCountsExactly(t *testing.T) {
 		}
 	}
 	files := actors.Files{Paths: []string{path, chunked}, Threads: 2}
-	// With lanes whose stretches (54 positions) end inside windows of 10,
-	// two lanes read such a window, and their readers both skip its
-	// corrupt records: each lane counts the ones it delivers.
+	// With lanes, the skipped records are counted once, not once a lane:
+	// every lane's End carries the deal stage's count.
 	for _, run := range []struct {
 		stages []actors.Stage
 		lanes  int

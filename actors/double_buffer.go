@@ -8,12 +8,13 @@ import (
 
 // fanoutCell is what the double-buffer stage persists: one outlet (a
 // prefetch window) per consumer lane. Item k of a pass goes to lane k mod n,
-// so which device gets which batch is fixed by the data order alone.
+// so which device gets which batch is fixed by the data order alone. The
+// deal stage before the lanes (lanes.go) is one too, without reading ahead.
 //
 // Once its upstream ended a pass (from the second pass on: a pipeline that
-// was never reset may never be), the stage reads the next pass ahead (a
-// window per lane), while its consumers still drain the one that ended:
-// the next pass starts from full buffers instead of from an empty
+// was never reset may never be), the double buffer reads the next pass
+// ahead (a window per lane), while its consumers still drain the one that
+// ended: the next pass starts from full buffers instead of from an empty
 // pipeline. The items read ahead wait in the cell, unrouted, until a
 // consumer subscribes to that pass (Reset); a pass nobody asks for is
 // dropped with the pipeline.
@@ -23,6 +24,7 @@ type fanoutCell struct {
 	outs        []outlet
 	window      int  // prefetch per lane
 	dropPartial bool // drop the last step when it has fewer than n items
+	readsAhead  bool // reads the next pass ahead (the double buffer)
 	pass        uint32
 	running     bool
 	routed      uint64            // items routed this pass
@@ -162,7 +164,7 @@ func (a *fanoutActor) onEnd(send func(*actor.PID, any), m *messages.End) bool {
 	// Read the next pass ahead while the consumers drain this one, once the
 	// pipeline was reset at least once: a single-pass run would only waste
 	// the work.
-	if c.pass > 0 {
+	if c.pass > 0 && c.readsAhead {
 		c.in.subscribe(send, c.pass+1, 0, a.room())
 	}
 	return true

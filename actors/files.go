@@ -351,11 +351,7 @@ func (a *filesActor) maybeEnd() {
 			}
 		}
 	}
-	skipped := c.skipped
-	if c.windows != nil && c.windows.plan.lanes > 1 {
-		skipped = c.windows.holes // see orderLogic.skipped
-	}
-	c.out.end = &messages.End{Pass: c.pass, Count: c.out.produced(), Skipped: skipped}
+	c.out.end = &messages.End{Pass: c.pass, Count: c.out.produced(), Skipped: c.skipped}
 }
 
 // credit grants readers demand: each at most window groups in flight, and

@@ -3,75 +3,60 @@ package actors
 import (
 	"fmt"
 
+	"github.com/asynkron/protoactor-go/actor"
+
 	"github.com/actorfeed/actorfeed/readers/order"
 )
 
-// Lanes (Options.Lanes) spread the per-sample work of a pipeline over the
-// cores. Each lane is a copy of the stages before the double buffer (file
-// readers, open_files, the shuffle that assembles the order's windows, the
-// batch stage and maps), and reads its own stretches of the rank's
-// positions: stretch k (laneSpan positions) belongs to lane k mod Lanes. A
-// merge stage takes the lanes' items back in position order, so the items
-// the double buffer routes, and so every device's batches, are those of one
-// lane: the order does not depend on Lanes.
+// KindDeal is the stage that deals the order's items to the lanes.
+const KindDeal = "deal"
 
-// laneSpan is the positions of a lane's stretch, for windows of window
-// positions (the order's span: order.Block unshuffled), items of unit
-// positions and splits of about split records. It is a whole number of
-// items and, where that is not far larger, of windows, so that no window
-// is read by two lanes: a window is read whole to be permuted, whichever
-// of its positions a lane delivers (when window and unit do not align,
-// about four windows keep what a window cut by a stretch costs to a
-// quarter). And it is at least eight splits, about 8 MiB of RecordIO
-// chunks whatever the samples' size: a split that a stretch ends inside is
-// read, checksummed and decoded by both lanes, and with stretches of a
-// window (1,024 records) and 1 MiB chunks (1,300 Fashion-MNIST records)
-// every chunk was, which cost a quarter more CPU than one lane.
-func laneSpan(window, unit, split uint64) uint64 {
-	window, unit = max(window, 1), max(unit, 1)
-	base := lcm(window, unit)
-	if base > 4*max(window, unit) {
-		base = (4*window + unit - 1) / unit * unit
-	}
-	return base * max(1, (8*split+base-1)/base)
+// Lanes (Options.Lanes) spread the per-batch work of a pipeline (the batch
+// stage's copy of every sample into its batch, and the maps) over the
+// cores. The file readers, open_files and the shuffle that assembles the
+// order's windows run once, as without lanes: reading is spread over the
+// cores by the readers (Files.Threads), and the assembly only moves
+// references. A deal stage hands the assembled items, one batch each, to K
+// copies of the stages after them up to the double buffer, item k to lane
+// k mod K, and a merge stage takes the lanes' batches back in the same
+// turn. Every item leaves its lane as one batch, so the merged batches are
+// those of one lane, and the order does not depend on Lanes.
+//
+// Memory grows with K by what a lane's stages hold and a link's window at
+// each end of it, never by a stretch of the order read ahead: the lanes
+// take turns item by item, so none runs further ahead of the others than
+// its links let it (docs/protocol.md, "Lanes").
+
+// planDeal plans the deal stage before lane stage first: a fan-out of
+// one outlet per lane, a link's window each, which deals item k to lane
+// k mod K. It does not read the next pass ahead: the double buffer after
+// the merge does, through the lanes.
+func (p *Pipeline) planDeal(first int) spawnable {
+	name := fmt.Sprintf("%d-%s", first, KindDeal)
+	lanes, window := p.pipe.opts.Lanes, p.pipe.opts.Window
+	fc := &fanoutCell{cell: cell{name: name, kind: KindDeal, pipe: p.pipe}, outs: make([]outlet, lanes), window: window}
+	fc.in.window = int64(lanes * window)
+	p.cells = append(p.cells, &fc.cell)
+	return spawnable{name: name, cell: &fc.cell, deal: true, producer: func(up *actor.PID, _ []*actor.PID) actor.Actor {
+		fc.in.pub = up
+		return &fanoutActor{c: fc}
+	}}
 }
 
-func lcm(a, b uint64) uint64 {
-	x, y := a, b
-	for y != 0 {
-		x, y = y, x%y
-	}
-	return a / x * b
-}
-
-// segments are the positions of pass that lane delivers.
-func (p *orderPlan) segments(pass uint32, lane int) []order.Segment {
+// segments are the positions of pass the rank delivers.
+func (p *orderPlan) segments(pass uint32) []order.Segment {
 	layout, done := p.layout(pass)
-	segs := layout.Cut(p.shard.Rank, p.shard.Remainder, done)
-	return order.Lanes(segs, lane, p.lanes, p.span)
+	return layout.Cut(p.shard.Rank, p.shard.Remainder, done)
 }
 
-// Lanes is how many lanes the pipeline has (Options.Lanes) and how many
-// positions of the order each delivers in a row, its stretch (0 with one
-// lane): the merge stage queues up to a stretch of each lane's items, and
-// its link's window more (docs/protocol.md, "Lanes").
-func (p *Pipeline) Lanes() (lanes, stretch int) {
-	if p.order == nil || p.order.lanes <= 1 {
-		return 1, 0
-	}
-	return p.order.lanes, int(p.order.span)
-}
-
-// laneOf is the lane that delivers rank position pos, and where its
-// stretch ends.
-func (p *orderPlan) laneOf(pos uint64) (lane int, end uint64) {
-	k := pos / p.span
-	return int(k % uint64(p.lanes)), (k + 1) * p.span
-}
+// Lanes is how many lanes the pipeline runs (Options.Lanes, or 1 where the
+// chain has no stage to copy after the order's assembly).
+func (p *Pipeline) Lanes() int { return p.pipe.opts.Lanes }
 
 // checkLanes refuses lanes a chain cannot have: they need the order (Files,
 // not in any order), and their stages are a shuffle right after the files,
-// batch, map and xmap stages, up to the double buffer.
+// one batch stage, and map and xmap stages, up to the double buffer. Every
+// stage a lane copies must make one item of each it takes in.
 func checkLanes(stages []Stage, lanes int) error {
 	if lanes <= 1 {
 		return nil
@@ -79,9 +64,14 @@ func checkLanes(stages []Stage, lanes int) error {
 	if f, ok := stages[0].(Files); !ok || f.AnyOrder {
 		return fmt.Errorf("%w: %d lanes need a Files source in the order (not AnyOrder)", ErrBadSpec, lanes)
 	}
+	batches := 0
 	for i, s := range stages[1:] {
 		switch s.(type) {
-		case Batch, Map, XMap, DoubleBuffer:
+		case Map, XMap, DoubleBuffer:
+		case Batch:
+			if batches++; batches > 1 {
+				return fmt.Errorf("%w: stage %d (%s): a pipeline with lanes has one batch stage", ErrBadSpec, i+1, s.kind())
+			}
 		case Shuffle:
 			if i == 0 {
 				continue
@@ -94,13 +84,21 @@ func checkLanes(stages []Stage, lanes int) error {
 	return nil
 }
 
-// laneStages is how many stages of the chain each lane copies: every stage
-// before the double buffer.
+// laneStages is where the lanes' stages end: at the double buffer.
 func laneStages(stages []Stage) int {
 	if _, ok := stages[len(stages)-1].(DoubleBuffer); ok {
 		return len(stages) - 1
 	}
 	return len(stages)
+}
+
+// laneFirst is the first stage the lanes copy: the one after the order's
+// assembly (the shuffle right after the files, or the files themselves).
+func laneFirst(stages []Stage) int {
+	if _, ok := stageAt[Shuffle](stages, 1); ok {
+		return 2
+	}
+	return 1
 }
 
 // laneName names stage name of lane l.

@@ -137,6 +137,9 @@ type inlet struct {
 	// merge stage's links from its lanes take turns at epochs, so that an
 	// item's epoch names its lane.
 	stride uint64
+	// lane is the lane of a stage that feeds several (a lane's first
+	// stage after the deal stage), sent with every subscription.
+	lane uint32
 }
 
 // step is the smallest top-up replenish sends: half of the most the link
@@ -161,7 +164,7 @@ func (in *inlet) subscribe(send func(*actor.PID, any), pass uint32, from uint64,
 	in.epoch += max(in.stride, 1)
 	in.pass, in.next, in.ended, in.open = pass, from, false, true
 	in.outstanding = min(in.window, int64(max(room, 0)))
-	send(in.pub, &messages.Subscribe{Epoch: in.epoch, Pass: pass, From: from, Demand: in.outstanding})
+	send(in.pub, &messages.Subscribe{Epoch: in.epoch, Pass: pass, From: from, Demand: in.outstanding, Lane: in.lane})
 }
 
 // verdict says what to do with an arriving item.

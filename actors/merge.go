@@ -12,48 +12,47 @@ import (
 const KindMerge = "merge"
 
 // mergeCell is what the merge stage persists: a link from each lane's last
-// stage, the items taken in from each and not yet merged, and its link to
-// the double buffer. Items leave in the order: the next item covers the
-// rank's next positions, and the lane whose stretch those are delivers it
-// (docs/protocol.md, "Lanes").
+// stage, the batches taken in from each and not yet merged, and its link to
+// the double buffer. Batches leave in the deal stage's turn: the pass's
+// item k was dealt to lane k mod K, and leaves that lane as one batch
+// (lanes.go, docs/protocol.md "Lanes").
 type mergeCell struct {
 	cell
-	plan     *orderPlan
 	ins      []inlet
 	lanes    map[string]int // a lane's last stage -> its lane, for Resubscribe
 	queues   [][]*messages.Batch
-	queue    int // items a lane may have queued here: its link's window
+	queue    int // batches a lane may have queued here: its link's window
 	out      outlet
-	capacity int    // merged items held unsent before merging pauses
-	next     uint64 // the rank position the next merged item starts at, or after
+	capacity int    // merged batches held unsent before merging pauses
+	turn     uint64 // batches merged this pass: the next is lane turn mod K's
 	skipped  uint64
+	// dropLast, size: the lanes' batch stages keep the last, short batch,
+	// so that every item leaves as one; the merge drops it.
+	dropLast bool
+	size     uint64
 }
 
 // lane is the lane whose link an epoch belongs to: lane l's epochs are
 // l mod lanes (inlet.stride).
 func (c *mergeCell) lane(epoch uint64) int { return int(epoch % uint64(len(c.ins))) }
 
-// mergeHolds is how many items the merge stage may hold: queued from the
+// mergeHolds is how many batches the merge stage may hold: queued from the
 // lanes and unsent.
 func (p *Pipeline) mergeHolds() int {
-	return p.pipe.opts.Lanes*p.mergeQueue() + p.pipe.opts.Capacity
-}
-
-// mergeQueue is how many items a lane may queue at the merge stage: a
-// stretch's worth, so that every lane works on its next stretch while the
-// merge hands on the current one, and its link's window besides.
-func (p *Pipeline) mergeQueue() int {
-	per := uint64(p.order.unit)
-	return int((p.order.span+per-1)/per) + p.pipe.opts.Window
+	return p.pipe.opts.Lanes*p.pipe.opts.Window + p.pipe.opts.Capacity
 }
 
 // planMerge plans the merge stage after the lanes' first n stages; lasts
 // names each lane's last stage.
 func (p *Pipeline) planMerge(stages []Stage, n int, lasts []string) spawnable {
 	name := fmt.Sprintf("%d-%s", n, KindMerge)
-	mc := &mergeCell{cell: cell{name: name, kind: KindMerge, pipe: p.pipe}, plan: p.order, lanes: map[string]int{},
-		ins: make([]inlet, len(lasts)), queues: make([][]*messages.Batch, len(lasts)), queue: p.mergeQueue(),
-		capacity: p.pipe.opts.Capacity}
+	opts := p.pipe.opts
+	mc := &mergeCell{cell: cell{name: name, kind: KindMerge, pipe: p.pipe}, lanes: map[string]int{},
+		ins: make([]inlet, len(lasts)), queues: make([][]*messages.Batch, len(lasts)), queue: opts.Window,
+		capacity: opts.Capacity}
+	if p.aligned > 0 {
+		mc.dropLast, mc.size = p.dropLast, uint64(p.order.unit)
+	}
 	for l, last := range lasts {
 		mc.lanes[last] = l
 		mc.ins[l] = inlet{window: int64(mc.queue), epoch: uint64(l), stride: uint64(len(lasts))}
@@ -145,7 +144,7 @@ func (a *mergeActor) onLane(send func(*actor.PID, any), msg any) bool {
 			return false
 		}
 		c.ins[l].ended = true
-		c.skipped += m.Skipped
+		c.skipped = max(c.skipped, m.Skipped) // the deal stage told every lane the same
 	case *messages.Failure:
 		l := c.lane(m.Epoch)
 		if !c.ins[l].current(m.Epoch) {
@@ -176,8 +175,7 @@ func (a *mergeActor) onSubscribe(ctx actor.Context, send func(*actor.PID, any), 
 		}
 		c.queues[l] = q[:0]
 	}
-	_, c.next = c.plan.layout(m.Pass)
-	c.skipped = 0
+	c.turn, c.skipped = 0, 0
 	if err := c.out.subscribe(ctx.Sender(), m); err != nil {
 		return err
 	}
@@ -202,39 +200,39 @@ func (a *mergeActor) onCancel(send func(*actor.PID, any), m *messages.Cancel) {
 	}
 }
 
-// merge moves queued items to the outlet in the order, while it has room:
-// the item that covers the next positions comes from the lane whose stretch
-// they are in. A stretch with no item left (its lane ended, or its next
-// item starts in a later stretch: holes of skipped records) is passed
-// over. Once every lane ended and nothing is queued, the pass ends.
+// merge moves queued batches to the outlet in the deal stage's turn, while
+// it has room. A lane that ended with its turn's batch missing ended the
+// pass: nothing was dealt past it, so every other lane has ended, or will,
+// with nothing more; once they have, the pass ends.
 func (a *mergeActor) merge() error {
 	c := a.c
 	for c.out.fail == nil && c.out.end == nil && c.out.unsent() < c.capacity {
-		l, end := c.plan.laneOf(c.next)
+		l := int(c.turn % uint64(len(c.ins)))
 		if q := c.queues[l]; len(q) > 0 {
 			h := q[0]
-			if h.Position < c.next {
-				return fmt.Errorf("%w: lane %d's item at rank position %d comes after position %d was merged", ErrProtocol, l, h.Position, c.next)
-			}
-			if h.Position >= end {
-				c.next = end
-				continue
-			}
 			q[0] = nil
 			c.queues[l] = q[1:]
+			c.turn++
+			if c.dropLast && h.Positions < c.size {
+				c.pipe.discard(h) // the last, short batch (see mergeCell)
+				continue
+			}
 			c.out.push(h)
 			c.meter.items.Add(1)
-			c.next = h.Position + h.Positions
 			continue
 		}
 		if !c.ins[l].ended {
 			return nil // wait for lane l
 		}
+		for k := range c.ins {
+			if len(c.queues[k]) > 0 {
+				return fmt.Errorf("%w: lane %d ended before item %d of the pass, and lane %d holds later ones", ErrProtocol, l, c.turn, k)
+			}
+		}
 		if a.drained() {
 			c.out.end = &messages.End{Pass: c.out.pass, Count: c.out.produced(), Skipped: c.skipped}
-			return nil
 		}
-		c.next = end
+		return nil
 	}
 	return nil
 }

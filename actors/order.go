@@ -62,9 +62,8 @@ type orderPlan struct {
 	firstDone uint64       // positions of pass 0's shard already delivered
 	firstSkip []uint64     // where items delivered past firstDone start on the line (see line)
 	multi     []passSplit  // the multi-pass stages', from open_files on
-	// lanes share the rank's positions in stretches of span (lanes.go).
-	lanes int
-	span  uint64
+	lanes     int          // Options.Lanes: items of one batch each (lanes.go)
+	span      uint64       // the positions of a data service task (taskSpan)
 }
 
 // skip are the first positions of the items of pass that were delivered
@@ -339,8 +338,8 @@ func (p *Pipeline) planOrder(ctx context.Context, stages []Stage) error {
 	plan := &orderPlan{ord: ord, shuffled: shuffled, unit: opts.GroupSize, shard: opts.Shard, data: fp, lanes: opts.Lanes}
 	p.placeStages(stages, plan)
 	// A window of the order is ord.Span() positions, unshuffled too (where
-	// none is permuted): what a lane reads whole.
-	plan.span = laneSpan(uint64(ord.Span()), uint64(plan.unit), ord.Len()/uint64(max(ord.Splits(), 1)))
+	// none is permuted): what a task reads whole.
+	plan.span = taskSpan(uint64(ord.Span()), uint64(plan.unit), ord.Len()/uint64(max(ord.Splits(), 1)))
 	if err := plan.start(opts.Resume); err != nil {
 		return err
 	}

@@ -191,6 +191,9 @@ func build(ctx context.Context, stages []Stage, dev *Devices, opts Options) (*Pi
 			stages = append(slices.Clone(stages), DoubleBuffer{})
 		}
 	}
+	if opts.Lanes > 1 && laneFirst(stages) >= laneStages(stages) {
+		opts.Lanes = 1 // no stage after the order's assembly to copy
+	}
 	p := &Pipeline{sys: opts.System, own: opts.System == nil, pool: newPool()}
 	if p.own {
 		p.sys = NewSystem()
@@ -219,6 +222,8 @@ type spawnable struct {
 	producer func(upstream *actor.PID, workers []*actor.PID) actor.Actor
 	workers  bool // a file reader: the next source stage gets its PID
 	sink     *consumerCell
+	deal     bool                   // the deal stage: it feeds the lanes' first stages
+	dealt    bool                   // a lane's first stage: the deal stage feeds it
 	toMerge  bool                   // a lane's last stage: it feeds the merge stage
 	lanes    func(ups []*actor.PID) // the merge stage: told the lanes' last stages
 }
@@ -240,51 +245,66 @@ func (p *Pipeline) plan(ctx context.Context, stages []Stage, dev *Devices) ([]sp
 		if err != nil {
 			return nil, err
 		}
-		rest, err := p.planStages(stages, n, len(stages), dev, consumers, 0)
+		rest, err := p.planStages(stages, n, len(stages), dev, consumers, -1)
 		if err != nil {
 			return nil, err
 		}
 		return append(append([]spawnable{sp}, rest...), p.planConsumers(stages, dev, consumers)...), nil
 	}
 	if lanes == 1 {
-		plan, err := p.planStages(stages, 0, len(stages), dev, consumers, 0)
+		plan, err := p.planStages(stages, 0, len(stages), dev, consumers, -1)
 		if err != nil {
 			return nil, err
 		}
 		return append(plan, p.planConsumers(stages, dev, consumers)...), nil
 	}
-	n := laneStages(stages)
-	var plan []spawnable
+	plan, err := p.planLanes(stages, dev, consumers)
+	if err != nil {
+		return nil, err
+	}
+	return append(plan, p.planConsumers(stages, dev, consumers)...), nil
+}
+
+// planLanes plans a chain with lanes (lanes.go): the stages up to the
+// order's assembly, the deal stage, each lane's copy of the stages up to
+// the double buffer, the merge stage, and the rest.
+func (p *Pipeline) planLanes(stages []Stage, dev *Devices, consumers int) ([]spawnable, error) {
+	first, n := laneFirst(stages), laneStages(stages)
+	plan, err := p.planStages(stages, 0, first, dev, consumers, -1)
+	if err != nil {
+		return nil, err
+	}
+	plan = append(plan, p.planDeal(first))
 	var lasts []string
-	for l := range lanes {
-		lp, err := p.planStages(stages, 0, n, dev, consumers, l)
+	for l := range p.pipe.opts.Lanes {
+		lp, err := p.planStages(stages, first, n, dev, consumers, l)
 		if err != nil {
 			return nil, err
 		}
-		lp[len(lp)-1].toMerge = true
+		lp[0].dealt, lp[len(lp)-1].toMerge = true, true
 		lasts = append(lasts, lp[len(lp)-1].name)
 		plan = append(plan, lp...)
 	}
 	plan = append(plan, p.planMerge(stages, n, lasts))
-	rest, err := p.planStages(stages, n, len(stages), dev, consumers, 0)
+	rest, err := p.planStages(stages, n, len(stages), dev, consumers, -1)
 	if err != nil {
 		return nil, err
 	}
-	return append(append(plan, rest...), p.planConsumers(stages, dev, consumers)...), nil
+	return append(plan, rest...), nil
 }
 
-// planStages plans stages [from, to) of the chain; with lanes, the stages
-// of lane (named after it) when they are before the double buffer.
+// planStages plans stages [from, to) of the chain; with lane >= 0, as that
+// lane's copies (named after it).
 func (p *Pipeline) planStages(stages []Stage, from, to int, dev *Devices, consumers, lane int) ([]spawnable, error) {
 	var plan []spawnable
 	for i := from; i < to; i++ {
 		name := fmt.Sprintf("%d-%s", i, stages[i].kind())
-		if p.pipe.opts.Lanes > 1 && i < laneStages(stages) {
+		if lane >= 0 {
 			name = laneName(lane, name)
 		}
 		switch s := stages[i].(type) {
 		case Files, Generator, Queue:
-			src, err := p.planSource(name, s, lane)
+			src, err := p.planSource(name, s)
 			if err != nil {
 				return nil, err
 			}
@@ -292,7 +312,7 @@ func (p *Pipeline) planStages(stages []Stage, from, to int, dev *Devices, consum
 		case DoubleBuffer:
 			plan = append(plan, p.planDoubleBuffer(name, s, consumers))
 		case XMap:
-			plan = append(plan, p.planXMap(name, s))
+			plan = append(plan, p.planXMap(name, s, lane))
 		default:
 			plan = append(plan, p.planTransform(name, stages, i, dev, lane))
 		}
@@ -301,7 +321,7 @@ func (p *Pipeline) planStages(stages []Stage, from, to int, dev *Devices, consum
 }
 
 // planSource plans a source: its file readers, then their coordinator.
-func (p *Pipeline) planSource(name string, s Stage, lane int) ([]spawnable, error) {
+func (p *Pipeline) planSource(name string, s Stage) ([]spawnable, error) {
 	pipe, opts := p.pipe, p.pipe.opts
 	var src recordSource
 	var threads, buffer int
@@ -310,7 +330,7 @@ func (p *Pipeline) planSource(name string, s Stage, lane int) ([]spawnable, erro
 	switch s := s.(type) {
 	case Files:
 		src, files, slots = p.files, len(s.Paths), s.Slots
-		threads, buffer = s.laneReaders(opts.Lanes)
+		threads, buffer = s.readers()
 	case Generator:
 		src, threads = &fileSource{entries: []string{s.Name}, names: []string{s.Name}, indexes: map[int]*recordio.Index{},
 			open: func(context.Context, string) (readers.Reader, error) { return s.New() }}, 1
@@ -333,7 +353,7 @@ func (p *Pipeline) planSource(name string, s Stage, lane int) ([]spawnable, erro
 	fc := &filesCell{cell: cell{name: name, kind: KindFiles, pipe: pipe}, src: src, files: files,
 		buffer: buffer, window: opts.ReaderWindow}
 	if p.order != nil {
-		fc.ordered, fc.units = true, &units{plan: p.order, lane: lane}
+		fc.ordered, fc.units = true, &units{plan: p.order}
 		if !p.order.shuffled {
 			// No Shuffle stage follows to assemble the windows: this
 			// stage does. A window leaves at once, as about Span/unit
@@ -342,7 +362,7 @@ func (p *Pipeline) planSource(name string, s Stage, lane int) ([]spawnable, erro
 			// next window. Counted against the buffer, they would stop the
 			// readers until they drained, and the stages after would wait
 			// for a window.
-			fc.windows = p.order.windows(p.aligned > 0, opts.GroupSize, lane)
+			fc.windows = p.order.windows(p.aligned > 0, opts.GroupSize)
 			fc.units.onJob = fc.windows.add
 			fc.buffer += fc.windows.items()
 		}
@@ -358,7 +378,7 @@ func (p *Pipeline) planSource(name string, s Stage, lane int) ([]spawnable, erro
 func (p *Pipeline) planDoubleBuffer(name string, s DoubleBuffer, consumers int) spawnable {
 	window := s.window()
 	fc := &fanoutCell{cell: cell{name: name, kind: KindDoubleBuffer, pipe: p.pipe}, outs: make([]outlet, consumers),
-		window: window, dropPartial: s.DropPartial}
+		window: window, dropPartial: s.DropPartial, readsAhead: true}
 	fc.in.window = int64(consumers * window)
 	p.cells = append(p.cells, &fc.cell)
 	return spawnable{name: name, cell: &fc.cell, producer: func(up *actor.PID, _ []*actor.PID) actor.Actor {
@@ -367,8 +387,8 @@ func (p *Pipeline) planDoubleBuffer(name string, s DoubleBuffer, consumers int) 
 	}}
 }
 
-// planXMap plans an xmap stage, its defaults applied.
-func (p *Pipeline) planXMap(name string, s XMap) spawnable {
+// planXMap plans an xmap stage, its defaults applied; lane >= 0 in a lane.
+func (p *Pipeline) planXMap(name string, s XMap, lane int) spawnable {
 	if s.Workers == 0 {
 		s.Workers = runtime.NumCPU()
 	}
@@ -377,6 +397,7 @@ func (p *Pipeline) planXMap(name string, s XMap) spawnable {
 	}
 	s.Ordered = s.Ordered || p.order != nil
 	xc := newXMapCell(p.pipe, name, s, p.pipe.opts.Capacity, p.pipe.opts.Window)
+	xc.in.lane = uint32(max(lane, 0))
 	p.cells = append(p.cells, &xc.cell)
 	return spawnable{name: name, cell: &xc.cell, producer: func(up *actor.PID, _ []*actor.PID) actor.Actor {
 		xc.in.pub = up
@@ -388,7 +409,7 @@ func (p *Pipeline) planXMap(name string, s XMap) spawnable {
 func (p *Pipeline) planTransform(name string, stages []Stage, i int, dev *Devices, lane int) spawnable {
 	pipe, opts := p.pipe, p.pipe.opts
 	tc := &transformCell{cell: cell{name: name, kind: stages[i].kind(), pipe: pipe}, relay: relay{capacity: opts.Capacity}}
-	tc.in.window = int64(opts.Window)
+	tc.in.window, tc.in.lane = int64(opts.Window), uint32(max(lane, 0))
 	switch s := stages[i].(type) {
 	case Shuffle:
 		tc.logic = &shuffleLogic{window: s.Window, seed: s.Seed, group: opts.GroupSize}
@@ -399,7 +420,7 @@ func (p *Pipeline) planTransform(name string, stages []Stage, i int, dev *Device
 		// wait for them to drain.
 		tc.capacity += (s.Window + opts.GroupSize - 1) / opts.GroupSize
 		if p.order != nil && i == 1 { // the order's windows, assembled here
-			w := p.order.windows(p.aligned > 0, opts.GroupSize, lane)
+			w := p.order.windows(p.aligned > 0, opts.GroupSize)
 			tc.logic = &orderLogic{w: *w}
 			tc.capacity = opts.Capacity + w.items()
 		}
@@ -422,7 +443,9 @@ func (p *Pipeline) planTransform(name string, stages []Stage, i int, dev *Device
 // recycled through when it may be.
 func (p *Pipeline) planBatch(s Batch, stages []Stage, i int, dev *Devices) *batchLogic {
 	pipe, opts := p.pipe, p.pipe.opts
-	bl := &batchLogic{size: s.Size, dropLast: s.DropLast, pipe: pipe, aligned: i == p.aligned}
+	// With lanes, every item leaves a lane as one batch: the merge stage
+	// drops the last short one.
+	bl := &batchLogic{size: s.Size, dropLast: s.DropLast && opts.Lanes <= 1, pipe: pipe, aligned: i == p.aligned}
 	if limit, ok := recyclesBlocks(stages, i, opts); ok {
 		if pipe.blocks == nil { // the lanes' batch stages share it
 			pipe.blocks = newBlockPool(limit)
@@ -509,10 +532,13 @@ func (s *supervisorActor) Receive(ctx actor.Context) {
 			}
 		}
 		s.link(pids, sinks)
-		var prev *actor.PID
+		var prev, deal *actor.PID
 		var workers []*actor.PID
 		for _, sp := range s.plan {
 			up, ws := prev, slices.Clone(workers)
+			if sp.dealt {
+				up = deal
+			}
 			props := actor.PropsFromProducer(func() actor.Actor { return sp.producer(up, ws) }, actor.WithDispatcher(s.p.pool))
 			pid, err := ctx.SpawnNamed(props, sp.name)
 			if err != nil {
@@ -526,6 +552,9 @@ func (s *supervisorActor) Receive(ctx actor.Context) {
 			if sp.workers {
 				workers = append(workers, pid)
 				continue
+			}
+			if sp.deal {
+				deal = pid
 			}
 			prev, workers = pid, nil
 		}
@@ -541,13 +570,16 @@ func (s *supervisorActor) Receive(ctx actor.Context) {
 // which is told the lanes' last stages.
 func (s *supervisorActor) link(pids, sinks []*actor.PID) {
 	var merge *actor.PID
-	var lasts []*actor.PID
+	var lasts, firsts []*actor.PID
 	for i, sp := range s.plan {
 		if sp.lanes != nil {
 			merge = pids[i]
 		}
 		if sp.toMerge {
 			lasts = append(lasts, pids[i])
+		}
+		if sp.dealt {
+			firsts = append(firsts, pids[i])
 		}
 	}
 	for i, sp := range s.plan {
@@ -561,6 +593,8 @@ func (s *supervisorActor) link(pids, sinks []*actor.PID) {
 			sp.cell.down = []*actor.PID{pids[j]}
 		case sp.toMerge:
 			sp.cell.down = []*actor.PID{merge}
+		case sp.deal:
+			sp.cell.down = firsts
 		case sp.sink != nil || j == len(s.plan):
 		case s.plan[j].sink != nil:
 			sp.cell.down = sinks

@@ -24,7 +24,6 @@ import (
 // mid-window) starts a new run and is read again.
 type units struct {
 	plan   *orderPlan
-	lane   int // the lane whose positions it reads (Options.Lanes)
 	ep     *order.Epoch
 	walk   jobWalk
 	at, hi uint64 // units cover S up to at; the run's jobs reach hi
@@ -69,7 +68,7 @@ func (w *jobWalk) next(onlyContiguous bool) (job order.Job, run int, ok bool) {
 // begin starts pass.
 func (u *units) begin(pass uint32) {
 	u.ep = u.plan.ord.Epoch(uint64(u.plan.epoch(pass)))
-	u.walk.begin(u.ep.Jobs(u.plan.segments(pass, u.lane)))
+	u.walk.begin(u.ep.Jobs(u.plan.segments(pass)))
 	u.at, u.hi = 0, 0
 }
 
@@ -132,7 +131,6 @@ func place(st *unitState, b *messages.Batch) {
 // fewer).
 type windows struct {
 	plan    *orderPlan
-	lane    int // the lane whose positions it assembles (Options.Lanes)
 	unit    uint64
 	perItem int // whole batches an item may carry (see cut)
 
@@ -144,11 +142,8 @@ type windows struct {
 	out   outGroup // the item being filled
 	skip  []uint64 // the first positions of items delivered already, in order
 	// cursor is the rank position after the last one handed on (holes
-	// included): a job that starts elsewhere follows a jump of its lane.
+	// included): a job that starts elsewhere follows a jump (see follow).
 	cursor uint64
-	// holes counts the positions handed on without a record (skipped as
-	// corrupt) this pass.
-	holes uint64
 
 	// Buffers kept from window to window: a pass allocates none.
 	free []*seqJob
@@ -158,10 +153,11 @@ type windows struct {
 
 // windows makes the plan's assembler. Items for a batch stage that
 // batches them one to one (batched) carry as many whole batches as fit in
-// a group of groupSize instances.
-func (p *orderPlan) windows(batched bool, groupSize, lane int) *windows {
-	w := &windows{plan: p, lane: lane, unit: uint64(p.unit), perItem: 1}
-	if batched {
+// a group of groupSize instances; with lanes, one each, so that every item
+// the deal stage hands a lane leaves it as one batch (lanes.go).
+func (p *orderPlan) windows(batched bool, groupSize int) *windows {
+	w := &windows{plan: p, unit: uint64(p.unit), perItem: 1}
+	if batched && p.lanes <= 1 {
 		w.perItem = max(1, groupSize/p.unit)
 	}
 	return w
@@ -204,7 +200,7 @@ func (w *windows) begin(pass uint32) {
 	layout, done := w.plan.layout(pass)
 	w.pass = pass
 	w.ep = w.plan.ord.Epoch(uint64(w.plan.epoch(pass)))
-	w.walk.begin(w.ep.Jobs(w.plan.segments(pass, w.lane)))
+	w.walk.begin(w.ep.Jobs(w.plan.segments(pass)))
 	w.share = layout.Share(w.plan.shard.Remainder)
 	for _, j := range w.open {
 		clear(j.refs) // a Reset mid-pass: nothing holds on to its parts
@@ -213,7 +209,7 @@ func (w *windows) begin(pass uint32) {
 	w.open = w.open[:0]
 	w.out.got.reset()
 	w.out.cuts, w.out.held = w.out.cuts[:0], 0
-	w.out.at, w.out.padding, w.cursor, w.holes = done, 0, done, 0
+	w.out.at, w.out.padding, w.cursor = done, 0, done
 	w.skip = w.plan.skip(pass)
 }
 
@@ -368,8 +364,6 @@ func (w *windows) handPart(j *seqJob, p order.Part, out []*messages.Batch) ([]*m
 			if p.Pad {
 				w.out.padding++
 			}
-		} else {
-			w.holes++
 		}
 		if end := at + uint64(i) + 1; end == next {
 			if out, err = w.cut(end, out); err != nil {
@@ -394,7 +388,7 @@ func (w *windows) handHoles(j *seqJob, p order.Part, out []*messages.Batch) ([]*
 	}
 	n := uint64(p.Hi - p.Lo)
 	end := p.At + n
-	w.cursor, w.holes = end, w.holes+n
+	w.cursor = end
 	first := (p.At/w.unit + 1) * w.unit
 	if first > end {
 		return out, nil
@@ -411,14 +405,14 @@ func (w *windows) handHoles(j *seqJob, p order.Part, out []*messages.Batch) ([]*
 }
 
 // follow checks that part p of window j goes on where the last part
-// ended, or, in a lane, after a jump over the other lanes' stretches.
+// ended, or after a jump to a later position (a resumed pass's next
+// segment).
 func (w *windows) follow(j *seqJob, p order.Part, out []*messages.Batch) ([]*messages.Batch, error) {
 	if p.At == w.cursor {
 		return out, nil
 	}
-	// A lane's positions jump over the other lanes' stretches, which end
-	// on item boundaries: the items cut so far go, and the next starts
-	// where the part does.
+	// A jump ends on an item boundary: the items cut so far go, and the
+	// next starts where the part does.
 	if o := &w.out; p.At < w.cursor || o.got.len() != o.held || o.at != w.cursor {
 		return nil, fmt.Errorf("%w: window %d delivers from rank position %d, the last one ended at %d with an item open at %d",
 			ErrProtocol, j.job.Window, p.At, w.cursor, o.at)
@@ -513,9 +507,3 @@ func (l *orderLogic) finish() ([]*messages.Batch, uint32, bool, error) {
 	out, err := l.w.finish()
 	return out, 0, false, err
 }
-
-// skipped is the corrupt records the lane's positions lost, with lanes:
-// the readers' count then includes the records of windows that two lanes
-// read (a stretch that ends inside a window), skipped by both, while each
-// lane delivers only its own positions of them.
-func (l *orderLogic) skipped() (uint64, bool) { return l.w.holes, l.w.plan.lanes > 1 }

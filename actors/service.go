@@ -321,8 +321,8 @@ type svcWorker struct {
 	closed                                  bool // alive when its session was closed
 }
 
-// svcTask is a run of the rank's positions of the pass from lo (a stretch), and what
-// its attempts delivered.
+// svcTask is a run of the rank's positions of the pass from lo (taskSpan of
+// them), and what its attempts delivered.
 type svcTask struct {
 	id       uint64
 	lo       uint64 // its first rank position
@@ -343,12 +343,39 @@ type svcTask struct {
 // expected is the index of the next batch the current attempt sends.
 func (t *svcTask) expected() uint32 { return t.handed + uint32(len(t.queue)) }
 
-// tasksOf cuts pass's share of the rank into tasks of the lanes' stretch:
+// taskSpan is the positions of a data service task, for windows of window
+// positions (the order's span: order.Block unshuffled), items of unit
+// positions and splits of about split records. It is a whole number of
+// items and, where that is not far larger, of windows, so that no window
+// is read by two workers: a window is read whole to be permuted, whichever
+// of its positions a task delivers (when window and unit do not align,
+// about four windows keep what a window cut by a task costs to a
+// quarter). And it is at least eight splits, about 8 MiB of RecordIO
+// chunks whatever the samples' size: a split that a task ends inside is
+// read, checksummed and decoded by two workers.
+func taskSpan(window, unit, split uint64) uint64 {
+	window, unit = max(window, 1), max(unit, 1)
+	base := lcm(window, unit)
+	if base > 4*max(window, unit) {
+		base = (4*window + unit - 1) / unit * unit
+	}
+	return base * max(1, (8*split+base-1)/base)
+}
+
+func lcm(a, b uint64) uint64 {
+	x, y := a, b
+	for y != 0 {
+		x, y = y, x%y
+	}
+	return a / x * b
+}
+
+// tasksOf cuts pass's share of the rank into tasks of taskSpan positions:
 // whole batches and windows, at least eight splits. A task is described by
 // a State whose layout holds its positions for rank 0 of 1. Padding
-// (order.Pad) repeats positions, which no such layout can hold: the
-// stretch it starts in and the rest of the share are one tail task, the
-// rank's own state from that stretch on.
+// (order.Pad) repeats positions, which no such layout can hold: the task
+// it starts in and the rest of the share are one tail task, the rank's own
+// state from that task's start on.
 func (c *serviceCell) tasksOf(pass uint32) ([]*svcTask, error) {
 	layout, done := c.plan.layout(pass)
 	segs := layout.Cut(c.plan.shard.Rank, c.plan.shard.Remainder, done)
@@ -376,7 +403,7 @@ func (c *serviceCell) tasksOf(pass uint32) ([]*svcTask, error) {
 	for _, s := range segs {
 		lo, at := s.Lo, s.At
 		for lo < s.Hi {
-			end := (at-done)/c.plan.span*c.plan.span + c.plan.span + done // where at's stretch ends
+			end := (at-done)/c.plan.span*c.plan.span + c.plan.span + done // where at's task ends
 			hi := min(s.Hi, lo+(end-at))
 			if cur == nil {
 				cur = &svcTask{id: c.nextID, lo: at, worker: -1}

@@ -205,9 +205,9 @@ func TestServiceRunsNamedMapsOnItsWorkers(t *testing.T) {
 }
 
 // With padded shards (order.Pad), every rank's batches through the service
-// are its batches in one process, padding and its marks included: the
-// stretch padding starts in and the rest of the share are one task, the
-// rank's own state.
+// are its batches in one process, padding and its marks included: the task
+// padding starts in and the rest of the share are one task, the rank's own
+// state.
 func TestServicePadsShardsAsOneProcess(t *testing.T) {
 	ctx := testutil.Context(t)
 	paths := testutil.WriteFiles(t, 4, 1000, 400) // 4,000 records: 3 ranks of 1,334, tasks of 208 before the tail

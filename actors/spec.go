@@ -202,14 +202,15 @@ type Options struct {
 	// of large samples holds fewer than GroupSize, at least one. Default
 	// DefaultGroupBytes.
 	GroupBytes int
-	// Lanes is how many copies of the stages before the double buffer (file
-	// readers, open_files, the order's shuffle, batch and maps) run side by
-	// side, each on its stretches of the order, so that the per-sample
-	// work spreads over the cores; a merge stage puts their items back in
-	// the order, which does not depend on Lanes. The readers and buffer of
-	// Files are shared among the lanes. Default 1. Lanes need a Files
-	// source in the order and no MultiPass stage; a DoubleBuffer is added
-	// when the chain has none.
+	// Lanes is how many copies of the stages between the order's assembly
+	// (Files and the Shuffle right after it) and the double buffer (batch
+	// and maps) run side by side, so that the per-batch work spreads over
+	// the cores: a deal stage hands them the order's items in turn, a
+	// merge stage takes their batches back in the same turn, and the order
+	// does not depend on Lanes. A lane holds what its stages and two
+	// links' windows hold, nothing more. Default 1. Lanes need a Files
+	// source in the order, one Batch stage and no MultiPass stage; a
+	// DoubleBuffer is added when the chain has none.
 	Lanes int
 	// Service, when set, runs the stages before the double buffer on the
 	// service's worker nodes instead of in this process (see Service).
@@ -400,13 +401,6 @@ func validateStage(where string, s Stage, first, last bool) error {
 }
 
 func defaultThreads(files int) int { return max(1, min(files, runtime.NumCPU())) }
-
-// laneReaders is readers shared among lanes: each lane's share, rounded
-// up.
-func (s Files) laneReaders(lanes int) (threads, buffer int) {
-	threads, buffer = s.readers()
-	return (threads + lanes - 1) / lanes, (buffer + lanes - 1) / lanes
-}
 
 // readers is the stage's file readers and buffer, defaults applied.
 func (s Files) readers() (threads, buffer int) {

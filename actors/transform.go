@@ -26,10 +26,6 @@ type logic interface {
 	finish() (out []*messages.Batch, next uint32, more bool, err error)
 }
 
-// holeCounter is a logic that counts the corrupt records its pass lost
-// itself, when ok, instead of summing what its upstream says (orderLogic).
-type holeCounter interface{ skipped() (n uint64, ok bool) }
-
 // relay is what every stage between one upstream and one downstream stage
 // keeps of its two links.
 type relay struct {
@@ -183,11 +179,6 @@ func (a *transformActor) onItem(send func(*actor.PID, any), msg any) bool {
 			c.in.subscribe(send, next, 0, a.room())
 		} else {
 			c.in.ended = true
-			if h, ok := c.logic.(holeCounter); ok {
-				if n, ok := h.skipped(); ok {
-					c.skipped = n
-				}
-			}
 			c.out.end = &messages.End{Pass: c.out.pass, Count: c.out.produced(), Skipped: c.skipped}
 		}
 	default:

@@ -236,7 +236,7 @@ func TestWhatIfBoundTakesTheDoubleBuffersDefault(t *testing.T) {
 	stages := []actors.Stage{actors.Files{Paths: []string{"a.rio"}}, actors.Batch{Size: 16}}
 	pl := plan{feed: program.DeviceSpec{N: 3}}
 	pl.stages = append(slices.Clone(stages), actors.DoubleBuffer{})
-	implicit := pl.bound(actors.Options{}, 0)
+	implicit := pl.bound(actors.Options{})
 	pl.stages = append(slices.Clone(stages), actors.DoubleBuffer{Window: 2})
-	require.Equal(t, pl.bound(actors.Options{}, 0), implicit)
+	require.Equal(t, pl.bound(actors.Options{}), implicit)
 }

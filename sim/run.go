@@ -483,8 +483,7 @@ func execute(ctx context.Context, sc Scenario, paths []string, o Options, live b
 		}
 		return l, out
 	}
-	_, stretch := p.Lanes()
-	bound := liveBound(sh, opts, stretch)
+	bound := liveBound(sh, opts)
 	rctx, cancel := context.WithTimeout(ctx, o.Deadline)
 	defer cancel()
 	out.err = runPasses(rctx, p, sh.Passes, bound, &out.violations)
@@ -629,20 +628,21 @@ func chain(sc Scenario, paths []string) []actors.Stage {
 // can complete, a stage between it and the double buffer, the double
 // buffer's windows (the consumers', and the next pass read ahead) and the
 // devices'; with lanes, every lane's batch stage and the merge stage's
-// queues, for lanes that deliver stretch positions in a row.
-func liveBound(sh Shape, o actors.Options, stretch int) int {
-	return linksBound(o, sh.Group, sh.Batch, sh.MultiPass > 0, sh.Devices, 2) + lanesBound(o, sh.Group, sh.Batch, stretch)
+// queues.
+func liveBound(sh Shape, o actors.Options) int {
+	return linksBound(o, sh.Group, sh.Batch, sh.MultiPass > 0, sh.Devices, 2) + lanesBound(o, sh.Group, sh.Batch)
 }
 
 // lanesBound is what lanes add to linksBound: every lane's batch stage but
-// the first, and what the merge stage holds, a stretch (of stretch
-// positions) and its link's window per lane.
-func lanesBound(o actors.Options, group, batch, stretch int) int {
+// the first, and what the merge stage holds, its link's window per lane
+// and its unsent batches. Nothing grows with the data: the lanes take
+// turns item by item.
+func lanesBound(o actors.Options, group, batch int) int {
 	if o.Lanes <= 1 {
 		return 0
 	}
 	capacity, window := cmp.Or(o.Capacity, 2), cmp.Or(o.Window, 2)
-	return (o.Lanes-1)*(capacity+window*((group+batch-1)/batch)) + o.Lanes*((stretch+batch-1)/batch+window) + capacity
+	return (o.Lanes-1)*(capacity+window*((group+batch-1)/batch)) + o.Lanes*window + capacity
 }
 
 // linksBound is liveBound for a pipeline of groups of group samples,

@@ -256,7 +256,7 @@ func stageKinds(sh Shape) []string {
 		kinds = append(kinds, actors.KindMultiPass)
 	}
 	if sh.Lanes > 1 {
-		kinds = append(kinds, actors.KindMerge)
+		kinds = append(kinds, actors.KindDeal, actors.KindMerge)
 	}
 	return kinds
 }

@@ -169,8 +169,8 @@ func (w WhatIf) plan(ctx context.Context) (plan, error) {
 // lanes lanes.
 func (pl plan) bind(s *Schedule, lanes int) error {
 	kinds := []string{actors.KindFileReader, actors.KindFiles, actors.KindDevice}
-	if lanes > 1 { // lanes add a merge stage, and a double buffer if there is none
-		kinds = append(kinds, actors.KindMerge, actors.KindDoubleBuffer)
+	if lanes > 1 { // lanes add deal and merge stages, and a double buffer if there is none
+		kinds = append(kinds, actors.KindDeal, actors.KindMerge, actors.KindDoubleBuffer)
 	}
 	for _, st := range pl.stages {
 		switch st.(type) {
@@ -241,9 +241,8 @@ func (pl plan) tolerance(skipped uint64) Tolerance {
 }
 
 // bound is the most batches the program's pipeline may hold alive at once
-// (docs/protocol.md), or 0 when it has no batch stage; with lanes, each
-// delivers stretch positions in a row.
-func (pl plan) bound(o actors.Options, stretch int) int {
+// (docs/protocol.md), or 0 when it has no batch stage.
+func (pl plan) bound(o actors.Options) int {
 	o.EnsureDefaults()
 	batch, prefetch, multi := 0, 2, false
 	for _, st := range pl.stages {
@@ -259,7 +258,7 @@ func (pl plan) bound(o actors.Options, stretch int) int {
 	if batch == 0 {
 		return 0
 	}
-	return linksBound(o, o.GroupSize, batch, multi, pl.feed.N, prefetch) + lanesBound(o, o.GroupSize, batch, stretch)
+	return linksBound(o, o.GroupSize, batch, multi, pl.feed.N, prefetch) + lanesBound(o, o.GroupSize, batch)
 }
 
 // readTimeout scales the pipeline's read timeout with the schedule, so

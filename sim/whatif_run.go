@@ -84,8 +84,7 @@ func (w WhatIf) drive(ctx context.Context, scope *program.Scope, pl plan, in *In
 	}
 	stop := m.sample(time.Duration(float64(w.SampleEvery) * w.TimeScale))
 	defer stop()
-	_, stretch := p.Lanes()
-	rep.Bound = pl.bound(scope.Options, stretch)
+	rep.Bound = pl.bound(scope.Options)
 	for pass := range pl.feed.Passes {
 		if pass > 0 {
 			if err := p.Reset(); err != nil {

@@ -109,8 +109,8 @@ func (o *runOptions) flags(f *pflag.FlagSet) {
 	f.Uint64Var(&o.seed, "seed", 1, "shuffle seed")
 	f.IntVar(&o.passes, "passes", 1, "passes over the data")
 	f.IntVar(&o.threads, "threads", 0, "file-reader threads (default min(#files, #cpus))")
-	f.IntVar(&o.lanes, "lanes", 0, "copies of the stages before the double buffer, run side by side to use more cores; the order does not change. "+
-		"Each lane past the first holds up to a stretch of batches ahead (8 chunks' records: about 10,000 Fashion-MNIST samples, 150 batches of 64, as the stages before the double buffer make them). "+
+	f.IntVar(&o.lanes, "lanes", 0, "copies of the batch and map stages, run side by side to use more cores, each taking its turn at the order's batches; the order does not change. "+
+		"Each lane past the first holds a few batches more: its stages' and its links' windows (peak batches alive 10, 16, 20 for 1, 2, 3 lanes at the defaults). "+
 		"Default: a lane a core while the data has 16 MiB a lane (min(#cpus, data/16 MiB)); 1 with --spec, --service or --any-order")
 	f.IntVar(&o.devices, "devices", 1, "device consumers")
 	f.DurationVar(&o.step, "step", 0, "simulated step time of a device per batch")
@@ -395,16 +395,16 @@ func newRunScope(o *runOptions, changed func(string) bool) (runScope, error) {
 	return rs, nil
 }
 
-// laneBytes is the data a lane is given by default: two of its stretches
-// (8 chunks of 1 MiB each, docs/protocol.md "Lanes"), so that every lane
-// has whole stretches to read.
+// laneBytes is the data a lane is given by default: at 784-byte samples
+// and batches of 64, about 330 batches a pass, so that a lane's actors
+// have work for more than the few milliseconds spawning them takes.
 const laneBytes = 16 << 20
 
 // autoLanes is --lanes' default for a run of files from the flags: a lane
 // a core, as long as each has laneBytes of the data; 1 where lanes are
-// refused (--service: the workers are the lanes; --any-order: no order to
-// cut in stretches). On this project's 2-core machines one lane used a
-// core and left the other idle.
+// refused (--service: the workers are the lanes; --any-order: the readers'
+// groups are not cut into batches before the batch stage, so a lane could
+// not make one batch of each).
 func autoLanes(o runOptions, files []string) int {
 	if len(o.service) > 0 || o.anyOrder {
 		return 1
@@ -501,8 +501,8 @@ func runsOn(p *actors.Pipeline, workers []string) string {
 	if len(workers) > 0 {
 		return fmt.Sprintf(" on %d worker(s) of the service", len(workers))
 	}
-	if n, stretch := p.Lanes(); n > 1 {
-		return fmt.Sprintf(" in %d lanes of %d positions a stretch", n, stretch)
+	if n := p.Lanes(); n > 1 {
+		return fmt.Sprintf(" in %d lanes", n)
 	}
 	return ""
 }

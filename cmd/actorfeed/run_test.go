@@ -97,7 +97,7 @@ func TestRunLanesEmitTheSameBatches(t *testing.T) {
 			"--devices", "3", "--passes", "2", "--lanes", lanes, "--emit-ids", ids)
 		require.NoError(t, err)
 		if lanes != "1" {
-			require.Contains(t, out, "in "+lanes+" lanes of ", "the run says it runs in lanes")
+			require.Contains(t, out, "in "+lanes+" lanes on ", "the run says it runs in lanes")
 		}
 		got := idLines(t, ids)
 		slices.SortFunc(got, func(a, b idLine) int { return cmp.Or(cmp.Compare(a.Epoch, b.Epoch), cmp.Compare(a.Seq, b.Seq)) })

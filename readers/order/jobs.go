@@ -10,7 +10,7 @@ type Job struct {
 	Part          // the first part
 	// More are the parts after the first, when the rank's consecutive
 	// segments fall in the window more than once (a layout re-dealt with
-	// holes, lanes' stretches): the window is read once for all of them.
+	// holes): the window is read once for all of them.
 	More []Part
 }
 

@@ -105,30 +105,6 @@ func (l Layout) Cut(rank int, rem Remainder, from uint64) []Segment {
 	return out
 }
 
-// Lanes is lane's part of segs when lanes lanes share a rank's sequence:
-// the rank's positions are cut into stretches of span positions, and
-// stretch k belongs to lane k mod lanes. Each lane reads the windows its
-// positions are in; a span that is a multiple of the window (and starts
-// where one does) keeps lanes from reading a window twice.
-func Lanes(segs []Segment, lane, lanes int, span uint64) []Segment {
-	if lanes <= 1 {
-		return segs
-	}
-	var out []Segment
-	for _, sg := range segs {
-		for at := sg.At; at < sg.At+sg.Len(); {
-			k := at / span
-			end := min((k+1)*span, sg.At+sg.Len())
-			if int(k%uint64(lanes)) == lane {
-				lo := sg.Lo + (at - sg.At)
-				out = append(out, Segment{Range: Range{lo, lo + (end - at)}, Pad: sg.Pad, At: at})
-			}
-			at = end
-		}
-	}
-	return out
-}
-
 // span maps positions [a, b) of the concatenated ranges (b <= Total) to
 // ranges of G. It finds the range holding a by bisection, so that cutting
 // every rank's shard of a layout of many ranges costs ranks x log(ranges),

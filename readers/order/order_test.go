@@ -209,56 +209,6 @@ func TestCheckRefusesBadLayouts(t *testing.T) {
 	require.ErrorIs(t, err, order.ErrBadOrder)
 }
 
-// pairs maps each rank position of segs to its G position, and says
-// whether it is padding.
-func pairs(segs []order.Segment) map[uint64][2]uint64 {
-	out := map[uint64][2]uint64{}
-	for _, s := range segs {
-		for i := range s.Len() {
-			pad := uint64(0)
-			if s.Pad {
-				pad = 1
-			}
-			out[s.At+i] = [2]uint64{s.Lo + i, pad}
-		}
-	}
-	return out
-}
-
-// Lanes deal a rank's positions in stretches of span, stretch k to lane k
-// mod lanes: together they are the rank's, each position in one lane, with
-// its G position, padding mark and rank position kept.
-func TestLanesDealTheRanksPositions(t *testing.T) {
-	layouts := []order.Layout{order.Full(1000, 1), order.Full(1003, 3),
-		{World: 2, Ranges: []order.Range{{10, 400}, {500, 731}, {900, 1000}}}}
-	for _, l := range layouts {
-		for _, rem := range []order.Remainder{order.Drop, order.Pad} {
-			for r := range l.World {
-				for _, done := range []uint64{0, 37, 128} {
-					segs := l.Cut(r, rem, done)
-					want := pairs(segs)
-					if len(segs) > 0 {
-						require.Equal(t, done, segs[0].At, "a cut starts at its first position")
-					}
-					for _, lanes := range []int{1, 2, 3, 5} {
-						for _, span := range []uint64{1, 7, 64, 5000} {
-							got := map[uint64][2]uint64{}
-							for lane := range lanes {
-								for at, g := range pairs(order.Lanes(segs, lane, lanes, span)) {
-									require.Equal(t, lane, int(at/span)%lanes, "position %d's lane", at)
-									require.NotContains(t, got, at, "in one lane only")
-									got[at] = g
-								}
-							}
-							require.Equal(t, want, got, "layout %v rank %d done %d lanes %d span %d", l, r, done, lanes, span)
-						}
-					}
-				}
-			}
-		}
-	}
-}
-
 // Ranks stop at different steps, each having committed a few items past
 // its position too (devices commit out of order); the rest regrouped among
 // another number of ranks, several times in one epoch, delivers every
