@@ -45,7 +45,7 @@ func TestBackpressureBoundsLiveBatches(t *testing.T) {
 	require.NoError(t, p.Run(ctx))
 	st := p.Stats()
 	closeAndCheck(t, p, sys)
-	// Where a batch can be (docs/protocol.md): the batch stage's unsent
+	// Where a batch can be (docs/memory.md): the batch stage's unsent
 	// buffer (capacity, overshot by what the input groups it demanded can
 	// complete: window * group/batch), in flight to or queued in the double
 	// buffer (prefetch per lane), read ahead into the next pass by the

@@ -25,7 +25,7 @@ const KindDeal = "deal"
 // Memory grows with K by what a lane's stages hold and a link's window at
 // each end of it, never by a stretch of the order read ahead: the lanes
 // take turns item by item, so none runs further ahead of the others than
-// its links let it (docs/protocol.md, "Lanes").
+// its links let it (docs/protocol.md "Lanes", docs/memory.md).
 
 // planDeal plans the deal stage before lane stage first: a fan-out of
 // one outlet per lane, a link's window each, which deals item k to lane

@@ -163,7 +163,7 @@ func TestLanesBoundLiveBatches(t *testing.T) {
 			total += d.Instances
 		}
 		require.Equal(t, 6000, total)
-		// docs/protocol.md: per lane, the batch stage's unsent buffer
+		// docs/memory.md: per lane, the batch stage's unsent buffer
 		// (Capacity, overshot by Window * GroupSize/batch); with lanes,
 		// at the merge stage its link's Window per lane and Capacity
 		// unsent; then the double buffer and the devices.

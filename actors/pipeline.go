@@ -457,7 +457,7 @@ func (p *Pipeline) planBatch(s Batch, stages []Stage, i int, dev *Devices) *batc
 		pipe.storage = newStoragePool(dev.Storage)
 	}
 	if dev != nil && (dev.Recycle || dev.Storage != nil) && lastBeforeBuffer(stages, i) && pipe.recycled == nil {
-		// As many as may be alive at once (docs/protocol.md): a batch is
+		// As many as may be alive at once (docs/memory.md): a batch is
 		// made in fresh storage only when none is free, so storage never
 		// exceeds the peak of live batches.
 		prefetch := opts.Window

@@ -624,7 +624,7 @@ func chain(sc Scenario, paths []string) []actors.Stage {
 }
 
 // liveBound is the most batches that may be alive at once
-// (docs/protocol.md): the batch stage's unsent items and what its input
+// (docs/memory.md): the batch stage's unsent items and what its input
 // can complete, a stage between it and the double buffer, the double
 // buffer's windows (the consumers', and the next pass read ahead) and the
 // devices'; with lanes, every lane's batch stage and the merge stage's

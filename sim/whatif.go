@@ -241,7 +241,7 @@ func (pl plan) tolerance(skipped uint64) Tolerance {
 }
 
 // bound is the most batches the program's pipeline may hold alive at once
-// (docs/protocol.md), or 0 when it has no batch stage.
+// (docs/memory.md), or 0 when it has no batch stage.
 func (pl plan) bound(o actors.Options) int {
 	o.EnsureDefaults()
 	batch, prefetch, multi := 0, 2, false
