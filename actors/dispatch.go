@@ -4,8 +4,8 @@ import "sync"
 
 // pool is the dispatcher of a pipeline's actors. protoactor's default runs
 // every scheduling of a mailbox on a new goroutine, whose stack then grows
-// anew through a stage's call depth: in the pipeline benchmark that growth
-// was 8% of the CPU time. The pool keeps the goroutines that ran a mailbox
+// anew through a stage's call depth, every time (docs/performance.md has
+// what that cost). The pool keeps the goroutines that ran a mailbox
 // and hands them the next one; it starts another only when none is idle,
 // so no mailbox ever waits for a goroutine, and it never holds more than
 // the pipeline's actors can keep busy at once.

@@ -20,6 +20,14 @@
 // numbers of readers or devices; given the states of every rank of a
 // stopped job, on another number of ranks, whatever step each rank
 // stopped at (Rejoin). Devices.Steps stops a trainer at a step.
+//
+// Options.Lanes copies the batch and map stages over the cores, between a
+// deal and a merge stage (lanes.go). Options.Service runs the stages before
+// the double buffer on data service workers (service.go, service_client.go;
+// Worker, service_worker.go, is the other end; actors/service carries them
+// over Proto.Actor remote). Options.OnCorrupt skips corrupt records and
+// chunks, counted in Stats (corrupt.go). The Max* limits (limits.go) and
+// WorkerLimits bound the sizes a spec, a state or a trainer may ask for.
 package actors
 
 // actors may import tensor, readers (and readers/order and

@@ -88,12 +88,11 @@ func NewDevicesContext(ctx context.Context, stages []Stage, dev Devices, opts Op
 
 // NewSystem returns an actor system set up as pipelines need it: no log
 // output, dead letters reported at once (so no logging goroutine outlives
-// a test), and a small process registry. protoactor's registry is 1,024
-// maps of 32 shards each, 66,000 objects (2.75 MB) that the collector
-// marks on every cycle for as long as the system lives: 13% of a running
-// pipeline's CPU with fresh batches (docs/performance.md, "A small process
-// registry"). A pipeline has a few dozen actors; registryBuckets maps (256 shards) are
-// still plenty to keep lookups free of contention.
+// a test), and a small process registry: protoactor's is 1,024 maps of
+// 32 shards each, which the collector marks on every cycle for as long as
+// the system lives (what that cost: docs/performance.md). A pipeline has a
+// few dozen actors; registryBuckets maps (256 shards) still keep lookups
+// free of contention.
 func NewSystem() *actor.ActorSystem {
 	sys := actor.NewActorSystem(
 		actor.WithDeadLetterThrottleInterval(time.Millisecond),

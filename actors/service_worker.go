@@ -104,12 +104,11 @@ const (
 type Worker struct {
 	sys *actor.ActorSystem
 	// local runs the tasks' pipelines: one system for all of them, off the
-	// network (a new system per task cost ~3 ms of allocation, a tenth of
-	// a worker's CPU at 784 B samples), shut down by Close.
+	// network (a system per task is allocated afresh for every task; the
+	// cost: docs/performance.md), shut down by Close.
 	local *actor.ActorSystem
 	// indexes keeps the files' indexes from task to task: each task is a
-	// pipeline that indexes every file of its job (with 512 files, 42% of
-	// a worker's CPU without it).
+	// pipeline that would otherwise index every file of its job again.
 	indexes *IndexCache
 	pid     *actor.PID
 	opts    WorkerOptions

@@ -175,24 +175,24 @@ type Devices struct {
 }
 
 // DefaultGroupSize is Options.GroupSize's default: each message costs
-// about a microsecond of actor machinery, and in groups of 32 that was a
-// third of the pipeline's time on 784-byte samples (docs/performance.md).
+// about a microsecond of actor machinery, which smaller groups pay more
+// often for small samples (docs/performance.md).
 const DefaultGroupSize = 128
 
 // DefaultGroupBytes is Options.GroupBytes's default, a RecordIO chunk's
 // default size. A group's block is allocated for as many samples as it may
-// hold: 128 decoded 224x224x3 images made 19 MB blocks, zeroed in full for
-// groups that ended after a chunk of 6 of them, and the pipeline ran at 1%
-// of the hand-written one on such samples (docs/performance.md). 128
-// Fashion-MNIST samples are 101 KB, well under it.
+// hold, and zeroed in full however few it gets: without a bound in bytes,
+// large images made blocks of many megabytes for groups that ended after a
+// chunk's few samples (docs/performance.md). 128 Fashion-MNIST samples are
+// 101 KB, well under it.
 const DefaultGroupBytes = 1 << 20
 
 // Options tune a pipeline. The zero value is usable.
 type Options struct {
 	// System is the actor system to spawn in; nil makes one (NewSystem) that
 	// the pipeline owns. Make shared systems with NewSystem too: one from
-	// actor.NewActorSystem works, but keeps 2.75 MB of process registry
-	// for the collector to mark on every cycle.
+	// actor.NewActorSystem works, but keeps a large process registry for
+	// the collector to mark on every cycle.
 	System *actor.ActorSystem
 	// GroupSize is how many samples file readers put in one message; the
 	// stages before batching move groups, never single samples. Default

@@ -17,9 +17,9 @@
 // it had none): its GPU test skips with "no CUDA driver" there. What does
 // not need one is tested: the loader's refusals, and the Device's threads,
 // streams, storage, kernel parameters and errors over a fake driver that
-// keeps device memory in host memory. The calls and pitfalls it follows
-// are those of ../shared/docs/gpu-notes.md, measured with a probe built
-// the same way.
+// keeps device memory in host memory. The calls follow the CUDA driver
+// API's rules: a context current per OS thread, page-locked memory for
+// asynchronous copies, a stream synchronised before its memory is reused.
 //
 // cuda may import actors (and what it imports) and purego; only cmd
 // imports it.

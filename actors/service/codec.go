@@ -65,10 +65,9 @@ func (codec) Name() string { return "proto" }
 // of two up to 1<<maxTier bytes, and one of larger buffers of any size,
 // whose buffers are handed out as they were left. gRPC's own pools clear a
 // buffer's whole capacity before handing it out; the remote packs up to
-// WriterBatch batches into one message, so a client receiving 50 KB
-// batches had a 1 MiB buffer cleared for every message it read, 8% of its
-// CPU at 784 B samples, and a worker cleared every buffer it marshalled
-// into (docs/distributed.md). gRPC writes every byte of a buffer it gets
+// WriterBatch batches into one message, so a client cleared a buffer of
+// many batches for every message it read, and a worker every buffer it
+// marshalled into (the cost: docs/performance.md). gRPC writes every byte of a buffer it gets
 // before it reads it (a frame read into it, a message marshalled or copied
 // into it), so the old bytes are never seen; its transport's own write and
 // read buffers come from pools that do not clear them either. Above

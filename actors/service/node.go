@@ -74,8 +74,8 @@ const (
 	MaxMaxMessage = 1 << 26
 	// FlowWindow is the HTTP/2 flow-control window of a connection and of
 	// its stream: bytes a sender may have in flight unacknowledged. gRPC's
-	// 64 KiB start (grown by its bandwidth estimate) held a 10 MB batch to
-	// a fraction of loopback's bandwidth (docs/performance.md).
+	// 64 KiB start (grown by its bandwidth estimate) holds a batch of
+	// megabytes to a fraction of the link's bandwidth (docs/performance.md).
 	FlowWindow = 16 << 20
 	// IdleTimeout puts a gRPC connection with no stream to sleep: the
 	// pinned remote never closes a connection whose first stream failed
@@ -162,8 +162,8 @@ func Listen(cfg Config) (*Node, error) {
 		return nil, err
 	}
 	// The remote's queues are rings that grow when full; their default
-	// start of a million slots is 16 MB of pointers per peer that the
-	// collector scanned on every cycle (a third of the CPU at 784 B).
+	// start of a million slots is pointers per peer that the collector
+	// scans on every cycle (the cost: docs/performance.md).
 	opts := []remote.ConfigOption{remote.WithServerOptions(server...), remote.WithDialOptions(dial...),
 		remote.WithEndpointWriterBatchSize(WriterBatch), remote.WithEndpointWriterQueueSize(queueStart),
 		remote.WithEndpointManagerQueueSize(queueStart)}

@@ -11,14 +11,11 @@ import (
 // allocates two copies of every batch it receives (the remote's envelope,
 // then the batch: protobuf-go cannot alias bytes) and a worker one of
 // every batch it makes and another as the remote marshals it: the
-// collector, which runs each time the heap doubles, ran every few MB. With
-// the floor, 800,000 samples of 784 B cost a client 1.07-1.20 CPU seconds
-// instead of 1.68-2.36, a worker 1.56-1.81 instead of 1.67-2.56, and ran
-// at 429-493 K samples/s instead of 271-378 K; each process's RSS grew
-// by about 70 MB. GOGC=400 did as well at 784 B but cost 25-40% of the
-// throughput at 150 KB, whose live heap is large already; a memory limit
-// with the collector off (GOMEMLIMIT) would thrash once the live heap
-// neared it.
+// collector, which runs each time the heap doubles, ran every few MB. The
+// floor trades some RSS for much of that CPU (docs/performance.md has
+// both). A higher GOGC did as well on small samples but cost throughput on
+// large ones, whose live heap is large already; a memory limit with the
+// collector off (GOMEMLIMIT) would thrash once the live heap neared it.
 const heapFloorBytes = 64 << 20
 
 // heapFloor is never read or written: untouched, its pages take no
