@@ -3,6 +3,7 @@ package cuda
 import (
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 	"unsafe"
 
@@ -67,9 +68,14 @@ func load() (*driver, error) {
 // bind loads the library at name and binds every function the package
 // calls; a library that cannot be loaded or lacks one is ErrNoDriver.
 func bind(name string) (*driver, error) {
+	// dlopen's reason is dlerror's, which is per OS thread: without the
+	// lock the goroutine may ask another thread, and the reason was empty
+	// (once in a CI run).
+	runtime.LockOSThread()
 	lib, err := purego.Dlopen(name, purego.RTLD_NOW|purego.RTLD_GLOBAL)
+	runtime.UnlockOSThread()
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrNoDriver, err)
+		return nil, fmt.Errorf("%w: cannot load %s: %w", ErrNoDriver, name, err)
 	}
 	d := &driver{}
 	for _, f := range []struct {
