@@ -122,7 +122,7 @@ type queueSource struct{ q *readers.FeedQueue }
 func (s queueSource) Rewindable() bool { return false }
 func (s queueSource) Name(int) string  { return "feed queue" }
 func (s queueSource) Open(context.Context, int, uint32, uint64) (readers.Reader, error) {
-	return queuePopper{s.q}, nil
+	return queuePopper(s), nil
 }
 
 type queuePopper struct{ q *readers.FeedQueue }

@@ -50,7 +50,7 @@ func TestParseScheduleEveryKind(t *testing.T) {
 	require.Equal(t, 0.001, f.P)
 	require.Equal(t, 10*time.Second, f.From)
 	require.Equal(t, 20*time.Second, f.Until)
-	require.Equal(t, 3, s.Faults[1-1].At)
+	require.Equal(t, 3, s.Faults[0].At)
 	require.Equal(t, &sim.LogNormal{Median: 2 * time.Millisecond, P99: 50 * time.Millisecond}, s.Faults[2].Dist.LogNormal)
 	require.Equal(t, []time.Duration{5 * time.Second, 30 * time.Second}, s.Faults[6].Times)
 	require.Equal(t, 0.1, s.Faults[7].Rate)

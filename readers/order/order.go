@@ -170,9 +170,6 @@ func (o *Order) Epoch(e uint64) *Epoch {
 // Number is the epoch's number.
 func (ep *Epoch) Number() uint64 { return ep.e }
 
-// windows is the number of windows of S.
-func (ep *Epoch) windows() uint64 { return (ep.o.n + ep.o.window - 1) / ep.o.window }
-
 // windowLen is how many positions window j holds (the last may be short).
 func (ep *Epoch) windowLen(j uint64) int {
 	lo := j * ep.o.window
