@@ -4,8 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
-	"runtime"
 	"slices"
 	"sync"
 	"time"
@@ -13,11 +13,8 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	cmap "github.com/orcaman/concurrent-map"
 
-	"github.com/actorfeed/actorfeed/messages"
 	"github.com/actorfeed/actorfeed/readers"
-	"github.com/actorfeed/actorfeed/readers/recordio"
 	"github.com/actorfeed/actorfeed/supervisor"
-	"github.com/actorfeed/actorfeed/tensor"
 )
 
 // Pipeline is the handle on a running chain of stage actors (PaddlePaddle Fluid's
@@ -117,64 +114,8 @@ const registryBuckets = 8
 // built asks the pipeline's supervisor actor whether it spawned its stages.
 type built struct{}
 
-// lastBeforeBuffer says whether stage i is the last one, or the last before
-// the double buffer.
-func lastBeforeBuffer(stages []Stage, i int) bool {
-	if i == len(stages)-1 {
-		return true
-	}
-	_, buffer := stages[i+1].(DoubleBuffer)
-	return buffer && i+1 == len(stages)-1
-}
-
-// recyclesBlocks reports whether the batch stage at i is the one copy of the
-// file readers' groups (the stages before it are a source and shuffles,
-// which never read the bytes), so that their blocks may be recycled once it
-// joined them (blockPool); limit is how many idle blocks to keep: about as
-// many as the stages before hold at once.
-func recyclesBlocks(stages []Stage, i int, opts Options) (limit int, ok bool) {
-	if i < 1 {
-		return 0, false
-	}
-	switch s := stages[0].(type) {
-	case Files:
-		threads, buffer := s.readers()
-		limit = buffer + threads*opts.ReaderWindow
-	case Generator:
-		limit = 3 + opts.ReaderWindow
-	default:
-		return 0, false
-	}
-	for _, s := range stages[1:i] {
-		sh, ok := s.(Shuffle)
-		if !ok {
-			return 0, false
-		}
-		// The window being filled and the one handed on (see Shuffle's
-		// capacity in plan), and the partly used groups at their edges,
-		// in every lane.
-		limit += opts.Lanes * (2*((sh.Window+opts.GroupSize-1)/opts.GroupSize) + 2)
-	}
-	return limit, true
-}
-
-// MinConsumerQueue is the fewest batches a device, or the pipeline's sink,
-// may hold queued behind a double buffer: its demand window is
-// max(DoubleBuffer.Window, MinConsumerQueue). A consumer tells its actor
-// what it consumed in steps of half its window, and the actor grants the
-// double buffer that much demand in one message; at 4, one message stands
-// for two batches, which took the actor pipeline from 0.78 to 0.83 of the
-// stacked channel pipeline (docs/performance.md).
-const MinConsumerQueue = 4
-
-// consumerWindow is the demand window of the pipeline's consumers.
-func consumerWindow(stages []Stage, opts Options) int {
-	if db, ok := stages[len(stages)-1].(DoubleBuffer); ok {
-		return max(db.window(), MinConsumerQueue)
-	}
-	return opts.Window
-}
-
+// build checks the chain and options, plans the stages and spawns them
+// under the pipeline's supervisor actor.
 func build(ctx context.Context, stages []Stage, dev *Devices, opts Options) (*Pipeline, error) {
 	if err := errors.Join(validate(stages, dev), opts.validate()); err != nil {
 		return nil, err
@@ -214,407 +155,379 @@ func build(ctx context.Context, stages []Stage, dev *Devices, opts Options) (*Pi
 	return p, nil
 }
 
-// spawnable is one planned actor.
-type spawnable struct {
-	name     string
-	cell     *cell
-	producer func(upstream *actor.PID, workers []*actor.PID) actor.Actor
-	workers  bool // a file reader: the next source stage gets its PID
-	sink     *consumerCell
-	deal     bool                   // the deal stage: it feeds the lanes' first stages
-	dealt    bool                   // a lane's first stage: the deal stage feeds it
-	toMerge  bool                   // a lane's last stage: it feeds the merge stage
-	lanes    func(ups []*actor.PID) // the merge stage: told the lanes' last stages
-}
-
-// plan creates the cells of every stage, in spawn order (sources first).
-func (p *Pipeline) plan(ctx context.Context, stages []Stage, dev *Devices) ([]spawnable, error) {
-	consumers := 1
-	if dev != nil {
-		consumers, p.pipe.budget = dev.N, newStepBudget(dev.Steps)
+// Next returns the next item of the pass, or io.EOF at its end, as the
+// readers do. It is safe to call from several goroutines at once; each item
+// goes to exactly one caller. After a stage failed, Next returns that
+// stage's *StageError; after Shutdown or Close, ErrShutdown.
+func (p *Pipeline) Next(ctx context.Context) (Item, error) {
+	if err := p.enter(); err != nil {
+		return Item{}, err
 	}
-	if err := p.planOrder(ctx, stages); err != nil {
-		return nil, err
-	}
-	p.pipe.order, p.pipe.commits.order = p.order, p.order
-	lanes := p.pipe.opts.Lanes
-	if p.pipe.opts.Service != nil {
-		n := laneStages(stages)
-		sp, err := p.planService(stages, n)
-		if err != nil {
-			return nil, err
-		}
-		rest, err := p.planStages(stages, n, len(stages), dev, consumers, -1)
-		if err != nil {
-			return nil, err
-		}
-		return append(append([]spawnable{sp}, rest...), p.planConsumers(stages, dev, consumers)...), nil
-	}
-	if lanes == 1 {
-		plan, err := p.planStages(stages, 0, len(stages), dev, consumers, -1)
-		if err != nil {
-			return nil, err
-		}
-		return append(plan, p.planConsumers(stages, dev, consumers)...), nil
-	}
-	plan, err := p.planLanes(stages, dev, consumers)
+	defer p.leave()
+	b, err := p.sinks[0].take(ctx)
 	if err != nil {
-		return nil, err
+		return Item{}, p.shutdownErr(err)
 	}
-	return append(plan, p.planConsumers(stages, dev, consumers)...), nil
+	if b == nil {
+		p.mu.Lock()
+		p.drained, p.drainedPass = true, p.sinks[0].passOf()
+		p.mu.Unlock()
+		return Item{}, io.EOF
+	}
+	return p.sinks[0].toItem(b)
 }
 
-// planLanes plans a chain with lanes (lanes.go): the stages up to the
-// order's assembly, the deal stage, each lane's copy of the stages up to
-// the double buffer, the merge stage, and the rest.
-func (p *Pipeline) planLanes(stages []Stage, dev *Devices, consumers int) ([]spawnable, error) {
-	first, n := laneFirst(stages), laneStages(stages)
-	plan, err := p.planStages(stages, 0, first, dev, consumers, -1)
-	if err != nil {
-		return nil, err
+// HasNext reports whether Next has another item in this pass, waiting until
+// that is known.
+func (p *Pipeline) HasNext(ctx context.Context) (bool, error) {
+	if err := p.enter(); err != nil {
+		return false, err
 	}
-	plan = append(plan, p.planDeal(first))
-	var lasts []string
-	for l := range p.pipe.opts.Lanes {
-		lp, err := p.planStages(stages, first, n, dev, consumers, l)
-		if err != nil {
-			return nil, err
-		}
-		lp[0].dealt, lp[len(lp)-1].toMerge = true, true
-		lasts = append(lasts, lp[len(lp)-1].name)
-		plan = append(plan, lp...)
-	}
-	plan = append(plan, p.planMerge(stages, n, lasts))
-	rest, err := p.planStages(stages, n, len(stages), dev, consumers, -1)
-	if err != nil {
-		return nil, err
-	}
-	return append(plan, rest...), nil
+	defer p.leave()
+	ok, err := p.sinks[0].peek(ctx)
+	return ok, p.shutdownErr(err)
 }
 
-// planStages plans stages [from, to) of the chain; with lane >= 0, as that
-// lane's copies (named after it).
-func (p *Pipeline) planStages(stages []Stage, from, to int, dev *Devices, consumers, lane int) ([]spawnable, error) {
-	var plan []spawnable
-	for i := from; i < to; i++ {
-		name := fmt.Sprintf("%d-%s", i, stages[i].kind())
-		if lane >= 0 {
-			name = laneName(lane, name)
-		}
-		switch s := stages[i].(type) {
-		case Files, Generator, Queue:
-			src, err := p.planSource(name, s)
-			if err != nil {
-				return nil, err
-			}
-			plan = append(plan, src...)
-		case DoubleBuffer:
-			plan = append(plan, p.planDoubleBuffer(name, s, consumers))
-		case XMap:
-			plan = append(plan, p.planXMap(name, s, lane))
-		default:
-			plan = append(plan, p.planTransform(name, stages, i, dev, lane))
-		}
+func (p *Pipeline) enter() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return ErrShutdown
 	}
-	return plan, nil
+	if p.devices != nil {
+		return fmt.Errorf("%w: this pipeline feeds devices; use Run", ErrProtocol)
+	}
+	p.inflight++
+	return nil
 }
 
-// planSource plans a source: its file readers, then their coordinator.
-func (p *Pipeline) planSource(name string, s Stage) ([]spawnable, error) {
-	pipe, opts := p.pipe, p.pipe.opts
-	var src recordSource
-	var threads, buffer int
-	var slots []readers.SlotSpec
-	files := 1
-	switch s := s.(type) {
-	case Files:
-		src, files, slots = p.files, len(s.Paths), s.Slots
-		threads, buffer = s.readers()
-	case Generator:
-		src, threads = &fileSource{entries: []string{s.Name}, names: []string{s.Name}, indexes: map[int]*recordio.Index{},
-			open: func(context.Context, string) (readers.Reader, error) { return s.New() }}, 1
-	case Queue:
-		src, threads = queueSource{q: s.Queue}, 1
-		p.queues = append(p.queues, s.Queue)
-	}
-	if buffer == 0 {
-		buffer = 3 * threads
-	}
-	pipe.source = src
-	var plan []spawnable
-	for w := range threads {
-		wc := newWorkerCell(pipe, fmt.Sprintf("%s/reader-%d", name, w), src, opts.ReaderWindow)
-		wc.slots = slots
-		p.cells = append(p.cells, &wc.cell)
-		plan = append(plan, spawnable{name: wc.name, cell: &wc.cell, workers: true,
-			producer: func(*actor.PID, []*actor.PID) actor.Actor { return &workerActor{c: wc} }})
-	}
-	fc := &filesCell{cell: cell{name: name, kind: KindFiles, pipe: pipe}, src: src, files: files,
-		buffer: buffer, window: opts.ReaderWindow}
-	if p.order != nil {
-		fc.ordered, fc.units = true, &units{plan: p.order}
-		if !p.order.shuffled {
-			// No Shuffle stage follows to assemble the windows: this
-			// stage does. A window leaves at once, as about Span/unit
-			// items, references into groups held anyway; as a shuffle
-			// stage does, it holds them unsent while its readers fill the
-			// next window. Counted against the buffer, they would stop the
-			// readers until they drained, and the stages after would wait
-			// for a window.
-			fc.windows = p.order.windows(p.aligned > 0, opts.GroupSize)
-			fc.units.onJob = fc.windows.add
-			fc.buffer += fc.windows.items()
-		}
-	}
-	p.cells = append(p.cells, &fc.cell)
-	return append(plan, spawnable{name: name, cell: &fc.cell, producer: func(_ *actor.PID, workers []*actor.PID) actor.Actor {
-		fc.workers = workers
-		return &filesActor{c: fc}
-	}}), nil
+func (p *Pipeline) leave() {
+	p.mu.Lock()
+	p.inflight--
+	p.mu.Unlock()
 }
 
-// planDoubleBuffer plans the double buffer before the consumers.
-func (p *Pipeline) planDoubleBuffer(name string, s DoubleBuffer, consumers int) spawnable {
-	window := s.window()
-	fc := &fanoutCell{cell: cell{name: name, kind: KindDoubleBuffer, pipe: p.pipe}, outs: make([]outlet, consumers),
-		window: window, dropPartial: s.DropPartial, readsAhead: true}
-	fc.in.window = int64(consumers * window)
-	p.cells = append(p.cells, &fc.cell)
-	return spawnable{name: name, cell: &fc.cell, producer: func(up *actor.PID, _ []*actor.PID) actor.Actor {
-		fc.in.pub = up
-		return &fanoutActor{c: fc}
-	}}
+// shutdownErr reports reads cut short by Shutdown or Close as ErrShutdown.
+func (p *Pipeline) shutdownErr(err error) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if err != nil && p.closed {
+		return ErrShutdown
+	}
+	return err
 }
 
-// planXMap plans an xmap stage, its defaults applied; lane >= 0 in a lane.
-func (p *Pipeline) planXMap(name string, s XMap, lane int) spawnable {
-	if s.Workers == 0 {
-		s.Workers = runtime.NumCPU()
+// Reset starts the next pass clean (PaddlePaddle Fluid's ReInit): every stage drops
+// what it holds of the current pass and the sources start over. It is a
+// mailbox protocol: the consumers subscribe for the new pass and each stage
+// passes the subscription upstream. Reset while Next, HasNext or Run is in
+// flight returns ErrReadsInFlight: it would end the pass they are reading
+// early, with no error.
+func (p *Pipeline) Reset() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return ErrShutdown
 	}
-	if s.Buffer == 0 {
-		s.Buffer = s.Workers
+	if err := p.pipe.terminal(); err != nil {
+		return err
 	}
-	s.Ordered = s.Ordered || p.order != nil
-	xc := newXMapCell(p.pipe, name, s, p.pipe.opts.Capacity, p.pipe.opts.Window)
-	xc.in.lane = uint32(max(lane, 0))
-	p.cells = append(p.cells, &xc.cell)
-	return spawnable{name: name, cell: &xc.cell, producer: func(up *actor.PID, _ []*actor.PID) actor.Actor {
-		xc.in.pub = up
-		return &xmapActor{c: xc}
-	}}
+	if p.inflight > 0 {
+		return ErrReadsInFlight
+	}
+	p.pass++
+	// What the old pass left in flight is gone; what the double buffer read
+	// ahead is the new pass's.
+	p.pipe.live.Store(p.pipe.ahead.Load())
+	for _, s := range p.sinks {
+		// The consumer forgets the old pass before Reset returns; its actor
+		// then subscribes for the new one.
+		s.beginPass(p.pass)
+		p.sys.Root.Send(s.self, restartPass{pass: p.pass})
+	}
+	return nil
 }
 
-// planTransform plans stage i, a shuffle, batch, map or multi-pass stage.
-func (p *Pipeline) planTransform(name string, stages []Stage, i int, dev *Devices, lane int) spawnable {
-	pipe, opts := p.pipe, p.pipe.opts
-	tc := &transformCell{cell: cell{name: name, kind: stages[i].kind(), pipe: pipe}, relay: relay{capacity: opts.Capacity}}
-	tc.in.window, tc.in.lane = int64(opts.Window), uint32(max(lane, 0))
-	switch s := stages[i].(type) {
-	case Shuffle:
-		tc.logic = &shuffleLogic{window: s.Window, seed: s.Seed, group: opts.GroupSize}
-		// A full window leaves at once, as about Window/GroupSize items.
-		// They are references into groups the stage holds anyway, so it
-		// holds them unsent and goes on filling the next window while the
-		// batch stage works through them; with Capacity alone it would
-		// wait for them to drain.
-		tc.capacity += (s.Window + opts.GroupSize - 1) / opts.GroupSize
-		if p.order != nil && i == 1 { // the order's windows, assembled here
-			w := p.order.windows(p.aligned > 0, opts.GroupSize)
-			tc.logic = &orderLogic{w: *w}
-			tc.capacity = opts.Capacity + w.items()
-		}
-	case Batch:
-		tc.logic = p.planBatch(s, stages, i, dev)
-	case Map:
-		tc.logic = &mapLogic{fn: s.Fn}
-	case MultiPass:
-		tc.logic = &multiPassLogic{passSplit: p.passSplit(stages, i)}
-	}
-	tc.in.reach = int64(tc.capacity)
-	p.cells = append(p.cells, &tc.cell)
-	return spawnable{name: name, cell: &tc.cell, producer: func(up *actor.PID, _ []*actor.PID) actor.Actor {
-		tc.in.pub = up
-		return &transformActor{c: tc}
-	}}
+// Pass is the number of the current pass, from 0, counted by Reset.
+func (p *Pipeline) Pass() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return int(p.pass)
 }
 
-// planBatch makes the batch stage's logic, and the pools its storage is
-// recycled through when it may be.
-func (p *Pipeline) planBatch(s Batch, stages []Stage, i int, dev *Devices) *batchLogic {
-	pipe, opts := p.pipe, p.pipe.opts
-	// With lanes, every item leaves a lane as one batch: the merge stage
-	// drops the last short one.
-	bl := &batchLogic{size: s.Size, dropLast: s.DropLast && opts.Lanes <= 1, pipe: pipe, aligned: i == p.aligned}
-	if limit, ok := recyclesBlocks(stages, i, opts); ok {
-		if pipe.blocks == nil { // the lanes' batch stages share it
-			pipe.blocks = newBlockPool(limit)
-		}
-		bl.blocks = pipe.blocks
+// Run waits until every device has consumed the current pass, and returns
+// the first error of any stage or device. Call Reset to run another pass:
+// Run on a pass that already ran to its end returns ErrPassDone (it would
+// deliver nothing).
+func (p *Pipeline) Run(ctx context.Context) (err error) {
+	if p.devices == nil {
+		return fmt.Errorf("%w: this pipeline has no devices; use Next", ErrProtocol)
 	}
-	pipe.counting = true
-	if dev != nil && dev.Storage != nil && pipe.storage == nil {
-		pipe.storage = newStoragePool(dev.Storage)
+	p.mu.Lock()
+	if p.ran && p.ranPass == p.pass {
+		p.mu.Unlock()
+		return fmt.Errorf("%w: pass %d", ErrPassDone, p.pass)
 	}
-	if dev != nil && (dev.Recycle || dev.Storage != nil) && lastBeforeBuffer(stages, i) && pipe.recycled == nil {
-		// As many as may be alive at once (docs/memory.md): a batch is
-		// made in fresh storage only when none is free, so storage never
-		// exceeds the peak of live batches.
-		prefetch := opts.Window
-		if db, ok := stages[len(stages)-1].(DoubleBuffer); ok {
-			prefetch = db.window()
+	p.inflight++
+	pass := p.pass
+	p.mu.Unlock()
+	defer func() {
+		p.mu.Lock()
+		if err == nil && !p.Stopped() {
+			p.ran, p.ranPass = true, pass
 		}
-		alive := opts.Lanes*(opts.Capacity+opts.Window*((opts.GroupSize+s.Size-1)/s.Size)) + dev.N*(2*prefetch+consumerWindow(stages, opts))
-		if opts.Lanes > 1 {
-			alive += p.mergeHolds()
+		p.mu.Unlock()
+		p.leave()
+	}()
+	for {
+		p.mu.Lock()
+		pass, closed := p.pass, p.closed
+		p.mu.Unlock()
+		if closed {
+			return ErrShutdown
 		}
-		pipe.recycled = make(chan tensor.Slots, alive)
-	}
-	return bl
-}
-
-// planConsumers plans the consumers: the devices, or the handle's sink.
-func (p *Pipeline) planConsumers(stages []Stage, dev *Devices, consumers int) []spawnable {
-	window := consumerWindow(stages, p.pipe.opts)
-	var plan []spawnable
-	for d := range consumers {
-		kind, name := KindSink, "sink"
-		var run *deviceRun
-		if dev != nil {
-			kind, name = KindDevice, fmt.Sprintf("device-%d", d)
-			st := &deviceCounter{st: DeviceStats{Device: d}}
-			p.devices = append(p.devices, st)
-			run = &deviceRun{step: dev.Step, stepTime: dev.StepTime, stats: st}
+		if err := p.pipe.terminal(); err != nil {
+			return err
 		}
-		cc := newConsumerCell(p.pipe, name, kind, uint32(d), uint32(consumers), window)
-		p.sinks = append(p.sinks, cc)
-		p.cells = append(p.cells, &cc.cell)
-		plan = append(plan, spawnable{name: name, cell: &cc.cell, sink: cc, producer: func(up *actor.PID, _ []*actor.PID) actor.Actor {
-			cc.in.pub = up
-			return &consumerActor{c: cc, device: run}
-		}})
-	}
-	return plan
-}
-
-// supervisorActor owns a pipeline's stages: it spawns them and, through its
-// Strategy, restarts a failed one or stops them all past the intensity.
-type supervisorActor struct {
-	p        *Pipeline
-	plan     []spawnable
-	strategy *supervisor.Strategy
-	byID     map[string]*cell
-	spawned  bool
-}
-
-func (s *supervisorActor) Receive(ctx actor.Context) {
-	switch ctx.Message().(type) {
-	case *actor.Started:
-		if s.spawned {
-			return
-		}
-		s.spawned = true
-		s.byID = map[string]*cell{}
-		s.strategy.OnBreach = s.breach
-		// Every stage's address is known before any is spawned, so each can be
-		// told whom it feeds.
-		pids := make([]*actor.PID, len(s.plan))
-		var sinks []*actor.PID
-		for i, sp := range s.plan {
-			pids[i] = actor.NewPID(ctx.ActorSystem().Address(), ctx.Self().Id+"/"+sp.name)
-			if sp.sink != nil {
-				sinks = append(sinks, pids[i])
-				// Before the spawn: its device may consume (and tell its
-				// actor so) before SpawnNamed returns.
-				sp.sink.mu.Lock()
-				sp.sink.self = pids[i]
-				sp.sink.mu.Unlock()
+		p.pipe.mu.Lock()
+		ch, done := p.pipe.ended, 0
+		for _, s := range p.sinks {
+			if e, ok := p.pipe.ends[s.name]; ok && e == pass {
+				done++
 			}
 		}
-		s.link(pids, sinks)
-		var prev, deal *actor.PID
-		var workers []*actor.PID
-		for _, sp := range s.plan {
-			up, ws := prev, slices.Clone(workers)
-			if sp.dealt {
-				up = deal
-			}
-			props := actor.PropsFromProducer(func() actor.Actor { return sp.producer(up, ws) }, actor.WithDispatcher(s.p.pool))
-			pid, err := ctx.SpawnNamed(props, sp.name)
-			if err != nil {
-				s.p.pipe.fail(fmt.Errorf("actors: spawning %s: %w", sp.name, err))
-				return
-			}
-			s.byID[pid.Id] = sp.cell
-			if sp.sink != nil {
-				continue
-			}
-			if sp.workers {
-				workers = append(workers, pid)
-				continue
-			}
-			if sp.deal {
-				deal = pid
-			}
-			prev, workers = pid, nil
+		p.pipe.mu.Unlock()
+		if done == len(p.sinks) && p.devicesIdle() || p.Stopped() {
+			return nil
 		}
-	case *actor.Stopping:
-		s.strategy.Halt() // a failure from now on must not restart a stage told to stop
-	case built:
-		ctx.Respond(built{})
-	}
-}
-
-// link tells each planned stage whom it feeds: the next stage that is not a
-// file reader, the sinks, or, for a lane's last stage, the merge stage,
-// which is told the lanes' last stages.
-func (s *supervisorActor) link(pids, sinks []*actor.PID) {
-	var merge *actor.PID
-	var lasts, firsts []*actor.PID
-	for i, sp := range s.plan {
-		if sp.lanes != nil {
-			merge = pids[i]
-		}
-		if sp.toMerge {
-			lasts = append(lasts, pids[i])
-		}
-		if sp.dealt {
-			firsts = append(firsts, pids[i])
-		}
-	}
-	for i, sp := range s.plan {
-		j := i + 1
-		for j < len(s.plan) && s.plan[j].workers {
-			j++
-		}
-		switch {
-		case sp.lanes != nil:
-			sp.lanes(lasts)
-			sp.cell.down = []*actor.PID{pids[j]}
-		case sp.toMerge:
-			sp.cell.down = []*actor.PID{merge}
-		case sp.deal:
-			sp.cell.down = firsts
-		case sp.sink != nil || j == len(s.plan):
-		case s.plan[j].sink != nil:
-			sp.cell.down = sinks
-		default:
-			sp.cell.down = []*actor.PID{pids[j]}
+		select {
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		case <-ch:
+		case <-p.pipe.done:
+		case <-p.pipe.budget.spentCh():
 		}
 	}
 }
 
-// breach ends the pipeline when restarts exceed the intensity.
-func (s *supervisorActor) breach(child *actor.PID, reason any) {
-	c := s.byID[child.Id]
-	name := child.Id
-	if c != nil {
-		name = c.name
+// Stopped says whether the devices stepped Devices.Steps batches and
+// stopped: the pipeline steps nothing more, and State is final.
+func (p *Pipeline) Stopped() bool { return p.pipe.budget.isSpent() }
+
+// RunEpochs runs passes (Reset between them) until the job has read
+// epochs epochs of the order, counted from the start of the job (a
+// pipeline resumed from a State starts in its epoch and does what is left
+// of them), or until the devices stepped Devices.Steps batches. Either way
+// it returns nil, and State is where the job stands. With a multi-pass
+// stage, a pass reads several epochs; a pipeline without the order counts
+// its passes from 0.
+func (p *Pipeline) RunEpochs(ctx context.Context, epochs int) error {
+	for p.nextEpoch() < epochs && !p.Stopped() {
+		if p.passDone() {
+			if err := p.Reset(); err != nil {
+				return err
+			}
+		}
+		if err := p.Run(ctx); err != nil {
+			return err
+		}
 	}
-	lim := s.p.pipe.opts.Intensity
-	err := &StageError{Stage: name, Offset: -1, Record: -1, Class: messages.ErrorClass_ERROR_CLASS_PANIC,
-		Err: fmt.Errorf("%w: more than %d restarts within %v; last: %v", supervisor.ErrRestartIntensity, lim.MaxRestarts, lim.Within, reason)}
-	if c != nil && c.where != nil {
-		err.File, err.Record = c.where()
+	return nil
+}
+
+// nextEpoch is the first epoch of the order the next run of the pipeline
+// reads: the current pass's, or, once it ran to its end, the next one's.
+func (p *Pipeline) nextEpoch() int {
+	p.mu.Lock()
+	pass, ended := p.pass, p.passEnded()
+	p.mu.Unlock()
+	if ended {
+		pass++
 	}
-	s.p.pipe.fail(err)
+	if p.order == nil {
+		return int(pass)
+	}
+	lo, _ := p.order.passesOf(pass)
+	return p.order.epoch(lo)
+}
+
+// passDone says whether the current pass ran to its end.
+func (p *Pipeline) passDone() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.passEnded()
+}
+
+// devicesIdle reports whether every device consumed all it received.
+func (p *Pipeline) devicesIdle() bool {
+	for _, s := range p.sinks {
+		s.mu.Lock()
+		n := len(s.queue)
+		s.mu.Unlock()
+		if n > 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// Shutdown stops the pipeline, letting every stage handle what its mailbox
+// already holds, and waits for the stages and their goroutines to end. When
+// ctx ends first it aborts as Close does. Afterwards every call returns
+// ErrShutdown. It returns within Options.StopGrace of its abort whatever
+// user code does: code that ignores its cancellation is abandoned, and
+// Shutdown then returns an error wrapping ErrAbandoned that names it.
+func (p *Pipeline) Shutdown(ctx context.Context) error {
+	if !p.markClosed() {
+		return nil
+	}
+	fut := p.sys.Root.PoisonFuture(p.top)
+	done := make(chan struct{})
+	go func() { fut.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		p.sys.Root.Stop(p.top)
+		<-done
+	}
+	return p.finish()
+}
+
+// Close aborts the pipeline at once: stages stop without handling what their
+// mailboxes hold. It waits for the stages and their goroutines to end,
+// within Options.StopGrace for user code that ignores its cancellation,
+// which it abandons and names in an error wrapping ErrAbandoned; the
+// pipeline is closed all the same.
+func (p *Pipeline) Close() error {
+	if !p.markClosed() {
+		return nil
+	}
+	err := p.sys.Root.StopFuture(p.top).Wait()
+	if errors.Is(err, context.DeadlineExceeded) {
+		err = nil // stopped without an answer in time: the actors are gone all the same
+	}
+	return errors.Join(err, p.finish())
+}
+
+func (p *Pipeline) markClosed() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return false
+	}
+	p.closed = true
+	p.pipe.fail(ErrShutdown)
+	return true
+}
+
+// finish releases what the actors used once they are gone, and reports the
+// user code they abandoned.
+func (p *Pipeline) finish() error {
+	p.pool.close()
+	for _, q := range p.queues {
+		q.Close()
+	}
+	if p.own {
+		p.sys.Shutdown()
+	}
+	abandoned := p.pipe.abandonedErr()
+	if p.pipe.storage != nil {
+		p.pipe.storage.close(abandoned != nil)
+	}
+	return abandoned
+}
+
+// Stats are a pipeline's counters.
+type Stats struct {
+	// Restarts of stage actors so far.
+	Restarts int
+	// PeakLiveBatches is the most batches made by the batch stage and not
+	// yet consumed at any moment since the last Reset.
+	PeakLiveBatches int
+	// Recycled is the number of batches made in the storage of batches the
+	// devices had stepped (Devices.Recycle).
+	Recycled int
+	// RecycledGroups is the number of groups the file readers stacked into
+	// the storage of groups already batched (see Batch); the rest were
+	// fresh allocations.
+	RecycledGroups int
+	// Skipped is the number of corrupt records skipped in the current pass,
+	// known once the pass has ended (0 before).
+	Skipped uint64
+	// Corrupt lists the damaged chunks skipped so far in any pass, each
+	// once, at most the first 100; CorruptChunks counts them all.
+	Corrupt       []CorruptChunk
+	CorruptChunks int
+	// Devices holds one entry per device.
+	Devices []DeviceStats
+}
+
+// Stats returns the pipeline's counters.
+func (p *Pipeline) Stats() Stats {
+	st := Stats{Restarts: int(p.pipe.restarts.Load()), PeakLiveBatches: int(p.pipe.peak.Load()),
+		Recycled: int(p.pipe.reused.Load()), RecycledGroups: p.pipe.blocks.reusedCount()}
+	pass := uint32(p.Pass())
+	p.pipe.mu.Lock()
+	st.Skipped = p.pipe.skipped[pass]
+	p.pipe.mu.Unlock()
+	st.Corrupt, st.CorruptChunks = p.pipe.corrupt.snapshot()
+	for _, d := range p.devices {
+		st.Devices = append(st.Devices, d.snapshot())
+	}
+	return st
+}
+
+// StageStats are one stage's counters, as of the last message it handled.
+type StageStats struct {
+	Stage string // its name: position-kind, and /reader-k for file readers
+	Kind  string
+	// Items produced (by a consumer: consumed), in all passes.
+	Items int64
+	// Held is the stage's buffer depth: items produced and not yet
+	// acknowledged downstream (queued, for a consumer).
+	Held int
+	// Demand is the demand outstanding on its upstream link.
+	Demand   int64
+	Restarts int
+}
+
+// StageStats returns every stage's counters, sources first. It is safe to
+// call at any time from any goroutine.
+func (p *Pipeline) StageStats() []StageStats {
+	out := make([]StageStats, len(p.cells))
+	for i, c := range p.cells {
+		out[i] = StageStats{Stage: c.name, Kind: c.kind, Items: c.meter.items.Load(), Held: int(c.meter.held.Load()),
+			Demand: c.meter.demand.Load(), Restarts: int(c.meter.restarts.Load())}
+	}
+	return out
+}
+
+// DeviceStats are one device's counters.
+type DeviceStats struct {
+	Device    int
+	Batches   int
+	Instances int
+	Busy      time.Duration // time in steps
+	Wait      time.Duration // time waiting for data
+}
+
+// deviceCounter accumulates a device's DeviceStats.
+type deviceCounter struct {
+	mu sync.Mutex
+	st DeviceStats
+}
+
+func (d *deviceCounter) add(wait, busy time.Duration, instances int) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.st.Batches++
+	d.st.Instances += instances
+	d.st.Busy += busy
+	d.st.Wait += wait
+}
+
+func (d *deviceCounter) snapshot() DeviceStats {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.st
 }
