@@ -25,7 +25,6 @@ import (
 	"github.com/actorfeed/actorfeed/readers"
 	"github.com/actorfeed/actorfeed/readers/format"
 	"github.com/actorfeed/actorfeed/readers/recordio"
-	"github.com/actorfeed/actorfeed/sim"
 	"github.com/actorfeed/actorfeed/supervisor"
 	"github.com/actorfeed/actorfeed/tensor"
 )
@@ -341,11 +340,11 @@ func TestQueueSourceUnderPanics(t *testing.T) {
 			q, err := readers.NewFeedQueue(4, nil)
 			require.NoError(t, err)
 			sys := actors.NewSystem()
-			var faults faults.Injector
+			var inject faults.Injector
 			if kind != "" {
-				faults = sim.PanicAt{Kind: kind, N: 7}
+				inject = faults.PanicAt{Kind: kind, N: 7}
 			}
-			p, err := actors.New([]actors.Stage{actors.Queue{Queue: q}, actors.Batch{Size: 3}}, actors.Options{System: sys, Faults: faults, GroupSize: 2})
+			p, err := actors.New([]actors.Stage{actors.Queue{Queue: q}, actors.Batch{Size: 3}}, actors.Options{System: sys, Faults: inject, GroupSize: 2})
 			require.NoError(t, err)
 			var wg sync.WaitGroup
 			wg.Go(func() {
@@ -556,7 +555,7 @@ func TestGeneratorSource(t *testing.T) {
 	for i := range 10 {
 		require.True(t, clean[i].Equal(clean[10+i]), "batch %d: every pass reads the stream from its start", i)
 	}
-	faulty := read(sim.PanicAt{Kind: actors.KindFileReader, N: 3})
+	faulty := read(faults.PanicAt{Kind: actors.KindFileReader, N: 3})
 	for i := range clean {
 		require.True(t, clean[i].Equal(faulty[i]), "batch %d: a restarted reader resumes where it was", i)
 	}
@@ -591,7 +590,7 @@ func TestStageStats(t *testing.T) {
 	paths := testutil.WriteFiles(t, 2, 100, 400)
 	sys := actors.NewSystem()
 	p, err := actors.NewDevices([]actors.Stage{actors.Files{Paths: paths}, actors.Shuffle{Window: 30, Seed: 1}, actors.Batch{Size: 10}},
-		actors.Devices{N: 2}, actors.Options{System: sys, GroupSize: 8, Faults: sim.PanicAt{Kind: actors.KindBatch, N: 4}})
+		actors.Devices{N: 2}, actors.Options{System: sys, GroupSize: 8, Faults: faults.PanicAt{Kind: actors.KindBatch, N: 4}})
 	require.NoError(t, err)
 	require.NoError(t, p.Run(ctx))
 	byKind := map[string][]actors.StageStats{}

@@ -13,7 +13,6 @@ import (
 	"github.com/actorfeed/actorfeed/internal/faults"
 	"github.com/actorfeed/actorfeed/internal/testutil"
 	"github.com/actorfeed/actorfeed/messages"
-	"github.com/actorfeed/actorfeed/sim"
 	"github.com/actorfeed/actorfeed/tensor"
 )
 
@@ -107,7 +106,7 @@ func TestExactlyOnceUnderPanics(t *testing.T) {
 	for _, kind := range kinds {
 		for _, n := range []int64{1, 2, 3, 5, 8, 13, 21, 34} {
 			t.Run(fmt.Sprintf("%s/%d", kind, n), func(t *testing.T) {
-				got, st := runDevices(t, paths, passes, devices, sim.PanicAt{Kind: kind, N: n})
+				got, st := runDevices(t, paths, passes, devices, faults.PanicAt{Kind: kind, N: n})
 				require.Positive(t, st.Restarts, "the fault fired")
 				for d := range devices {
 					require.True(t, slices.Equal(want[d], got[d]), "device %d: order differs from the fault-free run", d)
@@ -162,7 +161,7 @@ func TestRecycledGroupsUnderPanics(t *testing.T) {
 	for _, kind := range kinds {
 		for _, n := range []int64{1, 3, 8, 21, 34} {
 			t.Run(fmt.Sprintf("%s/%d", kind, n), func(t *testing.T) {
-				got, st := run(t, sim.PanicAt{Kind: kind, N: n})
+				got, st := run(t, faults.PanicAt{Kind: kind, N: n})
 				require.Positive(t, st.Restarts, "the fault fired")
 				for d := range devices {
 					require.True(t, slices.Equal(want[d], got[d]), "device %d: order differs from the fault-free run", d)
@@ -206,7 +205,7 @@ func panicEverywhereOverResets(t *testing.T, messages int64, passes, want int, k
 	t.Helper()
 	ctx := testutil.Context(t)
 	for n := int64(1); n <= messages; n++ {
-		p, err := build(sim.PanicAt{Kind: kind, N: n})
+		p, err := build(faults.PanicAt{Kind: kind, N: n})
 		require.NoError(t, err)
 		for pass := range passes {
 			if pass > 0 {

@@ -16,7 +16,6 @@ import (
 	"github.com/actorfeed/actorfeed/internal/faults"
 	"github.com/actorfeed/actorfeed/internal/testutil"
 	"github.com/actorfeed/actorfeed/readers"
-	"github.com/actorfeed/actorfeed/sim"
 	"github.com/actorfeed/actorfeed/tensor"
 )
 
@@ -131,7 +130,7 @@ func TestLanesExactlyOnceUnderPanics(t *testing.T) {
 	for _, kind := range kinds {
 		for _, n := range []int64{1, 2, 3, 5, 8, 13, 21} {
 			t.Run(fmt.Sprintf("%s/%d", kind, n), func(t *testing.T) {
-				got, st := runLanes(t, paths, lanes, devices, sim.PanicAt{Kind: kind, N: n})
+				got, st := runLanes(t, paths, lanes, devices, faults.PanicAt{Kind: kind, N: n})
 				require.Positive(t, st.Restarts, "the fault fired")
 				require.Equal(t, want, got, "the devices' batches differ from the fault-free run's")
 			})

@@ -19,7 +19,6 @@ import (
 	"github.com/actorfeed/actorfeed/messages"
 	"github.com/actorfeed/actorfeed/readers/order"
 	"github.com/actorfeed/actorfeed/readers/recordio"
-	"github.com/actorfeed/actorfeed/sim"
 	"github.com/actorfeed/actorfeed/supervisor"
 	"github.com/actorfeed/actorfeed/tensor"
 )
@@ -78,7 +77,7 @@ func TestServiceInOneSystemDeliversExactlyOnce(t *testing.T) {
 	require.LessOrEqual(t, st.PeakLiveBatches, (1*2+1)*actors.DefaultServiceCredit+2+8+1)
 	for _, n := range []int64{1, 2, 3, 5, 8, 13, 21, 34} {
 		t.Run(fmt.Sprintf("panic at %d", n), func(t *testing.T) {
-			got, st := run(t, sim.PanicAt{Kind: actors.KindService, N: n})
+			got, st := run(t, faults.PanicAt{Kind: actors.KindService, N: n})
 			require.Positive(t, st.Restarts, "the fault fired")
 			require.Equal(t, want, got)
 		})

@@ -16,7 +16,6 @@ import (
 	"github.com/actorfeed/actorfeed/internal/registered"
 	"github.com/actorfeed/actorfeed/internal/testutil"
 	"github.com/actorfeed/actorfeed/messages"
-	"github.com/actorfeed/actorfeed/sim"
 	"github.com/actorfeed/actorfeed/tensor"
 )
 
@@ -195,7 +194,7 @@ func TestXMapUnorderedRestartsAnywhere(t *testing.T) {
 			fn     actors.MapFunc
 			faults faults.Injector
 		}{
-			{uneven(negate), sim.PanicAt{Kind: actors.KindXMap, N: int64(n)}},
+			{uneven(negate), faults.PanicAt{Kind: actors.KindXMap, N: int64(n)}},
 			{uneven(panicOnce(n)), nil},
 		} {
 			sys := actors.NewSystem()

@@ -17,6 +17,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/actorfeed/actorfeed/actors"
+	"github.com/actorfeed/actorfeed/internal/faults"
 	"github.com/actorfeed/actorfeed/internal/registered"
 	"github.com/actorfeed/actorfeed/messages"
 	"github.com/actorfeed/actorfeed/readers/format"
@@ -518,15 +519,15 @@ func execute(ctx context.Context, sc Scenario, paths []string, o Options, live b
 
 // scheduledPanics are the stage panics that faults schedule: one for a
 // StagePanic, Count in a row for a PanicStorm.
-func scheduledPanics(faults []Fault) *stagePanics {
+func scheduledPanics(scheduled []Fault) *stagePanics {
 	panics := &stagePanics{}
-	for _, f := range faults {
+	for _, f := range scheduled {
 		switch f.Kind {
 		case StagePanic:
-			panics.at = append(panics.at, panicAt{kind: f.Kind, PanicAt: PanicAt{Kind: f.Stage, N: int64(f.N)}})
+			panics.at = append(panics.at, panicAt{kind: f.Kind, PanicAt: faults.PanicAt{Kind: f.Stage, N: int64(f.N)}})
 		case PanicStorm:
 			for k := range f.Count {
-				panics.at = append(panics.at, panicAt{kind: f.Kind, PanicAt: PanicAt{Kind: f.Stage, N: int64(f.N + k)}})
+				panics.at = append(panics.at, panicAt{kind: f.Kind, PanicAt: faults.PanicAt{Kind: f.Stage, N: int64(f.N + k)}})
 			}
 		}
 	}
@@ -574,7 +575,7 @@ func pipelineOptions(sh Shape, o Options, sys *actor.ActorSystem, d *disk, panic
 
 // panicAt is a stage panic of a fault of kind kind.
 type panicAt struct {
-	PanicAt
+	faults.PanicAt
 	kind FaultKind
 }
 
