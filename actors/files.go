@@ -28,7 +28,6 @@ type filesCell struct {
 
 	out      outlet
 	pass     uint32
-	running  bool
 	epochs   uint64 // assignment epochs handed out, never reused
 	nextUnit int
 	base     int         // the unit of state[0]: units before are released
@@ -97,10 +96,10 @@ func (a *filesActor) Receive(ctx actor.Context) {
 		}
 		return
 	case *messages.Subscribe:
-		if c.out.sub != nil && m.Epoch <= c.out.epoch {
+		switch c.out.classify(m) {
+		case staleSub:
 			return
-		}
-		if !c.running || m.Pass != c.pass {
+		case freshSub:
 			a.startPass(send, m.Pass)
 		}
 		if err := c.out.subscribe(ctx.Sender(), m); err != nil {
@@ -111,8 +110,7 @@ func (a *filesActor) Receive(ctx actor.Context) {
 			a.fail(err)
 		}
 	case *messages.Cancel:
-		if m.Epoch == c.out.epoch && !c.out.closed {
-			c.out.closed = true
+		if c.out.cancel(m) {
 			a.stopReaders(send)
 		}
 		return
@@ -152,7 +150,7 @@ func (a *filesActor) startPass(send func(*actor.PID, any), pass uint32) {
 	c := a.c
 	a.stopReaders(send)
 	c.out.reset(pass)
-	c.pass, c.running, c.nextUnit, c.head, c.base, c.skipped = pass, true, 0, 0, 0, 0
+	c.pass, c.nextUnit, c.head, c.base, c.skipped = pass, 0, 0, 0, 0
 	c.state = c.state[:0]
 	if c.units != nil {
 		c.units.begin(pass)

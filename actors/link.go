@@ -65,6 +65,40 @@ func (o *outlet) subscribe(sub *actor.PID, m *messages.Subscribe) error {
 	return nil
 }
 
+// subscription is what a Subscribe asks of the outlet (see classify).
+type subscription int
+
+const (
+	staleSub  subscription = iota // an old request: ignore it
+	resumeSub                     // the pass it serves, from From: subscribe
+	freshSub                      // another pass: the stage starts it, then subscribe
+)
+
+// classify sorts a Subscribe, the same way for every publisher whose
+// outlet serves one subscriber: an epoch no newer than the link's is an
+// old request; the pass it serves is reopened from m.From (a restarted
+// subscriber); another pass starts afresh (Reset, or multi-pass).
+func (o *outlet) classify(m *messages.Subscribe) subscription {
+	switch {
+	case o.sub != nil && m.Epoch <= o.epoch:
+		return staleSub
+	case o.sub != nil && m.Pass == o.pass:
+		return resumeSub
+	}
+	return freshSub
+}
+
+// cancel closes the outlet on its subscriber's Cancel; false when the
+// Cancel is for an old epoch or the link is closed already (Cancel is
+// idempotent), so that nothing is done twice.
+func (o *outlet) cancel(m *messages.Cancel) bool {
+	if m.Epoch != o.epoch || o.closed {
+		return false
+	}
+	o.closed = true
+	return true
+}
+
 // ack forgets the items below seq.
 func (o *outlet) ack(seq uint64) {
 	if seq <= o.base {
@@ -231,6 +265,15 @@ func (in *inlet) admitEnd(send func(*actor.PID, any), m *messages.End, room int)
 		return false
 	}
 	return true
+}
+
+// cancel closes the link from this side, if it is open: the stage's own
+// subscriber cancelled, so nothing more is wanted from upstream.
+func (in *inlet) cancel(send func(*actor.PID, any)) {
+	if in.open && !in.ended {
+		send(in.pub, &messages.Cancel{Epoch: in.epoch})
+		in.ended = true
+	}
 }
 
 // current says whether a control message (End, Failure) belongs to the

@@ -63,6 +63,32 @@ func TestOutletFollowsTheProtocol(t *testing.T) {
 	require.Equal(t, 5+3, out.batches(), "a new epoch replays from its from")
 }
 
+// Every publisher with one subscriber (open_files, the decorators, the
+// merge stage, the service client) sorts a Subscribe by classify: an
+// epoch no newer than the link's is stale, the pass it serves resumes,
+// anything else starts a pass.
+func TestOutletClassifiesSubscriptions(t *testing.T) {
+	var o outlet
+	o.reset(4)
+	sub := actor.NewPID("local", "sub")
+	require.Equal(t, freshSub, o.classify(&messages.Subscribe{Epoch: 1, Pass: 4}), "the first subscription starts its pass")
+	require.NoError(t, o.subscribe(sub, &messages.Subscribe{Epoch: 5, Pass: 4}))
+	for _, c := range []struct {
+		epoch uint64
+		pass  uint32
+		want  subscription
+	}{
+		{4, 4, staleSub}, {5, 4, staleSub}, {5, 9, staleSub}, // no newer than the link
+		{6, 4, resumeSub},                  // a restarted subscriber, same pass
+		{6, 5, freshSub}, {9, 0, freshSub}, // Reset, or multi-pass
+	} {
+		require.Equal(t, c.want, o.classify(&messages.Subscribe{Epoch: c.epoch, Pass: c.pass}), "epoch %d pass %d", c.epoch, c.pass)
+	}
+	require.False(t, o.cancel(&messages.Cancel{Epoch: 4}), "an old epoch's Cancel")
+	require.True(t, o.cancel(&messages.Cancel{Epoch: 5}))
+	require.False(t, o.cancel(&messages.Cancel{Epoch: 5}), "a second Cancel")
+}
+
 func TestInletTakesItemsInOrder(t *testing.T) {
 	in := inlet{window: 4, pub: actor.NewPID("local", "pub")}
 	var out sent

@@ -162,10 +162,10 @@ func (a *mergeActor) onLane(send func(*actor.PID, any), msg any) bool {
 // starts it in every lane, forgetting what was queued of the last.
 func (a *mergeActor) onSubscribe(ctx actor.Context, send func(*actor.PID, any), m *messages.Subscribe) error {
 	c := a.c
-	if c.out.sub != nil && m.Epoch <= c.out.epoch {
-		return nil // an old request
-	}
-	if c.out.sub != nil && m.Pass == c.out.pass {
+	switch c.out.classify(m) {
+	case staleSub:
+		return nil
+	case resumeSub:
 		return c.out.subscribe(ctx.Sender(), m)
 	}
 	c.out.reset(m.Pass)
@@ -188,15 +188,11 @@ func (a *mergeActor) onSubscribe(ctx actor.Context, send func(*actor.PID, any), 
 // onCancel closes the link to the double buffer, and the lanes' links.
 func (a *mergeActor) onCancel(send func(*actor.PID, any), m *messages.Cancel) {
 	c := a.c
-	if m.Epoch != c.out.epoch || c.out.closed {
+	if !c.out.cancel(m) {
 		return
 	}
-	c.out.closed = true
 	for l := range c.ins {
-		if in := &c.ins[l]; in.open && !in.ended {
-			send(in.pub, &messages.Cancel{Epoch: in.epoch})
-			in.ended = true
-		}
+		c.ins[l].cancel(send)
 	}
 }
 

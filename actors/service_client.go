@@ -48,8 +48,7 @@ func (a *serviceActor) Receive(ctx actor.Context) {
 			return
 		}
 	case *messages.Cancel:
-		if m.Epoch == c.out.epoch {
-			c.out.closed = true
+		if c.out.cancel(m) {
 			a.closeSessions(ctx)
 		}
 		return
@@ -118,10 +117,10 @@ func (a *serviceActor) progress(ctx actor.Context, send func(*actor.PID, any)) {
 // cuts the new pass into tasks.
 func (a *serviceActor) onSubscribe(ctx actor.Context, m *messages.Subscribe) error {
 	c := a.c
-	if c.out.sub != nil && m.Epoch <= c.out.epoch {
-		return nil // an old request
-	}
-	if c.subscribed && m.Pass == c.out.pass {
+	switch c.out.classify(m) {
+	case staleSub:
+		return nil
+	case resumeSub:
 		return c.out.subscribe(ctx.Sender(), m)
 	}
 	c.subscribed = true

@@ -51,10 +51,10 @@ const (
 func (r *relay) onLink(ctx actor.Context, send func(*actor.PID, any), msg any, room int, begin func(pass uint32) uint32) (linkResult, error) {
 	switch m := msg.(type) {
 	case *messages.Subscribe:
-		if r.out.sub != nil && m.Epoch <= r.out.epoch {
-			return handled, nil // an old request
-		}
-		if r.out.sub != nil && m.Pass == r.out.pass {
+		switch r.out.classify(m) {
+		case staleSub:
+			return handled, nil
+		case resumeSub:
 			return flushed, r.out.subscribe(ctx.Sender(), m)
 		}
 		r.out.reset(m.Pass)
@@ -68,12 +68,8 @@ func (r *relay) onLink(ctx actor.Context, send func(*actor.PID, any), msg any, r
 	case *messages.Demand:
 		return flushed, r.out.onDemand(m)
 	case *messages.Cancel:
-		if m.Epoch == r.out.epoch && !r.out.closed {
-			r.out.closed = true
-			if r.in.open && !r.in.ended {
-				send(r.in.pub, &messages.Cancel{Epoch: r.in.epoch})
-				r.in.ended = true
-			}
+		if r.out.cancel(m) {
+			r.in.cancel(send)
 		}
 		return handled, nil
 	case *messages.Resubscribe:
