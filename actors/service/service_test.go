@@ -29,7 +29,7 @@ import (
 
 	"github.com/actorfeed/actorfeed/actors"
 	"github.com/actorfeed/actorfeed/actors/service"
-	"github.com/actorfeed/actorfeed/internal/leakcheck"
+	"github.com/actorfeed/actorfeed/internal/harness/leakcheck"
 	"github.com/actorfeed/actorfeed/internal/registered"
 	"github.com/actorfeed/actorfeed/internal/testutil"
 	"github.com/actorfeed/actorfeed/tensor"

@@ -18,7 +18,7 @@ import (
 
 	"github.com/actorfeed/actorfeed/actors"
 	"github.com/actorfeed/actorfeed/internal/baseline"
-	"github.com/actorfeed/actorfeed/internal/benchmark"
+	"github.com/actorfeed/actorfeed/internal/harness/benchmark"
 	"github.com/actorfeed/actorfeed/readers/recordio"
 	"github.com/actorfeed/actorfeed/tensor"
 )

@@ -16,7 +16,7 @@ import (
 
 	"github.com/actorfeed/actorfeed/actors"
 	"github.com/actorfeed/actorfeed/actors/service"
-	"github.com/actorfeed/actorfeed/internal/benchmark"
+	"github.com/actorfeed/actorfeed/internal/harness/benchmark"
 	"github.com/actorfeed/actorfeed/internal/serveproc"
 	"github.com/actorfeed/actorfeed/readers/recordio"
 )

@@ -11,7 +11,7 @@ import (
 
 	"github.com/actorfeed/actorfeed/actors"
 	"github.com/actorfeed/actorfeed/actors/service"
-	"github.com/actorfeed/actorfeed/internal/leakcheck"
+	"github.com/actorfeed/actorfeed/internal/harness/leakcheck"
 	"github.com/actorfeed/actorfeed/internal/serveproc"
 )
 

@@ -14,7 +14,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/actorfeed/actorfeed/actors/service"
-	"github.com/actorfeed/actorfeed/internal/leakcheck"
+	"github.com/actorfeed/actorfeed/internal/harness/leakcheck"
 	"github.com/actorfeed/actorfeed/sim"
 )
 

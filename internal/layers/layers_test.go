@@ -47,17 +47,20 @@ func rules(t *testing.T) []rule {
 }
 
 // forbidden reports whether dep (a full import path) is one of what a rule
-// names: the package itself, or for cmd any command.
+// names: the package itself, for cmd any command, and for a name ending in
+// /... every package below it.
 func forbidden(dep, self, name string) bool {
 	if !strings.HasPrefix(dep, module+"/") || dep == module+"/"+self {
 		return false
 	}
 	rel := strings.TrimPrefix(dep, module+"/")
-	switch name {
-	case "*":
+	switch {
+	case name == "*":
 		return true
-	case "cmd":
+	case name == "cmd":
 		return strings.HasPrefix(rel, "cmd/")
+	case strings.HasSuffix(name, "/..."):
+		return strings.HasPrefix(rel, strings.TrimSuffix(name, "..."))
 	}
 	return rel == name
 }
@@ -85,4 +88,11 @@ func TestImportTable(t *testing.T) {
 			}
 		}
 	}
+}
+
+// A name ending in /... forbids every package below it, and only those.
+func TestForbiddenNamesATreeWithDots(t *testing.T) {
+	require.True(t, forbidden(module+"/internal/harness/benchmark", "sim", "internal/harness/..."))
+	require.False(t, forbidden(module+"/internal/harnesses", "sim", "internal/harness/..."))
+	require.False(t, forbidden(module+"/internal/baseline", "sim", "internal/harness/..."))
 }

@@ -6,7 +6,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
-	"github.com/actorfeed/actorfeed/internal/leakcheck"
+	"github.com/actorfeed/actorfeed/internal/harness/leakcheck"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

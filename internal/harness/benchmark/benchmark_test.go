@@ -13,7 +13,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/actorfeed/actorfeed/actors"
-	"github.com/actorfeed/actorfeed/internal/benchmark"
+	"github.com/actorfeed/actorfeed/internal/harness/benchmark"
 	"github.com/actorfeed/actorfeed/internal/registered"
 	"github.com/actorfeed/actorfeed/readers"
 	"github.com/actorfeed/actorfeed/readers/recordio"
