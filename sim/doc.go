@@ -31,7 +31,9 @@
 // workers as processes (NetConfig.WorkerCommand, actorfeed serve) or as
 // nodes in this process, and checks its batches against the same pipeline
 // in one process, the service stage's credit bound, no hang, and that every
-// worker stopped cleanly (docs/distributed.md).
+// worker stopped cleanly (docs/distributed.md). HostileNet puts a trainer
+// that breaks every rule it can (a tiny lease, huge credit, a reconnect
+// storm) beside a well-behaved one, which must be served exactly once.
 //
 // A user's own questions take a Schedule (ParseSchedule: faults by target
 // and kind, each in a window of time, seeded; docs/simulation.md) and run
