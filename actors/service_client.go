@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
-	"github.com/asynkron/protoactor-go/scheduler"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/actorfeed/actorfeed/messages"
@@ -18,7 +17,7 @@ type serviceTick struct{}
 
 type serviceActor struct {
 	c    *serviceCell
-	stop scheduler.CancelFunc
+	tick *ticker
 }
 
 func (a *serviceActor) Receive(ctx actor.Context) {
@@ -28,10 +27,11 @@ func (a *serviceActor) Receive(ctx actor.Context) {
 	switch m := msg.(type) {
 	case *actor.Started:
 		a.onStarted(ctx, send)
+	case *actor.Restarting:
+		a.tick.stop()
+		return
 	case *actor.Stopping:
-		if a.stop != nil {
-			a.stop()
-		}
+		a.tick.stop()
 		a.closeSessions(ctx)
 		c.probes.Wait() // within their dial timeout
 		return
@@ -80,7 +80,7 @@ func (a *serviceActor) Receive(ctx actor.Context) {
 // attempt in flight starts again, fenced, from what was handed on.
 func (a *serviceActor) onStarted(ctx actor.Context, send func(*actor.PID, any)) {
 	c := a.c
-	a.stop = scheduler.NewTimerScheduler(ctx.ActorSystem().Root).SendRepeatedly(c.cfg.Lease/4, c.cfg.Lease/4, ctx.Self(), serviceTick{})
+	a.tick = startTicker(ctx.ActorSystem().Root, c.cfg.Lease/4, ctx.Self(), serviceTick{})
 	if c.restarted() {
 		for _, t := range c.tasks[c.head:] {
 			if t.worker >= 0 && !t.complete {

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
-	"github.com/asynkron/protoactor-go/scheduler"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/actorfeed/actorfeed/messages"
@@ -274,17 +273,17 @@ type nodeWorkerActor struct {
 	w         *Worker
 	sessions  map[string]*wSession
 	perClient map[string]int // sessions by client address
-	stop      scheduler.CancelFunc
+	ticks     *ticker
 }
 
 func (a *nodeWorkerActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
-		a.stop = scheduler.NewTimerScheduler(ctx.ActorSystem().Root).SendRepeatedly(workerTickEvery, workerTickEvery, ctx.Self(), workerTick{})
+		a.ticks = startTicker(ctx.ActorSystem().Root, workerTickEvery, ctx.Self(), workerTick{})
+	case *actor.Restarting:
+		a.ticks.stop()
 	case *actor.Stopping:
-		if a.stop != nil {
-			a.stop()
-		}
+		a.ticks.stop()
 		for id := range a.sessions {
 			a.drop(id)
 		}
