@@ -85,10 +85,13 @@ func TestBatchesAreMadeInTheDevicesStorage(t *testing.T) {
 			}
 			require.NoError(t, p.Run(ctx))
 		}
+		mu.Lock()
+		ran := stepped // the devices may step a few batches of the pass below
+		mu.Unlock()
 		require.NoError(t, p.Reset()) // a pass started and dropped
 		recycled := p.Stats().Recycled
 		closeAndCheck(t, p, sys)
-		require.Equal(t, 3*1200/16, stepped)
+		require.Equal(t, 3*1200/16, ran, "%d lanes", lanes)
 		require.Zero(t, foreign, "slots not in the devices' storage")
 		require.Positive(t, recycled)
 		require.Less(t, len(st.given), 2*stepped/3, "blocks allocated for %d batches: recycled", stepped)
