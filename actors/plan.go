@@ -46,8 +46,10 @@ func recyclesBlocks(stages []Stage, i int, opts Options) (limit int, ok bool) {
 			return 0, false
 		}
 		// The window being filled and the one handed on (see Shuffle's
-		// capacity in plan), and the partly used groups at their edges,
-		// in every lane.
+		// capacity in plan), and the partly used groups at their edges;
+		// with lanes, as much again a lane for the groups the deal stage
+		// and the lanes' links hold in flight (generous: a block past the
+		// limit goes to the collector, not back to a reader).
 		limit += opts.Lanes * (2*((sh.Window+opts.GroupSize-1)/opts.GroupSize) + 2)
 	}
 	return limit, true
