@@ -75,6 +75,10 @@ fuzz)
   fuzz FuzzHeader ./readers/idx 400000
   fuzz FuzzBatch ./messages 250000
   fuzz FuzzResume ./actors 20000
+  fuzz FuzzRelayMachine ./actors 300000
+  fuzz FuzzMergeMachine ./actors 300000
+  fuzz FuzzFanoutMachine ./actors 300000
+  fuzz FuzzFilesMachine ./actors 300000
   ;;
 *)
   sed -n '2,10s/^# \{0,1\}//p' "$0"

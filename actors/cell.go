@@ -27,21 +27,30 @@ type cell struct {
 	// context) stays the same.
 	sendCtx actor.Context
 	send    func(*actor.PID, any)
+	// box holds what the stage's protocol decided to send while it
+	// handles a message; post sends it.
+	box outbox
 }
 
 // receive starts the handling of a message: a protocol message is counted
 // and shown to the fault injector (which may panic) before anything else.
-// It returns the message and the function to send protocol messages with.
-func (c *cell) receive(ctx actor.Context) (any, func(*actor.PID, any)) {
+// It returns the message and the outbox the stage's protocol puts what it
+// sends in; the actor defers post to send it.
+func (c *cell) receive(ctx actor.Context) (any, *outbox) {
 	msg := ctx.Message()
-	if !isSystem(msg) {
-		c.before(msg)
-	}
 	if c.sendCtx != ctx {
 		c.sendCtx, c.send = ctx, sender(ctx)
 	}
-	return msg, c.send
+	if !isSystem(msg) {
+		c.before(msg)
+	}
+	return msg, &c.box
 }
+
+// post sends what the stage put in its outbox while handling a message,
+// in order; deferred, so that what a step decided before a panic leaves
+// as it did before the outbox existed.
+func (c *cell) post() { c.box.deliver(c.send) }
 
 // meter is what a stage shows while it runs: counters and gauges its actor
 // updates and Pipeline.StageStats reads from any goroutine.
@@ -147,9 +156,9 @@ func (c *cell) restarted() bool {
 
 // announce asks every stage this one feeds to open its link again: after a
 // restart the dropped message may have been a subscription or demand.
-func (c *cell) announce(send func(*actor.PID, any)) {
+func (c *cell) announce(box *outbox) {
 	for _, pid := range c.down {
-		send(pid, &messages.Resubscribe{Stage: c.name})
+		box.put(pid, &messages.Resubscribe{Stage: c.name})
 	}
 }
 

@@ -36,6 +36,7 @@ type consumerCell struct {
 
 func newConsumerCell(pipe *shared, name, kind string, lane, lanes uint32, window int) *consumerCell {
 	c := &consumerCell{cell: cell{name: name, kind: kind, pipe: pipe}, lane: lane, lanes: lanes, changed: make(chan struct{})}
+	c.in.lane = lane // a consumer of several names its lane when it subscribes
 	c.in.window = int64(window)
 	return c
 }
@@ -152,10 +153,11 @@ func (a *consumerActor) Receive(ctx actor.Context) {
 		c.mu.Unlock()
 		c.meter.gauge(held, c.in.outstanding)
 	}()
-	msg, send := c.receive(ctx)
+	msg, box := c.receive(ctx)
+	defer c.post()
 	switch m := msg.(type) {
 	case *actor.Started:
-		a.onStarted(ctx, send)
+		a.onStarted(ctx, box)
 		return
 	case *actor.Stopping, *actor.Restarting:
 		a.stopDevice()
@@ -166,13 +168,13 @@ func (a *consumerActor) Receive(ctx actor.Context) {
 		if c.in.open && c.in.pass == m.pass {
 			return // opened already, by a restart that found the pass begun
 		}
-		a.open(send, m.pass)
+		a.open(box, m.pass)
 	case consumedMsg:
 	case *messages.Resubscribe:
-		c.in.reopen(a.subscriber(send), a.room())
+		c.in.reopen(box, a.room())
 		return
 	case *messages.Batch:
-		if !c.in.admit(a.subscriber(send), m.Epoch, m.Seq, a.room()) {
+		if !c.in.admit(box, m.Epoch, m.Seq, a.room()) {
 			return
 		}
 		c.in.commit()
@@ -183,7 +185,7 @@ func (a *consumerActor) Receive(ctx actor.Context) {
 		}
 		c.mu.Unlock()
 	case *messages.End:
-		a.onEnd(send, m)
+		a.onEnd(box, m)
 		return
 	case *messages.Failure:
 		a.onFailure(m)
@@ -194,12 +196,12 @@ func (a *consumerActor) Receive(ctx actor.Context) {
 	c.mu.Lock()
 	ack := c.consumed
 	c.mu.Unlock()
-	c.in.replenish(send, a.room(), ack)
+	c.in.replenish(box, a.room(), ack)
 }
 
 // onStarted opens the link for the current pass: from its start on a first
 // start, where it was on a restart.
-func (a *consumerActor) onStarted(ctx actor.Context, send func(*actor.PID, any)) {
+func (a *consumerActor) onStarted(ctx actor.Context, box *outbox) {
 	c := a.c
 	if c.restarted() {
 		c.mu.Lock()
@@ -208,21 +210,21 @@ func (a *consumerActor) onStarted(ctx actor.Context, send func(*actor.PID, any))
 		if c.in.open && c.in.pass != pass {
 			// Reset began a pass whose restartPass this instance never
 			// handled: the message that failed may have been it.
-			a.open(send, pass)
+			a.open(box, pass)
 		} else {
-			c.in.reopen(a.subscriber(send), a.room())
+			c.in.reopen(box, a.room())
 		}
 	} else {
-		a.open(send, 0)
+		a.open(box, 0)
 	}
 	a.startDevice(ctx)
 }
 
 // onEnd takes the end of a pass: the current one ends once its queue is
 // consumed.
-func (a *consumerActor) onEnd(send func(*actor.PID, any), m *messages.End) {
+func (a *consumerActor) onEnd(box *outbox, m *messages.End) {
 	c := a.c
-	if !c.in.admitEnd(a.subscriber(send), m, a.room()) {
+	if !c.in.admitEnd(box, m, a.room()) {
 		return
 	}
 	c.in.ended = true
@@ -253,16 +255,6 @@ func (a *consumerActor) onFailure(m *messages.Failure) {
 	c.pipe.fail(err)
 }
 
-// subscriber adds the lane to subscriptions.
-func (a *consumerActor) subscriber(send func(*actor.PID, any)) func(*actor.PID, any) {
-	return func(pid *actor.PID, msg any) {
-		if s, ok := msg.(*messages.Subscribe); ok {
-			s.Lane = a.c.lane
-		}
-		send(pid, msg)
-	}
-}
-
 // beginPass forgets the current pass: what is queued is dropped and items
 // of any other pass are refused from now on.
 func (c *consumerCell) beginPass(pass uint32) {
@@ -276,9 +268,9 @@ func (c *consumerCell) beginPass(pass uint32) {
 }
 
 // open subscribes for pass from its beginning.
-func (a *consumerActor) open(send func(*actor.PID, any), pass uint32) {
+func (a *consumerActor) open(box *outbox, pass uint32) {
 	a.c.beginPass(pass)
-	a.c.in.subscribe(a.subscriber(send), pass, 0, a.room())
+	a.c.in.subscribe(box, pass, 0, a.room())
 }
 
 // room is the window less what waits in the queue.

@@ -6,8 +6,8 @@ import (
 	"github.com/actorfeed/actorfeed/messages"
 )
 
-// fanoutCell is what the double-buffer stage persists: one outlet (a
-// prefetch window) per consumer lane. Item k of a pass goes to lane k mod n,
+// fanoutMachine is the double buffer's protocol: one outlet (a prefetch
+// window) per consumer lane. Item k of a pass goes to lane k mod n,
 // so which device gets which batch is fixed by the data order alone. The
 // deal stage before the lanes (lanes.go) is one too, without reading ahead.
 //
@@ -17,9 +17,9 @@ import (
 // ended: the next pass starts from full buffers instead of from an empty
 // pipeline. The items read ahead wait in the cell, unrouted, until a
 // consumer subscribes to that pass (Reset); a pass nobody asks for is
-// dropped with the pipeline.
-type fanoutCell struct {
-	cell
+// dropped with the pipeline. machineActor runs it.
+type fanoutMachine struct {
+	name        string
 	in          inlet
 	outs        []outlet
 	window      int  // prefetch per lane
@@ -28,113 +28,108 @@ type fanoutCell struct {
 	pass        uint32
 	running     bool
 	routed      uint64            // items routed this pass
-	step        []*messages.Batch // dropPartial: the step being assembled
+	partial     []*messages.Batch // dropPartial: the step being assembled
 	skipped     uint64
 
 	ahead     []*messages.Batch // items of pass+1 read ahead
 	aheadEnd  *messages.End     // pass+1 ended while read ahead
 	aheadFail *messages.Failure // pass+1 failed while read ahead
+	fx        effects
 }
 
 // readingAhead says whether the inlet reads the pass after the lanes'.
-func (c *fanoutCell) readingAhead() bool { return c.running && c.in.pass == c.pass+1 }
+func (c *fanoutMachine) readingAhead() bool { return c.running && c.in.pass == c.pass+1 }
 
-type fanoutActor struct{ c *fanoutCell }
+func (c *fanoutMachine) restarted(box *outbox) { c.in.reopen(box, c.room()) }
 
-func (a *fanoutActor) Receive(ctx actor.Context) {
-	c := a.c
-	defer func() {
-		held := len(c.step)
-		for i := range c.outs {
-			held += c.outs[i].held()
-		}
-		c.meter.gauge(held, c.in.outstanding)
-	}()
-	msg, send := c.receive(ctx)
+func (c *fanoutMachine) load() (int, int64) {
+	held := len(c.partial)
+	for i := range c.outs {
+		held += c.outs[i].held()
+	}
+	return held, c.in.outstanding
+}
+
+func (c *fanoutMachine) step(box *outbox, from *actor.PID, msg any) error {
 	var settle bool // the message may have freed or brought items: flush and ask for more
-	switch m := msg.(type) {
-	case *actor.Started:
-		if c.restarted() {
-			c.in.reopen(send, a.room())
-			c.announce(send)
-		}
+	var err error
+	switch b := msg.(type) {
 	case *messages.Subscribe:
-		settle = a.onSubscribe(send, ctx.Sender(), m)
+		settle, err = c.onSubscribe(box, from, b)
 	case *messages.Demand:
-		settle = a.onDemand(send, ctx.Sender(), m)
+		settle, err = c.onDemand(box, from, b)
 	case *messages.Cancel:
 		// a lane's consumer left; the others go on
 	case *messages.Resubscribe:
-		c.in.reopen(send, a.room())
+		c.in.reopen(box, c.room())
 	case *messages.Batch:
-		settle = a.onBatch(send, m)
+		settle = c.onBatch(box, b)
 	case *messages.End:
-		settle = a.onEnd(send, m)
+		settle = c.onEnd(box, b)
 	case *messages.Failure:
-		settle = a.onFailure(m)
+		settle = c.onFailure(b)
 	}
 	if settle {
 		for i := range c.outs {
-			c.outs[i].flush(send)
+			c.outs[i].flush(box)
 		}
-		c.in.replenish(send, a.room(), c.in.next)
+		c.in.replenish(box, c.room(), c.in.next)
 	}
+	return err
 }
 
 // onSubscribe takes a lane's subscription. One for another pass starts that
 // pass: from what was read ahead when it is the pass being read ahead.
-func (a *fanoutActor) onSubscribe(send func(*actor.PID, any), from *actor.PID, m *messages.Subscribe) bool {
-	c := a.c
+func (c *fanoutMachine) onSubscribe(box *outbox, from *actor.PID, m *messages.Subscribe) (bool, error) {
 	if int(m.Lane) >= len(c.outs) {
-		a.fail(send, errLane(m.Lane, len(c.outs)))
-		return false
+		return false, c.fail(box, errLane(m.Lane, len(c.outs)))
 	}
 	o := &c.outs[m.Lane]
-	if o.sub != nil && m.Epoch <= o.epoch && m.Pass == c.pass {
-		return false
+	if o.sub != nil && m.Epoch <= o.epoch || c.running && m.Pass < c.pass {
+		// An old request; and as passes only grow (Reset), a lane's
+		// subscription for an older one was sent before its consumer
+		// heard of the new pass, and would take every lane back to it.
+		return false, nil
 	}
 	if !c.running || m.Pass != c.pass {
 		ahead := c.readingAhead() && m.Pass == c.in.pass
-		for _, b := range c.step {
-			c.pipe.discard(b)
+		for _, b := range c.partial {
+			c.fx.drop(b)
 		}
-		c.pass, c.running, c.routed, c.step, c.skipped = m.Pass, true, 0, nil, 0
+		c.pass, c.running, c.routed, c.partial, c.skipped = m.Pass, true, 0, nil, 0
 		for i := range c.outs {
 			c.outs[i].reset(m.Pass)
 		}
 		if ahead {
-			a.switchToAhead()
+			c.switchToAhead()
 		} else {
-			a.dropAhead()
-			c.in.subscribe(send, m.Pass, 0, 0)
+			c.dropAhead()
+			c.in.subscribe(box, m.Pass, 0, 0)
 		}
 	}
 	if err := o.subscribe(from, m); err != nil {
-		a.fail(send, err)
-		return false
+		return false, c.fail(box, err)
 	}
-	return true
+	return true, nil
 }
 
-// onDemand credits the lane that asked.
-func (a *fanoutActor) onDemand(send func(*actor.PID, any), from *actor.PID, m *messages.Demand) bool {
-	c := a.c
+// onDemand credits the lane that asked; demand on a lane nobody subscribed
+// to is nobody's.
+func (c *fanoutMachine) onDemand(box *outbox, from *actor.PID, m *messages.Demand) (bool, error) {
 	for i := range c.outs {
-		if c.outs[i].epoch == m.Epoch && c.outs[i].sub.Equal(from) {
+		if c.outs[i].sub != nil && c.outs[i].epoch == m.Epoch && c.outs[i].sub.Equal(from) {
 			if err := c.outs[i].onDemand(m); err != nil {
-				a.fail(send, err)
-				return false
+				return false, c.fail(box, err)
 			}
 		}
 	}
-	return true
+	return true, nil
 }
 
 // onBatch takes an item in: routed to the lanes, or kept while the next
 // pass is read ahead.
-func (a *fanoutActor) onBatch(send func(*actor.PID, any), m *messages.Batch) bool {
-	c := a.c
-	if !c.in.admit(send, m.Epoch, m.Seq, a.room()) {
+func (c *fanoutMachine) onBatch(box *outbox, m *messages.Batch) bool {
+	if !c.in.admit(box, m.Epoch, m.Seq, c.room()) {
 		return false
 	}
 	c.in.commit()
@@ -142,17 +137,16 @@ func (a *fanoutActor) onBatch(send func(*actor.PID, any), m *messages.Batch) boo
 	keepPlace(item, m)
 	if c.readingAhead() {
 		c.ahead = append(c.ahead, item)
-		c.pipe.ahead.Add(1)
+		c.fx.readAhead(1)
 	} else {
-		a.take(item)
+		c.take(item)
 	}
 	return true
 }
 
 // onEnd takes the upstream's end of a pass.
-func (a *fanoutActor) onEnd(send func(*actor.PID, any), m *messages.End) bool {
-	c := a.c
-	if !c.in.admitEnd(send, m, a.room()) {
+func (c *fanoutMachine) onEnd(box *outbox, m *messages.End) bool {
+	if !c.in.admitEnd(box, m, c.room()) {
 		return false
 	}
 	c.in.ended = true
@@ -160,20 +154,19 @@ func (a *fanoutActor) onEnd(send func(*actor.PID, any), m *messages.End) bool {
 		c.aheadEnd = m
 		return true
 	}
-	a.end(m)
+	c.end(m)
 	// Read the next pass ahead while the consumers drain this one, once the
 	// pipeline was reset at least once: a single-pass run would only waste
 	// the work.
 	if c.pass > 0 && c.readsAhead {
-		c.in.subscribe(send, c.pass+1, 0, a.room())
+		c.in.subscribe(box, c.pass+1, 0, c.room())
 	}
 	return true
 }
 
 // onFailure passes the upstream's failure to every lane, or keeps it for
 // the pass being read ahead.
-func (a *fanoutActor) onFailure(m *messages.Failure) bool {
-	c := a.c
+func (c *fanoutMachine) onFailure(m *messages.Failure) bool {
 	if !c.in.current(m.Epoch) {
 		return false
 	}
@@ -190,29 +183,27 @@ func (a *fanoutActor) onFailure(m *messages.Failure) bool {
 
 // take routes an item of the lanes' pass, in steps when partial steps are
 // dropped.
-func (a *fanoutActor) take(item *messages.Batch) {
-	c := a.c
+func (c *fanoutMachine) take(item *messages.Batch) {
 	if !c.dropPartial {
-		a.route(item)
+		c.route(item)
 		return
 	}
-	c.step = append(c.step, item)
-	if len(c.step) == len(c.outs) {
-		for _, b := range c.step {
-			a.route(b)
+	c.partial = append(c.partial, item)
+	if len(c.partial) == len(c.outs) {
+		for _, b := range c.partial {
+			c.route(b)
 		}
-		c.step = nil
+		c.partial = nil
 	}
 }
 
 // end closes the lanes' pass after upstream's End.
-func (a *fanoutActor) end(m *messages.End) {
-	c := a.c
+func (c *fanoutMachine) end(m *messages.End) {
 	c.skipped += m.Skipped
-	for _, b := range c.step {
-		c.pipe.discard(b)
+	for _, b := range c.partial {
+		c.fx.drop(b)
 	}
-	c.step = nil
+	c.partial = nil
 	for i := range c.outs {
 		c.outs[i].end = &messages.End{Pass: c.pass, Count: c.outs[i].produced(), Skipped: c.skipped}
 	}
@@ -220,13 +211,12 @@ func (a *fanoutActor) end(m *messages.End) {
 
 // switchToAhead starts the lanes on the pass read ahead: its items are
 // routed now, and its end or failure, if it came, closes the lanes.
-func (a *fanoutActor) switchToAhead() {
-	c := a.c
+func (c *fanoutMachine) switchToAhead() {
 	items, end, fail := c.ahead, c.aheadEnd, c.aheadFail
 	c.ahead, c.aheadEnd, c.aheadFail = nil, nil, nil
-	c.pipe.ahead.Add(-int64(len(items)))
+	c.fx.readAhead(-int64(len(items)))
 	for _, b := range items {
-		a.take(b)
+		c.take(b)
 	}
 	switch {
 	case fail != nil:
@@ -234,45 +224,42 @@ func (a *fanoutActor) switchToAhead() {
 			c.outs[i].fail = fail
 		}
 	case end != nil:
-		a.end(end)
+		c.end(end)
 	}
 }
 
 // dropAhead forgets a pass read ahead that nobody asked for.
-func (a *fanoutActor) dropAhead() {
-	c := a.c
+func (c *fanoutMachine) dropAhead() {
 	for _, b := range c.ahead {
-		c.pipe.discard(b)
+		c.fx.drop(b)
 	}
-	c.pipe.ahead.Add(-int64(len(c.ahead)))
+	c.fx.readAhead(-int64(len(c.ahead)))
 	c.ahead, c.aheadEnd, c.aheadFail = nil, nil, nil
 }
 
-func (a *fanoutActor) route(b *messages.Batch) {
-	c := a.c
+func (c *fanoutMachine) route(b *messages.Batch) {
 	c.outs[c.routed%uint64(len(c.outs))].push(b)
-	c.meter.items.Add(1)
+	c.fx.made(b)
 	c.routed++
 }
 
 // room counts how many of the next items (in routing order, after those
 // already demanded) fit their lane's window; reading ahead, how many fit
 // the window of all lanes.
-func (a *fanoutActor) room() int {
-	c := a.c
+func (c *fanoutMachine) room() int {
 	if c.readingAhead() {
 		return len(c.outs)*c.window - len(c.ahead) - int(max(c.in.outstanding, 0))
 	}
 	n := uint64(len(c.outs))
 	planned := make([]int, n)
 	out := int(max(c.in.outstanding, 0))
-	k := c.routed + uint64(len(c.step))
+	k := c.routed + uint64(len(c.partial))
 	limit := out + int(n)*c.window
 	for j := 0; j < limit; j++ {
 		lane := (k + uint64(j)) % n
 		// Items already demanded land first; past them, an item fits
 		// only where its lane has room.
-		if j >= out && c.outs[lane].unsent()+planned[lane]+len(c.step)/int(n) >= c.window {
+		if j >= out && c.outs[lane].unsent()+planned[lane]+len(c.partial)/int(n) >= c.window {
 			return j
 		}
 		planned[lane]++
@@ -280,13 +267,13 @@ func (a *fanoutActor) room() int {
 	return limit
 }
 
-func (a *fanoutActor) fail(send func(*actor.PID, any), err error) {
-	c := a.c
-	c.pipe.record(c.name, err)
+// fail ends every lane's link with err, and returns it.
+func (c *fanoutMachine) fail(box *outbox, err error) error {
 	f := failure(c.name, "", -1, err)
 	for i := range c.outs {
 		c.outs[i].fail = f
-		c.outs[i].flush(send)
+		c.outs[i].flush(box)
 	}
 	c.in.ended = true
+	return err
 }

@@ -89,11 +89,12 @@ func newWorkerCell(pipe *shared, name string, src recordSource, window int) *wor
 func (a *workerActor) Receive(ctx actor.Context) {
 	c := a.c
 	defer func() { c.meter.gauge(c.out.held(), 0) }()
-	msg, send := c.receive(ctx)
+	msg, box := c.receive(ctx)
+	defer c.post()
 	switch m := msg.(type) {
 	case *actor.Started:
 		if c.restarted() {
-			c.announce(send)
+			c.announce(box)
 		}
 		return
 	case *actor.Stopping:
@@ -128,7 +129,7 @@ func (a *workerActor) Receive(ctx actor.Context) {
 		return
 	}
 	a.drain()
-	c.out.flush(send)
+	c.out.flush(box)
 	a.release()
 }
 

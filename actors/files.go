@@ -6,15 +6,16 @@ import (
 	"github.com/actorfeed/actorfeed/messages"
 )
 
-// filesCell is what the open_files stage persists: which units of the pass
+// filesMachine is the open_files stage's protocol: which units of the pass
 // are done, how many records of each it took in, which reader reads which
 // unit, and its buffer of groups for the downstream stage.
 //
 // A unit is what one reader is assigned: a whole file, or, in an order
 // (seq set), a piece of a file that the order's next window needs. Units
-// are numbered in the order they are released downstream.
-type filesCell struct {
-	cell
+// are numbered in the order they are released downstream. machineActor
+// runs it.
+type filesMachine struct {
+	name    string
 	src     recordSource
 	files   int
 	workers []*actor.PID
@@ -37,6 +38,8 @@ type filesCell struct {
 	pending  map[int][]*messages.Batch // ordered: groups of units after head
 	head     int                       // ordered: the unit released next
 	skipped  uint64
+	failed   error // what failed the stage in this step, for the runner
+	fx       effects
 }
 
 type unitState struct {
@@ -57,11 +60,11 @@ type workerState struct {
 }
 
 // unit is unit u's state; u must be known (ready).
-func (c *filesCell) unit(u int) *unitState { return &c.state[u-c.base] }
+func (c *filesMachine) unit(u int) *unitState { return &c.state[u-c.base] }
 
 // ready reports whether unit u is known, asking the order for its next
 // window's units when u is the first unit not yet known.
-func (c *filesCell) ready(u int) bool {
+func (c *filesMachine) ready(u int) bool {
 	for u-c.base >= len(c.state) {
 		if c.units == nil || !c.units.more(c) {
 			return false
@@ -70,69 +73,60 @@ func (c *filesCell) ready(u int) bool {
 	return true
 }
 
-type filesActor struct{ c *filesCell }
+func (c *filesMachine) restarted(box *outbox) {
+	// The dropped message may have been a group or an end: every reader
+	// starts again from what was taken in.
+	for w := range c.work {
+		if c.work[w].unit >= 0 {
+			c.assign(box, w, c.work[w].unit)
+		}
+	}
+}
 
-func (a *filesActor) Receive(ctx actor.Context) {
-	c := a.c
-	defer func() {
-		demand := 0
-		for _, w := range c.work {
-			demand += w.outstanding
-		}
-		c.meter.gauge(c.out.held(), int64(demand))
-	}()
-	msg, send := c.receive(ctx)
+func (c *filesMachine) load() (int, int64) {
+	demand := 0
+	for _, w := range c.work {
+		demand += w.outstanding
+	}
+	return c.out.held(), int64(demand)
+}
+
+func (c *filesMachine) step(box *outbox, from *actor.PID, msg any) error {
 	switch m := msg.(type) {
-	case *actor.Started:
-		if c.restarted() {
-			// The dropped message may have been a group or an end: every
-			// reader starts again from what was taken in.
-			for w := range c.work {
-				if c.work[w].unit >= 0 {
-					a.assign(send, w, c.work[w].unit)
-				}
-			}
-			c.announce(send)
+	case *messages.Subscribe, *messages.Demand, *messages.Cancel:
+		ev, err := c.out.step(from, m)
+		switch {
+		case err != nil:
+			c.fail(err)
+		case ev == outletBegin:
+			c.startPass(box, c.out.pass)
+		case ev == outletCancel:
+			c.stopReaders(box)
+			return nil
 		}
-		return
-	case *messages.Subscribe:
-		switch c.out.classify(m) {
-		case staleSub:
-			return
-		case freshSub:
-			a.startPass(send, m.Pass)
-		}
-		if err := c.out.subscribe(ctx.Sender(), m); err != nil {
-			a.fail(err)
-		}
-	case *messages.Demand:
-		if err := c.out.onDemand(m); err != nil {
-			a.fail(err)
-		}
-	case *messages.Cancel:
-		if c.out.cancel(m) {
-			a.stopReaders(send)
-		}
-		return
 	case *messages.Resubscribe:
 		for w, pid := range c.workers {
-			if pid.Equal(ctx.Sender()) && c.work[w].unit >= 0 {
-				a.assign(send, w, c.work[w].unit)
+			// Before the first pass, no reader has work (it panicked).
+			if w < len(c.work) && pid.Equal(from) && c.work[w].unit >= 0 {
+				c.assign(box, w, c.work[w].unit)
 			}
 		}
 	case *messages.Batch:
-		a.onGroup(m)
+		c.onGroup(m)
 	case *messages.End:
-		a.onEnd(send, m)
+		c.onEnd(box, m)
 	case *messages.Failure:
 		if u, ok := c.byEpoch[m.Epoch]; ok && u >= c.base && c.unit(u).worker >= 0 && c.work[c.unit(u).worker].epoch == m.Epoch {
 			c.out.fail = m
-			a.stopReaders(send)
+			c.stopReaders(box)
 		}
 	default:
-		return
+		return nil
 	}
-	a.settle(send)
+	c.settle(box)
+	err := c.failed
+	c.failed = nil
+	return err
 }
 
 // settle sends the subscriber what it asked for, then grants the readers
@@ -140,16 +134,15 @@ func (a *filesActor) Receive(ctx actor.Context) {
 // credit must see that room now. No message may come to prompt it later:
 // the subscriber may be waiting for groups it already asked for, with
 // nothing left to ask (inlet.replenish waits for a step of half its reach).
-func (a *filesActor) settle(send func(*actor.PID, any)) {
-	a.c.out.flush(send)
-	a.credit(send)
+func (c *filesMachine) settle(box *outbox) {
+	c.out.flush(box)
+	c.credit(box)
 }
 
-// startPass forgets the last pass and hands the first units to the readers.
-func (a *filesActor) startPass(send func(*actor.PID, any), pass uint32) {
-	c := a.c
-	a.stopReaders(send)
-	c.out.reset(pass)
+// startPass forgets the last pass and hands the first units to the
+// readers; the outlet has begun the pass (outlet.step).
+func (c *filesMachine) startPass(box *outbox, pass uint32) {
+	c.stopReaders(box)
 	c.pass, c.nextUnit, c.head, c.base, c.skipped = pass, 0, 0, 0, 0
 	c.state = c.state[:0]
 	if c.units != nil {
@@ -169,25 +162,23 @@ func (a *filesActor) startPass(send func(*actor.PID, any), pass uint32) {
 	c.byEpoch = map[uint64]int{}
 	c.pending = map[int][]*messages.Batch{}
 	for w := range c.workers {
-		a.next(send, w)
+		c.next(box, w)
 	}
-	a.maybeEnd() // an order may deal this rank nothing
+	c.maybeEnd() // an order may deal this rank nothing
 }
 
 // stopReaders cancels every assignment.
-func (a *filesActor) stopReaders(send func(*actor.PID, any)) {
-	c := a.c
+func (c *filesMachine) stopReaders(box *outbox) {
 	for w := range c.work {
 		if c.work[w].unit >= 0 {
-			send(c.workers[w], &messages.Cancel{Epoch: c.work[w].epoch})
+			box.put(c.workers[w], &messages.Cancel{Epoch: c.work[w].epoch})
 			c.work[w].unit = -1
 		}
 	}
 }
 
 // next gives reader w the next unit of the pass, if any is left.
-func (a *filesActor) next(send func(*actor.PID, any), w int) {
-	c := a.c
+func (c *filesMachine) next(box *outbox, w int) {
 	c.work[w].unit = -1
 	if c.out.fail != nil || !c.ready(c.nextUnit) {
 		return
@@ -195,26 +186,24 @@ func (a *filesActor) next(send func(*actor.PID, any), w int) {
 	u := c.nextUnit
 	c.nextUnit++
 	c.unit(u).worker = w
-	a.assign(send, w, u)
+	c.assign(box, w, u)
 }
 
 // assign (re)opens reader w on unit u under a new epoch, from the first
 // record not yet taken in.
-func (a *filesActor) assign(send func(*actor.PID, any), w, u int) {
-	c := a.c
+func (c *filesMachine) assign(box *outbox, w, u int) {
 	st := c.unit(u)
 	c.epochs++
 	c.work[w] = workerState{unit: u, epoch: c.epochs}
 	c.byEpoch[c.epochs] = u
-	send(c.workers[w], &messages.Assign{Epoch: c.epochs, Pass: c.pass, File: uint32(st.file), Path: c.src.Name(st.file),
+	box.put(c.workers[w], &messages.Assign{Epoch: c.epochs, Pass: c.pass, File: uint32(st.file), Path: c.src.Name(st.file),
 		From: st.accepted, To: st.to})
 }
 
 // onGroup takes in a group from a reader: from the reader's current epoch,
 // or from an earlier one of the same unit, as long as it starts exactly at
 // the first record not yet taken in. Anything else is a duplicate or stale.
-func (a *filesActor) onGroup(b *messages.Batch) {
-	c := a.c
+func (c *filesMachine) onGroup(b *messages.Batch) {
 	u, ok := c.byEpoch[b.Epoch]
 	if !ok || u < c.base {
 		return
@@ -239,36 +228,33 @@ func (a *filesActor) onGroup(b *messages.Batch) {
 		c.pending[u] = append(c.pending[u], item)
 		return
 	}
-	a.release(u, item)
+	c.release(u, item)
 }
 
 // release hands a unit's group on: downstream, or into the order's window.
-func (a *filesActor) release(u int, item *messages.Batch) {
-	c := a.c
+func (c *filesMachine) release(u int, item *messages.Batch) {
 	if c.units == nil {
-		a.push(item)
+		c.push(item)
 		return
 	}
 	place(c.unit(u), item)
 	if c.windows == nil {
-		a.push(item) // for the Shuffle stage after
+		c.push(item) // for the Shuffle stage after
 		return
 	}
 	out, err := c.windows.take(item, false)
 	if err != nil {
-		a.fail(err)
+		c.fail(err)
 		return
 	}
 	for _, item := range out {
-		a.push(item)
+		c.push(item)
 	}
 }
 
-func (a *filesActor) push(item *messages.Batch) {
-	c := a.c
+func (c *filesMachine) push(item *messages.Batch) {
 	c.out.push(item)
-	c.meter.items.Add(1)
-	c.pipe.noteProduced(c.kind, item)
+	c.fx.made(item)
 }
 
 // onEnd marks a unit done once every record it had was taken in, and moves
@@ -277,8 +263,7 @@ func (a *filesActor) push(item *messages.Batch) {
 // the old reader's groups and End were still in its mailbox): the reader is
 // then still on the unit under the new epoch and must be moved on all the
 // same, or no End of the new epoch would ever do it.
-func (a *filesActor) onEnd(send func(*actor.PID, any), e *messages.End) {
-	c := a.c
+func (c *filesMachine) onEnd(box *outbox, e *messages.End) {
 	u, ok := c.byEpoch[e.Epoch]
 	if !ok || u < c.base {
 		return
@@ -287,23 +272,22 @@ func (a *filesActor) onEnd(send func(*actor.PID, any), e *messages.End) {
 	if !st.done && e.Count == st.accepted {
 		st.done = true
 		w := st.worker
-		a.advanceHead()
-		a.maybeEnd()
+		c.advanceHead()
+		c.maybeEnd()
 		if w >= 0 && c.work[w].unit == u {
-			a.next(send, w)
+			c.next(box, w)
 		}
 		return
 	}
 	if w := st.worker; st.done && w >= 0 && c.work[w].unit == u {
-		a.next(send, w)
+		c.next(box, w)
 	}
 }
 
 // advanceHead releases, in ordered mode, the groups of the units after
 // those that are done; in an order, a window whose units are all released
 // is permuted and handed on, and the released units are forgotten.
-func (a *filesActor) advanceHead() {
-	c := a.c
+func (c *filesMachine) advanceHead() {
 	if !c.ordered {
 		return
 	}
@@ -311,7 +295,7 @@ func (a *filesActor) advanceHead() {
 		c.head++
 		if c.ready(c.head) {
 			for _, item := range c.pending[c.head] {
-				a.release(c.head, item)
+				c.release(c.head, item)
 			}
 			delete(c.pending, c.head)
 		}
@@ -323,8 +307,7 @@ func (a *filesActor) advanceHead() {
 	}
 }
 
-func (a *filesActor) maybeEnd() {
-	c := a.c
+func (c *filesMachine) maybeEnd() {
 	if c.out.end != nil || c.out.fail != nil {
 		return
 	}
@@ -335,11 +318,11 @@ func (a *filesActor) maybeEnd() {
 		if c.windows != nil {
 			out, err := c.windows.finish()
 			if err != nil {
-				a.fail(err)
+				c.fail(err)
 				return
 			}
 			for _, item := range out {
-				a.push(item)
+				c.push(item)
 			}
 		}
 	} else {
@@ -355,8 +338,7 @@ func (a *filesActor) maybeEnd() {
 // credit grants readers demand: each at most window groups in flight, and
 // all of them together no more than the buffer has room for. In ordered
 // mode a reader ahead of the head unit may run at most window groups ahead.
-func (a *filesActor) credit(send func(*actor.PID, any)) {
-	c := a.c
+func (c *filesMachine) credit(box *outbox) {
 	if c.out.fail != nil || c.out.closed {
 		return
 	}
@@ -389,12 +371,11 @@ func (a *filesActor) credit(send func(*actor.PID, any)) {
 			budget -= want
 		}
 		ws.outstanding += want
-		send(c.workers[w], &messages.Demand{Epoch: ws.epoch, N: int64(want), Ack: ws.ack})
+		box.put(c.workers[w], &messages.Demand{Epoch: ws.epoch, N: int64(want), Ack: ws.ack})
 	}
 }
 
-func (a *filesActor) fail(err error) {
-	c := a.c
-	c.pipe.record(c.name, err)
+func (c *filesMachine) fail(err error) {
+	c.failed = err
 	c.out.fail = failure(c.name, "", -1, err)
 }

@@ -16,7 +16,7 @@ import (
 // buffer, and a pipeline with Window 8 hung about once in a hundred passes.)
 func TestFilesGrantsReadersWhatItsFlushFreed(t *testing.T) {
 	sub, reader := actor.NewPID("local", "sub"), actor.NewPID("local", "reader-0")
-	c := &filesCell{workers: []*actor.PID{reader}, buffer: 3, window: 8, work: []workerState{{unit: 0, epoch: 7}}}
+	c := &filesMachine{workers: []*actor.PID{reader}, buffer: 3, window: 8, work: []workerState{{unit: 0, epoch: 7}}}
 	c.out.reset(0)
 	for range c.buffer {
 		c.out.push(&messages.Batch{})
@@ -24,14 +24,16 @@ func TestFilesGrantsReadersWhatItsFlushFreed(t *testing.T) {
 	require.NoError(t, c.out.subscribe(sub, &messages.Subscribe{Epoch: 1}))
 	require.NoError(t, c.out.onDemand(&messages.Demand{Epoch: 1, N: 5}))
 
+	var box outbox
+	c.settle(&box)
 	var toSub, toReader []any
-	(&filesActor{c: c}).settle(func(pid *actor.PID, m any) {
-		if pid.Equal(reader) {
-			toReader = append(toReader, m)
+	for _, e := range box.msgs {
+		if e.to.Equal(reader) {
+			toReader = append(toReader, e.msg)
 		} else {
-			toSub = append(toSub, m)
+			toSub = append(toSub, e.msg)
 		}
-	})
+	}
 	require.Len(t, toSub, 3, "the buffer goes to the subscriber")
 	require.Len(t, toReader, 1, "the reader is asked for what that freed")
 	d := toReader[0].(*messages.Demand)

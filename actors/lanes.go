@@ -34,12 +34,13 @@ const KindDeal = "deal"
 func (p *Pipeline) planDeal(first int) spawnable {
 	name := fmt.Sprintf("%d-%s", first, KindDeal)
 	lanes, window := p.pipe.opts.Lanes, p.pipe.opts.Window
-	fc := &fanoutCell{cell: cell{name: name, kind: KindDeal, pipe: p.pipe}, outs: make([]outlet, lanes), window: window}
+	c := &cell{name: name, kind: KindDeal, pipe: p.pipe}
+	fc := &fanoutMachine{name: name, outs: make([]outlet, lanes), window: window, fx: stageEffects(c)}
 	fc.in.window = int64(lanes * window)
-	p.cells = append(p.cells, &fc.cell)
-	return spawnable{name: name, cell: &fc.cell, deal: true, producer: func(up *actor.PID, _ []*actor.PID) actor.Actor {
+	p.cells = append(p.cells, c)
+	return spawnable{name: name, cell: c, deal: true, producer: func(up *actor.PID, _ []*actor.PID) actor.Actor {
 		fc.in.pub = up
-		return &fanoutActor{c: fc}
+		return &machineActor{c: c, m: fc}
 	}}
 }
 

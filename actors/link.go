@@ -25,12 +25,17 @@ type outlet struct {
 	fail   *messages.Failure // the link ends with this instead
 	done   bool              // End or Failure sent: nothing more on this epoch
 	closed bool              // cancelled by the subscriber
+	idle   bool              // reset, and no subscription for the pass yet
 }
 
 // reset starts pass on the outlet, forgetting everything of the last one.
+// Until a subscription for the pass comes, nothing is sent and demand on
+// the old epoch is ignored: a double buffer's lane that has not heard of
+// the new pass yet would otherwise take its first items as the old
+// pass's, and acknowledge them.
 func (o *outlet) reset(pass uint32) {
 	clear(o.items)
-	o.items, o.base, o.sent, o.pass = o.items[:0], 0, 0, pass
+	o.items, o.base, o.sent, o.pass, o.idle = o.items[:0], 0, 0, pass, true
 	o.end, o.fail, o.done, o.closed = nil, nil, false, false
 	o.demand = 0 // a new pass is demanded by a new subscription
 }
@@ -61,7 +66,7 @@ func (o *outlet) subscribe(sub *actor.PID, m *messages.Subscribe) error {
 	o.sub, o.epoch, o.demand = sub, m.Epoch, m.Demand
 	o.ack(m.From)
 	o.sent = m.From
-	o.done, o.closed = false, false
+	o.done, o.closed, o.idle = false, false, false
 	return nil
 }
 
@@ -74,29 +79,62 @@ const (
 	freshSub                      // another pass: the stage starts it, then subscribe
 )
 
-// classify sorts a Subscribe, the same way for every publisher whose
-// outlet serves one subscriber: an epoch no newer than the link's is an
-// old request; the pass it serves is reopened from m.From (a restarted
-// subscriber); another pass starts afresh (Reset, or multi-pass).
+// classify sorts a Subscribe: an epoch no newer than the link's is an old
+// request; the pass it serves is reopened from m.From (a restarted
+// subscriber); another pass starts afresh (Reset, or multi-pass), and so
+// does the pass of a cancelled link: Cancel closed the stage's links
+// upstream, and a stage resumed over them would wait for them forever.
 func (o *outlet) classify(m *messages.Subscribe) subscription {
 	switch {
 	case o.sub != nil && m.Epoch <= o.epoch:
 		return staleSub
-	case o.sub != nil && m.Pass == o.pass:
+	case o.sub != nil && m.Pass == o.pass && !o.closed:
 		return resumeSub
 	}
 	return freshSub
 }
 
-// cancel closes the outlet on its subscriber's Cancel; false when the
-// Cancel is for an old epoch or the link is closed already (Cancel is
-// idempotent), so that nothing is done twice.
-func (o *outlet) cancel(m *messages.Cancel) bool {
-	if m.Epoch != o.epoch || o.closed {
-		return false
+// outletEvent is what a subscriber's message asks of the stage whose
+// outlet took it (outlet.step).
+type outletEvent int
+
+const (
+	notOutlet     outletEvent = iota // not a subscriber's message
+	outletIgnored                    // stale or repeated: nothing changed
+	outletFlush                      // the link reopened or got demand: flush
+	outletBegin                      // a new pass: the outlet is reset and subscribed; the stage begins it, then flushes
+	outletCancel                     // the subscriber cancelled: the stage stops what feeds it
+)
+
+// step is the publisher's side of the stream protocol, written once for
+// every stage that serves one subscriber (open_files, the relays, the
+// merge stage, the data service's client): it takes Subscribe, Demand and
+// Cancel from the subscriber from and says what the stage must do. For a
+// new pass the outlet forgets the last one before it subscribes, so a
+// stage begins its pass with the outlet already open: what it pushes then
+// goes to the new epoch. An error breaks the protocol; the stage fails.
+func (o *outlet) step(from *actor.PID, msg any) (outletEvent, error) {
+	switch m := msg.(type) {
+	case *messages.Subscribe:
+		switch o.classify(m) {
+		case staleSub:
+			return outletIgnored, nil
+		case resumeSub:
+			return outletFlush, o.subscribe(from, m)
+		}
+		o.reset(m.Pass)
+		return outletBegin, o.subscribe(from, m)
+	case *messages.Demand:
+		return outletFlush, o.onDemand(m)
+	case *messages.Cancel:
+		// Cancel is idempotent, and one of an old epoch is not this link's.
+		if m.Epoch != o.epoch || o.closed {
+			return outletIgnored, nil
+		}
+		o.closed = true
+		return outletCancel, nil
 	}
-	o.closed = true
-	return true
+	return notOutlet, nil
 }
 
 // ack forgets the items below seq.
@@ -113,11 +151,16 @@ func (o *outlet) ack(seq uint64) {
 // onDemand adds demand (additive, saturating) and takes the acknowledgement.
 // Demand for an old epoch is ignored; a demand <= 0 is a protocol error.
 func (o *outlet) onDemand(m *messages.Demand) error {
-	if m.Epoch != o.epoch {
+	if m.Epoch != o.epoch || o.idle {
 		return nil
 	}
 	if m.N <= 0 {
 		return fmt.Errorf("%w: demand %d on epoch %d", ErrProtocol, m.N, m.Epoch)
+	}
+	if m.Ack > o.sent {
+		// Forgetting items not sent yet would leave the link nothing to
+		// send them from (found by FuzzRelayMachine).
+		return fmt.Errorf("%w: demand on epoch %d acknowledges %d items, but %d were sent", ErrProtocol, m.Epoch, m.Ack, o.sent)
 	}
 	if o.demand > math.MaxInt64-m.N {
 		o.demand = math.MaxInt64
@@ -130,23 +173,23 @@ func (o *outlet) onDemand(m *messages.Demand) error {
 
 // flush sends what the subscriber demanded, then End or Failure once
 // everything is sent.
-func (o *outlet) flush(send func(*actor.PID, any)) {
-	if o.sub == nil || o.done || o.closed {
+func (o *outlet) flush(box *outbox) {
+	if o.sub == nil || o.done || o.closed || o.idle {
 		return
 	}
 	for o.demand > 0 && o.sent < o.produced() {
 		b := o.items[o.sent-o.base]
-		send(o.sub, &messages.Batch{Epoch: o.epoch, Seq: o.sent, Pass: b.Pass, Slots: b.Slots, Parts: b.Parts, Rows: b.Rows, Ids: b.Ids,
+		box.put(o.sub, &messages.Batch{Epoch: o.epoch, Seq: o.sent, Pass: b.Pass, Slots: b.Slots, Parts: b.Parts, Rows: b.Rows, Ids: b.Ids,
 			Source: b.Source, First: b.First, Count: b.Count, Skipped: b.Skipped, Position: b.Position, Positions: b.Positions, Padding: b.Padding, Run: b.Run, Cuts: b.Cuts, OrderPass: b.OrderPass})
 		o.sent++
 		o.demand--
 	}
 	if o.fail != nil {
 		f := o.fail // a template: every epoch gets its own message
-		send(o.sub, &messages.Failure{Epoch: o.epoch, Stage: f.Stage, File: f.File, Offset: f.Offset, Class: f.Class, Cause: f.Cause})
+		box.put(o.sub, &messages.Failure{Epoch: o.epoch, Stage: f.Stage, File: f.File, Offset: f.Offset, Class: f.Class, Cause: f.Cause})
 		o.done = true
 	} else if o.end != nil && o.sent == o.produced() {
-		send(o.sub, &messages.End{Epoch: o.epoch, Pass: o.end.Pass, Count: o.end.Count, Skipped: o.end.Skipped})
+		box.put(o.sub, &messages.End{Epoch: o.epoch, Pass: o.end.Pass, Count: o.end.Count, Skipped: o.end.Skipped})
 		o.done = true
 	}
 }
@@ -194,11 +237,11 @@ func demandStep[T int | int64](most T) T { return max(1, most/2) }
 
 // subscribe opens the link again under a new epoch from sequence number
 // from, granting up to room items at once.
-func (in *inlet) subscribe(send func(*actor.PID, any), pass uint32, from uint64, room int) {
+func (in *inlet) subscribe(box *outbox, pass uint32, from uint64, room int) {
 	in.epoch += max(in.stride, 1)
 	in.pass, in.next, in.ended, in.open = pass, from, false, true
 	in.outstanding = min(in.window, int64(max(room, 0)))
-	send(in.pub, &messages.Subscribe{Epoch: in.epoch, Pass: pass, From: from, Demand: in.outstanding, Lane: in.lane})
+	box.put(in.pub, &messages.Subscribe{Epoch: in.epoch, Pass: pass, From: from, Demand: in.outstanding, Lane: in.lane})
 }
 
 // verdict says what to do with an arriving item.
@@ -213,9 +256,9 @@ const (
 // reopen subscribes again under a new epoch from the first item not taken
 // in, if the link is open and its pass not over: after a restart (the
 // dropped message may have been an item), or when the publisher restarted.
-func (in *inlet) reopen(send func(*actor.PID, any), room int) {
+func (in *inlet) reopen(box *outbox, room int) {
 	if in.open && !in.ended {
-		in.subscribe(send, in.pass, in.next, room)
+		in.subscribe(box, in.pass, in.next, room)
 	}
 }
 
@@ -227,6 +270,11 @@ func (in *inlet) check(epoch, seq uint64) verdict {
 	case epoch != in.epoch || in.ended:
 		return stale
 	case seq < in.next:
+		return stale
+	case in.outstanding <= 0:
+		// More than was demanded: a publisher that breaks the protocol.
+		// Taking it would overdraw the credit; dropping it leaves a gap
+		// that the next item shows, and the link is opened again there.
 		return stale
 	case seq > in.next:
 		return gap
@@ -243,12 +291,12 @@ func (in *inlet) commit() {
 // admit decides on an arriving item: true to use it (then commit it);
 // false when it is stale (dropped) or follows a gap (dropped, and the link
 // is opened again from the first missing item).
-func (in *inlet) admit(send func(*actor.PID, any), epoch, seq uint64, room int) bool {
+func (in *inlet) admit(box *outbox, epoch, seq uint64, room int) bool {
 	switch in.check(epoch, seq) {
 	case take:
 		return true
 	case gap:
-		in.subscribe(send, in.pass, in.next, room)
+		in.subscribe(box, in.pass, in.next, room)
 	}
 	return false
 }
@@ -256,12 +304,12 @@ func (in *inlet) admit(send func(*actor.PID, any), epoch, seq uint64, room int) 
 // admitEnd decides on an arriving End: true when it closes the current
 // epoch after exactly the items taken in. An End that says more items were
 // sent than arrived opens the link again.
-func (in *inlet) admitEnd(send func(*actor.PID, any), m *messages.End, room int) bool {
+func (in *inlet) admitEnd(box *outbox, m *messages.End, room int) bool {
 	if !in.current(m.Epoch) {
 		return false
 	}
 	if m.Count != in.next {
-		in.subscribe(send, in.pass, in.next, room)
+		in.subscribe(box, in.pass, in.next, room)
 		return false
 	}
 	return true
@@ -269,9 +317,9 @@ func (in *inlet) admitEnd(send func(*actor.PID, any), m *messages.End, room int)
 
 // cancel closes the link from this side, if it is open: the stage's own
 // subscriber cancelled, so nothing more is wanted from upstream.
-func (in *inlet) cancel(send func(*actor.PID, any)) {
+func (in *inlet) cancel(box *outbox) {
 	if in.open && !in.ended {
-		send(in.pub, &messages.Cancel{Epoch: in.epoch})
+		box.put(in.pub, &messages.Cancel{Epoch: in.epoch})
 		in.ended = true
 	}
 }
@@ -292,7 +340,7 @@ func (in *inlet) current(epoch uint64) bool { return epoch == in.epoch && !in.en
 // what keeps a stage that is full by one item from asking for items one
 // at a time: demand goes out in halves of the stage's room, as Reactive
 // Streams' request(n) batching does.
-func (in *inlet) replenish(send func(*actor.PID, any), room int, ack uint64) {
+func (in *inlet) replenish(box *outbox, room int, ack uint64) {
 	if !in.open || in.ended {
 		return
 	}
@@ -301,5 +349,5 @@ func (in *inlet) replenish(send func(*actor.PID, any), room int, ack uint64) {
 		return
 	}
 	in.outstanding += want
-	send(in.pub, &messages.Demand{Epoch: in.epoch, N: want, Ack: ack})
+	box.put(in.pub, &messages.Demand{Epoch: in.epoch, N: want, Ack: ack})
 }

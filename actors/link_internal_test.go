@@ -10,20 +10,28 @@ import (
 	"github.com/actorfeed/actorfeed/messages"
 )
 
-// sent records what an outlet sends.
-type sent []any
+// bodies are the messages in box, in order, without their addresses.
+func bodies(box *outbox) []any {
+	out := make([]any, 0, len(box.msgs))
+	for _, e := range box.msgs {
+		out = append(out, e.msg)
+	}
+	return out
+}
 
-func (s *sent) send(_ *actor.PID, m any) { *s = append(*s, m) }
-
-func (s sent) batches() int {
+// batches counts the batches in box.
+func batches(box *outbox) int {
 	n := 0
-	for _, m := range s {
-		if _, ok := m.(*messages.Batch); ok {
+	for _, e := range box.msgs {
+		if _, ok := e.msg.(*messages.Batch); ok {
 			n++
 		}
 	}
 	return n
 }
+
+// last is the last message in box.
+func last(box *outbox) any { return box.msgs[len(box.msgs)-1].msg }
 
 func TestOutletFollowsTheProtocol(t *testing.T) {
 	var o outlet
@@ -33,15 +41,15 @@ func TestOutletFollowsTheProtocol(t *testing.T) {
 	}
 	sub := actor.NewPID("local", "sub")
 	require.NoError(t, o.subscribe(sub, &messages.Subscribe{Epoch: 1, Demand: 2}))
-	var out sent
-	o.flush(out.send)
-	require.Equal(t, 2, out.batches(), "never more than demanded")
+	var out outbox
+	o.flush(&out)
+	require.Equal(t, 2, batches(&out), "never more than demanded")
 
 	require.ErrorIs(t, o.onDemand(&messages.Demand{Epoch: 1, N: 0}), ErrProtocol)
 	require.ErrorIs(t, o.onDemand(&messages.Demand{Epoch: 1, N: -3}), ErrProtocol)
 	require.NoError(t, o.onDemand(&messages.Demand{Epoch: 0, N: 100}), "old epochs are ignored")
-	o.flush(out.send)
-	require.Equal(t, 2, out.batches())
+	o.flush(&out)
+	require.Equal(t, 2, batches(&out))
 
 	require.NoError(t, o.onDemand(&messages.Demand{Epoch: 1, N: math.MaxInt64, Ack: 2}))
 	require.NoError(t, o.onDemand(&messages.Demand{Epoch: 1, N: math.MaxInt64}))
@@ -49,18 +57,18 @@ func TestOutletFollowsTheProtocol(t *testing.T) {
 	require.EqualValues(t, 2, o.base, "acknowledged items are forgotten")
 
 	o.end = &messages.End{Count: 5}
-	o.flush(out.send)
-	require.Equal(t, 5, out.batches())
-	require.IsType(t, &messages.End{}, out[len(out)-1])
+	o.flush(&out)
+	require.Equal(t, 5, batches(&out))
+	require.IsType(t, &messages.End{}, last(&out))
 	o.push(&messages.Batch{})
-	n := len(out)
-	o.flush(out.send)
-	require.Len(t, out, n, "nothing after End on the epoch")
+	n := len(out.msgs)
+	o.flush(&out)
+	require.Len(t, out.msgs, n, "nothing after End on the epoch")
 
 	require.ErrorIs(t, o.subscribe(sub, &messages.Subscribe{Epoch: 2, From: 1}), ErrProtocol, "item 1 was forgotten")
 	require.NoError(t, o.subscribe(sub, &messages.Subscribe{Epoch: 2, From: 3, Demand: 10}))
-	o.flush(out.send)
-	require.Equal(t, 5+3, out.batches(), "a new epoch replays from its from")
+	o.flush(&out)
+	require.Equal(t, 5+3, batches(&out), "a new epoch replays from its from")
 }
 
 // Every publisher with one subscriber (open_files, the decorators, the
@@ -84,22 +92,27 @@ func TestOutletClassifiesSubscriptions(t *testing.T) {
 	} {
 		require.Equal(t, c.want, o.classify(&messages.Subscribe{Epoch: c.epoch, Pass: c.pass}), "epoch %d pass %d", c.epoch, c.pass)
 	}
-	require.False(t, o.cancel(&messages.Cancel{Epoch: 4}), "an old epoch's Cancel")
-	require.True(t, o.cancel(&messages.Cancel{Epoch: 5}))
-	require.False(t, o.cancel(&messages.Cancel{Epoch: 5}), "a second Cancel")
+	for _, c := range []struct {
+		epoch uint64
+		want  outletEvent
+	}{{4, outletIgnored}, {5, outletCancel}, {5, outletIgnored}} { // an old epoch's, then twice
+		ev, err := o.step(sub, &messages.Cancel{Epoch: c.epoch})
+		require.NoError(t, err)
+		require.Equal(t, c.want, ev, "Cancel of epoch %d", c.epoch)
+	}
 }
 
 func TestInletTakesItemsInOrder(t *testing.T) {
 	in := inlet{window: 4, pub: actor.NewPID("local", "pub")}
-	var out sent
-	in.subscribe(out.send, 0, 0, 4)
+	var out outbox
+	in.subscribe(&out, 0, 0, 4)
 	require.Equal(t, stale, in.check(0, 0), "old epoch")
 	require.Equal(t, gap, in.check(1, 1))
-	require.True(t, in.admit(out.send, 1, 0, 4))
+	require.True(t, in.admit(&out, 1, 0, 4))
 	in.commit()
 	require.Equal(t, stale, in.check(1, 0), "duplicate")
-	require.False(t, in.admit(out.send, 1, 2, 4), "a gap re-subscribes")
-	last := out[len(out)-1].(*messages.Subscribe)
+	require.False(t, in.admit(&out, 1, 2, 4), "a gap re-subscribes")
+	last := last(&out).(*messages.Subscribe)
 	require.EqualValues(t, 2, last.Epoch)
 	require.EqualValues(t, 1, last.From)
 }
@@ -110,57 +123,57 @@ func TestCancelIsIdempotent(t *testing.T) {
 	var r relay
 	r.in.pub = actor.NewPID("local", "up")
 	r.in.window = 4
-	var out sent
-	r.in.subscribe(out.send, 0, 0, 4)
+	var out outbox
+	r.in.subscribe(&out, 0, 0, 4)
 	r.out.reset(0)
 	require.NoError(t, r.out.subscribe(actor.NewPID("local", "down"), &messages.Subscribe{Epoch: 3, Demand: 1}))
-	out = nil
+	out.take()
 
-	res, err := r.onLink(nil, out.send, &messages.Cancel{Epoch: 2}, 4, nil)
+	res, err := r.onLink(&out, nil, &messages.Cancel{Epoch: 2}, 4, nil)
 	require.NoError(t, err)
 	require.Equal(t, handled, res)
-	require.Empty(t, out, "an old epoch's Cancel")
+	require.Empty(t, out.msgs, "an old epoch's Cancel")
 	require.False(t, r.out.closed)
 
 	for range 2 {
-		res, err = r.onLink(nil, out.send, &messages.Cancel{Epoch: 3}, 4, nil)
+		res, err = r.onLink(&out, nil, &messages.Cancel{Epoch: 3}, 4, nil)
 		require.NoError(t, err)
 		require.Equal(t, handled, res)
 	}
 	require.True(t, r.out.closed)
 	require.True(t, r.in.ended)
-	require.Equal(t, sent{&messages.Cancel{Epoch: r.in.epoch}}, out, "upstream cancelled once")
+	require.Equal(t, []any{&messages.Cancel{Epoch: r.in.epoch}}, bodies(&out), "upstream cancelled once")
 
 	r.out.push(&messages.Batch{})
-	out = nil
-	r.out.flush(out.send)
-	require.Empty(t, out, "nothing sent on a cancelled link")
+	out.take()
+	r.out.flush(&out)
+	require.Empty(t, out.msgs, "nothing sent on a cancelled link")
 }
 
 // A stage asks in halves of what it can take: a stage full but for one
 // item does not ask for items one at a time, even with nothing outstanding.
 func TestInletAsksInHalvesOfItsReach(t *testing.T) {
 	in := inlet{window: 8, reach: 4, pub: actor.NewPID("local", "pub")}
-	var out sent
-	in.subscribe(out.send, 0, 0, 4)
+	var out outbox
+	in.subscribe(&out, 0, 0, 4)
 	require.EqualValues(t, 4, in.outstanding, "the window, as far as the stage reaches")
 	for range 4 { // four items arrive; the stage sends none of them on yet
-		require.True(t, in.admit(out.send, in.epoch, in.next, 0))
+		require.True(t, in.admit(&out, in.epoch, in.next, 0))
 		in.commit()
 	}
 	require.Zero(t, in.outstanding)
-	in.replenish(out.send, 1, in.next)
-	require.Len(t, out, 1, "one item of room is less than half the reach: wait for more")
-	in.replenish(out.send, 2, in.next)
-	require.Len(t, out, 2)
-	d := out[1].(*messages.Demand)
+	in.replenish(&out, 1, in.next)
+	require.Len(t, out.msgs, 1, "one item of room is less than half the reach: wait for more")
+	in.replenish(&out, 2, in.next)
+	require.Len(t, out.msgs, 2)
+	d := out.msgs[1].msg.(*messages.Demand)
 	require.EqualValues(t, 2, d.N)
 	require.EqualValues(t, 4, d.Ack)
-	in.replenish(out.send, 3, in.next)
-	require.Len(t, out, 2, "one more with two outstanding: wait")
-	in.replenish(out.send, 4, in.next)
-	require.Len(t, out, 3)
-	require.EqualValues(t, 2, out[2].(*messages.Demand).N)
+	in.replenish(&out, 3, in.next)
+	require.Len(t, out.msgs, 2, "one more with two outstanding: wait")
+	in.replenish(&out, 4, in.next)
+	require.Len(t, out.msgs, 3)
+	require.EqualValues(t, 2, out.msgs[2].msg.(*messages.Demand).N)
 }
 
 // Whatever its window and reach, a stage with nothing outstanding and
@@ -174,10 +187,55 @@ func TestInletAlwaysAsksWhenTheStageIsEmpty(t *testing.T) {
 			if reach == 0 {
 				room = int(window) // no reach: the window bounds the room
 			}
-			var out sent
-			in.replenish(out.send, room, 0)
-			require.Len(t, out, 1, "window %d, reach %d", window, reach)
-			require.EqualValues(t, min(window, int64(room)), out[0].(*messages.Demand).N)
+			var out outbox
+			in.replenish(&out, room, 0)
+			require.Len(t, out.msgs, 1, "window %d, reach %d", window, reach)
+			require.EqualValues(t, min(window, int64(room)), out.msgs[0].msg.(*messages.Demand).N)
 		}
 	}
+}
+
+// A Demand that acknowledges items not sent yet breaks the protocol: the
+// outlet would forget them and have nothing to send them from. (It
+// indexed before its items and panicked; found by FuzzRelayMachine.)
+func TestOutletRefusesAnAckOfItemsNotSent(t *testing.T) {
+	var o outlet
+	o.reset(0)
+	for range 3 {
+		o.push(&messages.Batch{})
+	}
+	require.NoError(t, o.subscribe(down, &messages.Subscribe{Epoch: 1, Demand: 1}))
+	var out outbox
+	o.flush(&out)
+	require.ErrorIs(t, o.onDemand(&messages.Demand{Epoch: 1, N: 1, Ack: 2}), ErrProtocol)
+	require.NoError(t, o.onDemand(&messages.Demand{Epoch: 1, N: 2, Ack: 1}))
+	o.flush(&out)
+	require.Equal(t, 3, batches(&out))
+}
+
+// An item past the credit its inlet granted is dropped: taking it would
+// overdraw the credit.
+func TestInletDropsItemsPastItsCredit(t *testing.T) {
+	in := inlet{window: 2, pub: up}
+	var out outbox
+	in.subscribe(&out, 0, 0, 1)
+	require.True(t, in.admit(&out, 1, 0, 1))
+	in.commit()
+	require.Equal(t, stale, in.check(1, 1), "nothing more was demanded")
+	require.Zero(t, in.outstanding)
+}
+
+// A Subscribe to the pass of a cancelled link begins the pass again: the
+// stage cancelled its own upstream links, and resuming over them would wait
+// forever. (The merge stage failed with "lane 0 ended before item 2";
+// found by FuzzMergeMachine.)
+func TestACancelledLinkBeginsItsPassAgain(t *testing.T) {
+	var o outlet
+	o.reset(0)
+	require.NoError(t, o.subscribe(down, &messages.Subscribe{Epoch: 1}))
+	require.Equal(t, resumeSub, o.classify(&messages.Subscribe{Epoch: 2}))
+	ev, err := o.step(down, &messages.Cancel{Epoch: 1})
+	require.NoError(t, err)
+	require.Equal(t, outletCancel, ev)
+	require.Equal(t, freshSub, o.classify(&messages.Subscribe{Epoch: 2}))
 }

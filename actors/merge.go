@@ -11,13 +11,13 @@ import (
 // KindMerge is the stage that merges the lanes' items (Options.Lanes).
 const KindMerge = "merge"
 
-// mergeCell is what the merge stage persists: a link from each lane's last
-// stage, the batches taken in from each and not yet merged, and its link to
-// the double buffer. Batches leave in the deal stage's turn: the pass's
+// mergeMachine is the merge stage's protocol: a link from each lane's last
+// stage, the batches taken in from each and not yet merged, and its link
+// to the double buffer. Batches leave in the deal stage's turn: the pass's
 // item k was dealt to lane k mod K, and leaves that lane as one batch
-// (lanes.go, docs/protocol.md "Lanes").
-type mergeCell struct {
-	cell
+// (lanes.go, docs/protocol.md "Lanes"). machineActor runs it.
+type mergeMachine struct {
+	name     string
 	ins      []inlet
 	lanes    map[string]int // a lane's last stage -> its lane, for Resubscribe
 	queues   [][]*messages.Batch
@@ -30,11 +30,24 @@ type mergeCell struct {
 	// so that every item leaves as one; the merge drops it.
 	dropLast bool
 	size     uint64
+	fx       effects
+}
+
+// newMergeMachine makes the merge of the lanes whose last stages lasts
+// names, each queueing up to queue batches here.
+func newMergeMachine(name string, lasts []string, queue, capacity int) *mergeMachine {
+	m := &mergeMachine{name: name, lanes: map[string]int{}, ins: make([]inlet, len(lasts)),
+		queues: make([][]*messages.Batch, len(lasts)), queue: queue, capacity: capacity}
+	for l, last := range lasts {
+		m.lanes[last] = l
+		m.ins[l] = inlet{window: int64(queue), epoch: uint64(l), stride: uint64(len(lasts))}
+	}
+	return m
 }
 
 // lane is the lane whose link an epoch belongs to: lane l's epochs are
 // l mod lanes (inlet.stride).
-func (c *mergeCell) lane(epoch uint64) int { return int(epoch % uint64(len(c.ins))) }
+func (m *mergeMachine) lane(epoch uint64) int { return int(epoch % uint64(len(m.ins))) }
 
 // mergeHolds is how many batches the merge stage may hold: queued from the
 // lanes and unsent.
@@ -47,152 +60,119 @@ func (p *Pipeline) mergeHolds() int {
 func (p *Pipeline) planMerge(stages []Stage, n int, lasts []string) spawnable {
 	name := fmt.Sprintf("%d-%s", n, KindMerge)
 	opts := p.pipe.opts
-	mc := &mergeCell{cell: cell{name: name, kind: KindMerge, pipe: p.pipe}, lanes: map[string]int{},
-		ins: make([]inlet, len(lasts)), queues: make([][]*messages.Batch, len(lasts)), queue: opts.Window,
-		capacity: opts.Capacity}
+	c := &cell{name: name, kind: KindMerge, pipe: p.pipe}
+	m := newMergeMachine(name, lasts, opts.Window, opts.Capacity)
+	m.fx = stageEffects(c)
 	if p.aligned > 0 {
-		mc.dropLast, mc.size = p.dropLast, uint64(p.order.unit)
+		m.dropLast, m.size = p.dropLast, uint64(p.order.unit)
 	}
-	for l, last := range lasts {
-		mc.lanes[last] = l
-		mc.ins[l] = inlet{window: int64(mc.queue), epoch: uint64(l), stride: uint64(len(lasts))}
-	}
-	p.cells = append(p.cells, &mc.cell)
-	return spawnable{name: name, cell: &mc.cell,
+	p.cells = append(p.cells, c)
+	return spawnable{name: name, cell: c,
 		lanes: func(ups []*actor.PID) {
 			for l, up := range ups {
-				mc.ins[l].pub = up
+				m.ins[l].pub = up
 			}
 		},
-		producer: func(*actor.PID, []*actor.PID) actor.Actor { return &mergeActor{c: mc} }}
+		producer: func(*actor.PID, []*actor.PID) actor.Actor { return &machineActor{c: c, m: m} }}
 }
 
-type mergeActor struct{ c *mergeCell }
+func (m *mergeMachine) restarted(box *outbox) {
+	for l := range m.ins {
+		m.ins[l].reopen(box, m.room(l))
+	}
+}
 
-func (a *mergeActor) Receive(ctx actor.Context) {
-	c := a.c
-	defer a.gauge()
-	msg, send := c.receive(ctx)
-	switch m := msg.(type) {
-	case *actor.Started:
-		if c.restarted() {
-			for l := range c.ins {
-				c.ins[l].reopen(send, a.room(l))
+func (m *mergeMachine) step(box *outbox, from *actor.PID, msg any) error {
+	ev, err := m.out.step(from, msg)
+	switch {
+	case err != nil:
+		m.fail(box, err)
+		return err
+	case ev == outletIgnored:
+		return nil
+	case ev == outletBegin:
+		m.begin(box)
+	case ev == outletCancel:
+		for l := range m.ins {
+			m.ins[l].cancel(box)
+		}
+		return nil
+	case ev == notOutlet:
+		if r, ok := msg.(*messages.Resubscribe); ok {
+			if l, ok := m.lanes[r.Stage]; ok {
+				m.ins[l].reopen(box, m.room(l))
 			}
-			c.announce(send)
+			return nil
 		}
-		return
-	case *messages.Subscribe:
-		if err := a.onSubscribe(ctx, send, m); err != nil {
-			a.fail(send, err)
-			return
-		}
-	case *messages.Demand:
-		if err := c.out.onDemand(m); err != nil {
-			a.fail(send, err)
-			return
-		}
-	case *messages.Cancel:
-		a.onCancel(send, m)
-		return
-	case *messages.Resubscribe:
-		if l, ok := c.lanes[m.Stage]; ok {
-			c.ins[l].reopen(send, a.room(l))
-		}
-		return
-	default:
-		if !a.onLane(send, msg) {
-			return
+		if !m.onLane(box, msg) {
+			return nil
 		}
 	}
 	// Merging pauses at Capacity unsent items, and what it sends frees
 	// room: merge again until nothing more goes, since the items queued
 	// here bring no message that would prompt it.
 	for {
-		if err := a.merge(); err != nil {
-			a.fail(send, err)
-			return
+		if err := m.merge(); err != nil {
+			m.fail(box, err)
+			return err
 		}
-		sent := c.out.sent
-		c.out.flush(send)
-		if c.out.sent == sent {
+		sent := m.out.sent
+		m.out.flush(box)
+		if m.out.sent == sent {
 			break
 		}
 	}
-	for l := range c.ins {
-		c.ins[l].replenish(send, a.room(l), c.ins[l].next)
+	for l := range m.ins {
+		m.ins[l].replenish(box, m.room(l), m.ins[l].next)
 	}
+	return nil
 }
 
 // onLane takes what a lane sends: an item, its End or its Failure. It
 // reports whether the message counted.
-func (a *mergeActor) onLane(send func(*actor.PID, any), msg any) bool {
-	c := a.c
-	switch m := msg.(type) {
+func (m *mergeMachine) onLane(box *outbox, msg any) bool {
+	switch b := msg.(type) {
 	case *messages.Batch:
-		l := c.lane(m.Epoch)
-		if !c.ins[l].admit(send, m.Epoch, m.Seq, a.room(l)) {
+		l := m.lane(b.Epoch)
+		if !m.ins[l].admit(box, b.Epoch, b.Seq, m.room(l)) {
 			return false
 		}
-		c.ins[l].commit()
-		item := &messages.Batch{Pass: c.out.pass, Slots: m.Slots, Parts: m.Parts, Rows: m.Rows, Ids: m.Ids}
-		keepPlace(item, m)
-		c.queues[l] = append(c.queues[l], item)
+		m.ins[l].commit()
+		item := &messages.Batch{Pass: m.out.pass, Slots: b.Slots, Parts: b.Parts, Rows: b.Rows, Ids: b.Ids}
+		keepPlace(item, b)
+		m.queues[l] = append(m.queues[l], item)
 	case *messages.End:
-		l := c.lane(m.Epoch)
-		if !c.ins[l].admitEnd(send, m, a.room(l)) {
+		l := m.lane(b.Epoch)
+		if !m.ins[l].admitEnd(box, b, m.room(l)) {
 			return false
 		}
-		c.ins[l].ended = true
-		c.skipped = max(c.skipped, m.Skipped) // the deal stage told every lane the same
+		m.ins[l].ended = true
+		m.skipped = max(m.skipped, b.Skipped) // the deal stage told every lane the same
 	case *messages.Failure:
-		l := c.lane(m.Epoch)
-		if !c.ins[l].current(m.Epoch) {
+		l := m.lane(b.Epoch)
+		if !m.ins[l].current(b.Epoch) {
 			return false
 		}
-		c.ins[l].ended = true
-		c.out.fail = m
+		m.ins[l].ended = true
+		m.out.fail = b
 	default:
 		return false
 	}
 	return true
 }
 
-// onSubscribe takes the double buffer's subscription: one for another pass
-// starts it in every lane, forgetting what was queued of the last.
-func (a *mergeActor) onSubscribe(ctx actor.Context, send func(*actor.PID, any), m *messages.Subscribe) error {
-	c := a.c
-	switch c.out.classify(m) {
-	case staleSub:
-		return nil
-	case resumeSub:
-		return c.out.subscribe(ctx.Sender(), m)
-	}
-	c.out.reset(m.Pass)
-	for l, q := range c.queues {
+// begin starts a new pass in every lane, forgetting what was queued of the
+// last.
+func (m *mergeMachine) begin(box *outbox) {
+	for l, q := range m.queues {
 		for _, b := range q {
-			c.pipe.discard(b)
+			m.fx.drop(b)
 		}
-		c.queues[l] = q[:0]
+		m.queues[l] = q[:0]
 	}
-	c.turn, c.skipped = 0, 0
-	if err := c.out.subscribe(ctx.Sender(), m); err != nil {
-		return err
-	}
-	for l := range c.ins {
-		c.ins[l].subscribe(send, m.Pass, 0, a.room(l))
-	}
-	return nil
-}
-
-// onCancel closes the link to the double buffer, and the lanes' links.
-func (a *mergeActor) onCancel(send func(*actor.PID, any), m *messages.Cancel) {
-	c := a.c
-	if !c.out.cancel(m) {
-		return
-	}
-	for l := range c.ins {
-		c.ins[l].cancel(send)
+	m.turn, m.skipped = 0, 0
+	for l := range m.ins {
+		m.ins[l].subscribe(box, m.out.pass, 0, m.room(l))
 	}
 }
 
@@ -200,33 +180,32 @@ func (a *mergeActor) onCancel(send func(*actor.PID, any), m *messages.Cancel) {
 // it has room. A lane that ended with its turn's batch missing ended the
 // pass: nothing was dealt past it, so every other lane has ended, or will,
 // with nothing more; once they have, the pass ends.
-func (a *mergeActor) merge() error {
-	c := a.c
-	for c.out.fail == nil && c.out.end == nil && c.out.unsent() < c.capacity {
-		l := int(c.turn % uint64(len(c.ins)))
-		if q := c.queues[l]; len(q) > 0 {
+func (m *mergeMachine) merge() error {
+	for m.out.fail == nil && m.out.end == nil && m.out.unsent() < m.capacity {
+		l := int(m.turn % uint64(len(m.ins)))
+		if q := m.queues[l]; len(q) > 0 {
 			h := q[0]
 			q[0] = nil
-			c.queues[l] = q[1:]
-			c.turn++
-			if c.dropLast && h.Positions < c.size {
-				c.pipe.discard(h) // the last, short batch (see mergeCell)
+			m.queues[l] = q[1:]
+			m.turn++
+			if m.dropLast && h.Positions < m.size {
+				m.fx.drop(h) // the last, short batch (see mergeCell)
 				continue
 			}
-			c.out.push(h)
-			c.meter.items.Add(1)
+			m.out.push(h)
+			m.fx.made(h)
 			continue
 		}
-		if !c.ins[l].ended {
+		if !m.ins[l].ended {
 			return nil // wait for lane l
 		}
-		for k := range c.ins {
-			if len(c.queues[k]) > 0 {
-				return fmt.Errorf("%w: lane %d ended before item %d of the pass, and lane %d holds later ones", ErrProtocol, l, c.turn, k)
+		for k := range m.ins {
+			if len(m.queues[k]) > 0 {
+				return fmt.Errorf("%w: lane %d ended before item %d of the pass, and lane %d holds later ones", ErrProtocol, l, m.turn, k)
 			}
 		}
-		if a.drained() {
-			c.out.end = &messages.End{Pass: c.out.pass, Count: c.out.produced(), Skipped: c.skipped}
+		if m.drained() {
+			m.out.end = &messages.End{Pass: m.out.pass, Count: m.out.produced(), Skipped: m.skipped}
 		}
 		return nil
 	}
@@ -234,9 +213,9 @@ func (a *mergeActor) merge() error {
 }
 
 // drained says whether every lane ended its pass and nothing is queued.
-func (a *mergeActor) drained() bool {
-	for l := range a.c.ins {
-		if !a.c.ins[l].ended || len(a.c.queues[l]) > 0 {
+func (m *mergeMachine) drained() bool {
+	for l := range m.ins {
+		if !m.ins[l].ended || len(m.queues[l]) > 0 {
 			return false
 		}
 	}
@@ -244,25 +223,22 @@ func (a *mergeActor) drained() bool {
 }
 
 // room is how many more items lane l may send.
-func (a *mergeActor) room(l int) int { return a.c.queue - len(a.c.queues[l]) }
+func (m *mergeMachine) room(l int) int { return m.queue - len(m.queues[l]) }
 
-func (a *mergeActor) gauge() {
-	c := a.c
-	held, demand := c.out.held(), int64(0)
-	for l := range c.ins {
-		held += len(c.queues[l])
-		demand += c.ins[l].outstanding
+func (m *mergeMachine) load() (int, int64) {
+	held, demand := m.out.held(), int64(0)
+	for l := range m.ins {
+		held += len(m.queues[l])
+		demand += m.ins[l].outstanding
 	}
-	c.meter.gauge(held, demand)
+	return held, demand
 }
 
 // fail ends the link to the double buffer with err.
-func (a *mergeActor) fail(send func(*actor.PID, any), err error) {
-	c := a.c
-	c.pipe.record(c.name, err)
-	c.out.fail = failure(c.name, "", -1, err)
-	for l := range c.ins {
-		c.ins[l].ended = true
+func (m *mergeMachine) fail(box *outbox, err error) {
+	m.out.fail = failure(m.name, "", -1, err)
+	for l := range m.ins {
+		m.ins[l].ended = true
 	}
-	c.out.flush(send)
+	m.out.flush(box)
 }

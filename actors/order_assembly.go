@@ -94,7 +94,7 @@ func (u *units) extend(fresh bool) bool {
 // one another in S (a split, and the next split when it is the same file's
 // next), taking the run's next windows as it goes, so that a reader opens
 // a file once for a stretch of it.
-func (u *units) more(c *filesCell) bool {
+func (u *units) more(c *filesMachine) bool {
 	if u.at == u.hi && !u.extend(true) {
 		return false
 	}

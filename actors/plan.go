@@ -207,8 +207,8 @@ func (p *Pipeline) planSource(name string, s Stage) ([]spawnable, error) {
 		plan = append(plan, spawnable{name: wc.name, cell: &wc.cell, workers: true,
 			producer: func(*actor.PID, []*actor.PID) actor.Actor { return &workerActor{c: wc} }})
 	}
-	fc := &filesCell{cell: cell{name: name, kind: KindFiles, pipe: pipe}, src: src, files: files,
-		buffer: buffer, window: opts.ReaderWindow}
+	c := &cell{name: name, kind: KindFiles, pipe: pipe}
+	fc := &filesMachine{name: name, src: src, files: files, buffer: buffer, window: opts.ReaderWindow, fx: stageEffects(c)}
 	if p.order != nil {
 		fc.ordered, fc.units = true, &units{plan: p.order}
 		if !p.order.shuffled {
@@ -224,23 +224,24 @@ func (p *Pipeline) planSource(name string, s Stage) ([]spawnable, error) {
 			fc.buffer += fc.windows.items()
 		}
 	}
-	p.cells = append(p.cells, &fc.cell)
-	return append(plan, spawnable{name: name, cell: &fc.cell, producer: func(_ *actor.PID, workers []*actor.PID) actor.Actor {
+	p.cells = append(p.cells, c)
+	return append(plan, spawnable{name: name, cell: c, producer: func(_ *actor.PID, workers []*actor.PID) actor.Actor {
 		fc.workers = workers
-		return &filesActor{c: fc}
+		return &machineActor{c: c, m: fc}
 	}}), nil
 }
 
 // planDoubleBuffer plans the double buffer before the consumers.
 func (p *Pipeline) planDoubleBuffer(name string, s DoubleBuffer, consumers int) spawnable {
 	window := s.window()
-	fc := &fanoutCell{cell: cell{name: name, kind: KindDoubleBuffer, pipe: p.pipe}, outs: make([]outlet, consumers),
-		window: window, dropPartial: s.DropPartial, readsAhead: true}
+	c := &cell{name: name, kind: KindDoubleBuffer, pipe: p.pipe}
+	fc := &fanoutMachine{name: name, outs: make([]outlet, consumers), window: window, dropPartial: s.DropPartial, readsAhead: true,
+		fx: stageEffects(c)}
 	fc.in.window = int64(consumers * window)
-	p.cells = append(p.cells, &fc.cell)
-	return spawnable{name: name, cell: &fc.cell, producer: func(up *actor.PID, _ []*actor.PID) actor.Actor {
+	p.cells = append(p.cells, c)
+	return spawnable{name: name, cell: c, producer: func(up *actor.PID, _ []*actor.PID) actor.Actor {
 		fc.in.pub = up
-		return &fanoutActor{c: fc}
+		return &machineActor{c: c, m: fc}
 	}}
 }
 
@@ -265,7 +266,8 @@ func (p *Pipeline) planXMap(name string, s XMap, lane int) spawnable {
 // planTransform plans stage i, a shuffle, batch, map or multi-pass stage.
 func (p *Pipeline) planTransform(name string, stages []Stage, i int, dev *Devices, lane int) spawnable {
 	pipe, opts := p.pipe, p.pipe.opts
-	tc := &transformCell{cell: cell{name: name, kind: stages[i].kind(), pipe: pipe}, relay: relay{capacity: opts.Capacity}}
+	c := &cell{name: name, kind: stages[i].kind(), pipe: pipe}
+	tc := &relayMachine{relay: relay{name: name, capacity: opts.Capacity}, fx: stageEffects(c)}
 	tc.in.window, tc.in.lane = int64(opts.Window), uint32(max(lane, 0))
 	switch s := stages[i].(type) {
 	case Shuffle:
@@ -289,10 +291,10 @@ func (p *Pipeline) planTransform(name string, stages []Stage, i int, dev *Device
 		tc.logic = &multiPassLogic{passSplit: p.passSplit(stages, i)}
 	}
 	tc.in.reach = int64(tc.capacity)
-	p.cells = append(p.cells, &tc.cell)
-	return spawnable{name: name, cell: &tc.cell, producer: func(up *actor.PID, _ []*actor.PID) actor.Actor {
+	p.cells = append(p.cells, c)
+	return spawnable{name: name, cell: c, producer: func(up *actor.PID, _ []*actor.PID) actor.Actor {
 		tc.in.pub = up
-		return &transformActor{c: tc}
+		return &machineActor{c: c, m: tc}
 	}}
 }
 

@@ -23,10 +23,11 @@ type serviceActor struct {
 func (a *serviceActor) Receive(ctx actor.Context) {
 	c := a.c
 	defer a.gauge()
-	msg, send := c.receive(ctx)
+	msg, box := c.receive(ctx)
+	defer c.post()
 	switch m := msg.(type) {
 	case *actor.Started:
-		a.onStarted(ctx, send)
+		a.onStarted(ctx, box)
 	case *actor.Restarting:
 		a.tick.stop()
 		return
@@ -37,24 +38,22 @@ func (a *serviceActor) Receive(ctx actor.Context) {
 		return
 	case probed:
 		a.onProbed(ctx, m)
-	case *messages.Subscribe:
-		if err := a.onSubscribe(ctx, m); err != nil {
-			a.fail(send, err)
+	case *messages.Subscribe, *messages.Demand, *messages.Cancel:
+		ev, err := c.out.step(ctx.Sender(), m)
+		if err == nil && ev == outletBegin {
+			err = a.begin(ctx)
+		}
+		if err != nil {
+			a.fail(box, err)
 			return
 		}
-	case *messages.Demand:
-		if err := c.out.onDemand(m); err != nil {
-			a.fail(send, err)
-			return
-		}
-	case *messages.Cancel:
-		if c.out.cancel(m) {
+		if ev == outletCancel {
 			a.closeSessions(ctx)
+			return
 		}
-		return
 	case serviceTick:
 		if err := a.checkLeases(ctx); err != nil {
-			a.fail(send, err)
+			a.fail(box, err)
 			return
 		}
 	case *actor.Terminated:
@@ -65,20 +64,20 @@ func (a *serviceActor) Receive(ctx actor.Context) {
 		}
 	default:
 		if err := a.onWorker(ctx, msg); err != nil {
-			a.fail(send, err)
+			a.fail(box, err)
 			return
 		}
 	}
 	// The workers' snapshot is taken before the pass's end can be handed
 	// on, so that one who sees the pass end sees its last task counted.
 	a.gauge()
-	a.progress(ctx, send)
+	a.progress(ctx, box)
 }
 
 // onStarted starts the lease ticks and says hello to every worker; after a
 // restart, the message being handled is lost: whatever it was, every
 // attempt in flight starts again, fenced, from what was handed on.
-func (a *serviceActor) onStarted(ctx actor.Context, send func(*actor.PID, any)) {
+func (a *serviceActor) onStarted(ctx actor.Context, box *outbox) {
 	c := a.c
 	a.tick = startTicker(ctx.ActorSystem().Root, c.cfg.Lease/4, ctx.Self(), serviceTick{})
 	if c.restarted() {
@@ -87,7 +86,7 @@ func (a *serviceActor) onStarted(ctx actor.Context, send func(*actor.PID, any)) 
 				a.requeue(t)
 			}
 		}
-		c.announce(send)
+		c.announce(box)
 	}
 	for _, w := range c.workers {
 		a.hello(ctx, w)
@@ -98,12 +97,12 @@ func (a *serviceActor) onStarted(ctx actor.Context, send func(*actor.PID, any)) 
 // Handing on pauses at Capacity unsent items, and what flush sends frees
 // room: it hands on again until nothing more goes, since the batches queued
 // here bring no message that would prompt it.
-func (a *serviceActor) progress(ctx actor.Context, send func(*actor.PID, any)) {
+func (a *serviceActor) progress(ctx actor.Context, box *outbox) {
 	c := a.c
 	for {
 		a.handOn()
 		sent := c.out.sent
-		c.out.flush(send)
+		c.out.flush(box)
 		if c.out.sent == sent {
 			break
 		}
@@ -112,26 +111,20 @@ func (a *serviceActor) progress(ctx actor.Context, send func(*actor.PID, any)) {
 	a.grant(ctx)
 }
 
-// onSubscribe takes the double buffer's subscription: one for another pass
-// ends every session (the workers drop what they run of the last pass) and
-// cuts the new pass into tasks.
-func (a *serviceActor) onSubscribe(ctx actor.Context, m *messages.Subscribe) error {
+// begin starts the pass the double buffer subscribed for: every session
+// ends (the workers drop what they run of the last pass) and the new pass
+// is cut into tasks.
+func (a *serviceActor) begin(ctx actor.Context) error {
 	c := a.c
-	switch c.out.classify(m) {
-	case staleSub:
-		return nil
-	case resumeSub:
-		return c.out.subscribe(ctx.Sender(), m)
-	}
 	c.subscribed = true
-	c.out.reset(m.Pass)
 	a.closeSessions(ctx)
 	for _, t := range c.tasks {
 		for _, b := range t.queue {
 			c.pipe.discard(b)
 		}
 	}
-	tasks, err := c.tasksOf(m.Pass)
+	pass := c.out.pass
+	tasks, err := c.tasksOf(pass)
 	if err != nil {
 		return err
 	}
@@ -139,13 +132,13 @@ func (a *serviceActor) onSubscribe(ctx actor.Context, m *messages.Subscribe) err
 	if len(tasks) > 0 {
 		c.base = tasks[0].id
 	}
-	for _, pos := range c.plan.skip(m.Pass) {
+	for _, pos := range c.plan.skip(pass) {
 		c.skip[pos] = true
 	}
 	for _, w := range c.workers {
 		a.hello(ctx, w)
 	}
-	return c.out.subscribe(ctx.Sender(), m)
+	return nil
 }
 
 // onWorker takes a worker's message: a batch, the end of an attempt or a
@@ -596,11 +589,11 @@ func (a *serviceActor) grant(ctx actor.Context) {
 }
 
 // fail ends the link to the double buffer with err.
-func (a *serviceActor) fail(send func(*actor.PID, any), err error) {
+func (a *serviceActor) fail(box *outbox, err error) {
 	c := a.c
 	c.pipe.record(c.name, err)
 	c.out.fail = failure(c.name, "", -1, err)
-	c.out.flush(send)
+	c.out.flush(box)
 }
 
 func (a *serviceActor) gauge() {

@@ -58,7 +58,7 @@ type xmapActor struct {
 }
 
 func newXMapCell(pipe *shared, name string, s XMap, capacity, window int) *xmapCell {
-	c := &xmapCell{cell: cell{name: name, kind: KindXMap, pipe: pipe}, relay: relay{capacity: capacity},
+	c := &xmapCell{cell: cell{name: name, kind: KindXMap, pipe: pipe}, relay: relay{name: name, capacity: capacity},
 		fn: s.Fn, workers: s.Workers, limit: s.Workers + s.Buffer, ordered: s.Ordered}
 	c.in.window = int64(max(window, c.limit))
 	c.in.reach = int64(min(c.limit, capacity))
@@ -68,7 +68,8 @@ func newXMapCell(pipe *shared, name string, s XMap, capacity, window int) *xmapC
 func (a *xmapActor) Receive(ctx actor.Context) {
 	c := a.c
 	defer func() { c.meter.gauge(c.out.held(), c.in.outstanding) }()
-	msg, send := c.receive(ctx)
+	msg, box := c.receive(ctx)
+	defer c.post()
 	switch m := msg.(type) {
 	case *actor.Started:
 		a.start(ctx)
@@ -79,8 +80,8 @@ func (a *xmapActor) Receive(ctx actor.Context) {
 			for _, seq := range slices.Sorted(maps.Keys(c.inflight)) {
 				a.jobs <- job{run: c.run, seq: seq, item: c.inflight[seq]}
 			}
-			c.in.reopen(send, a.room())
-			c.announce(send)
+			c.in.reopen(box, a.room())
+			c.announce(box)
 		}
 		return
 	case *actor.Stopping, *actor.Restarting:
@@ -93,7 +94,7 @@ func (a *xmapActor) Receive(ctx actor.Context) {
 		if m.panic != nil {
 			panic(m.panic)
 		}
-		if !a.onResult(send, m) {
+		if !a.onResult(box, m) {
 			return
 		}
 	default:
@@ -104,28 +105,33 @@ func (a *xmapActor) Receive(ctx actor.Context) {
 			a.start(ctx)
 			return pass
 		}
-		if !c.handle(&c.cell, ctx, send, msg, a.room(), begin, func(msg any) bool { return a.onItem(send, msg) }) {
+		res, err := c.onLink(box, ctx.Sender(), msg, a.room(), begin)
+		switch {
+		case err != nil:
+			c.pipe.record(c.cell.name, err)
+			return
+		case res == handled, res == notLink && !a.onItem(box, msg):
 			return
 		}
 	}
 	a.maybeEnd()
-	c.out.flush(send)
-	c.in.replenish(send, a.room(), c.in.next)
+	c.out.flush(box)
+	c.in.replenish(box, a.room(), c.in.next)
 }
 
 // onItem takes in an item, handing it to a worker, or the upstream's End.
-func (a *xmapActor) onItem(send func(*actor.PID, any), msg any) bool {
+func (a *xmapActor) onItem(box *outbox, msg any) bool {
 	c := a.c
 	switch m := msg.(type) {
 	case *messages.Batch:
-		if !c.in.admit(send, m.Epoch, m.Seq, a.room()) {
+		if !c.in.admit(box, m.Epoch, m.Seq, a.room()) {
 			return false
 		}
 		a.jobs <- job{run: c.run, seq: m.Seq, item: m} // never blocks: see room
 		c.inflight[m.Seq] = m
 		c.in.commit()
 	case *messages.End:
-		if !c.in.admitEnd(send, m, a.room()) {
+		if !c.in.admitEnd(box, m, a.room()) {
 			return false
 		}
 		if c.drained {
@@ -144,7 +150,7 @@ func (a *xmapActor) onItem(send func(*actor.PID, any), msg any) bool {
 }
 
 // onResult pushes a result: in order (ordered) or at once.
-func (a *xmapActor) onResult(send func(*actor.PID, any), m *mapped) bool {
+func (a *xmapActor) onResult(box *outbox, m *mapped) bool {
 	c := a.c
 	if c.inflight[m.seq] == nil {
 		return false // not asked for (cannot happen: results of old runs are dropped)
@@ -152,7 +158,7 @@ func (a *xmapActor) onResult(send func(*actor.PID, any), m *mapped) bool {
 	delete(c.inflight, m.seq)
 	if !c.ordered {
 		if m.err != nil {
-			c.fail(&c.cell, send, m.err)
+			a.fail(box, m.err)
 			return false
 		}
 		a.push(m.item)
@@ -166,7 +172,7 @@ func (a *xmapActor) onResult(send func(*actor.PID, any), m *mapped) bool {
 	c.waiting[m.seq] = m
 	for r := c.waiting[c.base]; r != nil; r = c.waiting[c.base] {
 		if r.err != nil {
-			c.fail(&c.cell, send, r.err)
+			a.fail(box, r.err)
 			return false
 		}
 		a.push(r.item)
@@ -174,6 +180,12 @@ func (a *xmapActor) onResult(send func(*actor.PID, any), m *mapped) bool {
 		c.base++
 	}
 	return true
+}
+
+// fail ends the downstream link with err, and the pipeline with it.
+func (a *xmapActor) fail(box *outbox, err error) {
+	a.c.pipe.record(a.c.cell.name, err)
+	a.c.relay.fail(box, err)
 }
 
 func (a *xmapActor) push(b *messages.Batch) {
@@ -255,6 +267,6 @@ func (a *xmapActor) stop() {
 	a.cancel()
 	a.cancel = nil
 	if !join(a.finished, a.c.workers, a.c.pipe.opts.StopGrace) {
-		a.c.pipe.abandon(fmt.Sprintf("stage %s's function", a.c.name))
+		a.c.pipe.abandon(fmt.Sprintf("stage %s's function", a.c.cell.name))
 	}
 }
