@@ -79,6 +79,7 @@ fuzz)
   fuzz FuzzMergeMachine ./actors 300000
   fuzz FuzzFanoutMachine ./actors 300000
   fuzz FuzzFilesMachine ./actors 300000
+  fuzz FuzzXMapMachine ./actors 300000
   ;;
 *)
   sed -n '2,10s/^# \{0,1\}//p' "$0"

@@ -6,9 +6,10 @@
 // nothing: its state lives in a cell that outlives the actor instance.
 // The stages whose work is protocol alone (open_files, the decorators, the
 // merge, the deal and double buffer) are state machines that one generic
-// actor runs (machine.go); the link between two stages is a pair of them
-// (link.go), which the stages owning goroutines (readers, xmap, devices,
-// the data service's client) use as well.
+// actor runs (machine.go); xmap's protocol is one too, run by the actor
+// that owns its workers. The link between two stages is a pair of them
+// (link.go), which the readers, devices and the data service's client
+// use as well.
 //
 // New builds a pipeline read with Next (PaddlePaddle Fluid's read op and
 // ReaderHolder); NewDevices builds one that feeds device actors. Files is

@@ -85,8 +85,7 @@ func FuzzFilesMachine(f *testing.F) {
 		for _, pid := range pids {
 			fz.readers = append(fz.readers, &readerModel{pid: pid})
 		}
-		fz.d = &downModel{pid: down, out: &m.out, granted: map[uint64]int64{}, got: map[uint64]int64{},
-			next: map[uint64]uint64{}, done: map[uint64]bool{}, ids: map[uint64][]uint64{}}
+		fz.d = newDownModel(down, 0, &m.out)
 		fz.links = &linkFuzz{m: m, downs: []*downModel{fz.d}, fresh: func(s *messages.Subscribe) bool { return m.out.classify(s) == freshSub }}
 		fz.run(t, ops)
 	})

@@ -112,7 +112,8 @@ const (
 // Cancel from the subscriber from and says what the stage must do. For a
 // new pass the outlet forgets the last one before it subscribes, so a
 // stage begins its pass with the outlet already open: what it pushes then
-// goes to the new epoch. An error breaks the protocol; the stage fails.
+// goes to the new epoch. An error breaks the protocol and changes nothing;
+// the stage fails.
 func (o *outlet) step(from *actor.PID, msg any) (outletEvent, error) {
 	switch m := msg.(type) {
 	case *messages.Subscribe:
@@ -121,6 +122,12 @@ func (o *outlet) step(from *actor.PID, msg any) (outletEvent, error) {
 			return outletIgnored, nil
 		case resumeSub:
 			return outletFlush, o.subscribe(from, m)
+		}
+		if m.From != 0 || m.Demand < 0 {
+			// Checked before the outlet forgets the last pass: the stage,
+			// which begins a pass only on outletBegin, would keep its
+			// state of the last one. (Found by FuzzXMapMachine.)
+			return outletIgnored, fmt.Errorf("%w: a new pass subscribed from %d with demand %d", ErrProtocol, m.From, m.Demand)
 		}
 		o.reset(m.Pass)
 		return outletBegin, o.subscribe(from, m)

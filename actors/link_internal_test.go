@@ -239,3 +239,21 @@ func TestACancelledLinkBeginsItsPassAgain(t *testing.T) {
 	require.Equal(t, outletCancel, ev)
 	require.Equal(t, freshSub, o.classify(&messages.Subscribe{Epoch: 2}))
 }
+
+// A subscription for a new pass that breaks the protocol changes nothing:
+// the outlet once forgot its pass before it refused it, while the stage,
+// which begins a pass only when the outlet says so, kept its state of the
+// last one, and its next items went out under the wrong numbers. (Found
+// by FuzzXMapMachine.)
+func TestOutletRefusesABadNewPassWhole(t *testing.T) {
+	var o outlet
+	o.reset(0)
+	o.push(&messages.Batch{})
+	require.NoError(t, o.subscribe(down, &messages.Subscribe{Epoch: 1, Demand: 1}))
+	for _, m := range []*messages.Subscribe{{Epoch: 2, Pass: 1, From: 2}, {Epoch: 2, Pass: 1, Demand: -1}} {
+		_, err := o.step(down, m)
+		require.ErrorIs(t, err, ErrProtocol)
+		require.EqualValues(t, 0, o.pass, "the pass is kept")
+		require.Equal(t, 1, o.held(), "and its items")
+	}
+}

@@ -96,6 +96,12 @@ type linkFuzz struct {
 	fresh  func(*messages.Subscribe) bool // the subscription will begin a pass
 	reset  func() bool                    // the machine's state right after a pass began
 	inTurn bool                           // item k of lane l is the pass's k*lanes+l
+	// other, when set, is a fuzz op of the machine's own (op 8; else a
+	// restart); after checks what the machine did besides its messages;
+	// allowed is an error the machine may fail with besides the protocol's.
+	other   func(box *outbox, arg byte) error
+	after   func() string
+	allowed error
 }
 
 // upModel is a publisher: the link the machine last opened to it.
@@ -121,6 +127,7 @@ type downModel struct {
 	next    map[uint64]uint64 // the sequence number expected next on an epoch
 	done    map[uint64]bool   // End or Failure came on the epoch
 	ids     map[uint64][]uint64
+	seqOf   map[uint64]uint64 // the item each id came in, this pass
 }
 
 func newLinkFuzz(m machine, pids []*actor.PID, ins []*inlet, outs []*outlet) *linkFuzz {
@@ -133,17 +140,21 @@ func newLinkFuzz(m machine, pids []*actor.PID, ins []*inlet, outs []*outlet) *li
 		if len(outs) > 1 {
 			pid = actor.NewPID("local", fmt.Sprint("down", l))
 		}
-		fz.downs = append(fz.downs, &downModel{pid: pid, lane: uint32(l), out: o, granted: map[uint64]int64{},
-			got: map[uint64]int64{}, next: map[uint64]uint64{}, done: map[uint64]bool{}, ids: map[uint64][]uint64{}})
+		fz.downs = append(fz.downs, newDownModel(pid, uint32(l), o))
 	}
 	return fz
+}
+
+func newDownModel(pid *actor.PID, lane uint32, out *outlet) *downModel {
+	return &downModel{pid: pid, lane: lane, out: out, granted: map[uint64]int64{}, got: map[uint64]int64{},
+		next: map[uint64]uint64{}, done: map[uint64]bool{}, ids: map[uint64][]uint64{}, seqOf: map[uint64]uint64{}}
 }
 
 func (fz *linkFuzz) run(t *testing.T, ops []byte) {
 	var box outbox
 	for i := 0; i+1 < len(ops); i += 2 {
-		fresh, err := fz.event(&box, ops[i]%8, ops[i+1])
-		if err != nil && !errors.Is(err, ErrProtocol) {
+		fresh, err := fz.event(&box, ops[i]%9, ops[i+1])
+		if err != nil && !errors.Is(err, ErrProtocol) && (fz.allowed == nil || !errors.Is(err, fz.allowed)) {
 			t.Fatalf("op %d: an error that is not the protocol's: %v", i, err)
 		}
 		if fresh && err == nil && !fz.reset() {
@@ -152,6 +163,11 @@ func (fz *linkFuzz) run(t *testing.T, ops []byte) {
 		for _, e := range box.take() {
 			if msg := fz.deliver(e); msg != "" {
 				t.Fatalf("op %d: %s: %s", i, show(e), msg)
+			}
+		}
+		if fz.after != nil {
+			if msg := fz.after(); msg != "" {
+				t.Fatalf("op %d: %s", i, msg)
 			}
 		}
 		for l, in := range fz.ins {
@@ -170,7 +186,10 @@ func (fz *linkFuzz) run(t *testing.T, ops []byte) {
 // event makes one message from op and arg and steps the machine with it.
 // fresh says it was a subscription that began a pass.
 func (fz *linkFuzz) event(box *outbox, op, arg byte) (fresh bool, err error) {
-	if op == 7 {
+	if op == 8 && fz.other != nil {
+		return false, fz.other(box, arg)
+	}
+	if op >= 7 {
 		fz.m.restarted(box)
 		return false, nil
 	}
@@ -230,6 +249,7 @@ func (fz *linkFuzz) subscribe(box *outbox, d *downModel, arg byte) (bool, error)
 	if m.Pass != d.pass || fresh {
 		d.pass, d.taken = m.Pass, m.From
 		clear(d.ids)
+		clear(d.seqOf)
 	}
 	d.epoch, d.granted[m.Epoch], d.next[m.Epoch] = m.Epoch, m.Demand, m.From
 	return fresh, err
@@ -292,6 +312,12 @@ func (fz *linkFuzz) toDown(d *downModel, msg any) string {
 		if ids, ok := d.ids[m.Seq]; ok && !slices.Equal(ids, m.Ids) {
 			return fmt.Sprintf("replayed as %v", ids)
 		}
+		for _, id := range m.Ids {
+			if seq, ok := d.seqOf[id]; ok && seq != m.Seq {
+				return fmt.Sprintf("id %d came in item #%d too", id, seq)
+			}
+			d.seqOf[id] = m.Seq
+		}
 		d.ids[m.Seq] = m.Ids
 		d.next[m.Epoch]++
 		d.got[m.Epoch]++
@@ -336,4 +362,53 @@ func (u *upModel) take(msg any) string {
 		return fmt.Sprintf("credit %d past the window %d", u.credit, u.window)
 	}
 	return ""
+}
+
+// errMapFuzz is a map function's error in FuzzXMapMachine.
+var errMapFuzz = errors.New("the function failed")
+
+// FuzzXMapMachine does the same for an xmap stage, playing its workers
+// too: results come back in any order, twice, from an old incarnation, or
+// as the function's error. Ordered, its output is its input's order;
+// either way no item is handed out past the workers and their buffer.
+func FuzzXMapMachine(f *testing.F) {
+	f.Add([]byte{0, 40, 3, 0, 3, 0, 8, 1, 8, 0, 4, 0, 1, 40}, uint8(2), uint8(1), uint8(2), true)
+	f.Add([]byte{0, 40, 3, 0, 3, 0, 7, 0, 8, 0, 8, 0, 4, 0, 8, 128}, uint8(1), uint8(0), uint8(3), false)
+	f.Fuzz(func(t *testing.T, ops []byte, workers, buffer, capacity uint8, ordered bool) {
+		m := newXMapMachine("xmap", XMap{Workers: int(workers%3) + 1, Buffer: int(buffer % 3), Ordered: ordered},
+			int(capacity%4)+1, 2)
+		m.in.pub = up
+		fz := newLinkFuzz(m, []*actor.PID{up}, []*inlet{&m.in}, []*outlet{&m.out})
+		fz.fresh = func(s *messages.Subscribe) bool { return m.out.classify(s) == freshSub }
+		fz.reset = func() bool { return m.base == 0 && !m.drained && len(m.inflight) == 0 && len(m.waiting) == 0 }
+		fz.inTurn, fz.allowed = ordered, errMapFuzz
+		var given []job // handed to the workers, no result yet
+		fz.after = func() string {
+			given = append(given, m.jobs...)
+			m.jobs = m.jobs[:0]
+			if len(m.inflight) > m.limit {
+				return fmt.Sprintf("%d items with the workers, past %d", len(m.inflight), m.limit)
+			}
+			return ""
+		}
+		fz.other = func(box *outbox, arg byte) error {
+			if len(given) == 0 {
+				return nil
+			}
+			i := int(arg) % len(given)
+			j := given[i]
+			r := &mapped{run: j.run, seq: j.seq, item: &messages.Batch{Pass: m.out.pass, Ids: j.item.Ids}}
+			switch arg >> 5 {
+			case 1:
+				r.run-- // an old incarnation's
+			case 2:
+				r.item, r.err = nil, errMapFuzz
+			}
+			if arg>>5 != 3 { // else a second result of the same job follows
+				given = slices.Delete(given, i, i+1)
+			}
+			return m.step(box, up, r)
+		}
+		fz.run(t, ops)
+	})
 }

@@ -254,12 +254,13 @@ func (p *Pipeline) planXMap(name string, s XMap, lane int) spawnable {
 		s.Buffer = s.Workers
 	}
 	s.Ordered = s.Ordered || p.order != nil
-	xc := newXMapCell(p.pipe, name, s, p.pipe.opts.Capacity, p.pipe.opts.Window)
-	xc.in.lane = uint32(max(lane, 0))
-	p.cells = append(p.cells, &xc.cell)
-	return spawnable{name: name, cell: &xc.cell, producer: func(up *actor.PID, _ []*actor.PID) actor.Actor {
-		xc.in.pub = up
-		return &xmapActor{c: xc}
+	c := &cell{name: name, kind: KindXMap, pipe: p.pipe}
+	xm := newXMapMachine(name, s, p.pipe.opts.Capacity, p.pipe.opts.Window)
+	xm.in.lane, xm.fx = uint32(max(lane, 0)), stageEffects(c)
+	p.cells = append(p.cells, c)
+	return spawnable{name: name, cell: c, producer: func(up *actor.PID, _ []*actor.PID) actor.Actor {
+		xm.in.pub = up
+		return &xmapActor{c: c, m: xm, fn: s.Fn, workers: s.Workers}
 	}}
 }
 

@@ -11,17 +11,16 @@ import (
 	"github.com/actorfeed/actorfeed/messages"
 )
 
-// xmapCell is what an xmap stage persists. Items are taken in from the
-// upstream link in order and handed to the stage's workers; an item stays
-// in the cell (inflight) until its result arrives, so a restart, which
-// loses the work in flight with the old workers, hands those items to the
-// new workers again. base is the first item whose result has not been
-// pushed downstream.
-type xmapCell struct {
-	cell
+// xmapMachine is the xmap stage's protocol: the relay's links, the items
+// handed to the workers and not yet back (inflight), results kept for their
+// turn (ordered), and the end of a pass once every result is pushed. An
+// item stays inflight until its result arrives, so a restart, which loses
+// the work in flight with the old workers, hands those items to the new
+// ones. base is the first item whose result has not been pushed. Its steps
+// put what to send in the outbox and what the workers must compute in
+// jobs; xmapActor owns the workers.
+type xmapMachine struct {
 	relay
-	fn      MapFunc
-	workers int
 	limit   int // items between intake and push: workers + buffer
 	ordered bool
 
@@ -31,6 +30,8 @@ type xmapCell struct {
 	waiting  map[uint64]*mapped         // ordered: results kept until their turn
 	pushed   map[uint64]bool            // unordered: results above base already pushed
 	drained  bool                       // the upstream's End was taken in
+	jobs     []job                      // for the workers, once the step is over
+	fx       effects
 }
 
 // job is one item for a worker.
@@ -47,189 +48,216 @@ type mapped struct {
 	panic    any // the function panicked: the stage restarts
 }
 
-// xmapActor is one incarnation of an xmap stage: it owns the worker
-// goroutines, which it starts when it starts (or a pass begins) and cancels
-// and joins when it stops or restarts.
-type xmapActor struct {
-	c        *xmapCell
-	jobs     chan job
-	cancel   context.CancelFunc
-	finished chan struct{} // a signal per worker that returned
+func newXMapMachine(name string, s XMap, capacity, window int) *xmapMachine {
+	m := &xmapMachine{relay: relay{name: name, capacity: capacity}, limit: s.Workers + s.Buffer, ordered: s.Ordered}
+	m.in.window = int64(max(window, m.limit))
+	m.in.reach = int64(min(m.limit, capacity))
+	m.forget()
+	return m
 }
 
-func newXMapCell(pipe *shared, name string, s XMap, capacity, window int) *xmapCell {
-	c := &xmapCell{cell: cell{name: name, kind: KindXMap, pipe: pipe}, relay: relay{name: name, capacity: capacity},
-		fn: s.Fn, workers: s.Workers, limit: s.Workers + s.Buffer, ordered: s.Ordered}
-	c.in.window = int64(max(window, c.limit))
-	c.in.reach = int64(min(c.limit, capacity))
-	return c
+// forget drops what the workers were given of the pass.
+func (m *xmapMachine) forget() {
+	m.base, m.drained = 0, false
+	m.inflight, m.waiting, m.pushed = map[uint64]*messages.Batch{}, map[uint64]*mapped{}, map[uint64]bool{}
 }
 
-func (a *xmapActor) Receive(ctx actor.Context) {
-	c := a.c
-	defer func() { c.meter.gauge(c.out.held(), c.in.outstanding) }()
-	msg, box := c.receive(ctx)
-	defer c.post()
-	switch m := msg.(type) {
-	case *actor.Started:
-		a.start(ctx)
-		if c.restarted() {
-			// The work in flight died with the old workers: hand its items
-			// to the new ones. The dropped message may have been an item or
-			// demand: open the links again.
-			for _, seq := range slices.Sorted(maps.Keys(c.inflight)) {
-				a.jobs <- job{run: c.run, seq: seq, item: c.inflight[seq]}
-			}
-			c.in.reopen(box, a.room())
-			c.announce(box)
+// restarted begins a new incarnation of the workers: the work in flight
+// died with the old ones, so its items go to the new ones. The dropped
+// message may have been an item or demand: the links open again.
+func (m *xmapMachine) restarted(box *outbox) {
+	m.run++
+	for _, seq := range slices.Sorted(maps.Keys(m.inflight)) {
+		m.jobs = append(m.jobs, job{run: m.run, seq: seq, item: m.inflight[seq]})
+	}
+	m.in.reopen(box, m.room())
+}
+
+func (m *xmapMachine) load() (int, int64) { return m.out.held(), m.in.outstanding }
+
+// step takes a link message or a worker's result. A new pass begins a new
+// incarnation of the workers (run).
+func (m *xmapMachine) step(box *outbox, from *actor.PID, msg any) error {
+	if r, ok := msg.(*mapped); ok {
+		if r.run != m.run {
+			return nil // from an earlier incarnation or pass
 		}
-		return
-	case *actor.Stopping, *actor.Restarting:
-		a.stop()
-		return
-	case *mapped:
-		if m.run != c.run {
-			return // from an earlier incarnation or pass
+		if ok, err := m.onResult(box, r); !ok || err != nil {
+			return err
 		}
-		if m.panic != nil {
-			panic(m.panic)
-		}
-		if !a.onResult(box, m) {
-			return
-		}
-	default:
+	} else {
 		begin := func(pass uint32) uint32 {
-			a.stop()
-			c.base, c.drained = 0, false
-			c.inflight, c.waiting, c.pushed = map[uint64]*messages.Batch{}, map[uint64]*mapped{}, map[uint64]bool{}
-			a.start(ctx)
+			m.forget()
+			m.run++
 			return pass
 		}
-		res, err := c.onLink(box, ctx.Sender(), msg, a.room(), begin)
+		res, err := m.onLink(box, from, msg, m.room(), begin)
 		switch {
 		case err != nil:
-			c.pipe.record(c.cell.name, err)
-			return
-		case res == handled, res == notLink && !a.onItem(box, msg):
-			return
+			return err
+		case res == handled, res == notLink && !m.onItem(box, msg):
+			return nil
 		}
 	}
-	a.maybeEnd()
-	c.out.flush(box)
-	c.in.replenish(box, a.room(), c.in.next)
+	m.maybeEnd()
+	m.out.flush(box)
+	m.in.replenish(box, m.room(), m.in.next)
+	return nil
 }
 
 // onItem takes in an item, handing it to a worker, or the upstream's End.
-func (a *xmapActor) onItem(box *outbox, msg any) bool {
-	c := a.c
-	switch m := msg.(type) {
+func (m *xmapMachine) onItem(box *outbox, msg any) bool {
+	switch b := msg.(type) {
 	case *messages.Batch:
-		if !c.in.admit(box, m.Epoch, m.Seq, a.room()) {
+		if !m.in.admit(box, b.Epoch, b.Seq, m.room()) {
 			return false
 		}
-		a.jobs <- job{run: c.run, seq: m.Seq, item: m} // never blocks: see room
-		c.inflight[m.Seq] = m
-		c.in.commit()
+		m.jobs = append(m.jobs, job{run: m.run, seq: b.Seq, item: b}) // never blocks the actor: see room
+		m.inflight[b.Seq] = b
+		m.in.commit()
 	case *messages.End:
-		if !c.in.admitEnd(box, m, a.room()) {
+		if !m.in.admitEnd(box, b, m.room()) {
 			return false
 		}
-		if c.drained {
+		if m.drained {
 			// The End again: the upstream restarted before the last
 			// results were pushed, the link was opened again (the inlet
 			// ends only then, in maybeEnd) and the End replayed. Its
 			// skipped records were counted the first time.
 			return false
 		}
-		c.skipped += m.Skipped
-		c.drained = true
+		m.skipped += b.Skipped
+		m.drained = true
 	default:
 		return false
 	}
 	return true
 }
 
-// onResult pushes a result: in order (ordered) or at once.
-func (a *xmapActor) onResult(box *outbox, m *mapped) bool {
-	c := a.c
-	if c.inflight[m.seq] == nil {
-		return false // not asked for (cannot happen: results of old runs are dropped)
+// onResult pushes a result: in order (ordered) or at once; false when
+// nothing was pushed. A function's error fails the stage.
+func (m *xmapMachine) onResult(box *outbox, r *mapped) (bool, error) {
+	if m.inflight[r.seq] == nil {
+		return false, nil // not asked for, or its result came already
 	}
-	delete(c.inflight, m.seq)
-	if !c.ordered {
-		if m.err != nil {
-			a.fail(box, m.err)
-			return false
-		}
-		a.push(m.item)
-		c.pushed[m.seq] = true
-		for c.pushed[c.base] {
-			delete(c.pushed, c.base)
-			c.base++
-		}
-		return true
-	}
-	c.waiting[m.seq] = m
-	for r := c.waiting[c.base]; r != nil; r = c.waiting[c.base] {
+	delete(m.inflight, r.seq)
+	if !m.ordered {
 		if r.err != nil {
-			a.fail(box, r.err)
-			return false
+			m.fail(box, r.err)
+			return false, r.err
 		}
-		a.push(r.item)
-		delete(c.waiting, c.base)
-		c.base++
+		m.push(r.item)
+		m.pushed[r.seq] = true
+		for m.pushed[m.base] {
+			delete(m.pushed, m.base)
+			m.base++
+		}
+		return true, nil
 	}
-	return true
+	m.waiting[r.seq] = r
+	for w := m.waiting[m.base]; w != nil; w = m.waiting[m.base] {
+		if w.err != nil {
+			m.fail(box, w.err)
+			return false, w.err
+		}
+		m.push(w.item)
+		delete(m.waiting, m.base)
+		m.base++
+	}
+	return true, nil
 }
 
-// fail ends the downstream link with err, and the pipeline with it.
-func (a *xmapActor) fail(box *outbox, err error) {
-	a.c.pipe.record(a.c.cell.name, err)
-	a.c.relay.fail(box, err)
-}
-
-func (a *xmapActor) push(b *messages.Batch) {
-	a.c.out.push(b)
-	a.c.meter.items.Add(1)
-	a.c.pipe.noteProduced(a.c.kind, b)
+func (m *xmapMachine) push(b *messages.Batch) {
+	m.out.push(b)
+	m.fx.made(b)
 }
 
 // maybeEnd ends the pass downstream once the upstream ended and every
 // result is pushed.
-func (a *xmapActor) maybeEnd() {
-	c := a.c
-	if c.drained && !c.in.ended && c.base == c.in.next {
-		c.in.ended = true
-		c.out.end = &messages.End{Pass: c.out.pass, Count: c.out.produced(), Skipped: c.skipped}
+func (m *xmapMachine) maybeEnd() {
+	if m.drained && !m.in.ended && m.base == m.in.next {
+		m.in.ended = true
+		m.out.end = &messages.End{Pass: m.out.pass, Count: m.out.produced(), Skipped: m.skipped}
 	}
 }
 
 // room is how many more items the stage should ask for: no more than the
 // workers and their buffer can hold, so handing an item to them never
 // blocks, and none while the produced items pile up unsent.
-func (a *xmapActor) room() int {
-	c := a.c
-	if c.drained {
+func (m *xmapMachine) room() int {
+	if m.drained {
 		return 0
 	}
-	return min(c.limit-int(c.in.next-c.base), c.capacity-c.out.unsent())
+	return min(m.limit-int(m.in.next-m.base), m.capacity-m.out.unsent())
 }
 
-// start begins a new incarnation of the worker pool.
-func (a *xmapActor) start(ctx actor.Context) {
-	c := a.c
-	c.run++
-	if c.waiting == nil {
-		c.inflight, c.waiting, c.pushed = map[uint64]*messages.Batch{}, map[uint64]*mapped{}, map[uint64]bool{}
+// xmapActor is one incarnation of an xmap stage: it runs its machine and
+// owns the worker goroutines, which it starts when it starts (or a pass
+// begins) and cancels and joins when it stops or restarts.
+type xmapActor struct {
+	c        *cell
+	m        *xmapMachine
+	fn       MapFunc
+	workers  int
+	jobs     chan job
+	cancel   context.CancelFunc
+	finished chan struct{} // a signal per worker that returned
+}
+
+func (a *xmapActor) Receive(ctx actor.Context) {
+	c, m := a.c, a.m
+	msg, box := c.receive(ctx)
+	defer c.post()
+	defer func() { c.meter.gauge(m.load()) }()
+	switch r := msg.(type) {
+	case *actor.Started:
+		if c.restarted() {
+			m.restarted(box)
+			c.announce(box)
+		} else {
+			m.run++
+		}
+		a.start(ctx)
+		a.dispatch()
+		return
+	case *actor.Stopping, *actor.Restarting:
+		a.stop()
+		return
+	case *mapped:
+		if r.run == m.run && r.panic != nil {
+			panic(r.panic)
+		}
 	}
-	jobs, finished := make(chan job, c.limit), make(chan struct{}, c.workers)
+	run := m.run
+	if err := m.step(box, ctx.Sender(), msg); err != nil {
+		c.pipe.record(c.name, err)
+	}
+	if m.run != run { // a new pass: the workers of the last are not wanted
+		a.stop()
+		a.start(ctx)
+	}
+	a.dispatch()
+}
+
+// dispatch hands the workers the jobs of the last step.
+func (a *xmapActor) dispatch() {
+	for _, j := range a.m.jobs {
+		a.jobs <- j // never blocks: see xmapMachine.room
+	}
+	clear(a.m.jobs)
+	a.m.jobs = a.m.jobs[:0]
+}
+
+// start begins a new incarnation of the worker pool, for the machine's run.
+func (a *xmapActor) start(ctx actor.Context) {
+	jobs, finished := make(chan job, a.m.limit), make(chan struct{}, a.workers)
 	a.jobs, a.finished = jobs, finished
 	rctx, cancel := context.WithCancel(context.Background())
 	a.cancel = cancel
-	self, root, pass := ctx.Self(), ctx.ActorSystem().Root, c.out.pass
+	self, root, pass := ctx.Self(), ctx.ActorSystem().Root, a.m.out.pass
 	// The workers hold this incarnation's channels, not the actor's fields:
 	// a worker abandoned by stop never takes a later incarnation's job.
-	for range c.workers {
+	for range a.workers {
 		go func() {
 			defer func() { finished <- struct{}{} }()
 			for {
@@ -252,7 +280,7 @@ func (a *xmapActor) work(j job, pass uint32) (m *mapped) {
 			m.item, m.err, m.panic = nil, nil, fmt.Sprintf("xmap function: %v", r)
 		}
 	}()
-	m.item, m.err = apply(a.c.fn, pass, j.item)
+	m.item, m.err = apply(a.fn, pass, j.item)
 	return m
 }
 
@@ -266,7 +294,7 @@ func (a *xmapActor) stop() {
 	}
 	a.cancel()
 	a.cancel = nil
-	if !join(a.finished, a.c.workers, a.c.pipe.opts.StopGrace) {
-		a.c.pipe.abandon(fmt.Sprintf("stage %s's function", a.c.cell.name))
+	if !join(a.finished, a.workers, a.c.pipe.opts.StopGrace) {
+		a.c.pipe.abandon(fmt.Sprintf("stage %s's function", a.c.name))
 	}
 }

@@ -15,17 +15,16 @@ import (
 // (They counted twice: found by sim seed 204975, "skipped 2 records in the
 // last pass, 1 are damaged".)
 func TestXMapCountsAReplayedEndOnce(t *testing.T) {
-	c := newXMapCell(&shared{}, "xmap", XMap{Workers: 2, Buffer: 2}, 2, 2)
+	c := newXMapMachine("xmap", XMap{Workers: 2, Buffer: 2}, 2, 2)
 	c.in.pub = actor.NewPID("local", "shuffle")
-	a := &xmapActor{c: c}
 	var out outbox
-	c.in.subscribe(&out, 0, 0, a.room())
+	c.in.subscribe(&out, 0, 0, c.room())
 	c.inflight = map[uint64]*messages.Batch{0: {}} // a result still to come
 
-	require.True(t, a.onItem(&out, &messages.End{Epoch: c.in.epoch, Skipped: 3}))
+	require.True(t, c.onItem(&out, &messages.End{Epoch: c.in.epoch, Skipped: 3}))
 	require.False(t, c.in.ended, "the inlet ends once every result is pushed")
-	c.in.reopen(&out, a.room()) // the upstream restarted and asked for it
+	c.in.reopen(&out, c.room()) // the upstream restarted and asked for it
 	require.EqualValues(t, 2, c.in.epoch)
-	require.False(t, a.onItem(&out, &messages.End{Epoch: c.in.epoch, Skipped: 3}), "the same End again")
+	require.False(t, c.onItem(&out, &messages.End{Epoch: c.in.epoch, Skipped: 3}), "the same End again")
 	require.EqualValues(t, 3, c.skipped)
 }
