@@ -14,12 +14,8 @@ import (
 
 	"github.com/actorfeed/actorfeed/readers"
 	"github.com/actorfeed/actorfeed/readers/recordio"
-	"github.com/actorfeed/actorfeed/tensor"
+	"github.com/actorfeed/actorfeed/sim/internal/records"
 )
-
-// value is what record r of file f holds in its first slot, so a consumer
-// can check that data and ids travel together.
-func value(f, r int) int64 { return int64(f*1_000_000 + r) }
 
 // dataset writes the scenario's files into dir, applies the on-disk faults
 // (flipped chunks, truncation) and returns the paths and, per file, the
@@ -32,7 +28,7 @@ func dataset(dir string, sc Scenario) (paths []string, damaged, cut []map[int]bo
 	cut = make([]map[int]bool, sh.Files)
 	for f := range sh.Files {
 		path := filepath.Join(dir, fmt.Sprintf("part-%d.recordio", f))
-		if err := writeFile(path, f, sh.Records, sh.ChunkBytes, sh.Ragged); err != nil {
+		if err := records.Write(path, f, sh.Records, sh.ChunkBytes, sh.Ragged); err != nil {
 			return nil, nil, nil, err
 		}
 		paths = append(paths, path)
@@ -67,21 +63,6 @@ func dataset(dir string, sc Scenario) (paths []string, damaged, cut []map[int]bo
 		}
 	}
 	return paths, damaged, cut, nil
-}
-
-func writeFile(path string, f, records, chunk int, ragged bool) error {
-	_, err := readers.WriteRecordFile(path, recordio.WriterOptions{MaxChunkBytes: chunk}, readers.Samples(records, func(r int) (tensor.Slots, error) {
-		second := tensor.LoDTensor{Tensor: tensor.MustFromSlice(tensor.Shape{1, 1}, []int32{int32(r % 10)})}
-		if ragged {
-			steps := 1 + r%3
-			var err error
-			if second, err = tensor.NewLoDTensor(tensor.MustFromSlice(tensor.Shape{steps, 1}, make([]int32, steps)), tensor.LoD{{0, steps}}); err != nil {
-				return nil, err
-			}
-		}
-		return tensor.Slots{{Tensor: tensor.MustFromSlice(tensor.Shape{1, 1}, []int64{value(f, r)})}, second}, nil
-	}))
-	return err
 }
 
 func index(path string) (*recordio.Index, error) {

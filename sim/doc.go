@@ -25,15 +25,7 @@
 // once across the ranks, equal shares, and every batch against the
 // uninterrupted run of its world (docs/determinism.md).
 //
-// GenerateNet draws data-service scenarios (actors.Service): workers behind
-// fault-injecting TCP proxies (Proxy: delays, dropped, stalled and cut
-// connections), crashed, slow and frozen workers; RunNet runs one, its
-// workers as processes (NetConfig.WorkerCommand, actorfeed serve) or as
-// nodes in this process, and checks its batches against the same pipeline
-// in one process, the service stage's credit bound, no hang, and that every
-// worker stopped cleanly (docs/distributed.md). HostileNet puts a trainer
-// that breaks every rule it can (a tiny lease, huge credit, a reconnect
-// storm) beside a well-behaved one, which must be served exactly once.
+// The data service's scenarios under network faults are sim/netsim's.
 //
 // A user's own questions take a Schedule (ParseSchedule: faults by target
 // and kind, each in a window of time, seeded; docs/simulation.md) and run
@@ -44,5 +36,6 @@
 // pipeline's files, stages and device steps; a Ledger checks exactly once
 // against a fault-free run; a LeakCheck finds goroutines and actors left.
 //
-// sim may import every package except cmd.
+// sim may import every package except cmd, the harnesses and the remote
+// (actors/service).
 package sim

@@ -22,6 +22,7 @@ import (
 	"github.com/actorfeed/actorfeed/messages"
 	"github.com/actorfeed/actorfeed/readers/format"
 	"github.com/actorfeed/actorfeed/readers/order"
+	"github.com/actorfeed/actorfeed/sim/internal/records"
 	"github.com/actorfeed/actorfeed/supervisor"
 	"github.com/actorfeed/actorfeed/tensor"
 )
@@ -743,7 +744,7 @@ func aligned(it actors.Item) string {
 		return fmt.Sprintf("%d values for %d ids", len(vals), len(it.IDs))
 	}
 	for i, id := range it.IDs {
-		if f, r := messages.SplitID(id); vals[i] != value(f, r) {
+		if f, r := messages.SplitID(id); vals[i] != records.Value(f, r) {
 			return fmt.Sprintf("instance %d holds %d, its id says %d#%d: data and ids came apart", i, vals[i], f, r)
 		}
 	}

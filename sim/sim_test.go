@@ -11,9 +11,8 @@ import (
 	"github.com/actorfeed/actorfeed/sim"
 )
 
-// The network scenarios' nodes leave the goroutines of the remote's
-// unclosed gRPC connections (service.RemoteLeaks), and others for a while
-// (leakcheck); any other goroutine left fails.
+// Pipelines leave goroutines that end a little after Close (leakcheck);
+// any other goroutine left fails.
 func TestMain(m *testing.M) { goleak.VerifyTestMain(leakcheck.Settled(m), leakcheck.Options()...) }
 
 func requirePass(t *testing.T, sc sim.Scenario) sim.Result {

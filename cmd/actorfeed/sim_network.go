@@ -16,6 +16,7 @@ import (
 	"github.com/actorfeed/actorfeed/actors/service"
 	"github.com/actorfeed/actorfeed/internal/harness/leakcheck"
 	"github.com/actorfeed/actorfeed/sim"
+	"github.com/actorfeed/actorfeed/sim/netsim"
 )
 
 // runNetSim runs the network scenarios (sim --network): a data service's
@@ -23,19 +24,19 @@ import (
 // same pipeline in one process. It prints every failure in full, and a
 // line at the end.
 func runNetSim(ctx context.Context, out io.Writer, o simOptions) error {
-	var scenarios []sim.NetScenario
+	var scenarios []netsim.Scenario
 	if o.replaySet {
 		seed, err := strconv.ParseUint(o.replay, 10, 64)
 		if err != nil {
 			return usageError{fmt.Errorf("--replay %q: a network scenario is replayed by its seed", o.replay)}
 		}
-		scenarios = append(scenarios, sim.GenerateNet(seed))
+		scenarios = append(scenarios, netsim.Generate(seed))
 	} else {
 		// First a trainer that misbehaves towards the workers beside a
 		// well-behaved one, then the drawn scenarios.
-		scenarios = append(scenarios, sim.HostileNet(o.seed))
+		scenarios = append(scenarios, netsim.Hostile(o.seed))
 		for k := range o.scenarios {
-			scenarios = append(scenarios, sim.GenerateNet(o.seed+uint64(k)))
+			scenarios = append(scenarios, netsim.Generate(o.seed+uint64(k)))
 		}
 	}
 	cfg, where, err := netWorkers(o.inProcess)
@@ -51,7 +52,7 @@ func runNetSim(ctx context.Context, out io.Writer, o simOptions) error {
 	start := time.Now()
 	results, wait := runNetScenarios(ctx, scenarios, cfg, o.parallel)
 	failed, lost, batches := 0, int64(0), 0
-	var slowest sim.NetResult
+	var slowest netsim.Result
 	for i := range scenarios {
 		res, ok := <-results[i]
 		if !ok || res.Verdict == sim.Stopped {
@@ -100,24 +101,24 @@ func runNetSim(ctx context.Context, out io.Writer, o simOptions) error {
 // netWorkers is how the scenarios start their workers: as actorfeed serve
 // processes (this executable), which check for leaks when they stop, or
 // in this process.
-func netWorkers(inProcess bool) (sim.NetConfig, string, error) {
+func netWorkers(inProcess bool) (netsim.Config, string, error) {
 	if inProcess {
-		return sim.NetConfig{}, "in this process", nil
+		return netsim.Config{}, "in this process", nil
 	}
 	self, err := os.Executable()
 	if err != nil {
-		return sim.NetConfig{}, "", fmt.Errorf("finding this executable to start workers: %w", err)
+		return netsim.Config{}, "", fmt.Errorf("finding this executable to start workers: %w", err)
 	}
-	return sim.NetConfig{WorkerCommand: []string{self, "serve", "--keepalive", "1s", "--threads", "2", "--progress-every", "1h", "--check-leaks"}},
+	return netsim.Config{WorkerCommand: []string{self, "serve", "--keepalive", "1s", "--threads", "2", "--progress-every", "1h", "--check-leaks"}},
 		"in processes", nil
 }
 
 // runNetScenarios runs the scenarios, parallel at a time; each result
 // comes on its channel, closed unsent once ctx ended. wait waits for them.
-func runNetScenarios(ctx context.Context, scenarios []sim.NetScenario, cfg sim.NetConfig, parallel int) (results []chan sim.NetResult, wait func()) {
-	results = make([]chan sim.NetResult, len(scenarios))
+func runNetScenarios(ctx context.Context, scenarios []netsim.Scenario, cfg netsim.Config, parallel int) (results []chan netsim.Result, wait func()) {
+	results = make([]chan netsim.Result, len(scenarios))
 	for i := range results {
-		results[i] = make(chan sim.NetResult, 1)
+		results[i] = make(chan netsim.Result, 1)
 	}
 	next := make(chan int)
 	var wg sync.WaitGroup
@@ -125,7 +126,7 @@ func runNetScenarios(ctx context.Context, scenarios []sim.NetScenario, cfg sim.N
 		wg.Go(func() {
 			for i := range next {
 				if ctx.Err() == nil {
-					results[i] <- sim.RunNet(ctx, scenarios[i], cfg)
+					results[i] <- netsim.Run(ctx, scenarios[i], cfg)
 				}
 				close(results[i])
 			}

@@ -1,4 +1,4 @@
-package sim
+package netsim
 
 import (
 	"context"
@@ -17,22 +17,24 @@ import (
 	"github.com/actorfeed/actorfeed/actors"
 	"github.com/actorfeed/actorfeed/actors/service"
 	"github.com/actorfeed/actorfeed/readers/order"
+	"github.com/actorfeed/actorfeed/sim"
+	"github.com/actorfeed/actorfeed/sim/internal/records"
 )
 
-// NetScenario is a data-service scenario: a pipeline whose stages before
+// Scenario is a data-service scenario: a pipeline whose stages before
 // the double buffer run on worker nodes (actors.Service), with a
 // fault-injecting proxy before every node, and network faults struck as the
 // consumer takes batches. Its batches must be those of the same pipeline
 // in one process, each once, in the order; no run may hang, and the
 // service stage's memory stays within its credit bound.
-type NetScenario struct {
+type Scenario struct {
 	Seed                  uint64
 	Workers               int
 	Files, Records, Chunk int
 	Batch, Window, Passes int
 	Credit                int
 	Shard                 actors.Shard // the client's rank
-	Faults                []NetFault
+	Faults                []Fault
 	// Slow, when set, is a worker that runs slower than the others for the
 	// whole scenario (Slowdown.Worker is -1 when none).
 	Slow Slowdown
@@ -45,19 +47,19 @@ type NetScenario struct {
 	consumerWindow, sources int
 }
 
-// NetFaultKind is a kind of network fault.
-type NetFaultKind string
+// FaultKind is a kind of network fault.
+type FaultKind string
 
 // The network faults.
 const (
-	NetDelay NetFaultKind = "delay" // every chunk forwarded late, for a while
-	NetDrop  NetFaultKind = "drop"  // the connections reset
-	NetStall NetFaultKind = "stall" // nothing forwarded, connections open, for a while
-	NetCut   NetFaultKind = "cut"   // the connections cut part way through a message
-	NetCrash NetFaultKind = "crash" // the worker's node stops for good
+	NetDelay FaultKind = "delay" // every chunk forwarded late, for a while
+	NetDrop  FaultKind = "drop"  // the connections reset
+	NetStall FaultKind = "stall" // nothing forwarded, connections open, for a while
+	NetCut   FaultKind = "cut"   // the connections cut part way through a message
+	NetCrash FaultKind = "crash" // the worker's node stops for good
 	// NetFreeze stops a worker for a while, its timers with it (SIGSTOP,
 	// then SIGCONT; a worker in this process: its path stalls).
-	NetFreeze NetFaultKind = "freeze"
+	NetFreeze FaultKind = "freeze"
 )
 
 // Slowdown makes a worker slow: stopped Stopped of every Period (SIGSTOP
@@ -68,19 +70,19 @@ type Slowdown struct {
 	Period  time.Duration
 }
 
-// NetFault strikes when the consumer has taken At batches (all passes
+// Fault strikes when the consumer has taken At batches (all passes
 // counted): on the path to worker Worker, or with Worker -1 on the path back
 // to the client, which every worker's answers take.
-type NetFault struct {
+type Fault struct {
 	At     int
-	Kind   NetFaultKind
+	Kind   FaultKind
 	Worker int
 	For    time.Duration // how long a delay or stall lasts
 	Delay  time.Duration // a delay's latency per forwarded chunk
 	Bytes  int           // a cut's bytes forwarded first
 }
 
-func (f NetFault) String() string {
+func (f Fault) String() string {
 	where := "the path back"
 	if f.Worker >= 0 {
 		where = fmt.Sprintf("worker %d", f.Worker)
@@ -102,12 +104,12 @@ func (f NetFault) String() string {
 // loses the worker within a scenario.
 const netLease = 400 * time.Millisecond
 
-// GenerateNet draws the network scenario of seed: 2 or 3 workers, a small
+// Generate draws the network scenario of seed: 2 or 3 workers, a small
 // data set, one or two passes, and one to four faults, of which at most
 // all but one worker's crashes.
-func GenerateNet(seed uint64) NetScenario {
+func Generate(seed uint64) Scenario {
 	rng := rand.New(rand.NewPCG(seed, 0x6e6574776f726b)) // "network": a stream of its own
-	sc := NetScenario{Seed: seed, Workers: 2 + rng.IntN(2), Files: 2 + rng.IntN(4), Records: 100 + rng.IntN(400),
+	sc := Scenario{Seed: seed, Workers: 2 + rng.IntN(2), Files: 2 + rng.IntN(4), Records: 100 + rng.IntN(400),
 		Chunk: 512 << rng.IntN(4), Batch: []int{4, 8, 16, 32}[rng.IntN(4)], Window: []int{0, 16, 64}[rng.IntN(3)],
 		Passes: 1 + rng.IntN(2), Credit: 1 + rng.IntN(8), lease: netLease, waitForWorkers: 20 * time.Second,
 		deadline: 60 * time.Second, consumerWindow: 4, sources: 2}
@@ -118,7 +120,7 @@ func GenerateNet(seed uint64) NetScenario {
 	batches := sc.Passes * (sc.Files*sc.Records/world + sc.Batch - 1) / sc.Batch
 	crashed := map[int]bool{}
 	for range 1 + rng.IntN(4) {
-		f := NetFault{At: rng.IntN(batches), Kind: []NetFaultKind{NetDelay, NetDrop, NetStall, NetCut, NetCrash}[rng.IntN(5)],
+		f := Fault{At: rng.IntN(batches), Kind: []FaultKind{NetDelay, NetDrop, NetStall, NetCut, NetCrash}[rng.IntN(5)],
 			Worker: rng.IntN(sc.Workers+1) - 1}
 		if f.Kind == NetCrash && (f.Worker < 0 || crashed[f.Worker] || len(crashed) == sc.Workers-1) {
 			f.Kind = NetDrop
@@ -136,27 +138,27 @@ func GenerateNet(seed uint64) NetScenario {
 		sc.Faults = append(sc.Faults, f)
 	}
 	drawSlowness(&sc, seed, batches)
-	slices.SortStableFunc(sc.Faults, func(a, b NetFault) int { return a.At - b.At })
+	slices.SortStableFunc(sc.Faults, func(a, b Fault) int { return a.At - b.At })
 	return sc
 }
 
 // drawSlowness draws, from a stream of its own (the draws above are those
 // of the scenarios before it existed), a slow worker in a third of the
 // scenarios and a frozen one in a quarter.
-func drawSlowness(sc *NetScenario, seed uint64, batches int) {
+func drawSlowness(sc *Scenario, seed uint64, batches int) {
 	rng := rand.New(rand.NewPCG(seed, 0x736c6f77)) // "slow"
 	sc.Slow = Slowdown{Worker: -1}
 	if rng.IntN(3) == 0 {
 		sc.Slow = Slowdown{Worker: rng.IntN(sc.Workers), Stopped: 0.3 + 0.4*rng.Float64(), Period: 20 * time.Millisecond}
 	}
 	if rng.IntN(4) == 0 {
-		sc.Faults = append(sc.Faults, NetFault{At: rng.IntN(batches), Kind: NetFreeze, Worker: rng.IntN(sc.Workers),
+		sc.Faults = append(sc.Faults, Fault{At: rng.IntN(batches), Kind: NetFreeze, Worker: rng.IntN(sc.Workers),
 			For: time.Duration(float64(netLease) * (0.2 + 1.8*rng.Float64()))})
 	}
 }
 
 // Describe is the scenario's shape and faults, in a line.
-func (sc NetScenario) Describe() string {
+func (sc Scenario) Describe() string {
 	var fs []string
 	for _, f := range sc.Faults {
 		fs = append(fs, f.String())
@@ -173,10 +175,10 @@ func (sc NetScenario) Describe() string {
 		sc.Shard.Remainder, slow, strings.Join(fs, ", "))
 }
 
-// NetResult is what RunNet found.
-type NetResult struct {
-	Scenario   NetScenario
-	Verdict    Verdict
+// Result is what Run found.
+type Result struct {
+	Scenario   Scenario
+	Verdict    sim.Verdict
 	Violations []string
 	Err        error
 	Batches    int
@@ -188,7 +190,7 @@ type NetResult struct {
 }
 
 // stages is the scenario's chain.
-func (sc NetScenario) stages(paths []string) []actors.Stage {
+func (sc Scenario) stages(paths []string) []actors.Stage {
 	chain := []actors.Stage{actors.Files{Paths: paths, Threads: sc.sources}}
 	if sc.Window > 0 {
 		chain = append(chain, actors.Shuffle{Window: sc.Window, Seed: sc.Seed})
@@ -196,16 +198,16 @@ func (sc NetScenario) stages(paths []string) []actors.Stage {
 	return append(chain, actors.Batch{Size: sc.Batch}, actors.DoubleBuffer{Window: sc.consumerWindow})
 }
 
-// RunNet runs a network scenario: the reference in one process, then the
+// Run runs a network scenario: the reference in one process, then the
 // service with its proxies and faults, its workers started as cfg says,
 // and checks what the consumer took and that every worker stopped cleanly.
-func RunNet(ctx context.Context, sc NetScenario, cfg NetConfig) (res NetResult) {
-	res = NetResult{Scenario: sc, Verdict: Pass}
+func Run(ctx context.Context, sc Scenario, cfg Config) (res Result) {
+	res = Result{Scenario: sc, Verdict: sim.Pass}
 	start := time.Now()
 	defer func() {
 		res.Duration = time.Since(start)
-		if len(res.Violations) > 0 && res.Verdict != Stopped {
-			res.Verdict = Fail
+		if len(res.Violations) > 0 && res.Verdict != sim.Stopped {
+			res.Verdict = sim.Fail
 		}
 	}()
 	dir, err := os.MkdirTemp("", "actorfeed-net-")
@@ -217,7 +219,7 @@ func RunNet(ctx context.Context, sc NetScenario, cfg NetConfig) (res NetResult) 
 	var paths []string
 	for f := range sc.Files {
 		path := filepath.Join(dir, fmt.Sprintf("part-%d.recordio", f))
-		if err := writeFile(path, f, sc.Records, sc.Chunk, false); err != nil {
+		if err := records.Write(path, f, sc.Records, sc.Chunk, false); err != nil {
 			res.Violations = append(res.Violations, err.Error())
 			return res
 		}
@@ -255,7 +257,7 @@ func RunNet(ctx context.Context, sc NetScenario, cfg NetConfig) (res NetResult) 
 	res.Violations = append(res.Violations, c.violations...)
 	switch {
 	case ctx.Err() != nil && errors.Is(context.Cause(ctx), context.Canceled):
-		res.Verdict = Stopped
+		res.Verdict = sim.Stopped
 	case err != nil:
 		res.Violations = append(res.Violations, fmt.Sprintf("the run failed: %v", err))
 	default:
@@ -281,7 +283,7 @@ func compareNet(want, got [][][]uint64) []string {
 
 // netPasses reads the scenario's passes: in one process without c, on c's
 // workers with it, striking c's faults as batches are taken.
-func netPasses(ctx context.Context, sc NetScenario, paths []string, c *cluster) ([][][]uint64, error) {
+func netPasses(ctx context.Context, sc Scenario, paths []string, c *cluster) ([][][]uint64, error) {
 	opts := actors.Options{GroupSize: 8, Shard: sc.Shard}
 	if c != nil {
 		opts.System = c.client.System()
@@ -321,7 +323,7 @@ func netPasses(ctx context.Context, sc NetScenario, paths []string, c *cluster) 
 // cluster is a scenario's nodes: the client behind the proxy back, each
 // worker behind its own.
 type cluster struct {
-	sc         NetScenario
+	sc         Scenario
 	client     *service.Node
 	back       *Proxy
 	workers    []netWorker
@@ -356,7 +358,7 @@ func behind(p *Proxy, addr string) (*service.Node, error) {
 	return n, nil
 }
 
-func startCluster(ctx context.Context, sc NetScenario, root string, cfg NetConfig) (*cluster, error) {
+func startCluster(ctx context.Context, sc Scenario, root string, cfg Config) (*cluster, error) {
 	c := &cluster{sc: sc}
 	var err error
 	if c.back, err = NewProxy(); err != nil {
@@ -438,7 +440,7 @@ func (c *cluster) took(p *actors.Pipeline) {
 }
 
 // strike applies fault f; a lasting one ends on a timer.
-func (c *cluster) strike(f NetFault) {
+func (c *cluster) strike(f Fault) {
 	px := c.back
 	if f.Worker >= 0 {
 		px = c.proxies[f.Worker]

@@ -1,4 +1,4 @@
-package sim
+package netsim
 
 import (
 	"context"
@@ -196,10 +196,10 @@ func (c hostileCounts) check(workers int) []string {
 
 func (h *hostileTrainer) close() error { return h.node.Close() }
 
-// HostileNet is the network scenario of seed without faults, beside a
+// Hostile is the network scenario of seed without faults, beside a
 // hostile trainer.
-func HostileNet(seed uint64) NetScenario {
-	sc := GenerateNet(seed)
+func Hostile(seed uint64) Scenario {
+	sc := Generate(seed)
 	sc.Faults, sc.Slow, sc.Hostile = nil, Slowdown{Worker: -1}, true
 	return sc
 }
@@ -213,7 +213,7 @@ type hostileRun struct {
 
 // startHostile starts the scenario's hostile trainer, if it has one, and
 // its storm aside; nil without one.
-func startHostile(ctx context.Context, sc NetScenario, c *cluster, paths []string) (*hostileRun, error) {
+func startHostile(ctx context.Context, sc Scenario, c *cluster, paths []string) (*hostileRun, error) {
 	if !sc.Hostile {
 		return nil, nil
 	}

@@ -1,4 +1,4 @@
-package sim
+package netsim
 
 import (
 	"context"
@@ -11,8 +11,8 @@ import (
 	"github.com/actorfeed/actorfeed/internal/serveproc"
 )
 
-// NetConfig says how RunNet starts a scenario's workers.
-type NetConfig struct {
+// Config says how Run starts a scenario's workers.
+type Config struct {
 	// WorkerCommand, when set, runs every worker as a process of its own:
 	// the command (actorfeed serve and its flags, say) with --listen,
 	// --advertise and --root appended. It must print a line "serving on

@@ -5,7 +5,7 @@
 
 //go:build !race
 
-package sim_test
+package netsim_test
 
 import (
 	"bufio"
@@ -17,13 +17,14 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/actorfeed/actorfeed/sim"
+	"github.com/actorfeed/actorfeed/sim/netsim"
 )
 
 // Network scenarios pass: the batches of one process through workers
 // behind faulty proxies.
 func TestNetworkScenariosPass(t *testing.T) {
 	for seed := range uint64(12) {
-		res := sim.RunNet(t.Context(), sim.GenerateNet(seed), sim.NetConfig{}) // each under its own deadline
+		res := netsim.Run(t.Context(), netsim.Generate(seed), netsim.Config{}) // each under its own deadline
 		require.Equal(t, sim.Pass, res.Verdict, "%s: %v", res.Scenario.Describe(), res.Violations)
 	}
 }
@@ -57,7 +58,7 @@ func echo(t *testing.T, got chan<- string) string {
 // The proxy forwards, holds what comes while stalled until it resumes,
 // and cuts a connection after the bytes it was told.
 func TestProxyForwardsStallsAndCuts(t *testing.T) {
-	p, err := sim.NewProxy()
+	p, err := netsim.NewProxy()
 	require.NoError(t, err)
 	defer p.Close()
 	received := make(chan string, 1)
@@ -95,7 +96,7 @@ func TestProxyForwardsStallsAndCuts(t *testing.T) {
 // served exactly once.
 func TestNetworkHostileTrainerLeavesTheOtherServed(t *testing.T) {
 	for seed := range uint64(2) {
-		res := sim.RunNet(t.Context(), sim.HostileNet(seed), sim.NetConfig{})
+		res := netsim.Run(t.Context(), netsim.Hostile(seed), netsim.Config{})
 		require.Equal(t, sim.Pass, res.Verdict, "%s: %v", res.Scenario.Describe(), res.Violations)
 	}
 }
