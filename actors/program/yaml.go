@@ -239,7 +239,7 @@ func Parse(data []byte) (*Spec, error) {
 // Limits on a spec, checked before it is decoded (size) and before its ops
 // are checked (count): a program is a few ops; a file of megabytes or
 // thousands of ops is a mistake or an attack, and decoding it took memory
-// in proportion (640 MB for 11 MB of ops).
+// many times its size.
 const (
 	MaxSpecBytes = 1 << 20
 	MaxOps       = 1024

@@ -110,7 +110,7 @@ func (o *runOptions) flags(f *pflag.FlagSet) {
 	f.IntVar(&o.passes, "passes", 1, "passes over the data")
 	f.IntVar(&o.threads, "threads", 0, "file-reader threads (default min(#files, #cpus))")
 	f.IntVar(&o.lanes, "lanes", 0, "copies of the batch and map stages, run side by side to use more cores, each taking its turn at the order's batches; the order does not change. "+
-		"Each lane past the first holds a few batches more: its stages' and its links' windows (peak batches alive 10, 16, 20 for 1, 2, 3 lanes at the defaults). "+
+		"Each lane past the first holds a few batches more: its stages' and its links' windows (docs/memory.md). "+
 		"Default: a lane a core while the data has 16 MiB a lane (min(#cpus, data/16 MiB)); 1 with --spec, --service or --any-order")
 	f.IntVar(&o.devices, "devices", 1, "device consumers")
 	f.DurationVar(&o.step, "step", 0, "simulated step time of a device per batch")
