@@ -126,7 +126,7 @@ func (fz *filesFuzz) run(t *testing.T, ops []byte) {
 		if err != nil && !errors.Is(err, ErrProtocol) {
 			t.Fatalf("op %d: an error that is not the protocol's: %v", i, err)
 		}
-		for _, e := range box.take() {
+		for _, e := range drain(&box) {
 			if msg := fz.deliver(e); msg != "" {
 				t.Fatalf("op %d: %s: %s", i, show(e), msg)
 			}

@@ -127,7 +127,7 @@ func TestCancelIsIdempotent(t *testing.T) {
 	r.in.subscribe(&out, 0, 0, 4)
 	r.out.reset(0)
 	require.NoError(t, r.out.subscribe(actor.NewPID("local", "down"), &messages.Subscribe{Epoch: 3, Demand: 1}))
-	out.take()
+	drain(&out)
 
 	res, err := r.onLink(&out, nil, &messages.Cancel{Epoch: 2}, 4, nil)
 	require.NoError(t, err)
@@ -145,7 +145,7 @@ func TestCancelIsIdempotent(t *testing.T) {
 	require.Equal(t, []any{&messages.Cancel{Epoch: r.in.epoch}}, bodies(&out), "upstream cancelled once")
 
 	r.out.push(&messages.Batch{})
-	out.take()
+	drain(&out)
 	r.out.flush(&out)
 	require.Empty(t, out.msgs, "nothing sent on a cancelled link")
 }

@@ -160,7 +160,7 @@ func (fz *linkFuzz) run(t *testing.T, ops []byte) {
 		if fresh && err == nil && !fz.reset() {
 			t.Fatalf("op %d: a new pass began with state of the last", i)
 		}
-		for _, e := range box.take() {
+		for _, e := range drain(&box) {
 			if msg := fz.deliver(e); msg != "" {
 				t.Fatalf("op %d: %s: %s", i, show(e), msg)
 			}

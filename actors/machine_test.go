@@ -18,6 +18,14 @@ var (
 	up   = actor.NewPID("local", "up")
 )
 
+// drain returns what a step put in box and empties it, as the actor's
+// post would send it.
+func drain(box *outbox) []envelope {
+	out := box.msgs
+	box.msgs = nil
+	return out
+}
+
 // restart stands for a new instance's start after a crash in the tables.
 type restart struct{}
 
@@ -110,7 +118,7 @@ func runTable(t *testing.T, m machine, rows []stepRow) {
 			require.NoError(t, m.step(&box, r.from, r.msg), r.what)
 		}
 		var got []string
-		for _, e := range box.take() {
+		for _, e := range drain(&box) {
 			got = append(got, show(e))
 		}
 		require.Equal(t, r.want, got, r.what)
@@ -174,7 +182,7 @@ func TestRelayMachineReplaysForARestartedSubscriber(t *testing.T) {
 	var box outbox
 	err := m.step(&box, down, &messages.Subscribe{Epoch: 3, From: 0, Demand: 4})
 	require.ErrorIs(t, err, ErrProtocol, "#0 was acknowledged and forgotten")
-	require.Equal(t, []string{"down failure e2"}, []string{show(box.take()[0])}, "the link fails on the epoch it had")
+	require.Equal(t, []string{"down failure e2"}, []string{show(drain(&box)[0])}, "the link fails on the epoch it had")
 }
 
 // The merge's protocol: batches leave in the deal stage's turn, lane k mod

@@ -19,13 +19,6 @@ type outbox struct{ msgs []envelope }
 // put queues msg for to.
 func (b *outbox) put(to *actor.PID, msg any) { b.msgs = append(b.msgs, envelope{to, msg}) }
 
-// take returns the queued messages and empties the outbox.
-func (b *outbox) take() []envelope {
-	out := b.msgs
-	b.msgs = nil
-	return out
-}
-
 // deliver sends the queued messages with send, in order, and empties the
 // outbox.
 func (b *outbox) deliver(send func(*actor.PID, any)) {

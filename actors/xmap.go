@@ -214,8 +214,6 @@ func (a *xmapActor) Receive(ctx actor.Context) {
 		if c.restarted() {
 			m.restarted(box)
 			c.announce(box)
-		} else {
-			m.run++
 		}
 		a.start(ctx)
 		a.dispatch()
