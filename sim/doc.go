@@ -21,9 +21,9 @@
 // killed (ranks at different steps, checkpoints of different ages) and
 // resumed from all their states (Scenario.Preempt), perhaps as another
 // number of ranks, several times; PreemptRegressions are named ones. Run
-// then checks each epoch's samples exactly
-// once across the ranks, equal shares, and every batch against the
-// uninterrupted run of its world (docs/determinism.md).
+// then checks each epoch's samples exactly once across the ranks, equal
+// shares, and every batch against the uninterrupted run of its world
+// (docs/determinism.md).
 //
 // The data service's scenarios under network faults are sim/netsim's.
 //
