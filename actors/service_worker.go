@@ -187,19 +187,20 @@ func (w *Worker) Stats() WorkerStats {
 	return st
 }
 
-// Close stops the worker: every task's pipeline is closed (each within its
-// StopGrace) and the actor stopped.
+// Close stops the worker: the actor first, so that no task starts while
+// Close waits for the running ones (a task arriving then raced the wait),
+// then every task's pipeline is closed (each within its StopGrace).
 func (w *Worker) Close() error {
 	var err error
 	w.once.Do(func() {
-		w.stop()
-		w.wg.Wait()
-		w.local.Shutdown()
-		w.roots.close() // no task opens files now
 		err = w.sys.Root.StopFuture(w.pid).Wait()
 		if errors.Is(err, context.DeadlineExceeded) {
 			err = nil
 		}
+		w.stop()
+		w.wg.Wait()
+		w.local.Shutdown()
+		w.roots.close() // no task opens files now
 	})
 	return err
 }
