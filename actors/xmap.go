@@ -112,7 +112,7 @@ func (m *xmapMachine) onItem(box *outbox, msg any) bool {
 		if !m.in.admit(box, b.Epoch, b.Seq, m.room()) {
 			return false
 		}
-		m.jobs = append(m.jobs, job{run: m.run, seq: b.Seq, item: b}) // never blocks the actor: see room
+		m.jobs = append(m.jobs, job{run: m.run, seq: b.Seq, item: b})
 		m.inflight[b.Seq] = b
 		m.in.commit()
 	case *messages.End:
@@ -240,7 +240,7 @@ func (a *xmapActor) Receive(ctx actor.Context) {
 // dispatch hands the workers the jobs of the last step.
 func (a *xmapActor) dispatch() {
 	for _, j := range a.m.jobs {
-		a.jobs <- j // never blocks: see xmapMachine.room
+		a.jobs <- j // never blocks: room keeps the items with the workers within the channel's capacity
 	}
 	clear(a.m.jobs)
 	a.m.jobs = a.m.jobs[:0]
