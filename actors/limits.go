@@ -54,8 +54,11 @@ func (o *Options) validate() error {
 		}
 	}
 	if err := errors.Join(checkSize("options", "GroupBytes", o.GroupBytes, 0, MaxGroupBytes),
-		checkSize("options", "Lanes", o.Lanes, 0, MaxConcurrency)); err != nil {
+		checkSize("options", "Lanes", o.Lanes, 0, MaxConcurrency), checkSize("options", "Epoch", o.Epoch, 0, MaxEpoch)); err != nil {
 		return err
+	}
+	if o.Epoch != 0 && len(o.Resume) > 0 {
+		return fmt.Errorf("%w: options: Epoch %d with Resume: a resumed pipeline starts where its states stand", ErrBadSpec, o.Epoch)
 	}
 	return o.Shard.check()
 }

@@ -160,7 +160,7 @@ func (p *Pipeline) planOrder(ctx context.Context, stages []Stage) error {
 	// A window of the order is ord.Span() positions, unshuffled too (where
 	// none is permuted): what a task reads whole.
 	plan.span = taskSpan(uint64(ord.Span()), uint64(plan.unit), ord.Len()/uint64(max(ord.Splits(), 1)))
-	if err := plan.start(opts.Resume); err != nil {
+	if err := plan.start(opts.Resume, opts.Epoch); err != nil {
 		return err
 	}
 	plan.splitPasses(stages)

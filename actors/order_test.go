@@ -679,3 +679,33 @@ func TestBuildingStopsWithItsContext(t *testing.T) {
 	require.ErrorContains(t, err, "indexing its files")
 	require.Empty(t, registered.Actors(sharedSys))
 }
+
+// A pipeline started at an epoch (Options.Epoch, a trainer's set_epoch)
+// delivers that epoch as one run through the epochs before it does, and
+// names it in its items and its state.
+func TestPipelineStartsAtTheEpochAsked(t *testing.T) {
+	ctx := testutil.Context(t)
+	paths := testutil.WriteFiles(t, 2, 64, 300)
+	p, err := actors.New(ordered(paths, 2), actors.Options{System: sharedSys, GroupSize: 8})
+	require.NoError(t, err)
+	want := passBatches(t, ctx, p, 3)[2]
+	closeAndCheck(t, p, sharedSys)
+
+	p, err = actors.New(ordered(paths, 2), actors.Options{System: sharedSys, GroupSize: 8, Epoch: 2})
+	require.NoError(t, err)
+	var got [][]uint64
+	readPass(t, ctx, p, func(it actors.Item) {
+		require.Equal(t, 2, it.Epoch)
+		got = append(got, slices.Clone(it.IDs))
+	})
+	require.Equal(t, want, got)
+	st, err := p.State()
+	require.NoError(t, err)
+	require.Equal(t, 3, st.Epoch, "a finished epoch stands at the next one's start")
+	closeAndCheck(t, p, sharedSys)
+
+	_, err = actors.New(ordered(paths, 2), actors.Options{System: sharedSys, Epoch: 1, Resume: []actors.State{st}})
+	require.ErrorIs(t, err, actors.ErrBadSpec)
+	_, err = actors.New(ordered(paths, 2), actors.Options{System: sharedSys, Epoch: -1})
+	require.ErrorIs(t, err, actors.ErrBadSpec)
+}

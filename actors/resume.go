@@ -58,11 +58,11 @@ type State struct {
 }
 
 // start sets where pass 0 starts: where the stopped job's states say
-// (Options.Resume), or at epoch 0.
-func (p *orderPlan) start(states []State) error {
+// (Options.Resume), or at the start of epoch (Options.Epoch).
+func (p *orderPlan) start(states []State, epoch int) error {
 	world := p.shard.world()
 	if len(states) == 0 {
-		p.first, p.firstPlan, p.firstDone = 0, order.Full(p.ord.Len(), world), 0
+		p.first, p.firstPlan, p.firstDone = epoch, order.Full(p.ord.Len(), world), 0
 		return nil
 	}
 	st, err := p.rejoin(states)
@@ -70,7 +70,7 @@ func (p *orderPlan) start(states []State) error {
 		return err
 	}
 	if st.Fresh { // nothing of the job was delivered
-		return p.start(nil)
+		return p.start(nil, 0)
 	}
 	p.first, p.firstPlan, p.firstDone, p.firstSkip = st.Epoch, st.Layout, st.Done, slices.Clone(st.Beyond)
 	return nil

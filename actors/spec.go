@@ -263,6 +263,11 @@ type Options struct {
 	// at. Ranks that stopped at different steps have what none of them
 	// delivered re-dealt in equal shares (docs/determinism.md).
 	Resume []State
+	// Epoch is the epoch a pipeline that does not resume starts in: its
+	// pass 0 is that epoch of the order, as a trainer's set_epoch asks
+	// (default 0). With Resume, the states say where to start, and Epoch
+	// must be 0.
+	Epoch int
 	// StopGrace is how long stopping a stage (Close, Shutdown, a restart)
 	// waits for user code it runs (a device's step, an xmap function, Open)
 	// to return once its context is cancelled. Code still running then is
