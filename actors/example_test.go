@@ -117,7 +117,7 @@ func ExampleState() {
 // A trainer's ranks stop at different steps (Devices.Steps), each saving
 // the loader's state with its model; the job resumes as another number of
 // ranks from all the states, and every sample of the epoch is stepped
-// once. The README's "In a trainer" shows these calls.
+// once. The README's "In a Go trainer" shows these calls.
 func ExampleRejoin() {
 	files, cleanup := exampleFiles()
 	defer cleanup()

@@ -18,6 +18,9 @@
 //	actorfeed verify-ids
 //	                    check a job's --emit-ids files, every rank and run:
 //	                    every record of every epoch exactly once
+//	actorfeed feed      feed the Python loader (python/, docs/python.md):
+//	                    batches in a shared-memory ring, descriptions and
+//	                    states over a socket; the loader starts it
 //
 // With Fashion-MNIST installed (Debian: apt-get install dataset-fashion-mnist)
 // the demo trains on it; otherwise on a synthetic data set of the same shape.

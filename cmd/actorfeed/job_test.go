@@ -198,7 +198,7 @@ func TestREADMEJobSequenceRuns(t *testing.T) {
 	require.NoError(t, err)
 	var block string
 	for _, b := range regexp.MustCompile("(?s)```sh\n(.*?)```").FindAllStringSubmatch(string(readme), -1) {
-		if strings.Contains(b[1], "verify-ids") {
+		if strings.Contains(b[1], "verify-ids") && strings.Contains(b[1], "--resume") {
 			block = b[1]
 		}
 	}

@@ -140,11 +140,6 @@ func (o *runOptions) check(cmd *cobra.Command) error {
 	case o.spec != "" && len(o.data) > 0:
 		return fmt.Errorf("--data and --spec exclude each other: a program names its own files")
 	}
-	if o.mapName != "" {
-		if _, err := mapNamed(o.mapName); err != nil {
-			return err
-		}
-	}
 	if o.spec != "" {
 		for _, name := range []string{"batch", "shuffle", "map", "seed", "threads", "any-order", "drop-last"} {
 			if cmd.Flags().Changed(name) {
@@ -166,25 +161,40 @@ func (o *runOptions) check(cmd *cobra.Command) error {
 		return err
 	}
 	if err := checkInts(
-		intFlag{"--batch", o.batch, 1, actors.MaxBatch},
 		intFlag{"--passes", o.passes, 1, math.MaxInt32},
 		intFlag{"--devices", o.devices, 1, actors.MaxConcurrency},
+		intFlag{"--checkpoint-every", o.ckptEvery, 0, math.MaxInt32},
+		intFlag{"--max-batches", o.maxBatch, 0, math.MaxInt32},
+	); err != nil {
+		return err
+	}
+	if o.ckptEvery > 0 && o.ckpt == "" {
+		return fmt.Errorf("--checkpoint-every needs --checkpoint FILE")
+	}
+	return o.checkPipeline()
+}
+
+// checkPipeline checks the flags that shape the pipeline, which feed
+// shares with run.
+func (o *runOptions) checkPipeline() error {
+	if o.mapName != "" {
+		if _, err := mapNamed(o.mapName); err != nil {
+			return err
+		}
+	}
+	if err := checkInts(
+		intFlag{"--batch", o.batch, 1, actors.MaxBatch},
 		intFlag{"--shuffle", o.shuffle, 0, actors.MaxWindow},
 		intFlag{"--threads", o.threads, 0, actors.MaxConcurrency},
 		intFlag{"--lanes", o.lanes, 0, actors.MaxConcurrency},
 		intFlag{"--world", o.world, 1, actors.MaxWorld},
 		intFlag{"--rank", o.rank, 0, o.world - 1},
-		intFlag{"--checkpoint-every", o.ckptEvery, 0, math.MaxInt32},
-		intFlag{"--max-batches", o.maxBatch, 0, math.MaxInt32},
 		intFlag{"--credit", o.credit, 1, actors.MaxQueue},
 	); err != nil {
 		return err
 	}
 	if _, err := order.ParseRemainder(o.remainder); err != nil {
 		return fmt.Errorf("--remainder: %w", err)
-	}
-	if o.ckptEvery > 0 && o.ckpt == "" {
-		return fmt.Errorf("--checkpoint-every needs --checkpoint FILE")
 	}
 	if _, err := supervisor.ParseCorruptPolicy(o.onCorrupt); err != nil {
 		return fmt.Errorf("--on-corrupt: %w", err)

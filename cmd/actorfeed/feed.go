@@ -1,0 +1,364 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net"
+	"os"
+	"sync/atomic"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
+
+	"github.com/actorfeed/actorfeed/actors"
+	"github.com/actorfeed/actorfeed/actors/service"
+)
+
+// feedHelp is the feed command's long help.
+const feedHelp = `Feeds a Python process (the actorfeed package in python/, docs/python.md)
+with the batches of open_files -> shuffle -> batch [-> map] over the files
+of --data, as run does, one epoch after another from --epoch (or from the
+states read from stdin with --resume-stdin). Batches travel in a ring of
+--slots slots of shared memory (an anonymous memory file sent over the
+socket --fd, so nothing is left in /dev/shm); only their descriptions and
+the pipeline's state after each batch cross the socket. A slot is reused
+once the loader gives it back. feed exits when the loader closes the socket
+or dies, and after --epochs epochs (0: no bound).`
+
+// feedOptions are feed's flags.
+type feedOptions struct {
+	run       runOptions // the pipeline's: data, batch, shuffle, shard, service
+	fd        int
+	slots     int
+	slotBytes int
+	epoch     int
+	epochs    int
+	resume    bool
+}
+
+func newFeed() *cobra.Command {
+	o := feedOptions{}
+	cmd := &cobra.Command{
+		Use:   "feed --fd N --data FILES... [flags]",
+		Short: "Feed the Python loader batches in shared memory (python/, docs/python.md)",
+		Long:  feedHelp,
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := o.check(cmd); err != nil {
+				return usageError{err}
+			}
+			return runFeed(cmd.Context(), cmd.InOrStdin(), o, cmd.Flags().Changed)
+		},
+	}
+	f := cmd.Flags()
+	r := &o.run
+	f.StringSliceVar(&r.data, "data", nil, "files or globs to read, each optionally format:path (repeat or comma-separate)")
+	f.IntVar(&r.batch, "batch", 64, "batch size")
+	f.IntVar(&r.shuffle, "shuffle", 1024, "shuffle window (0 keeps the order)")
+	f.StringVar(&r.mapName, "map", "", "a map to run on every batch (normalize: uint8 images to float32 in [0, 1])")
+	f.Uint64Var(&r.seed, "seed", 1, "shuffle seed")
+	f.IntVar(&r.threads, "threads", 0, "file-reader threads (default min(#files, #cpus))")
+	f.IntVar(&r.lanes, "lanes", 0, "copies of the batch and map stages, run side by side (default: a core each, as run)")
+	f.BoolVar(&r.dropLast, "drop-last", false, "drop a last batch shorter than --batch")
+	f.StringVar(&r.onCorrupt, "on-corrupt", "fail", "what a corrupt record does: fail or skip")
+	f.IntVar(&r.rank, "rank", 0, "this process's rank among --world ranks")
+	f.IntVar(&r.world, "world", 1, "how many ranks read the files together")
+	f.StringVar(&r.remainder, "remainder", "drop", "records left over when ranks get equal shares: drop, or pad")
+	f.StringSliceVar(&r.service, "service", nil, "read and batch on these workers (actorfeed serve), host:port each")
+	f.IntVar(&r.credit, "credit", actors.DefaultServiceCredit, "with --service: batches of a task a worker may send ahead")
+	r.node.flags(f, service.DefaultListen, "with --service: host:port this process listens on for the workers' answers")
+	f.IntVar(&o.fd, "fd", -1, "the loader's end of a Unix stream socket, inherited as this descriptor")
+	f.IntVar(&o.slots, "slots", 8, "slots in the shared-memory ring: batches the loader may hold or have waiting")
+	f.IntVar(&o.slotBytes, "slot-bytes", 0, "bytes a slot holds (default: the first batch's, which later batches must not exceed)")
+	f.IntVar(&o.epoch, "epoch", 0, "the epoch to start in, when not resuming")
+	f.IntVar(&o.epochs, "epochs", 0, "epochs to feed, the first included (0: until the loader closes)")
+	f.BoolVar(&o.resume, "resume-stdin", false, "resume from the JSON list of states (one rank's, or every rank's) read from stdin")
+	return cmd
+}
+
+func (o *feedOptions) check(cmd *cobra.Command) error {
+	r := &o.run
+	if len(r.data) == 0 {
+		return errors.New("give the files to read with --data")
+	}
+	if o.fd < 0 {
+		return errors.New("give the loader's socket with --fd (the Python loader starts feed; docs/python.md)")
+	}
+	if o.resume && cmd.Flags().Changed("epoch") {
+		return errors.New("--epoch and --resume-stdin exclude each other: the states say where to start")
+	}
+	return errors.Join(r.checkPipeline(), checkInts(
+		intFlag{"--slots", o.slots, minSlots, actors.MaxQueue},
+		intFlag{"--slot-bytes", o.slotBytes, 0, maxRingBytes / minSlots},
+		intFlag{"--epoch", o.epoch, 0, actors.MaxEpoch},
+		intFlag{"--epochs", o.epochs, 0, math.MaxInt32},
+	))
+}
+
+// runFeed feeds the loader on the socket --fd until it closes it, the
+// epochs are done, or the pipeline fails; a failure is sent to the loader
+// as one line before feed exits.
+func runFeed(ctx context.Context, stdin io.Reader, o feedOptions, changed func(string) bool) error {
+	conn, err := loaderConn(o.fd)
+	if err != nil {
+		return usageError{err}
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	fc := &feedConn{c: conn, w: bufio.NewWriter(conn)}
+	var rp atomic.Pointer[ring]
+	taken := make(chan struct{})
+	go func() {
+		defer close(taken)
+		fc.takeBack(cancel, &rp)
+	}()
+	defer func() {
+		conn.Close()
+		<-taken
+		rp.Load().close()
+	}()
+	var states []actors.State
+	if o.resume {
+		if states, err = readStdinStates(stdin); err != nil {
+			return fc.fail(usageError{err})
+		}
+	}
+	err = feedEpochs(ctx, fc, &rp, o, states, changed)
+	if errors.Is(context.Cause(ctx), errLoaderGone) {
+		return nil // the loader closed: the end it chose
+	}
+	return fc.fail(err)
+}
+
+// loaderConn is the socket the loader passed as descriptor fd.
+func loaderConn(fd int) (*net.UnixConn, error) {
+	f := os.NewFile(uintptr(fd), "loader")
+	if f == nil {
+		return nil, fmt.Errorf("--fd %d is not an open descriptor", fd)
+	}
+	defer f.Close() // FileConn dups it
+	c, err := net.FileConn(f)
+	if err != nil {
+		return nil, fmt.Errorf("--fd %d: %w", fd, err)
+	}
+	uc, ok := c.(*net.UnixConn)
+	if !ok {
+		c.Close()
+		return nil, fmt.Errorf("--fd %d is not a Unix socket", fd)
+	}
+	return uc, nil
+}
+
+// readStdinStates reads the states to resume from: a JSON list.
+func readStdinStates(r io.Reader) ([]actors.State, error) {
+	b, err := io.ReadAll(io.LimitReader(r, maxStatesBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("--resume-stdin: %w", err)
+	}
+	if len(b) > maxStatesBytes {
+		return nil, fmt.Errorf("--resume-stdin: more than %d bytes of states", maxStatesBytes)
+	}
+	var states []actors.State
+	if err := json.Unmarshal(b, &states); err != nil {
+		return nil, fmt.Errorf("--resume-stdin: want a JSON list of states: %w", err)
+	}
+	if len(states) == 0 {
+		return nil, errors.New("--resume-stdin: the list of states is empty")
+	}
+	return states, nil
+}
+
+// fail tells the loader why feed ends, in one line, and returns err.
+func (f *feedConn) fail(err error) error {
+	if err == nil {
+		return nil
+	}
+	if !f.started {
+		f.c.Write([]byte{'E'})
+		f.started = true
+	}
+	f.line(map[string]string{"op": "error", "message": userMessage(err)})
+	f.flush()
+	return err
+}
+
+// helloLine starts the feed: the ring's shape, the files' names (what a
+// sample id's file index names), and the first epoch.
+type helloLine struct {
+	Op        string   `json:"op"`
+	Slots     int      `json:"slots"`
+	SlotBytes int      `json:"slot_bytes"`
+	Files     []string `json:"files"`
+}
+
+// epochLine starts an epoch: its number and its batches (for a resumed
+// epoch, those left). The line after it is the state at its start.
+type epochLine struct {
+	Op      string `json:"op"`
+	Epoch   int    `json:"epoch"`
+	Batches int    `json:"batches"`
+	// Left are the ids the epoch leaves out by design (Pipeline.Left):
+	// the remainder of equal shares, told by rank 0, and the last batch
+	// that drop_last drops.
+	Left []uint64 `json:"left,omitempty"`
+}
+
+// feedEpochs builds the pipeline and feeds its epochs, Reset between them.
+func feedEpochs(ctx context.Context, fc *feedConn, rp *atomic.Pointer[ring], o feedOptions, states []actors.State, changed func(string) bool) error {
+	p, names, done, err := startFeedPipeline(ctx, o, states, changed)
+	if err != nil {
+		return err
+	}
+	defer done()
+	for pass := 0; o.epochs == 0 || pass < o.epochs; pass++ {
+		if pass > 0 {
+			if err := p.Reset(); err != nil {
+				return err
+			}
+		}
+		if err := feedEpoch(ctx, fc, rp, p, o, names); err != nil {
+			return err
+		}
+	}
+	if rp.Load() == nil { // no epoch had a batch
+		if err := fc.makeRing(rp, o, actors.Item{}, names); err != nil {
+			return err
+		}
+	}
+	return fc.stateLine(map[string]string{"op": "done"}, p)
+}
+
+// makeRing makes the ring, its slots sized for first, and sends it.
+func (f *feedConn) makeRing(rp *atomic.Pointer[ring], o feedOptions, first actors.Item, names []string) error {
+	r, fd, err := newRing(o.slots, slotBytesFor(first, o.run.batch, o.slotBytes))
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	rp.Store(r)
+	return f.sendRing(fd, helloLine{Op: "hello", Slots: o.slots, SlotBytes: r.slotBytes, Files: names})
+}
+
+// startFeedPipeline builds the pipeline of feed's flags, resumed from
+// states or started at --epoch; done closes it and what it runs on.
+func startFeedPipeline(ctx context.Context, o feedOptions, states []actors.State, changed func(string) bool) (*actors.Pipeline, []string, func(), error) {
+	rs, err := newRunScope(&o.run, changed)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	scope := rs.scope
+	scope.Options.Resume, scope.Options.Epoch = states, o.epoch
+	closers := []func(){func() { scope.Close() }}
+	done := func() {
+		for i := len(closers) - 1; i >= 0; i-- {
+			closers[i]()
+		}
+	}
+	if svc := scope.Options.Service; svc != nil {
+		node, err := o.run.node.listenNode()
+		if err != nil {
+			done()
+			return nil, nil, nil, err
+		}
+		closers = append([]func(){func() { node.Close() }}, closers...) // after the pipeline: it ends its sessions through the node
+		scope.Options.System = node.System()
+		svc.MaxMessage = o.run.node.maxMessage
+	}
+	if err := scope.Run(ctx, rs.startup); err != nil {
+		done()
+		return nil, nil, nil, err
+	}
+	stages := scope.Reader(rs.reader).Stages()
+	p, err := actors.NewContext(ctx, stages, scope.Options)
+	if err != nil {
+		done()
+		return nil, nil, nil, err
+	}
+	closers = append(closers, func() { p.Close() })
+	return p, baseNames(stages), done, nil
+}
+
+// feedEpoch feeds one pass: its epoch line and state, a batch line and
+// the state after it for every batch, and an end line and the state after
+// the epoch. The ring is made at the first batch of the feed, sized by it.
+func feedEpoch(ctx context.Context, fc *feedConn, rp *atomic.Pointer[ring], p *actors.Pipeline, o feedOptions, names []string) error {
+	st, err := p.State()
+	if err != nil {
+		return err
+	}
+	start, err := json.Marshal(st) // before Next: the first batch is taken with it
+	if err != nil {
+		return err
+	}
+	batches, err := p.Batches()
+	if err != nil {
+		return err
+	}
+	left, err := p.Left()
+	if err != nil {
+		return err
+	}
+	head := epochLine{Op: "epoch", Epoch: st.Epoch, Batches: batches}
+	for _, l := range left {
+		head.Left = append(head.Left, l.IDs...)
+	}
+	it, err := p.Next(ctx)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return err
+	}
+	if err == nil && rp.Load() == nil {
+		if err := fc.makeRing(rp, o, it, names); err != nil {
+			return err
+		}
+	}
+	if err := fc.linesFlushed(head, start); err != nil {
+		return err
+	}
+	r := rp.Load()
+	for ; err == nil; it, err = p.Next(ctx) {
+		slot, terr := r.take(ctx)
+		if terr != nil {
+			return terr
+		}
+		d, perr := r.put(slot, it)
+		if perr != nil {
+			return perr
+		}
+		if err := fc.stateLine(d, p); err != nil {
+			return err
+		}
+	}
+	if !errors.Is(err, io.EOF) {
+		return err
+	}
+	return fc.stateLine(map[string]any{"op": "end", "epoch": st.Epoch}, p)
+}
+
+// stateLine sends v and then the pipeline's state as it stands, and
+// flushes: the loader sees each batch as soon as it is in its slot.
+func (f *feedConn) stateLine(v any, p *actors.Pipeline) error {
+	st, err := p.State()
+	if err != nil {
+		return err
+	}
+	b, err := json.Marshal(st)
+	if err != nil {
+		return err
+	}
+	return f.linesFlushed(v, b)
+}
+
+// linesFlushed sends v, then the state st (JSON), and flushes.
+func (f *feedConn) linesFlushed(v any, st []byte) error {
+	f.line(v)
+	f.raw(st)
+	if err := f.flush(); err != nil {
+		return fmt.Errorf("%w: %w", errLoaderGone, err)
+	}
+	return nil
+}
