@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The developer's loop, one entry point for people and CI (.ci/run):
 #
-#   ./dev.sh test     go vet, every test under the race detector, then the
-#                     tests built only without it
+#   ./dev.sh test     go vet, every test under the race detector, the tests
+#                     built only without it, then the Python package's
+#   ./dev.sh python   the Python package installed as docs/python.md says,
+#                     into a throwaway venv of Debian's python3, and its tests
 #   ./dev.sh race     every test under the race detector
 #   ./dev.sh lint     gofmt, go vet, staticcheck (pinned in go.mod's tools)
 #   ./dev.sh bench [go test flags]   every benchmark (CI: -race -benchtime=1x)
@@ -31,12 +33,26 @@ run_race_off() {
 
 fuzz() { go test -run='^$' -fuzz="^$1\$" -fuzztime="${FUZZTIME:-$3x}" "$2"; }
 
+# The Python package's tests run against it installed by the command
+# docs/python.md gives, in a venv of Debian's interpreter, which has numpy,
+# torch and pytest (the first python3 on PATH may be another).
+python_tests() {
+  local venv
+  venv=$(mktemp -d)
+  trap 'rm -rf "$venv"' RETURN
+  /usr/bin/python3 -m venv --system-site-packages "$venv"
+  "$venv/bin/python" -m pip install --quiet --no-build-isolation --no-index ./python
+  "$venv/bin/python" -m pytest -q -p no:cacheprovider python/tests
+}
+
 case "${1:-}" in
 test)
   go vet ./...
   go test -race ./...
   run_race_off
+  python_tests
   ;;
+python) python_tests ;;
 race) go test -race ./... ;;
 race-off) race_off ;; # the names and packages of the tests test runs without the race detector
 lint)

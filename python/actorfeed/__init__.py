@@ -1,0 +1,9 @@
+"""actorfeed for Python trainers: a DataLoader-like Loader over actorfeed's
+pipeline, run as a child process, whose batches arrive in shared memory
+without a copy, resume exactly mid-epoch (also on another number of ranks)
+and are sharded by rank. See docs/python.md."""
+
+from ._loader import Batch, Loader, LoaderError
+
+__all__ = ["Batch", "Loader", "LoaderError"]
+__version__ = "0.1.0"

@@ -1,0 +1,158 @@
+"""Checking the Loader's arguments before any process starts: a bad one is
+a ValueError naming the parameter."""
+
+import glob
+import os
+import re
+
+MAPS = ("normalize",)
+FORMATS = ("recordio", "idx")
+SHUFFLE_WINDOW = 4096  # shuffle=True: samples permuted together
+MAX_WINDOW = 1 << 26
+MAX_SLOTS = 1 << 16
+MAX_BATCH = 1 << 20
+MAX_WORLD = 1 << 16
+MAX_EPOCH = (1 << 32) - 1
+_HOST_PORT = re.compile(r"^[^\s:]+:\d{1,5}$")
+
+
+def _int(name, v, lo, hi):
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise ValueError("%s must be an int, not %r" % (name, v))
+    if v < lo or v > hi:
+        raise ValueError("%s=%d is out of range: it must be from %d to %d" % (name, v, lo, hi))
+    return v
+
+
+def _bool(name, v):
+    if not isinstance(v, bool):
+        raise ValueError("%s must be True or False, not %r" % (name, v))
+    return v
+
+
+def data_entries(data):
+    """The files or globs of data, each optionally format:path; each must
+    name a file now."""
+    entries = [data] if isinstance(data, (str, os.PathLike)) else data
+    if not isinstance(entries, (list, tuple)) or not entries:
+        raise ValueError("data must be a path, a glob, or a non-empty list of them, not %r" % (data,))
+    out = []
+    for e in entries:
+        if not isinstance(e, (str, os.PathLike)):
+            raise ValueError("data: %r is not a path" % (e,))
+        e = os.fspath(e)
+        path = e
+        prefix, sep, rest = e.partition(":")
+        if sep and prefix in FORMATS:
+            path = rest
+        if glob.has_magic(path):
+            if not glob.glob(path):
+                raise ValueError("data: %s matches no file" % e)
+        elif not os.path.isfile(path):
+            raise ValueError("data: %s is not a file" % e)
+        out.append(e)
+    return out
+
+
+def shuffle_window(shuffle):
+    if isinstance(shuffle, bool):
+        return SHUFFLE_WINDOW if shuffle else 0
+    return _int("shuffle", shuffle, 0, MAX_WINDOW)
+
+
+def rank_world(rank, world):
+    """rank and world as given, else torch.distributed's when it is
+    initialised, else RANK and WORLD_SIZE, else 0 of 1."""
+    if rank is None or world is None:
+        r, w = _default_rank_world()
+        rank = r if rank is None else rank
+        world = w if world is None else world
+    _int("world", world, 1, MAX_WORLD)
+    _int("rank", rank, 0, world - 1)
+    return rank, world
+
+
+def _default_rank_world():
+    import sys
+
+    torch = sys.modules.get("torch")  # initialised only if imported already
+    if torch is not None:
+        dist = getattr(torch, "distributed", None)
+        if dist is not None and dist.is_available() and dist.is_initialized():
+            return dist.get_rank(), dist.get_world_size()
+    try:
+        return int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))
+    except ValueError as e:
+        raise ValueError("rank and world: RANK or WORLD_SIZE is not an int (%s); pass rank= and world=" % e) from None
+
+
+def service_workers(service):
+    if service is None:
+        return []
+    if isinstance(service, str):
+        service = [service]
+    if not isinstance(service, (list, tuple)) or not service:
+        raise ValueError("service must be a list of host:port, not %r" % (service,))
+    for s in service:
+        if not isinstance(s, str) or not _HOST_PORT.match(s):
+            raise ValueError("service: %r is not host:port" % (s,))
+    return list(service)
+
+
+def names_of(names):
+    if names is None:
+        return None
+    if isinstance(names, str) or not isinstance(names, (list, tuple)) or not names:
+        raise ValueError("names must be a list of slot names, not %r" % (names,))
+    for n in names:
+        if not isinstance(n, str) or not n or n in ("ids",):
+            raise ValueError("names: %r is not a usable name (a non-empty string other than 'ids')" % (n,))
+    if len(set(names)) != len(names):
+        raise ValueError("names: %r names a slot twice" % (names,))
+    return list(names)
+
+
+def feed_args(o):
+    """The feed command's flags for the checked options o (a dict)."""
+    args = ["--batch", str(o["batch_size"]), "--shuffle", str(o["window"]), "--seed", str(o["seed"]),
+            "--rank", str(o["rank"]), "--world", str(o["world"]), "--slots", str(o["slots"]),
+            "--remainder", o["remainder"], "--on-corrupt", o["on_corrupt"]]
+    for e in o["data"]:
+        args += ["--data", e]
+    if o["drop_last"]:
+        args.append("--drop-last")
+    if o["map"]:
+        args += ["--map", o["map"]]
+    if o["threads"]:
+        args += ["--threads", str(o["threads"])]
+    if o["slot_bytes"]:
+        args += ["--slot-bytes", str(o["slot_bytes"])]
+    for w in o["service"]:
+        args += ["--service", w]
+    return args
+
+
+def check(data, batch_size, shuffle, seed, drop_last, epochs, rank, world, map, names, torch, slots,
+          slot_bytes, service, threads, on_corrupt, remainder):
+    o = {"data": data_entries(data), "batch_size": _int("batch_size", batch_size, 1, MAX_BATCH),
+         "window": shuffle_window(shuffle), "seed": _int("seed", seed, 0, (1 << 64) - 1),
+         "drop_last": _bool("drop_last", drop_last), "slots": _int("slots", slots, 2, MAX_SLOTS),
+         "service": service_workers(service), "names": names_of(names), "torch": _bool("torch", torch)}
+    o["epochs"] = None if epochs is None else _int("epochs", epochs, 1, MAX_EPOCH)
+    o["rank"], o["world"] = rank_world(rank, world)
+    if map is not None and map not in MAPS:
+        raise ValueError("map=%r: the maps are %s" % (map, ", ".join(MAPS)))
+    o["map"] = map
+    o["slot_bytes"] = None if slot_bytes is None else _int("slot_bytes", slot_bytes, 4096, 1 << 35)
+    o["threads"] = None if threads is None else _int("threads", threads, 1, 1 << 12)
+    if on_corrupt not in ("fail", "skip"):
+        raise ValueError("on_corrupt=%r: want 'fail' or 'skip'" % (on_corrupt,))
+    if remainder not in ("drop", "pad"):
+        raise ValueError("remainder=%r: want 'drop' or 'pad'" % (remainder,))
+    o["on_corrupt"], o["remainder"] = on_corrupt, remainder
+    if o["torch"]:
+        try:
+            import torch as _  # noqa: F401
+        except ImportError:
+            raise ValueError("torch=True but torch is not installed (apt-get install python3-torch)") from None
+    return o

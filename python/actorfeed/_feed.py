@@ -1,0 +1,187 @@
+"""The child process that runs actorfeed's pipeline (actorfeed feed), the
+socket to it and the shared-memory ring its batches arrive in
+(docs/python.md has the protocol)."""
+
+import collections
+import json
+import math
+import mmap
+import os
+import signal
+import socket
+import subprocess
+import tempfile
+import weakref
+
+import numpy as np
+
+from ._binary import find_binary
+
+
+class LoaderError(RuntimeError):
+    """The pipeline failed, or its process died: the message names the cause."""
+
+
+# How long close waits for the process after closing its socket, and how
+# long a failure waits for its exit status and last words.
+STOP_WAIT = 2.0
+DIED_WAIT = 1.0
+
+
+class Feed:
+    """One run of actorfeed feed: the process, its socket and the ring.
+    Messages come as pairs of lines: a JSON message and the pipeline's state
+    after it, kept as bytes until a state is asked for."""
+
+    def __init__(self, args, states):
+        self.proc = None
+        self.sock = None
+        self.mm = None
+        self.released = collections.deque()  # slots whose batches were let go; appended by finalizers
+        self.held = 0
+        self.closed = False
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock = ours
+        self.err = tempfile.TemporaryFile()  # unlinked at once: nothing is left behind
+        cmd = [find_binary(), "feed", "--fd", str(theirs.fileno())] + args
+        if states is not None:
+            cmd.append("--resume-stdin")
+        try:
+            # A session of its own: the terminal's Ctrl-C reaches the
+            # trainer, which stops the feed by closing the socket.
+            self.proc = subprocess.Popen(cmd, pass_fds=(theirs.fileno(),), stdout=subprocess.DEVNULL,
+                                         stderr=self.err, start_new_session=True,
+                                         stdin=subprocess.PIPE if states is not None else subprocess.DEVNULL)
+        finally:
+            theirs.close()
+        if states is not None:
+            try:
+                self.proc.stdin.write(json.dumps(states).encode())
+                self.proc.stdin.close()
+            except BrokenPipeError:
+                pass  # it died: the socket says why
+        self.rfile = None
+        self._start()
+
+    def _start(self):
+        try:
+            first, fds, _, _ = socket.recv_fds(self.sock, 1, 1)
+        except BaseException:
+            self.close()
+            raise
+        for fd in fds[1:]:
+            os.close(fd)
+        self.rfile = self.sock.makefile("rb", buffering=1 << 16)
+        if first == b"R" and fds:
+            try:
+                hello = json.loads(self._line())
+                self.slots, self.slot_bytes, self.files = hello["slots"], hello["slot_bytes"], hello["files"]
+                self.mm = mmap.mmap(fds[0], self.slots * self.slot_bytes)
+            finally:
+                os.close(fds[0])
+            return
+        for fd in fds:
+            os.close(fd)
+        if first == b"E":
+            self.fail(self.message())
+        self.fail(None)
+
+    def _line(self):
+        try:
+            line = self.rfile.readline()
+        except ConnectionError:  # it died with our lines unread
+            line = b""
+        if not line:
+            self.fail(None)
+        return line
+
+    def message(self):
+        """The next message and the state line after it."""
+        msg = json.loads(self._line())
+        if msg.get("op") == "error":
+            self.fail(msg.get("message", "the pipeline failed"))
+        return msg, self._line().rstrip(b"\n")
+
+    def fail(self, why):
+        """Raises LoaderError: why, or what the process said as it died."""
+        rc = None
+        if self.proc is not None:
+            try:
+                rc = self.proc.wait(DIED_WAIT)
+            except subprocess.TimeoutExpired:
+                pass
+        if why is None:
+            self.err.seek(0)
+            lines = self.err.read().decode(errors="replace").strip().splitlines()
+            why = lines[-1] if lines else "no message"
+            why = "the actorfeed feed process ended (exit status %s): %s" % (rc, why)
+        self.close()
+        raise LoaderError(why)
+
+    def give_back(self):
+        """Sends the slots whose batches were let go."""
+        out = []
+        while True:
+            try:
+                out.append(self.released.popleft())
+            except IndexError:
+                break
+        if not out or self.closed:
+            return
+        self.held -= len(out)
+        try:
+            self.sock.sendall(b"".join(b"r %d\n" % s for s in out))
+        except OSError:
+            pass  # the process is gone: the next read says why
+
+    def batch(self, msg, names, as_torch):
+        """The arrays of a batch message, views of its slot; the slot goes
+        back once every array of the batch is let go."""
+        slot = msg["slot"]
+        base = np.frombuffer(self.mm, dtype=np.uint8, count=self.slot_bytes, offset=slot * self.slot_bytes)
+        weakref.finalize(base, self.released.append, slot)
+        self.held += 1
+        out = {}
+        for i, a in enumerate(msg["arrays"]):
+            name = names[i] if names and i < len(names) else "slot%d" % i
+            dt = np.dtype(a["dtype"]).newbyteorder("<")
+            n = dt.itemsize * math.prod(a["shape"])
+            out[name] = base[a["offset"]:a["offset"] + n].view(dt).reshape(a["shape"])
+            for lvl, l in enumerate(a.get("lod") or []):
+                out["%s.lod%d" % (name, lvl)] = base[l["offset"]:l["offset"] + 8 * l["len"]].view("<i8")
+        out["ids"] = base[msg["ids"]:msg["ids"] + 8 * msg["rows"]].view("<u8")
+        if as_torch:
+            import torch
+
+            out = {k: (torch.from_numpy(v) if k != "ids" else v) for k, v in out.items()}
+        del base
+        return out
+
+    def close(self):
+        """Closes the socket (the process ends when it sees that) and waits
+        for the process, killing it if it does not end in STOP_WAIT. The
+        ring's memory goes when the last batch viewing it does."""
+        if self.closed:
+            return
+        self.closed = True
+        if self.sock is not None:
+            try:
+                self.sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            self.sock.close()
+        if self.rfile is not None:
+            self.rfile.close()
+        if self.proc is not None:
+            try:
+                self.proc.wait(STOP_WAIT)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
+        self.err.close()
+        if self.mm is not None:
+            try:
+                self.mm.close()
+            except BufferError:
+                pass  # batches still view it: it goes with them
+            self.mm = None

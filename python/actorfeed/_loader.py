@@ -1,0 +1,223 @@
+"""Loader: PyTorch's DataLoader idioms over actorfeed's pipeline."""
+
+import gc
+import json
+
+from . import _args
+from ._feed import Feed, LoaderError
+
+STATE_VERSION = 1
+
+
+class Batch(dict):
+    """One batch: named arrays (NumPy, or torch tensors with torch=True),
+    views of a slot of the shared-memory ring, and "ids", each sample's id.
+    epoch is the epoch of the order it belongs to, index its place in the
+    epoch, padding how many of its last samples repeat samples dealt to a
+    rank already (remainder="pad"): a trainer masks them."""
+
+    __slots__ = ("epoch", "index", "padding")
+
+
+class Loader:
+    """Batches of the files of data, shuffled (a window of samples; True is
+    4096, an int the window) in an order that is a function of the files,
+    seed and epoch, this rank's disjoint share of each epoch.
+
+    Iterating yields the rest of the current epoch (the whole epoch when it
+    stands at its start); set_epoch(e) moves to the start of epoch e.
+    len() is the batches of the current epoch (after a resume, those left).
+    state_dict() is where it stands after the last batch it yielded;
+    load_state_dict() continues exactly there, from this rank's state or,
+    on another world, from a list of every rank's states.
+
+    A batch's arrays view shared memory: its slot is reused once no array
+    of the batch is referenced. Keep a batch past the next few steps only
+    as a copy (batch["x"].copy(), tensor.clone()); a loader whose slots are
+    all held raises LoaderError rather than wait forever."""
+
+    def __init__(self, data, batch_size, shuffle=True, seed=0, drop_last=False, epochs=None, rank=None,
+                 world=None, map=None, names=None, torch=False, slots=8, slot_bytes=None, service=None,
+                 threads=None, on_corrupt="fail", remainder="drop"):
+        self._o = _args.check(data, batch_size, shuffle, seed, drop_last, epochs, rank, world, map, names,
+                              torch, slots, slot_bytes, service, threads, on_corrupt, remainder)
+        self._feed = None
+        self._epoch = 0  # the epoch the loader stands in
+        self._resume = None  # the states the next feed resumes from
+        self._state = None  # the state after the last batch yielded, JSON bytes
+        self._batches = None
+        self._left = []
+        self._ended = False  # the current epoch's end was read
+        self._done = False  # the feed's last epoch was read
+        self._closed = False
+
+    @property
+    def rank(self):
+        return self._o["rank"]
+
+    @property
+    def world(self):
+        return self._o["world"]
+
+    @property
+    def files(self):
+        """The files' names, as sample ids' file indexes name them."""
+        return list(self._running().files)
+
+    def _running(self):
+        if self._closed:
+            raise LoaderError("the loader is closed")
+        if self._feed is None:
+            args = _args.feed_args(self._o)
+            if self._resume is None:
+                args += ["--epoch", str(self._epoch)]
+            if self._o["epochs"] is not None:
+                left = self._o["epochs"] - self._epoch
+                if left <= 0:
+                    raise StopIteration
+                args += ["--epochs", str(left)]
+            self._feed = Feed(args, self._resume)
+            self._ended, self._done = False, False
+            self._read_epoch()
+        return self._feed
+
+    def _read_epoch(self):
+        """Reads an epoch's first message: its number, batches and state."""
+        msg, state = self._feed.message()
+        if msg["op"] == "done":
+            self._batches, self._ended, self._done = 0, True, True
+            return
+        if msg["op"] != "epoch":
+            raise LoaderError("the feed sent %r where an epoch starts" % msg["op"])
+        self._epoch, self._batches, self._state, self._ended = msg["epoch"], msg["batches"], state, False
+        self._left = msg.get("left", [])
+
+    def _current(self):
+        """The feed, at the head of the epoch the loader stands in: after
+        an epoch's end, the next one's head is read."""
+        feed = self._running()
+        if self._ended and not self._done:
+            self._read_epoch()
+        return feed
+
+    def __len__(self):
+        if self._o["epochs"] is not None and self._epoch >= self._o["epochs"]:
+            return 0
+        self._current()
+        return self._batches
+
+    def set_epoch(self, epoch):
+        """Moves to the start of epoch, as DistributedSampler.set_epoch; the
+        epoch the loader stands in (at its start or, after
+        load_state_dict, part way) is kept as it is."""
+        _args._int("epoch", epoch, 0, _args.MAX_EPOCH)
+        if epoch == self._epoch:  # after an epoch's end, the loader stands in the next
+            return
+        self._stop()
+        self._epoch, self._resume, self._state = epoch, None, None
+
+    def __iter__(self):
+        if self._o["epochs"] is not None and self._epoch >= self._o["epochs"]:
+            return iter(())
+        return self._epoch_batches()
+
+    def _epoch_batches(self):
+        try:
+            feed = self._current()
+        except StopIteration:
+            return
+        if self._ended:
+            return
+        while True:
+            b = self._next(feed)
+            if b is None:
+                return
+            yield b
+
+    def _next(self, feed):
+        try:
+            feed.give_back()
+            if feed.held >= feed.slots:
+                gc.collect()  # batches in reference cycles
+                feed.give_back()
+            if feed.held >= feed.slots:
+                raise LoaderError(
+                    "all %d slots of the ring are held by batches still referenced: copy what you keep "
+                    "(array.copy(), tensor.clone()) or give the loader more slots=" % feed.slots)
+            msg, state = feed.message()
+        except KeyboardInterrupt:
+            self.close()
+            raise
+        if msg["op"] == "end":
+            self._state, self._ended, self._epoch = state, True, msg["epoch"] + 1
+            return None
+        if msg["op"] == "done":
+            self._ended = self._done = True
+            return None
+        if msg["op"] != "batch":
+            raise LoaderError("the feed sent %r where a batch was due" % msg["op"])
+        b = Batch(feed.batch(msg, self._o["names"], self._o["torch"]))
+        b.epoch, b.index, b.padding = msg["epoch"], msg["index"], msg.get("padding", 0)
+        self._state = state
+        return b
+
+    def state_dict(self):
+        """Where the loader stands after the last batch it yielded: save it
+        with the model (torch.save); every rank's, to resume on another
+        world."""
+        if self._state is None:
+            self._running()
+        return {"actorfeed": STATE_VERSION, "rank": self.rank, "world": self.world,
+                "state": json.loads(self._state)}
+
+    def load_state_dict(self, state):
+        """Continues where state stands: this rank's state_dict(), or a list
+        of every rank's (in any order) to go on on another world."""
+        states = state if isinstance(state, (list, tuple)) else [state]
+        if not states:
+            raise ValueError("state: an empty list of states")
+        out = []
+        for s in states:
+            if not isinstance(s, dict) or s.get("actorfeed") != STATE_VERSION or not isinstance(s.get("state"), dict):
+                raise ValueError("state: not a state_dict() of this loader (version %d): %r"
+                                 % (STATE_VERSION, str(s)[:80]))
+            out.append(s["state"])
+        self._stop()
+        self._resume, self._state = out, None
+        self._epoch = min(s["state"].get("epoch", 0) for s in states)
+
+    def _stop(self):
+        if self._feed is not None:
+            self._feed.close()
+            self._feed = None
+
+    def close(self):
+        """Stops the pipeline's process; batches still held stay valid."""
+        self._stop()
+        self._closed = True
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    def left_out(self):
+        """The ids of samples the current epoch leaves out of this rank's
+        share by design: with remainder="drop" the samples beyond equal
+        shares (rank 0 tells them), with drop_last the last short batch.
+        A check of exactly-once delivery counts them apart from losses."""
+        self._current()
+        return list(self._left)
+
+    def sample_names(self, ids):
+        """Sample ids as actorfeed verify-ids names them: <file>#<record>."""
+        files = self.files
+        return ["%s#%d" % (files[int(i) >> 40], int(i) & ((1 << 40) - 1)) for i in ids]

@@ -1,0 +1,39 @@
+"""The example trainer: two processes of torch.distributed (gloo), killed
+mid-epoch, resumed as three, reach the accuracy a classifier of
+Fashion-MNIST should, and every sample of every epoch was trained on
+exactly once."""
+
+import os
+import subprocess
+import sys
+
+from conftest import REPO
+
+EXAMPLE = os.path.join(REPO, "python", "examples", "train_fashion_mnist.py")
+
+
+def torchrun(nproc, *args):
+    # Debian's torch 1.13 on Python 3.11 cannot parse the launcher's
+    # default --redirects and --tee of 0, so both are given.
+    return subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(nproc),
+                           "--redirects", "1", "--tee", "1", "--log_dir", args[-1] + "-logs-%d" % nproc, EXAMPLE]
+                          + list(args[:-1]) + ["--out", args[-1]], capture_output=True, text=True, timeout=600)
+
+
+def test_killed_and_resumed_on_another_world(binary, fashion_mnist, tmp_path):
+    data = str(tmp_path / "train.recordio")
+    subprocess.run([binary, "convert", os.path.join(fashion_mnist, "train-images-idx3-ubyte.gz"), "--out", data],
+                   check=True, stdout=subprocess.DEVNULL)
+    job = str(tmp_path / "job")
+    killed = torchrun(2, "--data", data, "--epochs", "2", "--kill-at", "250", job)
+    assert killed.returncode != 0, "rank 0 killed itself at step 250"
+    assert "SIGKILL" in killed.stdout + killed.stderr
+    resumed = torchrun(3, "--data", data, "--epochs", "2", job)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    line = [l for l in resumed.stdout.splitlines() if "test accuracy" in l][0]
+    assert float(line.split("test accuracy ")[1].split()[0]) >= 0.80, line
+    ids = sorted(os.path.join(job, f) for f in os.listdir(job) if f.startswith("ids-"))
+    assert len(ids) == 5, "2 ranks' files cut back to the checkpoint, and 3 ranks' of the resumed job"
+    verify = subprocess.run([binary, "verify-ids", "--data", data, "--epochs", "2"] + ids, capture_output=True, text=True)
+    assert verify.returncode == 0, verify.stdout + verify.stderr
+    assert "every record of 2 epoch(s) delivered exactly once" in verify.stdout

@@ -1,0 +1,122 @@
+"""Failure on both sides: a bad argument, a corrupt file, the pipeline's
+process killed, the trainer killed or interrupted. Nothing hangs, and
+nothing is left behind."""
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+import actorfeed
+from conftest import alive, children
+
+BAD = [
+    (dict(batch_size=0), "batch_size=0 is out of range"),
+    (dict(batch_size="64"), "batch_size must be an int"),
+    (dict(shuffle=-1), "shuffle=-1"),
+    (dict(seed=-5), "seed=-5"),
+    (dict(drop_last=1), "drop_last must be True or False"),
+    (dict(epochs=0), "epochs=0"),
+    (dict(rank=2, world=2), "rank=2 is out of range"),
+    (dict(world=0), "world=0"),
+    (dict(map="resize"), "map='resize'"),
+    (dict(names="image"), "names must be a list"),
+    (dict(names=["a", "a"]), "names a slot twice"),
+    (dict(slots=1), "slots=1"),
+    (dict(slot_bytes=10), "slot_bytes=10"),
+    (dict(service=["nohost"]), "service: 'nohost' is not host:port"),
+    (dict(on_corrupt="ignore"), "on_corrupt='ignore'"),
+    (dict(remainder="spread"), "remainder='spread'"),
+]
+
+
+@pytest.mark.parametrize("kwargs,message", BAD)
+def test_bad_arguments_are_refused_before_any_process(data, kwargs, message):
+    args = dict(data=data, batch_size=8)
+    args.update(kwargs)
+    with pytest.raises(ValueError, match=message.replace("(", r"\(").replace("[", r"\[")):
+        actorfeed.Loader(**args)
+    assert children() == []
+
+
+@pytest.mark.parametrize("data_arg,message", [
+    ([], "data must be"), ("/nonexistent/x.recordio", "is not a file"), ("/nonexistent/*.recordio", "matches no file")])
+def test_bad_data_is_refused(data_arg, message):
+    with pytest.raises(ValueError, match="data"):
+        actorfeed.Loader(data_arg, batch_size=8)
+
+
+def test_corrupt_file_is_an_error_naming_it(corrupt):
+    with actorfeed.Loader(corrupt, batch_size=50, shuffle=False) as loader:
+        start = time.monotonic()
+        with pytest.raises(actorfeed.LoaderError, match="part-00000.recordio"):
+            for _ in loader:
+                pass
+        assert time.monotonic() - start < 5
+
+
+def test_corrupt_records_skipped_on_request(corrupt):
+    with actorfeed.Loader(corrupt, batch_size=50, shuffle=False, on_corrupt="skip") as loader:
+        n = sum(len(b["ids"]) for b in loader)
+    assert 0 < n < 2000
+
+
+def test_pipeline_killed_is_an_error_not_a_hang(data):
+    with actorfeed.Loader(data, batch_size=8, slots=2) as loader:
+        it = iter(loader)
+        next(it)
+        os.kill(loader._feed.proc.pid, signal.SIGKILL)
+        start = time.monotonic()
+        with pytest.raises(actorfeed.LoaderError, match="exit status -9"):
+            for _ in it:
+                pass
+        assert time.monotonic() - start < 1.5
+
+
+TRAINER = textwrap.dedent("""
+    import time
+    import actorfeed
+    loader = actorfeed.Loader(%r, batch_size=8, slots=4)
+    it = iter(loader)
+    next(it)
+    print(loader._feed.proc.pid, flush=True)
+    for b in it:
+        time.sleep(0.05)
+""")
+
+
+def trainer(data):
+    p = subprocess.Popen([sys.executable, "-c", TRAINER % data],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    feed = int(p.stdout.readline())
+    return p, feed
+
+
+def gone_within(pid, seconds):
+    deadline = time.monotonic() + seconds
+    while alive(pid):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+    return True
+
+
+def test_trainer_killed_stops_the_pipeline(data):
+    p, feed = trainer(data)
+    p.kill()
+    p.wait()
+    p.stdout.close()
+    p.stderr.close()
+    assert gone_within(feed, 1.0), "the feed outlived its trainer by more than 1 s"
+
+
+def test_ctrl_c_is_keyboard_interrupt_and_stops_both(data):
+    p, feed = trainer(data)
+    p.send_signal(signal.SIGINT)
+    _, err = p.communicate(timeout=10)
+    assert "KeyboardInterrupt" in err
+    assert gone_within(feed, 1.0)

@@ -1,0 +1,179 @@
+"""The loader against actorfeed run: the same order, every sample once,
+exact resume (also on another world), rank shards, zero-copy arrays."""
+
+import json
+import subprocess
+
+import numpy as np
+import pytest
+
+import actorfeed
+
+
+def epoch_ids(loader):
+    return [b["ids"].tolist() for b in loader]
+
+
+def flat(batches):
+    return [i for b in batches for i in b]
+
+
+def test_batches_are_run_s_order(binary, data, tmp_path):
+    ids = tmp_path / "ids.jsonl"
+    subprocess.run([binary, "run", "--data", data, "--batch", "64", "--shuffle", "500", "--seed", "9",
+                    "--passes", "2", "--devices", "1", "--emit-ids", str(ids)], check=True, stdout=subprocess.DEVNULL)
+    want = {}
+    for line in ids.read_text().splitlines():
+        rec = json.loads(line)
+        if "ids" in rec:
+            want.setdefault(rec["epoch"], []).append((rec["seq"], rec["ids"]))
+    with actorfeed.Loader(data, batch_size=64, shuffle=500, seed=9) as loader:
+        for epoch in range(2):
+            loader.set_epoch(epoch)
+            assert len(loader) == 32
+            got = [loader.sample_names(b["ids"]) for b in loader]
+            assert got == [names for _, names in sorted(want[epoch])]
+
+
+def test_every_sample_once_and_epochs_differ(data):
+    with actorfeed.Loader(data, batch_size=100, seed=1, names=["image", "label"]) as loader:
+        e0 = epoch_ids(loader)
+        e1 = epoch_ids(loader)
+        assert sorted(flat(e0)) == sorted(flat(e1))
+        assert len(set(flat(e0))) == 2000
+        assert flat(e0) != flat(e1)
+        loader.set_epoch(0)
+        assert epoch_ids(loader) == e0, "an epoch is a function of the seed and its number"
+
+
+def test_arrays_are_named_views_of_the_ring(data):
+    with actorfeed.Loader(data, batch_size=32, shuffle=False, names=["image", "label"], slots=3) as loader:
+        b = next(iter(loader))
+        assert set(b) == {"image", "label", "ids"}
+        assert b["image"].shape == (32, 28, 28) and b["image"].dtype == np.uint8
+        assert b["label"].shape == (32,)
+        assert b.epoch == 0 and b.index == 0 and b.padding == 0
+        assert not b["image"].flags.owndata, "a view, not a copy"
+
+
+def test_slots_go_back_when_batches_are_let_go(data):
+    with actorfeed.Loader(data, batch_size=16, slots=2) as loader:
+        n = sum(1 for _ in loader)  # the loop keeps one batch at a time
+        assert n == 125
+
+
+def test_held_slots_fail_rather_than_hang(data):
+    with actorfeed.Loader(data, batch_size=16, slots=3) as loader:
+        kept = []
+        with pytest.raises(actorfeed.LoaderError, match="all 3 slots"):
+            for b in loader:
+                kept.append(b)
+        assert len(kept) == 3
+
+
+def test_copied_batches_outlive_the_loader(data):
+    loader = actorfeed.Loader(data, batch_size=8)
+    b = next(iter(loader))
+    image = b["image" if "image" in b else "slot0"]
+    before = image.copy()
+    loader.close()
+    assert (image == before).all(), "a batch still held stays valid after close"
+
+
+@pytest.mark.parametrize("stop", [0, 7, 32])
+def test_resume_mid_epoch_is_exact(data, stop):
+    with actorfeed.Loader(data, batch_size=64, seed=4) as loader:
+        whole = epoch_ids(loader) + epoch_ids(loader)
+    with actorfeed.Loader(data, batch_size=64, seed=4) as loader:
+        it = iter(loader)
+        first = [next(it)["ids"].tolist() for _ in range(stop)]
+        state = loader.state_dict()
+    with actorfeed.Loader(data, batch_size=64, seed=4) as loader:
+        loader.load_state_dict(json.loads(json.dumps(state)))
+        rest = epoch_ids(loader)  # none after the epoch's last batch: no replay
+        assert first + rest == whole[:32]
+        assert epoch_ids(loader) == whole[32:]
+
+
+def test_state_saved_with_torch(data, tmp_path):
+    torch = pytest.importorskip("torch")
+    with actorfeed.Loader(data, batch_size=64, torch=True) as loader:
+        it = iter(loader)
+        b = next(it)
+        assert isinstance(b["slot0"], torch.Tensor)
+        next(it)
+        torch.save({"loader": loader.state_dict()}, tmp_path / "ckpt.pt")
+        rest = epoch_ids(loader)
+    with actorfeed.Loader(data, batch_size=64, torch=True) as loader:
+        loader.load_state_dict(torch.load(tmp_path / "ckpt.pt")["loader"])
+        assert epoch_ids(loader) == rest
+
+
+def test_ranks_share_an_epoch_disjointly(data):
+    shares = []
+    for rank in range(3):
+        with actorfeed.Loader(data, batch_size=50, rank=rank, world=3) as loader:
+            shares.append(flat(epoch_ids(loader)))
+    assert all(len(s) == len(shares[0]) for s in shares)
+    union = set().union(*shares)
+    assert len(union) == sum(len(s) for s in shares), "disjoint"
+    assert len(union) == 2000 - 2000 % 3, 'remainder="drop" leaves 2000 mod 3 out'
+
+
+
+def test_resize_after_ranks_stopped_at_different_steps(data):
+    """Two ranks stop at steps 3 and 9; three ranks go on from both states:
+    the epoch is delivered exactly once, nothing lost or repeated."""
+    def unpadded(b):
+        ids = b["ids"].tolist()
+        return ids[:len(ids) - b.padding]
+
+    seen, states = [], []
+    for rank, stop in ((0, 3), (1, 9)):
+        with actorfeed.Loader(data, batch_size=40, rank=rank, world=2, remainder="pad") as loader:
+            it = iter(loader)
+            seen += flat(unpadded(next(it)) for _ in range(stop))
+            states.append(loader.state_dict())
+    for rank in range(3):
+        with actorfeed.Loader(data, batch_size=40, rank=rank, world=3, remainder="pad") as loader:
+            loader.load_state_dict(states)
+            seen += flat(unpadded(b) for b in loader)
+    assert len(seen) == len(set(seen)), "nothing repeated"
+    assert len(set(seen)) == 2000, "nothing lost"
+
+
+@pytest.fixture
+def worker(binary, data):
+    """A data service worker (actorfeed serve) on a random loopback port."""
+    root = data.rsplit("/", 1)[0]
+    p = subprocess.Popen([binary, "serve", "--listen", "127.0.0.1:0", "--root", root],
+                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        line = p.stdout.readline()
+        assert line.startswith("serving on "), line
+        yield line.split()[2].rstrip(",")
+    finally:
+        p.terminate()
+        p.communicate(timeout=10)
+
+
+def test_service_workers_give_the_same_batches(data, worker):
+    with actorfeed.Loader(data, batch_size=64, seed=2) as loader:
+        want = epoch_ids(loader)
+    with actorfeed.Loader(data, batch_size=64, seed=2, service=[worker]) as loader:
+        assert epoch_ids(loader) == want
+
+
+def test_set_epoch_at_an_epoch_s_end_keeps_the_feed(data):
+    """The usual loop calls set_epoch(e) where the loader already stands:
+    the feed that ran ahead into epoch e goes on, not started again."""
+    with actorfeed.Loader(data, batch_size=64) as loader:
+        loader.set_epoch(0)
+        epoch_ids(loader)
+        pid = loader._feed.proc.pid
+        loader.set_epoch(1)
+        assert len(epoch_ids(loader)) == 32
+        assert loader._feed.proc.pid == pid
+        loader.set_epoch(5)
+        assert [b.epoch for b in loader][:1] == [5]
+        assert loader._feed.proc.pid != pid, "another epoch starts afresh"

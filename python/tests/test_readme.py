@@ -1,0 +1,56 @@
+"""The README's Python section runs as written: the install command, the
+loop, and the example trainer with the check of its ids."""
+
+import os
+import re
+import subprocess
+import sys
+
+from conftest import REPO
+
+
+def blocks(lang):
+    with open(os.path.join(REPO, "README.md")) as f:
+        readme = f.read()
+    section = readme.split("## In a Python trainer", 1)[1].split("\n## ", 1)[0]
+    return re.findall(r"```%s\n(.*?)```" % lang, section, re.S)
+
+
+def workdir(binary, fashion_mnist, tmp_path):
+    """A directory laid out as the README's commands expect: the command
+    built as ./actorfeed, the package's sources at python/, and
+    out/train.recordio as the README's convert command writes it."""
+    os.symlink(binary, tmp_path / "actorfeed")
+    os.symlink(os.path.join(REPO, "python"), tmp_path / "python")
+    subprocess.run([binary, "convert", os.path.join(fashion_mnist, "train-images-idx3-ubyte.gz"),
+                    "--out", str(tmp_path / "out" / "train.recordio")], check=True, stdout=subprocess.DEVNULL)
+    return tmp_path
+
+
+def run_sh(block, cwd):
+    # python3 is this interpreter: the venv the package is installed in.
+    env = dict(os.environ, PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"])
+    return subprocess.run(["bash", "-euo", "pipefail", "-c", block], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=600)
+
+
+def test_readme_python_section_runs(binary, fashion_mnist, tmp_path):
+    install, trainer = blocks("sh")
+    [loop] = blocks("python")
+    assert "pip install" in install and "torch.distributed.run" in trainer
+    cwd = workdir(binary, fashion_mnist, tmp_path)
+    res = run_sh(install + "python3 -c 'import actorfeed'\n", cwd)
+    assert res.returncode == 0, res.stderr
+    steps = []
+    old = os.getcwd()
+    os.chdir(cwd)
+    try:
+        exec(loop, {"train_step": lambda images, labels: steps.append(len(labels))})
+    finally:
+        os.chdir(old)
+    assert sum(steps) == 2 * 60000
+
+    res = run_sh(trainer, cwd)
+    assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
+    assert "every record of 2 epoch(s) delivered exactly once" in res.stdout
+    assert "test accuracy" in res.stdout
