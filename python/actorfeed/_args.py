@@ -140,9 +140,14 @@ def check(data, batch_size, shuffle, seed, drop_last, epochs, rank, world, map, 
          "service": service_workers(service), "names": names_of(names), "torch": _bool("torch", torch)}
     o["epochs"] = None if epochs is None else _int("epochs", epochs, 1, MAX_EPOCH)
     o["rank"], o["world"] = rank_world(rank, world)
-    if map is not None and map not in MAPS:
-        raise ValueError("map=%r: the maps are %s" % (map, ", ".join(MAPS)))
-    o["map"] = map
+    o["map"], o["fn"] = None, None
+    if callable(map):
+        o["fn"] = map
+    elif map is not None and map not in MAPS:
+        raise ValueError("map=%r: want a function of a batch, or the name of a map of the pipeline (%s)"
+                         % (map, ", ".join(MAPS)))
+    else:
+        o["map"] = map
     o["slot_bytes"] = None if slot_bytes is None else _int("slot_bytes", slot_bytes, 4096, 1 << 35)
     o["threads"] = None if threads is None else _int("threads", threads, 1, 1 << 12)
     if on_corrupt not in ("fail", "skip"):

@@ -36,22 +36,26 @@ class Feed:
     def __init__(self, args, states):
         self.proc = None
         self.sock = None
+        self.rfile = None
         self.mm = None
         self.released = collections.deque()  # slots whose batches were let go; appended by finalizers
         self.held = 0
         self.closed = False
+        self.err = tempfile.TemporaryFile()  # unlinked at once: nothing is left behind
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         self.sock = ours
-        self.err = tempfile.TemporaryFile()  # unlinked at once: nothing is left behind
-        cmd = [find_binary(), "feed", "--fd", str(theirs.fileno())] + args
-        if states is not None:
-            cmd.append("--resume-stdin")
         try:
+            cmd = [find_binary(), "feed", "--fd", str(theirs.fileno())] + args
+            if states is not None:
+                cmd.append("--resume-stdin")
             # A session of its own: the terminal's Ctrl-C reaches the
             # trainer, which stops the feed by closing the socket.
             self.proc = subprocess.Popen(cmd, pass_fds=(theirs.fileno(),), stdout=subprocess.DEVNULL,
                                          stderr=self.err, start_new_session=True,
                                          stdin=subprocess.PIPE if states is not None else subprocess.DEVNULL)
+        except BaseException:
+            self.close()
+            raise
         finally:
             theirs.close()
         if states is not None:
@@ -60,7 +64,6 @@ class Feed:
                 self.proc.stdin.close()
             except BrokenPipeError:
                 pass  # it died: the socket says why
-        self.rfile = None
         self._start()
 
     def _start(self):

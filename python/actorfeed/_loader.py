@@ -159,6 +159,8 @@ class Loader:
         b = Batch(feed.batch(msg, self._o["names"], self._o["torch"]))
         b.epoch, b.index, b.padding = msg["epoch"], msg["index"], msg.get("padding", 0)
         self._state = state
+        if self._o["fn"] is not None:
+            return self._o["fn"](b)
         return b
 
     def state_dict(self):

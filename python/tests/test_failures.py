@@ -23,7 +23,7 @@ BAD = [
     (dict(epochs=0), "epochs=0"),
     (dict(rank=2, world=2), "rank=2 is out of range"),
     (dict(world=0), "world=0"),
-    (dict(map="resize"), "map='resize'"),
+    (dict(map="resize"), "map='resize': want a function"),
     (dict(names="image"), "names must be a list"),
     (dict(names=["a", "a"]), "names a slot twice"),
     (dict(slots=1), "slots=1"),
@@ -56,7 +56,7 @@ def test_corrupt_file_is_an_error_naming_it(corrupt):
         with pytest.raises(actorfeed.LoaderError, match="part-00000.recordio"):
             for _ in loader:
                 pass
-        assert time.monotonic() - start < 5
+        assert time.monotonic() - start < 1
 
 
 def test_corrupt_records_skipped_on_request(corrupt):
@@ -74,7 +74,7 @@ def test_pipeline_killed_is_an_error_not_a_hang(data):
         with pytest.raises(actorfeed.LoaderError, match="exit status -9"):
             for _ in it:
                 pass
-        assert time.monotonic() - start < 1.5
+        assert time.monotonic() - start < 1
 
 
 TRAINER = textwrap.dedent("""
@@ -120,3 +120,11 @@ def test_ctrl_c_is_keyboard_interrupt_and_stops_both(data):
     _, err = p.communicate(timeout=10)
     assert "KeyboardInterrupt" in err
     assert gone_within(feed, 1.0)
+
+
+def test_no_binary_is_an_error_that_says_where_to_look(data, monkeypatch, tmp_path):
+    monkeypatch.setenv("ACTORFEED_BIN", str(tmp_path / "missing"))
+    loader = actorfeed.Loader(data, batch_size=8)
+    with pytest.raises(FileNotFoundError, match="ACTORFEED_BIN"):
+        iter(loader).__next__()
+    loader.close()

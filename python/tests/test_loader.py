@@ -177,3 +177,24 @@ def test_set_epoch_at_an_epoch_s_end_keeps_the_feed(data):
         loader.set_epoch(5)
         assert [b.epoch for b in loader][:1] == [5]
         assert loader._feed.proc.pid != pid, "another epoch starts afresh"
+
+
+def test_epochs_bound_the_job(data):
+    with actorfeed.Loader(data, batch_size=500, epochs=2) as loader:
+        assert [len(epoch_ids(loader)) for _ in range(3)] == [4, 4, 0]
+        assert len(loader) == 0
+    with actorfeed.Loader(data, batch_size=500, epochs=2) as loader:
+        next(iter(loader))
+        state = loader.state_dict()
+    with actorfeed.Loader(data, batch_size=500, epochs=2) as loader:
+        loader.load_state_dict(state)
+        assert [len(epoch_ids(loader)) for _ in range(3)] == [3, 4, 0], "a resumed loader gives the epochs left"
+
+
+def test_a_python_map_runs_on_each_batch(data):
+    def halve(b):  # copies: the batches are kept, their slots go back
+        return {"x": b["slot0"][:, ::2].copy(), "ids": b["ids"].copy(), "epoch": b.epoch}
+
+    with actorfeed.Loader(data, batch_size=64, map=halve) as loader:
+        out = list(loader)
+    assert len(out) == 32 and out[0]["x"].shape == (64, 14, 28) and out[0]["epoch"] == 0
