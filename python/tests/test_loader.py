@@ -198,3 +198,14 @@ def test_a_python_map_runs_on_each_batch(data):
     with actorfeed.Loader(data, batch_size=64, map=halve) as loader:
         out = list(loader)
     assert len(out) == 32 and out[0]["x"].shape == (64, 14, 28) and out[0]["epoch"] == 0
+
+
+def test_rank_and_world_default_from_the_environment(data, monkeypatch):
+    monkeypatch.setenv("RANK", "1")
+    monkeypatch.setenv("WORLD_SIZE", "4")
+    with actorfeed.Loader(data, batch_size=50) as loader:
+        assert (loader.rank, loader.world) == (1, 4)
+        assert len(loader) == 10  # 500 samples a rank
+    monkeypatch.setenv("WORLD_SIZE", "four")
+    with pytest.raises(ValueError, match="WORLD_SIZE"):
+        actorfeed.Loader(data, batch_size=50)
