@@ -268,7 +268,11 @@ func (f *feedConn) takeBack(cancel context.CancelCauseFunc, slots *atomic.Pointe
 			return
 		}
 	}
-	cancel(errLoaderGone)
+	if errors.Is(sc.Err(), bufio.ErrTooLong) {
+		cancel(fmt.Errorf("the loader sent a line of more than %d bytes, not a slot to give back", bufio.MaxScanTokenSize))
+		return
+	}
+	cancel(errLoaderGone) // closed, or reset by a loader killed with lines unread
 }
 
 // slotBytesFor is a slot's size: what the user asked for, or room for a

@@ -169,3 +169,21 @@ func TestRingSizesAreChecked(t *testing.T) {
 	_, err = loaderConn(1 << 20)
 	require.ErrorContains(t, err, "--fd 1048576")
 }
+
+// A loader that sends endless bytes is refused once a line passes a
+// bound, not read into memory without end.
+func TestFeedRefusesAnEndlessLine(t *testing.T) {
+	paths := testutil.WriteFiles(t, 1, 100, 30)
+	l, done := startFeed(t, feedFlags(paths))
+	l.start()
+	go func() {
+		junk := []byte(strings.Repeat("r", 1<<16))
+		for range 4 {
+			if _, err := l.c.Write(junk); err != nil {
+				return
+			}
+		}
+	}()
+	require.ErrorContains(t, <-done, "a line of more than")
+	l.c.Close()
+}
