@@ -16,7 +16,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/actorfeed/actorfeed/actors"
-	"github.com/actorfeed/actorfeed/actors/service"
 )
 
 // feedHelp is the feed command's long help.
@@ -56,22 +55,7 @@ func newFeed() *cobra.Command {
 		},
 	}
 	f := cmd.Flags()
-	r := &o.run
-	f.StringSliceVar(&r.data, "data", nil, "files or globs to read, each optionally format:path (repeat or comma-separate)")
-	f.IntVar(&r.batch, "batch", 64, "batch size")
-	f.IntVar(&r.shuffle, "shuffle", 1024, "shuffle window (0 keeps the order)")
-	f.StringVar(&r.mapName, "map", "", "a map to run on every batch (normalize: uint8 images to float32 in [0, 1])")
-	f.Uint64Var(&r.seed, "seed", 1, "shuffle seed")
-	f.IntVar(&r.threads, "threads", 0, "file-reader threads (default min(#files, #cpus))")
-	f.IntVar(&r.lanes, "lanes", 0, "copies of the batch and map stages, run side by side (default: a core each, as run)")
-	f.BoolVar(&r.dropLast, "drop-last", false, "drop a last batch shorter than --batch")
-	f.StringVar(&r.onCorrupt, "on-corrupt", "fail", "what a corrupt record does: fail or skip")
-	f.IntVar(&r.rank, "rank", 0, "this process's rank among --world ranks")
-	f.IntVar(&r.world, "world", 1, "how many ranks read the files together")
-	f.StringVar(&r.remainder, "remainder", "drop", "records left over when ranks get equal shares: drop, or pad")
-	f.StringSliceVar(&r.service, "service", nil, "read and batch on these workers (actorfeed serve), host:port each")
-	f.IntVar(&r.credit, "credit", actors.DefaultServiceCredit, "with --service: batches of a task a worker may send ahead")
-	r.node.flags(f, service.DefaultListen, "with --service: host:port this process listens on for the workers' answers")
+	o.run.pipelineFlags(f)
 	f.IntVar(&o.fd, "fd", -1, "the loader's end of a Unix stream socket, inherited as this descriptor")
 	f.IntVar(&o.slots, "slots", 8, "slots in the shared-memory ring: batches the loader may hold or have waiting")
 	f.IntVar(&o.slotBytes, "slot-bytes", 0, "bytes a slot holds (default: the first batch's, which later batches must not exceed)")

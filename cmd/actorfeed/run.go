@@ -102,35 +102,41 @@ func newRun() *cobra.Command {
 // flags registers the command's flags on o.
 func (o *runOptions) flags(f *pflag.FlagSet) {
 	f.StringVar(&o.spec, "spec", "", "YAML program to run (docs/programs.md)")
-	f.StringSliceVar(&o.data, "data", nil, "files or globs to read, each optionally format:path (repeat or comma-separate)")
-	f.IntVar(&o.batch, "batch", 64, "batch size")
-	f.IntVar(&o.shuffle, "shuffle", 1024, "shuffle window (0 keeps the order)")
-	f.StringVar(&o.mapName, "map", "", "a map to run on every batch, after the batch stage (normalize: uint8 images to float32 in [0, 1]); with --service, on the workers")
-	f.Uint64Var(&o.seed, "seed", 1, "shuffle seed")
+	o.pipelineFlags(f)
 	f.IntVar(&o.passes, "passes", 1, "passes over the data")
-	f.IntVar(&o.threads, "threads", 0, "file-reader threads (default min(#files, #cpus))")
-	f.IntVar(&o.lanes, "lanes", 0, "copies of the batch and map stages, run side by side to use more cores, each taking its turn at the order's batches; the order does not change. "+
-		"Each lane past the first holds a few batches more: its stages' and its links' windows (docs/memory.md). "+
-		"Default: a lane a core while the data has 16 MiB a lane (min(#cpus, data/16 MiB)); 1 with --spec, --service or --any-order")
 	f.IntVar(&o.devices, "devices", 1, "device consumers")
 	f.DurationVar(&o.step, "step", 0, "simulated step time of a device per batch")
 	f.StringVar(&o.device, "device", "sim", "sim: simulated devices (--step); cuda: the machine's GPUs (device d on GPU d mod their number), batches made in page-locked memory, copied and checksummed on the GPU")
 	f.BoolVar(&o.anyOrder, "any-order", false, "hand records on as the readers deliver them: no deterministic order, no state to resume from")
-	f.BoolVar(&o.dropLast, "drop-last", false, "drop a last batch shorter than --batch")
-	f.StringVar(&o.onCorrupt, "on-corrupt", "fail", "what a corrupt record does: fail or skip")
 	f.StringVar(&o.emitIDs, "emit-ids", "", "write the ids of every consumed batch to this file, as JSON lines")
-	f.IntVar(&o.rank, "rank", 0, "this process's rank among --world ranks that read the files together")
-	f.IntVar(&o.world, "world", 1, "how many ranks read the files together, each an equal, disjoint share of every pass")
-	f.StringVar(&o.remainder, "remainder", "drop", "what the records left over when ranks get equal shares do: drop, or pad (repeat the first ones, marked)")
 	f.StringSliceVar(&o.resume, "resume", nil, "continue from the states saved by --checkpoint: this rank's own, or every rank's of the stopped job (files or globs; repeat or comma-separate)")
 	f.StringVar(&o.ckpt, "checkpoint", "", "save the pipeline's state in this file at the end, on a stop, and every --checkpoint-every batches")
 	f.IntVar(&o.ckptEvery, "checkpoint-every", 0, "batches between checkpoints (0: only at the end or a stop)")
 	f.IntVar(&o.maxBatch, "max-batches", 0, "stop once the devices stepped this many batches, as a trainer stops at a step (0: no limit)")
 	f.DurationVar(&o.every, "progress-every", 5*time.Second, "interval of the progress lines when not on a terminal")
+	o.watch.flags(f)
+}
+
+// pipelineFlags registers the flags that shape the pipeline, which feed
+// shares with run (checkPipeline checks them).
+func (o *runOptions) pipelineFlags(f *pflag.FlagSet) {
+	f.StringSliceVar(&o.data, "data", nil, "files or globs to read, each optionally format:path (repeat or comma-separate)")
+	f.IntVar(&o.batch, "batch", 64, "batch size")
+	f.IntVar(&o.shuffle, "shuffle", 1024, "shuffle window (0 keeps the order)")
+	f.StringVar(&o.mapName, "map", "", "a map to run on every batch, after the batch stage (normalize: uint8 images to float32 in [0, 1]); with --service, on the workers")
+	f.Uint64Var(&o.seed, "seed", 1, "shuffle seed")
+	f.IntVar(&o.threads, "threads", 0, "file-reader threads (default min(#files, #cpus))")
+	f.IntVar(&o.lanes, "lanes", 0, "copies of the batch and map stages, run side by side to use more cores, each taking its turn at the order's batches; the order does not change. "+
+		"Each lane past the first holds a few batches more: its stages' and its links' windows (docs/memory.md). "+
+		"Default: a lane a core while the data has 16 MiB a lane (min(#cpus, data/16 MiB)); 1 with --spec, --service or --any-order")
+	f.BoolVar(&o.dropLast, "drop-last", false, "drop a last batch shorter than --batch")
+	f.StringVar(&o.onCorrupt, "on-corrupt", "fail", "what a corrupt record does: fail or skip")
+	f.IntVar(&o.rank, "rank", 0, "this process's rank among --world ranks that read the files together")
+	f.IntVar(&o.world, "world", 1, "how many ranks read the files together, each an equal, disjoint share of every pass")
+	f.StringVar(&o.remainder, "remainder", "drop", "what the records left over when ranks get equal shares do: drop, or pad (repeat the first ones, marked)")
 	f.StringSliceVar(&o.service, "service", nil, "read and batch on these workers (actorfeed serve), host:port each, instead of in this process; the batches and their order are the same; unless GOGC is set, a heap floor of 64 MiB (the collector first runs near 128 MiB; docs/distributed.md)")
 	f.IntVar(&o.credit, "credit", actors.DefaultServiceCredit, "with --service: batches of a task a worker may send ahead of the devices")
-	o.node.flags(f, service.DefaultListen, "with --service: host:port this trainer listens on for the workers' answers")
-	o.watch.flags(f)
+	o.node.flags(f, service.DefaultListen, "with --service: host:port this process listens on for the workers' answers")
 }
 
 func (o *runOptions) check(cmd *cobra.Command) error {
