@@ -119,7 +119,8 @@ class Feed:
             why = lines[-1] if lines else "no message"
             why = "the actorfeed feed process ended (exit status %s): %s" % (rc, why)
         self.close()
-        raise LoaderError(why)
+        # What to do is said in the CLI's words; a loader user sets a parameter.
+        raise LoaderError(why.replace("--on-corrupt skip", 'on_corrupt="skip"'))
 
     def give_back(self):
         """Sends the slots whose batches were let go."""

@@ -50,6 +50,7 @@ class Loader:
         self._ended = False  # the current epoch's end was read
         self._done = False  # the feed's last epoch was read
         self._closed = False
+        self._failed = None  # the LoaderError that ended the feed
 
     @property
     def rank(self):
@@ -67,6 +68,8 @@ class Loader:
     def _running(self):
         if self._closed:
             raise LoaderError("the loader is closed")
+        if self._failed is not None:
+            raise LoaderError("the loader failed before: %s" % self._failed)
         if self._feed is None:
             args = _args.feed_args(self._o)
             if self._resume is None:
@@ -74,11 +77,15 @@ class Loader:
             if self._o["epochs"] is not None:
                 left = self._o["epochs"] - self._epoch
                 if left <= 0:
-                    raise StopIteration
+                    raise LoaderError("the loader gave its %d epochs" % self._o["epochs"])
                 args += ["--epochs", str(left)]
-            self._feed = Feed(args, self._resume)
-            self._ended, self._done = False, False
-            self._read_epoch()
+            try:
+                self._feed = Feed(args, self._resume)
+                self._ended, self._done = False, False
+                self._read_epoch()
+            except LoaderError as e:
+                self._failed, self._feed = e, None
+                raise
         return self._feed
 
     def _read_epoch(self):
@@ -122,19 +129,17 @@ class Loader:
         return self._epoch_batches()
 
     def _epoch_batches(self):
-        try:
-            feed = self._current()
-        except StopIteration:
-            return
+        feed = self._current()
         if self._ended:
             return
         while True:
-            b = self._next(feed)
-            if b is None:
+            more, b = self._next(feed)
+            if not more:
                 return
             yield b
 
     def _next(self, feed):
+        """(True, the next batch) or (False, None) at the epoch's end."""
         try:
             feed.give_back()
             if feed.held >= feed.slots:
@@ -148,20 +153,23 @@ class Loader:
         except KeyboardInterrupt:
             self.close()
             raise
+        except LoaderError as e:
+            self._failed, self._feed = e, None
+            raise
         if msg["op"] == "end":
             self._state, self._ended, self._epoch = state, True, msg["epoch"] + 1
-            return None
+            return False, None
         if msg["op"] == "done":
             self._ended = self._done = True
-            return None
+            return False, None
         if msg["op"] != "batch":
             raise LoaderError("the feed sent %r where a batch was due" % msg["op"])
         b = Batch(feed.batch(msg, self._o["names"], self._o["torch"]))
         b.epoch, b.index, b.padding = msg["epoch"], msg["index"], msg.get("padding", 0)
         self._state = state
         if self._o["fn"] is not None:
-            return self._o["fn"](b)
-        return b
+            return True, self._o["fn"](b)
+        return True, b
 
     def state_dict(self):
         """Where the loader stands after the last batch it yielded: save it

@@ -53,7 +53,7 @@ def test_bad_data_is_refused(data_arg, message):
 def test_corrupt_file_is_an_error_naming_it(corrupt):
     with actorfeed.Loader(corrupt, batch_size=50, shuffle=False) as loader:
         start = time.monotonic()
-        with pytest.raises(actorfeed.LoaderError, match="part-00000.recordio"):
+        with pytest.raises(actorfeed.LoaderError, match='part-00000.recordio.*on_corrupt="skip"'):
             for _ in loader:
                 pass
         assert time.monotonic() - start < 1
@@ -128,3 +128,11 @@ def test_no_binary_is_an_error_that_says_where_to_look(data, monkeypatch, tmp_pa
     with pytest.raises(FileNotFoundError, match="ACTORFEED_BIN"):
         iter(loader).__next__()
     loader.close()
+
+
+def test_a_failed_loader_says_so_again(corrupt):
+    with actorfeed.Loader(corrupt, batch_size=50, shuffle=False) as loader:
+        with pytest.raises(actorfeed.LoaderError, match="part-00000.recordio"):
+            list(b["ids"].copy() for b in loader)
+        with pytest.raises(actorfeed.LoaderError, match="failed before: .*part-00000.recordio"):
+            next(iter(loader))
