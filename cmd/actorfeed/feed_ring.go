@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -164,7 +165,7 @@ func (r *ring) put(slot int, it actors.Item) (batchDesc, error) {
 	}
 	d.IDs = place(8 * len(it.IDs))
 	for i, id := range it.IDs {
-		putUint64(mem[d.IDs+8*i:], id)
+		binary.LittleEndian.PutUint64(mem[d.IDs+8*i:], id) // numpy's "<u8"
 	}
 	for _, t := range it.Slots {
 		a := arrayDesc{DType: t.DType().String(), Shape: t.Shape(), Offset: place(len(t.Bytes()))}
@@ -172,7 +173,7 @@ func (r *ring) put(slot int, it actors.Item) (batchDesc, error) {
 		for _, lvl := range t.LoD {
 			l := lodDesc{Offset: place(8 * len(lvl)), Len: len(lvl)}
 			for i, v := range lvl {
-				putUint64(mem[l.Offset+8*i:], uint64(v))
+				binary.LittleEndian.PutUint64(mem[l.Offset+8*i:], uint64(v))
 			}
 			a.LoD = append(a.LoD, l)
 		}
@@ -181,16 +182,8 @@ func (r *ring) put(slot int, it actors.Item) (batchDesc, error) {
 	return d, nil
 }
 
-// putUint64 writes v little-endian, as numpy's "<u8" reads it.
-func putUint64(b []byte, v uint64) {
-	_ = b[7]
-	for i := range 8 {
-		b[i] = byte(v >> (8 * i))
-	}
-}
-
 // feedConn is the loader's socket: lines of JSON out, and in, the slots
-// the loader gave back ("r N") or its close ("q").
+// the loader gives back ("r N").
 type feedConn struct {
 	c       *net.UnixConn
 	w       *bufio.Writer
@@ -254,9 +247,6 @@ func (f *feedConn) takeBack(cancel context.CancelCauseFunc, slots *atomic.Pointe
 	sc := bufio.NewScanner(f.c)
 	for sc.Scan() {
 		line := sc.Text()
-		if line == "q" {
-			break
-		}
 		n, err := strconv.Atoi(strings.TrimPrefix(line, "r "))
 		r := slots.Load()
 		if !strings.HasPrefix(line, "r ") || err != nil || r == nil {

@@ -13,8 +13,10 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
+	"github.com/actorfeed/actorfeed/actors"
 	"github.com/actorfeed/actorfeed/internal/testutil"
 	"github.com/actorfeed/actorfeed/messages"
+	"github.com/actorfeed/actorfeed/tensor"
 )
 
 // loader is the Python loader's side of a feed, in Go: the socket, the
@@ -186,4 +188,35 @@ func TestFeedRefusesAnEndlessLine(t *testing.T) {
 	}()
 	require.ErrorContains(t, <-done, "a line of more than")
 	l.c.Close()
+}
+
+// A batch of sequences puts its data, its LoD levels (int64 offsets) and
+// its ids where its description says, each on a cache line.
+func TestRingPutsSequencesWhereItSays(t *testing.T) {
+	r, fd, err := newRing(2, 4096)
+	require.NoError(t, err)
+	unix.Close(fd)
+	defer r.close()
+	data, err := tensor.FromSlice(tensor.Shape{5, 1}, []float32{1, 2, 3, 4, 5})
+	require.NoError(t, err)
+	seqs, err := tensor.NewLoDTensor(data, tensor.LoD{{0, 2, 5}})
+	require.NoError(t, err)
+	d, err := r.put(1, actors.Item{Slots: tensor.Slots{seqs}, IDs: []uint64{7, 9}})
+	require.NoError(t, err)
+	slot := r.mem[4096:]
+	require.Equal(t, []uint64{7, 9}, []uint64{binary.LittleEndian.Uint64(slot[d.IDs:]), binary.LittleEndian.Uint64(slot[d.IDs+8:])})
+	a := d.Arrays[0]
+	require.Equal(t, "float32", a.DType)
+	require.Equal(t, []int{5, 1}, a.Shape)
+	require.Equal(t, data.Bytes(), slot[a.Offset:a.Offset+20])
+	require.Len(t, a.LoD, 1)
+	require.Equal(t, 3, a.LoD[0].Len)
+	for i, want := range []uint64{0, 2, 5} {
+		require.Equal(t, want, binary.LittleEndian.Uint64(slot[a.LoD[0].Offset+8*i:]))
+	}
+	for _, off := range []int{d.IDs, a.Offset, a.LoD[0].Offset} {
+		require.Zero(t, off%ringAlign)
+	}
+	_, err = r.put(0, actors.Item{Slots: tensor.Slots{seqs}, IDs: make([]uint64, 600)})
+	require.ErrorContains(t, err, "slot_bytes=")
 }

@@ -86,7 +86,7 @@ class Feed:
         for fd in fds:
             os.close(fd)
         if first == b"E":
-            self.fail(self.message())
+            self.message()  # raises with the error it holds
         self.fail(None)
 
     def _line(self):
