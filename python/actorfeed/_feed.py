@@ -4,7 +4,6 @@ socket to it and the shared-memory ring its batches arrive in
 
 import collections
 import json
-import math
 import mmap
 import os
 import signal
@@ -26,6 +25,17 @@ class LoaderError(RuntimeError):
 # long a failure waits for its exit status and last words.
 STOP_WAIT = 2.0
 DIED_WAIT = 1.0
+
+
+_dtypes = {}
+
+
+def _dtype(name):
+    """numpy's little-endian dtype of a tensor dtype's name."""
+    dt = _dtypes.get(name)
+    if dt is None:
+        dt = _dtypes[name] = np.dtype(name).newbyteorder("<")
+    return dt
 
 
 class Feed:
@@ -148,12 +158,10 @@ class Feed:
         out = {}
         for i, a in enumerate(msg["arrays"]):
             name = names[i] if names and i < len(names) else "slot%d" % i
-            dt = np.dtype(a["dtype"]).newbyteorder("<")
-            n = dt.itemsize * math.prod(a["shape"])
-            out[name] = base[a["offset"]:a["offset"] + n].view(dt).reshape(a["shape"])
+            out[name] = np.ndarray(a["shape"], _dtype(a["dtype"]), base, a["offset"])
             for lvl, l in enumerate(a.get("lod") or []):
-                out["%s.lod%d" % (name, lvl)] = base[l["offset"]:l["offset"] + 8 * l["len"]].view("<i8")
-        out["ids"] = base[msg["ids"]:msg["ids"] + 8 * msg["rows"]].view("<u8")
+                out["%s.lod%d" % (name, lvl)] = np.ndarray(l["len"], "<i8", base, l["offset"])
+        out["ids"] = np.ndarray(msg["rows"], "<u8", base, msg["ids"])
         if as_torch:
             import torch
 
