@@ -2,7 +2,9 @@
 exact resume (also on another world), rank shards, zero-copy arrays."""
 
 import json
+import os
 import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -209,3 +211,17 @@ def test_rank_and_world_default_from_the_environment(data, monkeypatch):
     monkeypatch.setenv("WORLD_SIZE", "four")
     with pytest.raises(ValueError, match="WORLD_SIZE"):
         actorfeed.Loader(data, batch_size=50)
+
+
+def test_rank_and_world_come_from_torch_distributed_first(data, tmp_path):
+    """An initialised process group wins over RANK and WORLD_SIZE."""
+    script = (
+        "import torch.distributed as dist, actorfeed\n"
+        "dist.init_process_group('gloo', init_method='file://%s', rank=0, world_size=1)\n"
+        "loader = actorfeed.Loader(%r, batch_size=50)\n"
+        "print(loader.rank, loader.world)\n"
+        "dist.destroy_process_group()\n" % (tmp_path / "rendezvous", data))
+    env = dict(os.environ, RANK="3", WORLD_SIZE="4")
+    out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["0", "1"]
