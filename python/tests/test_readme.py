@@ -12,7 +12,7 @@ from conftest import REPO
 def blocks(lang):
     with open(os.path.join(REPO, "README.md")) as f:
         readme = f.read()
-    section = readme.split("## In a Python trainer", 1)[1].split("\n## ", 1)[0]
+    section = readme.split("## From PyTorch", 1)[1].split("\n## ", 1)[0]
     return re.findall(r"```%s\n(.*?)```" % lang, section, re.S)
 
 
