@@ -1,64 +1,133 @@
-"""actorfeed's Python Loader against PyTorch's DataLoader, in one run, on
-the same Fashion-MNIST images: full shuffle, batch 128, one epoch each
-after a warm-up epoch, samples/s and the ratio (docs/performance.md).
+"""actorfeed's Python Loader against the Go pipeline in process and
+PyTorch's DataLoader, in one run, on the same Fashion-MNIST images: full
+shuffle, batch 128, 3 epochs, the contenders alternating, each in a
+process of its own (docs/performance.md).
 
-    python3 bench/pytorch/loader_bench.py out/train.recordio
+    python3 bench/pytorch/loader_bench.py out/train.recordio [--rounds 3]
 
-The DataLoaders read the same 60,000 images from memory (a TensorDataset:
-their best case, no decode, no file reads), with 0 and 2 worker processes;
-actorfeed reads them from the RecordIO file that actorfeed convert writes."""
+Contenders: the Loader (numpy arrays, torch tensors); `actorfeed run`, the
+same pipeline read in process (one device with no step); DataLoader with 0
+and 2 workers over the images in memory (a TensorDataset) and over a raw
+IDX file on disk (a Dataset that reads its rows through np.memmap). Each
+prints samples/s over its 3 epochs (actorfeed's from before its pipeline
+is built; a DataLoader's after its dataset is loaded) and its peak
+RSS: the process's, plus its largest child's (the Loader's feed, a
+DataLoader's worker)."""
 
 import argparse
 import gzip
+import json
+import os
+import re
+import resource
+import shutil
 import statistics
+import subprocess
+import sys
+import tempfile
 import time
 
-import numpy as np
-import torch
-from torch.utils.data import DataLoader, TensorDataset
-
-import actorfeed
-
 FASHION = "/usr/share/datasets/fashion-mnist/train-%s-idx%d-ubyte.gz"
+BATCH, EPOCHS, WINDOW = 128, 3, 60000
 
 
-def rate(loader, key):
+def peak_rss_mb():
+    own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    child = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    return (own + child) / 1024
+
+
+def loader(data, as_torch):
+    import actorfeed
+
+    with actorfeed.Loader(data, batch_size=BATCH, shuffle=WINDOW, seed=1, torch=as_torch) as lo:
+        # Timed from before the child starts, as run's time includes
+        # building its pipeline (indexing the file).
+        start, n = time.perf_counter(), 0
+        for _ in range(EPOCHS):
+            for b in lo:
+                n += len(b["ids"])
+        return n / (time.perf_counter() - start)
+
+
+def go_in_process(data):
+    binary = os.environ.get("ACTORFEED_BIN") or shutil.which("actorfeed")
+    out = subprocess.run([binary, "run", "--data", data, "--batch", str(BATCH), "--shuffle", str(WINDOW),
+                          "--seed", "1", "--passes", str(EPOCHS), "--progress-every", "1h"],
+                         capture_output=True, text=True, check=True).stdout
+    return float(re.search(r"samples in .*: (\d+) samples/s", out).group(1))
+
+
+def dataloader(raw, workers, in_memory):
+    import numpy as np
+    import torch
+    from torch.utils.data import DataLoader, Dataset, TensorDataset
+
+    images = np.memmap(raw + ".images", np.uint8, "r", offset=16).reshape(-1, 28, 28)
+    labels = torch.from_numpy(np.fromfile(raw + ".labels", np.uint8, offset=8).astype(np.int64))
+
+    class OnDisk(Dataset):
+        def __len__(self):
+            return len(images)
+
+        def __getitem__(self, i):
+            return torch.from_numpy(np.array(images[i])), labels[i]
+
+    ds = TensorDataset(torch.from_numpy(np.array(images)), labels) if in_memory else OnDisk()
+    dl = DataLoader(ds, batch_size=BATCH, shuffle=True, num_workers=workers)
     start, n = time.perf_counter(), 0
-    for b in loader:
-        n += len(b[key])
+    for _ in range(EPOCHS):
+        for x, _ in dl:
+            n += len(x)
     return n / (time.perf_counter() - start)
 
 
-def epochs(loader, key, n, set_epoch=None):
-    rates = []
-    for e in range(n + 1):  # epoch 0 warms up (actorfeed: starts and indexes)
-        if set_epoch:
-            set_epoch(e)
-        r = rate(loader, key)
-        if e > 0:
-            rates.append(r)
-    return statistics.median(rates)
+CONTENDERS = {
+    "Loader, numpy arrays": lambda a: loader(a.data, False),
+    "Loader, torch tensors": lambda a: loader(a.data, True),
+    "Go pipeline in process": lambda a: go_in_process(a.data),
+    "DataLoader, memory, 0 workers": lambda a: dataloader(a.raw, 0, True),
+    "DataLoader, memory, 2 workers": lambda a: dataloader(a.raw, 2, True),
+    "DataLoader, file, 0 workers": lambda a: dataloader(a.raw, 0, False),
+    "DataLoader, file, 2 workers": lambda a: dataloader(a.raw, 2, False),
+}
+
+
+def one(name, data, raw):
+    """Runs one contender in this process and prints its result as JSON."""
+    a = argparse.Namespace(data=data, raw=raw)
+    rate = CONTENDERS[name](a)
+    print(json.dumps({"rate": rate, "rss_mb": peak_rss_mb()}))
 
 
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("data", help="Fashion-MNIST's training set as RecordIO (actorfeed convert)")
-    p.add_argument("--epochs", type=int, default=3)
+    p.add_argument("--rounds", type=int, default=3, help="rounds of every contender, taking turns")
+    p.add_argument("--one", help=argparse.SUPPRESS)
+    p.add_argument("--raw", help=argparse.SUPPRESS)
     a = p.parse_args()
-    images = np.frombuffer(gzip.open(FASHION % ("images", 3)).read()[16:], np.uint8).reshape(-1, 28, 28)
-    labels = np.frombuffer(gzip.open(FASHION % ("labels", 1)).read()[8:], np.uint8).astype(np.int64)
-    ds = TensorDataset(torch.from_numpy(images.copy()), torch.from_numpy(labels))
-    out = {}
-    with actorfeed.Loader(a.data, batch_size=128, shuffle=60000, seed=1, torch=True) as loader:
-        out["actorfeed, torch tensors"] = epochs(loader, "ids", a.epochs, loader.set_epoch)
-    with actorfeed.Loader(a.data, batch_size=128, shuffle=60000, seed=1) as loader:
-        out["actorfeed, numpy arrays"] = epochs(loader, "ids", a.epochs, loader.set_epoch)
-    for workers in (0, 2):
-        dl = DataLoader(ds, batch_size=128, shuffle=True, num_workers=workers)
-        out["DataLoader, %d workers" % workers] = epochs(dl, 1, a.epochs)
-    best = max(v for k, v in out.items() if k.startswith("DataLoader"))
-    for k, v in out.items():
-        print("%-26s %9.0f samples/s  %.2fx the best DataLoader" % (k, v, v / best))
+    if a.one:
+        return one(a.one, a.data, a.raw)
+    with tempfile.TemporaryDirectory() as tmp:
+        raw = os.path.join(tmp, "train")
+        for kind, dims, suffix in (("images", 3, ".images"), ("labels", 1, ".labels")):
+            with gzip.open(FASHION % (kind, dims)) as src, open(raw + suffix, "wb") as dst:
+                shutil.copyfileobj(src, dst)
+        got = {name: [] for name in CONTENDERS}
+        for _ in range(a.rounds):
+            for name in CONTENDERS:
+                out = subprocess.run([sys.executable, __file__, a.data, "--one", name, "--raw", raw],
+                                     capture_output=True, text=True, check=True).stdout
+                got[name].append(json.loads(out.splitlines()[-1]))
+    go = statistics.median(r["rate"] for r in got["Go pipeline in process"])
+    best = max(statistics.median(r["rate"] for r in rs) for n, rs in got.items() if n.startswith("DataLoader"))
+    print("%-30s %12s %8s %8s %12s" % ("contender", "samples/s", "vs Go", "vs torch", "peak RSS MB"))
+    for name, rs in got.items():
+        rate = statistics.median(r["rate"] for r in rs)
+        rss = statistics.median(r["rss_mb"] for r in rs)
+        print("%-30s %12.0f %8.2f %8.2f %12.0f" % (name, rate, rate / go, rate / best, rss))
+    print("medians of %d rounds; vs torch: against the best DataLoader" % a.rounds)
 
 
 if __name__ == "__main__":
