@@ -87,3 +87,13 @@ def fashion_mnist():
             pytest.fail("ACTORFEED_REQUIRE_DATASETS is set but %s has no Fashion-MNIST" % FASHION)
         pytest.skip("Fashion-MNIST is not installed (apt-get install dataset-fashion-mnist)")
     return FASHION
+
+
+@pytest.fixture(scope="session")
+def fashion_recordio(binary, fashion_mnist, tmp_path_factory):
+    """Fashion-MNIST's training set as RecordIO, as the README's convert
+    command writes it."""
+    out = str(tmp_path_factory.mktemp("fashion") / "train.recordio")
+    subprocess.run([binary, "convert", os.path.join(fashion_mnist, "train-images-idx3-ubyte.gz"), "--out", out],
+                   check=True, stdout=subprocess.DEVNULL)
+    return out

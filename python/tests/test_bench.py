@@ -8,11 +8,8 @@ import sys
 from conftest import REPO
 
 
-def test_loader_bench_reports_every_contender(binary, fashion_mnist, tmp_path):
-    data = str(tmp_path / "train.recordio")
-    subprocess.run([binary, "convert", os.path.join(fashion_mnist, "train-images-idx3-ubyte.gz"), "--out", data],
-                   check=True, stdout=subprocess.DEVNULL)
-    out = subprocess.run([sys.executable, os.path.join(REPO, "bench", "pytorch", "loader_bench.py"), data,
+def test_loader_bench_reports_every_contender(fashion_recordio):
+    out = subprocess.run([sys.executable, os.path.join(REPO, "bench", "pytorch", "loader_bench.py"), fashion_recordio,
                           "--rounds", "1"], capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr[-2000:]
     rows = {line[:30].strip(): line.split() for line in out.stdout.splitlines()[1:-1]}

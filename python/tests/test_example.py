@@ -20,10 +20,8 @@ def torchrun(nproc, *args):
                           + list(args[:-1]) + ["--out", args[-1]], capture_output=True, text=True, timeout=600)
 
 
-def test_killed_and_resumed_on_another_world(binary, fashion_mnist, tmp_path):
-    data = str(tmp_path / "train.recordio")
-    subprocess.run([binary, "convert", os.path.join(fashion_mnist, "train-images-idx3-ubyte.gz"), "--out", data],
-                   check=True, stdout=subprocess.DEVNULL)
+def test_killed_and_resumed_on_another_world(binary, fashion_recordio, tmp_path):
+    data = fashion_recordio
     job = str(tmp_path / "job")
     killed = torchrun(2, "--data", data, "--epochs", "2", "--kill-at", "250", job)
     assert killed.returncode != 0, "rank 0 killed itself at step 250"
