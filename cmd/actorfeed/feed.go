@@ -208,6 +208,15 @@ func feedEpochs(ctx context.Context, fc *feedConn, rp *atomic.Pointer[ring], o f
 		if err := feedEpoch(ctx, fc, rp, p, o, names); err != nil {
 			return err
 		}
+		// A whole epoch without a batch (pass 0 may be a resumed epoch's
+		// empty rest) means this rank's share is empty in every epoch:
+		// the loader must hear so now, not wait for a batch that never
+		// comes while the epochs run on unseen.
+		if pass > 0 && rp.Load() == nil {
+			if err := fc.makeRing(rp, o, actors.Item{}, names); err != nil {
+				return err
+			}
+		}
 	}
 	if rp.Load() == nil { // no epoch had a batch
 		if err := fc.makeRing(rp, o, actors.Item{}, names); err != nil {

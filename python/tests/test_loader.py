@@ -225,3 +225,11 @@ def test_rank_and_world_come_from_torch_distributed_first(data, tmp_path):
     out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["0", "1"]
+
+
+def test_an_empty_share_gives_empty_epochs_not_a_hang(data):
+    """More ranks than samples: this rank's share of every epoch is empty;
+    the loader says so at once rather than wait for a batch."""
+    with actorfeed.Loader(data, batch_size=8, rank=2500, world=3000) as loader:
+        assert len(loader) == 0
+        assert [len(epoch_ids(loader)) for _ in range(3)] == [0, 0, 0]
