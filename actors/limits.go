@@ -17,7 +17,7 @@ const (
 	// MaxBatch bounds Batch.Size, in samples.
 	MaxBatch = 1 << 24
 	// MaxConcurrency bounds the goroutines and actors a stage starts:
-	// Files.Threads (which is also capped at the number of files),
+	// Files.Threads (also capped at the pieces of work: files or splits),
 	// XMap.Workers and Devices.N, and Options.Lanes.
 	MaxConcurrency = 1 << 12
 	// MaxQueue bounds the items a stage or link may hold: Files.Buffer,

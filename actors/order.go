@@ -146,7 +146,7 @@ func (p *Pipeline) planOrder(ctx context.Context, stages []Stage) error {
 	if sh, ok := stageAt[Shuffle](stages, 1); ok {
 		seed, window, shuffled = sh.Seed, sh.Window, true
 	}
-	threads, _ := f.readers()
+	threads, _ := f.readers(len(f.Paths)) // indexing: a file each
 	splits, fp, err := splitsOf(ctx, fs, opts, threads, &p.pipe.corrupt)
 	if err != nil {
 		return err

@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -128,6 +129,34 @@ func TestOrderDoesNotDependOnReadersOrTiming(t *testing.T) {
 			}
 		}
 	}
+}
+
+// In a shuffled order the readers share the pieces of one file (its
+// chunks, permuted): three readers of a file of many chunks each read some
+// of it, and the batches are those of one reader. (Unshuffled, a piece runs
+// on for four blocks of the order, 16,384 records: a small file is one.)
+func TestReadersShareOneFile(t *testing.T) {
+	ctx := testutil.Context(t)
+	paths := testutil.WriteFiles(t, 1, 600, 1000)
+	run := func(threads int) ([][][]uint64, []actors.StageStats) {
+		p, err := actors.New(ordered(paths, threads), actors.Options{System: sharedSys, GroupSize: 8})
+		require.NoError(t, err)
+		passes := passBatches(t, ctx, p, 2)
+		stats := p.StageStats()
+		closeAndCheck(t, p, sharedSys)
+		return passes, stats
+	}
+	want, _ := run(1)
+	got, stats := run(3)
+	require.Equal(t, want, got)
+	readers := 0
+	for _, s := range stats {
+		if strings.Contains(s.Stage, "/reader-") {
+			readers++
+			require.Positive(t, s.Items, "%s read a piece of the file", s.Stage)
+		}
+	}
+	require.Equal(t, 3, readers)
 }
 
 // Ranks read disjoint, equal shares whose union is the epoch, and know how

@@ -27,13 +27,13 @@ func lastBeforeBuffer(stages []Stage, i int) bool {
 // which never read the bytes), so that their blocks may be recycled once it
 // joined them (blockPool); limit is how many idle blocks to keep: about as
 // many as the stages before hold at once.
-func recyclesBlocks(stages []Stage, i int, opts Options) (limit int, ok bool) {
+func recyclesBlocks(stages []Stage, i int, opts Options, pieces int) (limit int, ok bool) {
 	if i < 1 {
 		return 0, false
 	}
 	switch s := stages[0].(type) {
 	case Files:
-		threads, buffer := s.readers()
+		threads, buffer := s.readers(pieces)
 		limit = buffer + threads*opts.ReaderWindow
 	case Generator:
 		limit = 3 + opts.ReaderWindow
@@ -177,6 +177,19 @@ func (p *Pipeline) planStages(stages []Stage, from, to int, dev *Devices, consum
 	return plan, nil
 }
 
+// pieces is how many pieces of work a source's readers share: in the
+// order, the order's splits; without it, the files.
+func (p *Pipeline) pieces(s Stage) int {
+	f, ok := s.(Files)
+	switch {
+	case !ok:
+		return 1
+	case p.order != nil:
+		return p.order.ord.Splits()
+	}
+	return len(f.Paths)
+}
+
 // planSource plans a source: its file readers, then their coordinator.
 func (p *Pipeline) planSource(name string, s Stage) ([]spawnable, error) {
 	pipe, opts := p.pipe, p.pipe.opts
@@ -187,7 +200,7 @@ func (p *Pipeline) planSource(name string, s Stage) ([]spawnable, error) {
 	switch s := s.(type) {
 	case Files:
 		src, files, slots = p.files, len(s.Paths), s.Slots
-		threads, buffer = s.readers()
+		threads, buffer = s.readers(p.pieces(s))
 	case Generator:
 		src, threads = &fileSource{entries: []string{s.Name}, names: []string{s.Name}, indexes: map[int]*recordio.Index{},
 			open: func(context.Context, string) (readers.Reader, error) { return s.New() }}, 1
@@ -306,7 +319,7 @@ func (p *Pipeline) planBatch(s Batch, stages []Stage, i int, dev *Devices) *batc
 	// With lanes, every item leaves a lane as one batch: the merge stage
 	// drops the last short one.
 	bl := &batchLogic{size: s.Size, dropLast: s.DropLast && opts.Lanes <= 1, pipe: pipe, aligned: i == p.aligned}
-	if limit, ok := recyclesBlocks(stages, i, opts); ok {
+	if limit, ok := recyclesBlocks(stages, i, opts, p.pieces(stages[0])); ok {
 		if pipe.blocks == nil { // the lanes' batch stages share it
 			pipe.blocks = newBlockPool(limit)
 		}

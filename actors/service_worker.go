@@ -594,7 +594,7 @@ func (w *Worker) taskPipeline(m *messages.ServiceTask) ([]Stage, Options, error)
 	if err != nil {
 		return nil, Options{}, fmt.Errorf("%w: %w", ErrBadSpec, err)
 	}
-	stages := []Stage{Files{Paths: job.Files, Threads: min(w.opts.Threads, len(job.Files))}}
+	stages := []Stage{Files{Paths: job.Files, Threads: w.opts.Threads}}
 	if job.Shuffled {
 		stages = append(stages, Shuffle{Window: int(job.Window), Seed: job.Seed})
 	}

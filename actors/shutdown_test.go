@@ -287,21 +287,24 @@ func TestSizesBeyondTheLimitsAreRefusedAtConstruction(t *testing.T) {
 	}
 }
 
-// Threads beyond the number of files start no more readers than files.
-func TestThreadsAreCappedByTheFiles(t *testing.T) {
-	paths := testutil.WriteFiles(t, 2, 50, 600)
+// Threads beyond the pieces of work start no more readers than pieces:
+// files with AnyOrder, the order's splits (here a chunk a file) in it.
+func TestThreadsAreCappedByThePieces(t *testing.T) {
+	paths := testutil.WriteFiles(t, 2, 50, 0)
 	sys := actors.NewSystem()
-	p, err := actors.New([]actors.Stage{actors.Files{Paths: paths, Threads: actors.MaxConcurrency}}, actors.Options{System: sys})
-	require.NoError(t, err)
-	defer p.Close()
-	readers := 0
-	for _, st := range p.StageStats() {
-		if strings.Contains(st.Stage, "/reader-") {
-			readers++
+	for _, anyOrder := range []bool{true, false} {
+		p, err := actors.New([]actors.Stage{actors.Files{Paths: paths, Threads: actors.MaxConcurrency, AnyOrder: anyOrder}}, actors.Options{System: sys})
+		require.NoError(t, err)
+		readers := 0
+		for _, st := range p.StageStats() {
+			if strings.Contains(st.Stage, "/reader-") {
+				readers++
+			}
 		}
+		require.Equal(t, 2, readers, "any order %v", anyOrder)
+		require.Len(t, drain(t, testutil.Context(t), p).ids, 100)
+		require.NoError(t, p.Close())
 	}
-	require.Equal(t, 2, readers)
-	require.Len(t, drain(t, testutil.Context(t), p).ids, 100)
 }
 
 // Run again without Reset returned nil having delivered nothing; it says to

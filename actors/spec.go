@@ -46,8 +46,9 @@ type Stage interface{ kind() string }
 // rank's share. Building the pipeline reads every file's chunk index.
 type Files struct {
 	Paths []string
-	// Threads is thread_num; default min(len(Paths), NumCPU), and never
-	// more than len(Paths).
+	// Threads is thread_num; default NumCPU, and never more readers than
+	// pieces of work: in the order the readers share the files' splits
+	// (RecordIO chunks), with AnyOrder each reads whole files.
 	Threads int
 	// Buffer is buffer_size, in groups of Options.GroupSize samples;
 	// default 3 * Threads, as upstream, and Threads in the order: there the
@@ -405,14 +406,16 @@ func validateStage(where string, s Stage, first, last bool) error {
 	return nil
 }
 
-func defaultThreads(files int) int { return max(1, min(files, runtime.NumCPU())) }
-
-// readers is the stage's file readers and buffer, defaults applied.
-func (s Files) readers() (threads, buffer int) {
-	threads, buffer = min(s.Threads, len(s.Paths)), s.Buffer // a reader per file at most
+// readers is the stage's file readers and buffer, defaults applied, for
+// work that comes in pieces pieces: in the order a reader is handed pieces
+// of files (the order's splits, so the readers of one file read it side by
+// side, a core each); without it, whole files.
+func (s Files) readers(pieces int) (threads, buffer int) {
+	threads, buffer = s.Threads, s.Buffer
 	if threads == 0 {
-		threads = defaultThreads(len(s.Paths))
+		threads = runtime.NumCPU()
 	}
+	threads = max(1, min(threads, pieces))
 	if buffer == 0 {
 		buffer = 3 * threads
 		if !s.AnyOrder {

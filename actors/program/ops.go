@@ -134,7 +134,7 @@ func openFiles(s *Scope, c *opCtx) error {
 	if err != nil {
 		return err
 	}
-	threads, err := c.integer("thread_num", 0, 0, "an integer >= 1 (default min(#files, #cpus))")
+	threads, err := c.integer("thread_num", 0, 0, "an integer >= 1 (default #cpus; at most the splits, or the files with any_order)")
 	if err != nil {
 		return err
 	}
