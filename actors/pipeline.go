@@ -177,6 +177,16 @@ func (p *Pipeline) Next(ctx context.Context) (Item, error) {
 	return p.sinks[0].toItem(b)
 }
 
+// Recycle gives the storage of an item Next returned back to the batch
+// stage, which makes a later batch in it instead of allocating one: a
+// reader that copies each item out (into shared memory, onto a device)
+// saves an allocation, and its garbage, per batch. Call it once an item,
+// when neither its tensors nor any view of them are used again. Items of a
+// pipeline with stages after its Batch stage (other than a DoubleBuffer)
+// are left to the garbage collector. It is safe to call from any
+// goroutine.
+func (p *Pipeline) Recycle(it Item) { p.pipe.recycle(it.Slots) }
+
 // HasNext reports whether Next has another item in this pass, waiting until
 // that is known.
 func (p *Pipeline) HasNext(ctx context.Context) (bool, error) {
@@ -445,7 +455,8 @@ type Stats struct {
 	// yet consumed at any moment since the last Reset.
 	PeakLiveBatches int
 	// Recycled is the number of batches made in the storage of batches the
-	// devices had stepped (Devices.Recycle).
+	// devices had stepped (Devices.Recycle) or Next's reader gave back
+	// (Recycle).
 	Recycled int
 	// RecycledGroups is the number of groups the file readers stacked into
 	// the storage of groups already batched (see Batch); the rest were

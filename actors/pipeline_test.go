@@ -2,6 +2,7 @@ package actors_test
 
 import (
 	"runtime"
+	"slices"
 	"testing"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -21,6 +22,47 @@ func TestFilesBatchOnePass(t *testing.T) {
 	l := drain(t, ctx, p)
 	requireExactlyOnce(t, allIDs(3, 100), l.ids)
 	closeAndCheck(t, p, sys)
+}
+
+// A reader of Next that gives every item back (Recycle) gets batches made
+// in their storage, with the same ids and data as without; an item it
+// keeps is never written over.
+func TestRecycleAfterNext(t *testing.T) {
+	ctx := testutil.Context(t)
+	paths := testutil.WriteFiles(t, 2, 300, 256)
+	read := func(recycle bool) ([][][]uint64, actors.Stats) {
+		p, err := actors.New(ordered(paths, 2), actors.Options{System: sharedSys, GroupSize: 8})
+		require.NoError(t, err)
+		var passes [][][]uint64
+		var kept []actors.Item
+		for pass := range 2 {
+			if pass > 0 {
+				require.NoError(t, p.Reset())
+			}
+			var ids [][]uint64
+			readPass(t, ctx, p, func(it actors.Item) {
+				checkAligned(t, it)
+				ids = append(ids, slices.Clone(it.IDs))
+				if recycle && it.Seq%7 != 3 {
+					p.Recycle(it)
+				} else {
+					kept = append(kept, it)
+				}
+			})
+			passes = append(passes, ids)
+		}
+		for _, it := range kept {
+			checkAligned(t, it)
+		}
+		st := p.Stats()
+		closeAndCheck(t, p, sharedSys)
+		return passes, st
+	}
+	want, st := read(false)
+	require.Zero(t, st.Recycled)
+	got, st := read(true)
+	require.Equal(t, want, got)
+	require.Positive(t, st.Recycled, "batches were made in the storage given back")
 }
 
 // An actor system is kept for as long as its pipelines run, and the

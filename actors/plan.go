@@ -329,7 +329,9 @@ func (p *Pipeline) planBatch(s Batch, stages []Stage, i int, dev *Devices) *batc
 	if dev != nil && dev.Storage != nil && pipe.storage == nil {
 		pipe.storage = newStoragePool(dev.Storage)
 	}
-	if dev != nil && (dev.Recycle || dev.Storage != nil) && lastBeforeBuffer(stages, i) && pipe.recycled == nil {
+	// A pipeline read by Next recycles what its reader gives back
+	// (Pipeline.Recycle); one that feeds devices, when they allow it.
+	if (dev == nil || dev.Recycle || dev.Storage != nil) && lastBeforeBuffer(stages, i) && pipe.recycled == nil {
 		// As many as may be alive at once (docs/memory.md): a batch is
 		// made in fresh storage only when none is free, so storage never
 		// exceeds the peak of live batches.
@@ -337,7 +339,11 @@ func (p *Pipeline) planBatch(s Batch, stages []Stage, i int, dev *Devices) *batc
 		if db, ok := stages[len(stages)-1].(DoubleBuffer); ok {
 			prefetch = db.window()
 		}
-		alive := opts.Lanes*(opts.Capacity+opts.Window*((opts.GroupSize+s.Size-1)/s.Size)) + dev.N*(2*prefetch+consumerWindow(stages, opts))
+		consumers := 1
+		if dev != nil {
+			consumers = dev.N
+		}
+		alive := opts.Lanes*(opts.Capacity+opts.Window*((opts.GroupSize+s.Size-1)/s.Size)) + consumers*(2*prefetch+consumerWindow(stages, opts))
 		if opts.Lanes > 1 {
 			alive += p.mergeHolds()
 		}
