@@ -174,7 +174,10 @@ func (s *session) launch(ctx context.Context, scope *program.Scope, reader strin
 	for d := range s.idle {
 		s.idle[d] = s.start
 	}
-	p, err := scope.RunDevices(ctx, reader, actors.Devices{N: s.devices, Step: s.deviceStep, Storage: s.storage, Steps: s.maxBatches})
+	// No step of a session keeps a batch's tensors past its return (the
+	// simulated wait, the demo's model, the ids it writes), so the batch
+	// stage may make later batches in their storage.
+	p, err := scope.RunDevices(ctx, reader, actors.Devices{N: s.devices, Step: s.deviceStep, Storage: s.storage, Steps: s.maxBatches, Recycle: true})
 	if err != nil {
 		return err
 	}
