@@ -11,8 +11,8 @@ and 2 workers over the images in memory (a TensorDataset) and over a raw
 IDX file on disk (a Dataset that reads its rows through np.memmap). Each
 prints samples/s over its 3 epochs (actorfeed's from before its pipeline
 is built; a DataLoader's after its dataset is loaded) and its peak
-RSS: the process's, plus its largest child's (the Loader's feed, a
-DataLoader's worker)."""
+RSS: the process's, plus its largest child's (the Loader's feed, read from
+/proc before it exits; a DataLoader's worker)."""
 
 import argparse
 import gzip
@@ -31,10 +31,24 @@ FASHION = "/usr/share/datasets/fashion-mnist/train-%s-idx%d-ubyte.gz"
 BATCH, EPOCHS, WINDOW = 128, 3, 60000
 
 
-def peak_rss_mb():
+def peak_rss_mb(child_kb=None):
+    """The process's peak RSS plus its largest child's, in MB. child_kb, when
+    given, is an exec'd child's own peak: RUSAGE_CHILDREN would report at
+    least this process's RSS when it forked the child (Linux keeps the
+    pre-exec peak), counting an imported torch twice."""
     own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    child = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    return (own + child) / 1024
+    if child_kb is None:
+        child_kb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    return (own + child_kb) / 1024
+
+
+def vm_hwm_kb(pid):
+    """A live process's peak RSS since its exec, in KB (/proc/PID/status)."""
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1])
+    raise RuntimeError("no VmHWM for process %d" % pid)
 
 
 def loader(data, as_torch):
@@ -47,7 +61,8 @@ def loader(data, as_torch):
         for _ in range(EPOCHS):
             for b in lo:
                 n += len(b["ids"])
-        return n / (time.perf_counter() - start)
+        rate = n / (time.perf_counter() - start)
+        return rate, vm_hwm_kb(lo._feed.proc.pid)  # the feed, before it exits
 
 
 def go_in_process(data):
@@ -96,8 +111,10 @@ CONTENDERS = {
 def one(name, data, raw):
     """Runs one contender in this process and prints its result as JSON."""
     a = argparse.Namespace(data=data, raw=raw)
-    rate = CONTENDERS[name](a)
-    print(json.dumps({"rate": rate, "rss_mb": peak_rss_mb()}))
+    rate, child_kb = CONTENDERS[name](a), None
+    if isinstance(rate, tuple):
+        rate, child_kb = rate
+    print(json.dumps({"rate": rate, "rss_mb": peak_rss_mb(child_kb)}))
 
 
 def main():
