@@ -61,17 +61,7 @@ func (s *Stack) AppendEncoded(rec []byte) (Slots, error) {
 			return slots, err
 		}
 	}
-	if s.arena == nil {
-		size := s.arenaSize()
-		if s.alloc != nil {
-			if b := s.alloc(size); len(b) == size && uintptr(unsafe.Pointer(unsafe.SliceData(b)))%8 == 0 {
-				s.arena = b
-			}
-		}
-		if s.arena == nil {
-			s.arena = alignedBytes(size)
-		}
-	}
+	s.ensureArena()
 	// matches checked the layout: copy each slot's data to its row.
 	off := headerSize
 	for i := range s.tmpl {
@@ -83,6 +73,57 @@ func (s *Stack) AppendEncoded(rec []byte) (Slots, error) {
 	}
 	s.n++
 	return nil, nil
+}
+
+// Append stacks slots, a decoded record, copying its data, and reports
+// whether it did: it does not when the record does not stack (see Stack)
+// or the stack is full, leaving the stack unchanged. A reader of a format
+// that is not Encode's stacks its records so.
+func (s *Stack) Append(slots Slots) bool {
+	if s.n == s.limit || s.tmpl == nil || !s.fits(slots) {
+		if s.n > 0 || !s.setTemplate(slots) {
+			return false
+		}
+	}
+	s.ensureArena()
+	for i := range s.tmpl {
+		t := &s.tmpl[i]
+		dst := t.off + s.n*t.rowBytes
+		copy(s.arena[dst:dst+t.rowBytes], slots[i].data)
+	}
+	s.n++
+	return true
+}
+
+// fits reports whether slots are laid out exactly as the template.
+func (s *Stack) fits(slots Slots) bool {
+	if len(slots) != len(s.tmpl) {
+		return false
+	}
+	for i, t := range slots {
+		tm := &s.tmpl[i]
+		if t.dtype != tm.dtype || len(t.LoD) > 0 || len(t.data) != tm.rowBytes || !t.shape.Equal(tm.shape) {
+			return false
+		}
+	}
+	return true
+}
+
+// ensureArena gives the stack its block, recycled or new, before the first
+// row after a Take.
+func (s *Stack) ensureArena() {
+	if s.arena != nil {
+		return
+	}
+	size := s.arenaSize()
+	if s.alloc != nil {
+		if b := s.alloc(size); len(b) == size && uintptr(unsafe.Pointer(unsafe.SliceData(b)))%8 == 0 {
+			s.arena = b
+		}
+	}
+	if s.arena == nil {
+		s.arena = alignedBytes(size)
+	}
 }
 
 // arenaSize is the bytes of a block of capacity records.

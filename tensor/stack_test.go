@@ -262,3 +262,32 @@ func TestStackBlocksStayWithinMaxBytes(t *testing.T) {
 		require.Len(t, block, (rows*4+7)&^7+rows*8, "the block is the rows' storage, each slot 8-byte aligned")
 	}
 }
+
+// Append stacks decoded records as AppendEncoded stacks encoded ones, and
+// refuses, leaving the stack as it was, a record of another layout, one
+// with LoD, and any record once full.
+func TestStackAppendsDecodedRecords(t *testing.T) {
+	st := tensor.NewStack(3)
+	var recs []tensor.Slots
+	for i := range 3 {
+		s := sample(i)
+		require.True(t, st.Append(s))
+		recs = append(recs, sample(i))
+		s[0].Bytes()[0] = 0xff // copied: the record's storage may be reused
+	}
+	require.False(t, st.Append(sample(5)), "full")
+	got := st.Take()
+	want, err := tensor.Concat(recs)
+	require.NoError(t, err)
+	require.True(t, want.Equal(got))
+
+	require.True(t, st.Append(sample(1)))
+	other := tensor.Slots{{Tensor: tensor.MustFromSlice(tensor.Shape{1, 4}, []uint8{1, 2, 3, 4})}, sample(1)[1]}
+	require.False(t, st.Append(other), "another shape")
+	lod := sample(2)
+	lod[0].LoD = [][]int{{0, 1}}
+	require.False(t, st.Append(lod), "LoD")
+	require.Equal(t, 1, st.Len())
+	require.True(t, sample(1).Equal(st.Take()))
+	require.True(t, st.Append(other), "an empty stack takes a new layout")
+}
