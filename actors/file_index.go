@@ -250,6 +250,16 @@ func (s *fileSource) index(parent context.Context, f int, timeout time.Duration)
 		}
 		return s.keepIndex(f, rx, x)
 	}
+	if c, ok := r.(counted); ok {
+		var n uint64
+		var known bool
+		if err := w.guard(parent, func() error { n, known = c.Count(); return nil }); err != nil {
+			return fileIndex{}, s.stalledOr(f, err, timeout)
+		}
+		if known {
+			return splitRecords(f, x, n), nil
+		}
+	}
 	for {
 		w.arm()
 		_, err := r.Next(ctx)
@@ -265,10 +275,23 @@ func (s *fileSource) index(parent context.Context, f int, timeout time.Duration)
 		}
 		x.records++
 	}
-	for at := uint64(0); at < x.records; at += DefaultSplitRecords {
-		x.splits = append(x.splits, order.Split{File: f, First: at, Count: min(DefaultSplitRecords, x.records-at)})
+	return splitRecords(f, x, x.records), nil
+}
+
+// counted is a reader that knows how many records it holds without
+// reading them, when ok (readers' IDX files, by their checked headers).
+type counted interface {
+	Count() (n uint64, ok bool)
+}
+
+// splitRecords gives file f's index x its n records in splits of
+// DefaultSplitRecords.
+func splitRecords(f int, x fileIndex, n uint64) fileIndex {
+	x.records = n
+	for at := uint64(0); at < n; at += DefaultSplitRecords {
+		x.splits = append(x.splits, order.Split{File: f, First: at, Count: min(DefaultSplitRecords, n-at)})
 	}
-	return x, nil
+	return x
 }
 
 // keepIndex makes file f's splits from its chunk index, and keeps the

@@ -1,13 +1,16 @@
 package actors_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -16,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/klauspost/compress/gzip"
 	"github.com/stretchr/testify/require"
 
 	"github.com/actorfeed/actorfeed/actors"
@@ -737,4 +741,91 @@ func TestPipelineStartsAtTheEpochAsked(t *testing.T) {
 	require.ErrorIs(t, err, actors.ErrBadSpec)
 	_, err = actors.New(ordered(paths, 2), actors.Options{System: sharedSys, Epoch: -1})
 	require.ErrorIs(t, err, actors.ErrBadSpec)
+}
+
+// A gzip'd IDX pair gives the batches of the same pair raw: the readers
+// that start inside it seek in its decoded copy (readers' decode cache)
+// instead of decompressing it from its start for every split.
+func TestGzipIDXGivesTheBatchesOfItsRawFile(t *testing.T) {
+	ctx := testutil.Context(t)
+	cache := t.TempDir()
+	t.Setenv(readers.DecodeCacheEnv, cache)
+	raw, gz := t.TempDir(), t.TempDir()
+	images := bytes.Repeat([]byte{0}, 4*5000)
+	for i := range images {
+		images[i] = byte(i / 4 * 7)
+	}
+	var paths []string
+	for _, dir := range []string{raw, gz} {
+		z := dir == gz
+		paths = append(paths, writeIDX(t, filepath.Join(dir, "train-images-idx3-ubyte"), []uint32{5000, 2, 2}, images, z))
+		labels := make([]byte, 5000)
+		for i := range labels {
+			labels[i] = byte(i % 10)
+		}
+		writeIDX(t, filepath.Join(dir, "train-labels-idx1-ubyte"), []uint32{5000}, labels, z)
+	}
+	read := func(path string) [][]byte {
+		stages := []actors.Stage{actors.Files{Paths: []string{"idx:" + path}, Threads: 2}, actors.Shuffle{Window: 700, Seed: 3}, actors.Batch{Size: 64}}
+		p, err := actors.New(stages, actors.Options{System: sharedSys})
+		require.NoError(t, err)
+		var out [][]byte
+		for _, pass := range passBatchData(t, ctx, p, 2) {
+			out = append(out, pass...)
+		}
+		closeAndCheck(t, p, sharedSys)
+		return out
+	}
+	want := read(paths[0])
+	require.Len(t, want, 2*79)
+	require.Equal(t, want, read(paths[1]))
+	copies, err := os.ReadDir(cache)
+	require.NoError(t, err)
+	require.Len(t, copies, 2, "the images and labels decoded once")
+}
+
+// passBatchData reads n passes (Reset between them) and returns every
+// batch's ids and bytes, flattened.
+func passBatchData(t *testing.T, ctx context.Context, p *actors.Pipeline, n int) [][][]byte {
+	t.Helper()
+	var passes [][][]byte
+	for pass := range n {
+		if pass > 0 {
+			require.NoError(t, p.Reset())
+		}
+		var batches [][]byte
+		readPass(t, ctx, p, func(it actors.Item) {
+			b := binary.LittleEndian.AppendUint64(nil, uint64(len(it.IDs)))
+			for _, id := range it.IDs {
+				b = binary.LittleEndian.AppendUint64(b, id)
+			}
+			for _, s := range it.Slots {
+				b = append(b, s.Bytes()...)
+			}
+			batches = append(batches, b)
+		})
+		passes = append(passes, batches)
+	}
+	return passes
+}
+
+// writeIDX writes an IDX file of uint8 data of the given dims, gzip'd or
+// not (then named .gz), and returns its path.
+func writeIDX(t *testing.T, path string, dims []uint32, data []byte, gz bool) string {
+	t.Helper()
+	b := []byte{0, 0, 8, byte(len(dims))}
+	for _, d := range dims {
+		b = binary.BigEndian.AppendUint32(b, d)
+	}
+	b = append(b, data...)
+	if gz {
+		var z bytes.Buffer
+		w := gzip.NewWriter(&z)
+		_, err := w.Write(b)
+		require.NoError(t, err)
+		require.NoError(t, w.Close())
+		b, path = z.Bytes(), path+".gz"
+	}
+	require.NoError(t, os.WriteFile(path, b, 0o644))
+	return path
 }

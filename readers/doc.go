@@ -3,8 +3,9 @@
 // behind a registry, the decorators that compose readers (shuffle, batch,
 // multi-pass, buffered prefetch, map, xmap, compose, chain, firstn, cache),
 // the random data generator, the bounded feed queue that outside producers
-// push into, and WriteRecordFile, which writes the sample files that
-// RecordFile reads.
+// push into, WriteRecordFile, which writes the sample files that
+// RecordFile reads, and the decode cache, where a gzip'd file a reader
+// seeks into is decoded once (decode_cache.go, docs/formats.md).
 //
 // # The contract
 //
@@ -28,7 +29,7 @@
 //
 // # Layering
 //
-// readers imports tensor and its own subpackages: format (what every format
-// shares), recordio and idx. It must not import messages, actors,
-// supervisor, sim or cmd.
+// readers imports tensor, its own subpackages (format, what every format
+// shares; recordio; idx) and internal/atomicfile. It must not import
+// messages, actors, supervisor, sim or cmd.
 package readers

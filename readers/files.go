@@ -9,7 +9,6 @@ import (
 
 	"github.com/actorfeed/actorfeed/internal/atomicfile"
 	"github.com/actorfeed/actorfeed/readers/format"
-	"github.com/actorfeed/actorfeed/readers/idx"
 	"github.com/actorfeed/actorfeed/readers/recordio"
 	"github.com/actorfeed/actorfeed/tensor"
 )
@@ -295,84 +294,4 @@ func (r *RecordFile) Close() error {
 		return nil
 	}
 	return r.closer.Close()
-}
-
-// idxFile reads an IDX file, paired with its labels file when one exists
-// next to an images file by the MNIST naming convention: then items are
-// (image, label); otherwise each item is the file's one slot.
-type idxFile struct {
-	images, labels string
-	opener         format.Opener
-	one            *idx.Reader
-	pair           *idx.Pair
-	closed         bool
-}
-
-func openIDX(path string, opts OpenOptions) (Reader, error) {
-	r := &idxFile{images: path, opener: opts.Open}
-	r.labels, _ = idx.CompanionLabels(path)
-	if err := r.open(); err != nil {
-		return nil, err
-	}
-	return r, nil
-}
-
-func (r *idxFile) open() error {
-	var err error
-	if r.labels != "" {
-		r.pair, err = idx.OpenPairWith(r.opener, r.images, r.labels)
-	} else {
-		r.one, err = idx.OpenWith(r.opener, r.images)
-	}
-	return err
-}
-
-func (r *idxFile) Next(ctx context.Context) (tensor.Slots, error) {
-	if r.closed {
-		return nil, ErrClosed
-	}
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	if r.pair == nil && r.one == nil {
-		return nil, fmt.Errorf("readers: %s could not be reopened by Reset", r.images)
-	}
-	if r.pair != nil {
-		img, lbl, err := r.pair.Next()
-		if err != nil {
-			return nil, err
-		}
-		return tensor.Slots{{Tensor: img}, {Tensor: lbl}}, nil
-	}
-	t, err := r.one.Next()
-	if err != nil {
-		return nil, err
-	}
-	return tensor.Slots{{Tensor: t}}, nil
-}
-
-func (r *idxFile) close() error {
-	var err error
-	if r.pair != nil {
-		err = r.pair.Close()
-	} else if r.one != nil {
-		err = r.one.Close()
-	}
-	r.pair, r.one = nil, nil
-	return err
-}
-
-func (r *idxFile) Reset() error {
-	if r.closed {
-		return ErrClosed
-	}
-	return errors.Join(r.close(), r.open())
-}
-
-func (r *idxFile) Close() error {
-	if r.closed {
-		return nil
-	}
-	r.closed = true
-	return r.close()
 }

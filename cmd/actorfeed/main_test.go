@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/actorfeed/actorfeed/readers"
+
 	"github.com/stretchr/testify/require"
 
 	"github.com/actorfeed/actorfeed/internal/testutil"
@@ -22,7 +24,25 @@ func TestMain(m *testing.M) {
 		main()
 		os.Exit(0)
 	}
-	goleak.VerifyTestMain(m)
+	goleak.VerifyTestMain(ownDecodeCache{m})
+}
+
+// ownDecodeCache runs the tests, and the CLIs they start, with a decode
+// cache of their own (readers.DecodeCacheEnv), removed after: the gzip'd
+// files they seek in are decoded there, not into the user's cache.
+type ownDecodeCache struct{ m *testing.M }
+
+func (o ownDecodeCache) Run() int {
+	if _, set := os.LookupEnv(readers.DecodeCacheEnv); set {
+		return o.m.Run()
+	}
+	dir, err := os.MkdirTemp("", "actorfeed-decoded-")
+	if err != nil {
+		return o.m.Run()
+	}
+	defer os.RemoveAll(dir)
+	os.Setenv(readers.DecodeCacheEnv, dir)
+	return o.m.Run()
 }
 
 func demoDefaults() demoOptions {

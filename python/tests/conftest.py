@@ -49,6 +49,13 @@ def binary(tmp_path_factory):
 
 
 @pytest.fixture(scope="session", autouse=True)
+def own_decode_cache(tmp_path_factory):
+    """gzip'd files the feeds seek in are decoded into the session's own
+    cache (ACTORFEED_DECODE_CACHE), not the user's."""
+    os.environ.setdefault("ACTORFEED_DECODE_CACHE", str(tmp_path_factory.mktemp("decoded")))
+
+
+@pytest.fixture(scope="session", autouse=True)
 def nothing_left_behind():
     shm = set(os.listdir("/dev/shm"))
     yield

@@ -54,6 +54,9 @@ func (h Header) sampleBytes() int {
 	return tensor.Shape(h.Dims[1:]).NumElements() * h.DType.Size()
 }
 
+// Bytes is the size of the whole file the header declares, uncompressed.
+func (h Header) Bytes() int64 { return int64(h.Size) + int64(h.Samples())*int64(h.sampleBytes()) }
+
 // ParseHeader reads an IDX header from the start of an (uncompressed)
 // stream. limit bounds the data size the header may declare (for example
 // the bytes left in the file); pass -1 for no bound.
@@ -108,6 +111,7 @@ func headerErr(err error, off int, what string) error {
 // Reader yields the samples of one IDX file.
 type Reader struct {
 	name    string
+	src     io.Reader // what r reads: the file, or its decompressor
 	r       *bufio.Reader
 	closer  io.Closer
 	header  Header
@@ -122,11 +126,17 @@ func Open(path string) (*Reader, error) { return OpenWith(nil, path) }
 
 // OpenWith is Open opening the file with open (os.OpenFile when nil).
 func OpenWith(open format.Opener, path string) (*Reader, error) {
+	return OpenNamed(open, path, path)
+}
+
+// OpenNamed is OpenWith naming the file name in errors: path is a copy of
+// it (an uncompressed one, say).
+func OpenNamed(open format.Opener, path, name string) (*Reader, error) {
 	f, size, err := format.OpenFileWith(open, "idx", path)
 	if err != nil {
 		return nil, err
 	}
-	r, err := NewReader(f, size, path)
+	r, err := NewReader(f, size, name)
 	if err != nil {
 		f.Close()
 		return nil, err
@@ -138,15 +148,16 @@ func OpenWith(open format.Opener, path string) (*Reader, error) {
 // NewReader reads an IDX stream of size bytes (-1 if unknown) from r; name
 // identifies it in errors.
 func NewReader(r io.Reader, size int64, name string) (*Reader, error) {
+	src := r
 	br := bufio.NewReaderSize(r, 64<<10)
 	limit := int64(-1)
 	gzipped := false
-	magic, _ := br.Peek(2)
-	if len(magic) == 2 && magic[0] == 0x1f && magic[1] == 0x8b {
+	if IsGzip(br) {
 		zr, err := gzip.NewReader(br)
 		if err != nil {
 			return nil, fail(name, 0, format.Corrupt("gzip: %v", err))
 		}
+		src = zr
 		br = bufio.NewReaderSize(zr, 64<<10)
 		gzipped = true
 		if size >= 0 {
@@ -171,7 +182,44 @@ func NewReader(r io.Reader, size int64, name string) (*Reader, error) {
 			return nil, fail(name, size, format.Truncated("file has %d bytes, header declares %d", size, want))
 		}
 	}
-	return &Reader{name: name, r: br, header: h, gzipped: gzipped}, nil
+	return &Reader{name: name, src: src, r: br, header: h, gzipped: gzipped}, nil
+}
+
+// IsGzip reports whether the stream br starts with gzip's magic bytes.
+func IsGzip(br *bufio.Reader) bool {
+	magic, _ := br.Peek(2)
+	return len(magic) == 2 && magic[0] == 0x1f && magic[1] == 0x8b
+}
+
+// Gzipped reports whether the file is gzip-compressed.
+func (r *Reader) Gzipped() bool { return r.gzipped }
+
+// Seek moves the reader to sample n, 0 <= n <= Samples(). A raw file
+// opened by Open seeks to it; a gzip stream has no way back, so it is read
+// forward to n, which must not be before the next sample.
+func (r *Reader) Seek(n int) error {
+	h := r.header
+	if n < 0 || n > h.Samples() {
+		return fail(r.name, 0, fmt.Errorf("seek to sample %d of %d", n, h.Samples()))
+	}
+	size := int64(h.sampleBytes())
+	if s, ok := r.src.(io.Seeker); ok && !r.gzipped {
+		if _, err := s.Seek(int64(h.Size)+int64(n)*size, io.SeekStart); err != nil {
+			return fail(r.name, int64(h.Size)+int64(n)*size, err)
+		}
+		r.r.Reset(r.src)
+		r.next, r.ended = n, false
+		return nil
+	}
+	if n < r.next {
+		return fail(r.name, 0, fmt.Errorf("seek back to sample %d from %d in a stream", n, r.next))
+	}
+	off := int64(h.Size) + int64(r.next)*size
+	if _, err := io.CopyN(io.Discard, r.r, int64(n-r.next)*size); err != nil {
+		return &format.Error{Format: "idx", File: r.name, Chunk: -1, Record: r.next, Offset: off, Err: r.readErr(err)}
+	}
+	r.next = n
+	return nil
 }
 
 func fail(name string, off int64, err error) error {
@@ -194,15 +242,7 @@ func (r *Reader) Next() (tensor.Tensor, error) {
 	// exaggerates costs no more memory than the data actually present.
 	r.buf.Reset()
 	if _, err := io.CopyN(&r.buf, r.r, int64(n)); err != nil {
-		if errors.Is(err, io.EOF) {
-			err = format.Truncated("sample %d of %d cut off", r.next, h.Samples())
-		} else if r.gzipped && !errors.Is(err, io.ErrUnexpectedEOF) {
-			// Anything the decompressor reports is damage to the stream.
-			err = fmt.Errorf("%w: sample %d: gzip: %w", format.ErrCorrupt, r.next, err)
-		} else if errors.Is(err, io.ErrUnexpectedEOF) {
-			err = format.Truncated("sample %d of %d cut off", r.next, h.Samples())
-		}
-		return tensor.Tensor{}, &format.Error{Format: "idx", File: r.name, Chunk: -1, Record: r.next, Offset: off, Err: err}
+		return tensor.Tensor{}, &format.Error{Format: "idx", File: r.name, Chunk: -1, Record: r.next, Offset: off, Err: r.readErr(err)}
 	}
 	t, err := tensor.Zeros(h.DType, h.SampleShape())
 	if err != nil {
@@ -211,6 +251,18 @@ func (r *Reader) Next() (tensor.Tensor, error) {
 	toLittleEndian(t.Bytes(), r.buf.Bytes(), h.DType.Size())
 	r.next++
 	return t, nil
+}
+
+// readErr classifies a failure to read sample r.next's bytes.
+func (r *Reader) readErr(err error) error {
+	switch {
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		return format.Truncated("sample %d of %d cut off", r.next, r.header.Samples())
+	case r.gzipped:
+		// Anything the decompressor reports is damage to the stream.
+		return fmt.Errorf("%w: sample %d: gzip: %w", format.ErrCorrupt, r.next, err)
+	}
+	return err
 }
 
 // atEnd checks, once, that the stream ends with the last declared sample:
@@ -312,7 +364,70 @@ func (p *Pair) Next() (image, label tensor.Tensor, err error) {
 	return
 }
 
+// Seek moves both files to sample n (Reader.Seek).
+func (p *Pair) Seek(n int) error {
+	if err := p.Images.Seek(n); err != nil {
+		return err
+	}
+	return p.Labels.Seek(n)
+}
+
 // Close closes both files.
 func (p *Pair) Close() error {
 	return errors.Join(p.Images.Close(), p.Labels.Close())
+}
+
+// Decode writes the uncompressed bytes of the gzip'd IDX stream src (size
+// compressed bytes, -1 if unknown) to dst and returns its header, checked
+// as Reader checks it: the header's data must fit limit bytes (limit < 0:
+// deflate's largest expansion of size) and be all there is, and the
+// stream's checksum must hold. name identifies the stream in errors. An
+// error writing to dst is returned as it is, not as damage to the stream.
+func Decode(dst io.Writer, src io.Reader, size int64, name string, limit int64) (Header, error) {
+	zr, err := gzip.NewReader(bufio.NewReaderSize(src, 64<<10))
+	if err != nil {
+		return Header{}, fail(name, 0, format.Corrupt("gzip: %v", err))
+	}
+	if size >= 0 && (limit < 0 || limit > size*maxDeflateRatio) {
+		limit = size * maxDeflateRatio
+	}
+	out := &errWriter{w: dst}
+	br := bufio.NewReaderSize(io.TeeReader(zr, out), 64<<10)
+	h, err := ParseHeader(br, limit)
+	if out.err != nil {
+		return Header{}, out.err
+	}
+	if err != nil {
+		if !errors.Is(err, format.ErrCorrupt) {
+			err = fmt.Errorf("%w: gzip: %w", format.ErrCorrupt, err)
+		}
+		return Header{}, fail(name, 0, err)
+	}
+	r := &Reader{name: name, r: br, header: h, gzipped: true}
+	err = r.Seek(h.Samples())
+	if err == nil {
+		if err = r.atEnd(); errors.Is(err, io.EOF) {
+			err = nil
+		}
+	}
+	if out.err != nil {
+		return Header{}, out.err
+	}
+	return h, err
+}
+
+// errWriter keeps the first error of its writer, which a TeeReader would
+// report as the reader's.
+type errWriter struct {
+	w   io.Writer
+	err error
+}
+
+func (e *errWriter) Write(p []byte) (int, error) {
+	if e.err != nil {
+		return 0, e.err
+	}
+	n, err := e.w.Write(p)
+	e.err = err
+	return n, err
 }

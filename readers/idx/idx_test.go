@@ -240,3 +240,118 @@ func TestBytesAfterTheSamplesAreCorruptRawOrGzipped(t *testing.T) {
 		require.ErrorContains(t, err, path)
 	}
 }
+
+// samplesOf reads every sample of r from where it stands.
+func samplesOf(t *testing.T, r *idx.Reader) [][]byte {
+	t.Helper()
+	var out [][]byte
+	for {
+		s, err := r.Next()
+		if err == io.EOF {
+			return out
+		}
+		require.NoError(t, err)
+		out = append(out, bytes.Clone(s.Bytes()))
+	}
+}
+
+// Seek puts a raw file anywhere, back too, and a gzip stream forward; a
+// stream cannot go back, and no file past its end.
+func TestSeek(t *testing.T) {
+	dir := t.TempDir()
+	data := make([]byte, 10*4*2)
+	for i := range data {
+		data[i] = byte(i)
+	}
+	for _, gz := range []bool{false, true} {
+		path := filepath.Join(dir, fmt.Sprintf("s-%v-ubyte", gz))
+		writeIDX(t, path, 0x0B, []uint32{10, 4}, data, gz) // int16: converted as read
+		r, err := idx.Open(path)
+		require.NoError(t, err)
+		all := samplesOf(t, r)
+		require.Len(t, all, 10)
+		require.NoError(t, r.Close())
+
+		r, err = idx.Open(path)
+		require.NoError(t, err)
+		require.NoError(t, r.Seek(3))
+		require.Equal(t, all[3:], samplesOf(t, r), "gzip=%v", gz)
+		err = r.Seek(1)
+		if gz {
+			require.ErrorContains(t, err, "seek back to sample 1 from 10")
+		} else {
+			require.NoError(t, err)
+			require.Equal(t, all[1:], samplesOf(t, r))
+		}
+		require.ErrorContains(t, r.Seek(11), "seek to sample 11 of 10")
+		require.Equal(t, gz, r.Gzipped())
+		require.NoError(t, r.Close())
+	}
+}
+
+// Decode writes a gzip'd file's uncompressed bytes, which read as the file
+// does; damage, a header beyond the limit and a failing writer are errors,
+// the first two naming the stream.
+func TestDecode(t *testing.T) {
+	dir := t.TempDir()
+	raw, gz := filepath.Join(dir, "d-ubyte"), filepath.Join(dir, "d-ubyte.gz")
+	data := bytes.Repeat([]byte{7, 1, 2}, 200)
+	writeIDX(t, raw, 0x08, []uint32{100, 2, 3}, data, false)
+	writeIDX(t, gz, 0x08, []uint32{100, 2, 3}, data, true)
+	want, err := os.ReadFile(raw)
+	require.NoError(t, err)
+	src, err := os.ReadFile(gz)
+	require.NoError(t, err)
+
+	var out bytes.Buffer
+	h, err := idx.Decode(&out, bytes.NewReader(src), int64(len(src)), gz, -1)
+	require.NoError(t, err)
+	require.Equal(t, want, out.Bytes())
+	require.Equal(t, int64(len(want)), h.Bytes())
+
+	_, err = idx.Decode(io.Discard, bytes.NewReader(src), int64(len(src)), gz, 100)
+	require.ErrorIs(t, err, format.ErrCorrupt)
+	require.ErrorContains(t, err, gz)
+
+	damaged := bytes.Clone(src)
+	damaged[len(damaged)-6] ^= 0xff // the CRC-32 of the data
+	_, err = idx.Decode(io.Discard, bytes.NewReader(damaged), int64(len(damaged)), gz, -1)
+	require.ErrorIs(t, err, format.ErrCorrupt)
+	require.ErrorContains(t, err, gz)
+
+	full := errors.New("disk full")
+	_, err = idx.Decode(failingWriter{full}, bytes.NewReader(src), int64(len(src)), gz, -1)
+	require.ErrorIs(t, err, full)
+	require.NotErrorIs(t, err, format.ErrCorrupt)
+}
+
+type failingWriter struct{ err error }
+
+func (w failingWriter) Write([]byte) (int, error) { return 0, w.err }
+
+// Decode never writes more than the header declares, whatever the stream
+// holds, nor fails other than as corruption or the writer's error.
+func FuzzDecode(f *testing.F) {
+	var z bytes.Buffer
+	w := gzip.NewWriter(&z)
+	_, _ = w.Write([]byte{0, 0, 8, 2, 0, 0, 0, 3, 0, 0, 0, 2, 1, 2, 3, 4, 5, 6})
+	_ = w.Close()
+	f.Add(z.Bytes())
+	f.Add([]byte{0x1f, 0x8b, 8, 0})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var out bytes.Buffer
+		h, err := idx.Decode(&out, bytes.NewReader(b), int64(len(b)), "fuzz", 1<<20)
+		if err != nil {
+			if !errors.Is(err, format.ErrCorrupt) {
+				t.Fatalf("not classed as corruption: %v", err)
+			}
+			if int64(out.Len()) > 1<<20+1<<17 {
+				t.Fatalf("wrote %d bytes past a limit of 1 MiB", out.Len())
+			}
+			return
+		}
+		if int64(out.Len()) != h.Bytes() {
+			t.Fatalf("wrote %d bytes for a header of %d", out.Len(), h.Bytes())
+		}
+	})
+}

@@ -1,0 +1,113 @@
+package readers
+
+import (
+	"bufio"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+
+	"github.com/actorfeed/actorfeed/internal/atomicfile"
+	"github.com/actorfeed/actorfeed/readers/format"
+	"github.com/actorfeed/actorfeed/readers/idx"
+)
+
+// The decode cache. A gzip stream has no way back: a reader that starts at
+// record n decompresses the n records before it, and the order starts
+// readers at every split of a pass (1,024 records), so a pass over a gzip'd
+// file decompressed it once a split (docs/formats.md, "Compressed
+// streams"). The first reader that seeks into one decodes it whole into an
+// uncompressed copy, checked as a read checks it, and it and every later
+// reader seek in that. A copy is named by what identifies the file as it
+// is (its path, size, modification time, device and inode), so a changed
+// file gets a copy of its own; it is written whole or not at all.
+
+// DecodeCacheEnv is the environment variable that places the decode cache:
+// a directory, or "off". Unset, it is actorfeed/decoded in the user's
+// cache directory (~/.cache on Linux).
+const DecodeCacheEnv = "ACTORFEED_DECODE_CACHE"
+
+// MaxDecodedBytes bounds one decoded copy; a copy must also leave half of
+// its file system's free space free. A file that would break either, or
+// whose decoding fails, is read from its stream as before.
+const MaxDecodedBytes = 16 << 30
+
+// decoding serializes the making of one copy within the process: the
+// readers that seek into a file at once wait for one decoding.
+var decoding sync.Map // copy path -> *sync.Mutex
+
+// decodedCopy is the path of an uncompressed copy of the IDX file path,
+// made now if it is not there; path itself when the file is not gzip'd.
+func decodedCopy(path string, open format.Opener) (string, error) {
+	f, size, err := format.OpenFileWith(open, "idx", path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	br := bufio.NewReaderSize(f, 64<<10)
+	if !idx.IsGzip(br) {
+		return path, nil
+	}
+	dst, err := copyPath(path, f)
+	if err != nil {
+		return "", err
+	}
+	mu, _ := decoding.LoadOrStore(dst, &sync.Mutex{})
+	mu.(*sync.Mutex).Lock()
+	defer mu.(*sync.Mutex).Unlock()
+	if st, err := os.Stat(dst); err == nil && st.Mode().IsRegular() {
+		return dst, nil
+	}
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		return "", err
+	}
+	limit := int64(MaxDecodedBytes)
+	var fs syscall.Statfs_t
+	if err := syscall.Statfs(filepath.Dir(dst), &fs); err == nil {
+		limit = min(limit, int64(fs.Bavail)*fs.Bsize/2)
+	}
+	err = atomicfile.Write(dst, func(w io.Writer) error {
+		_, err := idx.Decode(w, br, size, path, limit)
+		return err
+	})
+	if err != nil {
+		return "", fmt.Errorf("readers: decoding %s into %s: %w", path, dst, err)
+	}
+	return dst, nil
+}
+
+// copyPath is where the decoded copy of path, open as f, goes: the cache
+// directory, a name from what identifies the file's content as it stands,
+// and the file's own name without its .gz.
+func copyPath(path string, f *os.File) (string, error) {
+	dir := os.Getenv(DecodeCacheEnv)
+	switch dir {
+	case "off":
+		return "", fmt.Errorf("readers: the decode cache is off (%s=off)", DecodeCacheEnv)
+	case "":
+		user, err := os.UserCacheDir()
+		if err != nil {
+			return "", fmt.Errorf("readers: no decode cache: %w (set %s)", err, DecodeCacheEnv)
+		}
+		dir = filepath.Join(user, "actorfeed", "decoded")
+	}
+	st, err := f.Stat()
+	if err != nil {
+		return "", err
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return "", err
+	}
+	var dev, ino uint64
+	if sys, ok := st.Sys().(*syscall.Stat_t); ok {
+		dev, ino = uint64(sys.Dev), sys.Ino
+	}
+	h := sha256.Sum256(fmt.Appendf(nil, "%s\x00%d\x00%d\x00%d\x00%d", abs, st.Size(), st.ModTime().UnixNano(), dev, ino))
+	return filepath.Join(dir, hex.EncodeToString(h[:16])+"-"+strings.TrimSuffix(filepath.Base(path), ".gz")), nil
+}
