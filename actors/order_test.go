@@ -53,12 +53,24 @@ func batches(t *testing.T, ctx context.Context, p *actors.Pipeline) [][]uint64 {
 // batches' ids.
 func passBatches(t *testing.T, ctx context.Context, p *actors.Pipeline, n int) [][][]uint64 {
 	t.Helper()
-	var passes [][][]uint64
+	return passItems(t, ctx, p, n, func(it actors.Item) []uint64 {
+		checkAligned(t, it)
+		return slices.Clone(it.IDs)
+	})
+}
+
+// passItems reads n passes (Reset between them) and returns what each
+// gives of every item of each pass.
+func passItems[T any](t *testing.T, ctx context.Context, p *actors.Pipeline, n int, each func(actors.Item) T) [][]T {
+	t.Helper()
+	var passes [][]T
 	for pass := range n {
 		if pass > 0 {
 			require.NoError(t, p.Reset())
 		}
-		passes = append(passes, batches(t, ctx, p))
+		var items []T
+		readPass(t, ctx, p, func(it actors.Item) { items = append(items, each(it)) })
+		passes = append(passes, items)
 	}
 	return passes
 }
@@ -770,7 +782,17 @@ func TestGzipIDXGivesTheBatchesOfItsRawFile(t *testing.T) {
 		p, err := actors.New(stages, actors.Options{System: sharedSys})
 		require.NoError(t, err)
 		var out [][]byte
-		for _, pass := range passBatchData(t, ctx, p, 2) {
+		// Each batch's ids and bytes.
+		for _, pass := range passItems(t, ctx, p, 2, func(it actors.Item) []byte {
+			b := binary.LittleEndian.AppendUint64(nil, uint64(len(it.IDs)))
+			for _, id := range it.IDs {
+				b = binary.LittleEndian.AppendUint64(b, id)
+			}
+			for _, s := range it.Slots {
+				b = append(b, s.Bytes()...)
+			}
+			return b
+		}) {
 			out = append(out, pass...)
 		}
 		closeAndCheck(t, p, sharedSys)
@@ -782,31 +804,6 @@ func TestGzipIDXGivesTheBatchesOfItsRawFile(t *testing.T) {
 	copies, err := os.ReadDir(cache)
 	require.NoError(t, err)
 	require.Len(t, copies, 2, "the images and labels decoded once")
-}
-
-// passBatchData reads n passes (Reset between them) and returns every
-// batch's ids and bytes, flattened.
-func passBatchData(t *testing.T, ctx context.Context, p *actors.Pipeline, n int) [][][]byte {
-	t.Helper()
-	var passes [][][]byte
-	for pass := range n {
-		if pass > 0 {
-			require.NoError(t, p.Reset())
-		}
-		var batches [][]byte
-		readPass(t, ctx, p, func(it actors.Item) {
-			b := binary.LittleEndian.AppendUint64(nil, uint64(len(it.IDs)))
-			for _, id := range it.IDs {
-				b = binary.LittleEndian.AppendUint64(b, id)
-			}
-			for _, s := range it.Slots {
-				b = append(b, s.Bytes()...)
-			}
-			batches = append(batches, b)
-		})
-		passes = append(passes, batches)
-	}
-	return passes
 }
 
 // writeIDX writes an IDX file of uint8 data of the given dims, gzip'd or
