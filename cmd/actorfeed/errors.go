@@ -44,15 +44,20 @@ func userMessage(err error) string {
 // damageMessage names the file, where in it, and what is wrong, then
 // what to do about damaged data.
 func damageMessage(fe *format.Error) string {
-	where := fe.File
-	if at := fe.Where(); at != "" {
-		where += " (" + at + ")"
-	}
-	msg := fmt.Sprintf("%s: %s", where, cause(fe.Err))
+	msg := damageWhere(fe)
 	if errors.Is(fe, format.ErrCorrupt) {
 		msg += fmt.Sprintf("; the %s data is damaged: --on-corrupt skip skips it, actorfeed inspect shows it", fe.Format)
 	}
 	return msg
+}
+
+// damageWhere names the file, where in it, and what is wrong.
+func damageWhere(fe *format.Error) string {
+	where := fe.File
+	if at := fe.Where(); at != "" {
+		where += " (" + at + ")"
+	}
+	return fmt.Sprintf("%s: %s", where, cause(fe.Err))
 }
 
 // pathMessage is a failed file operation's path and cause.

@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/actorfeed/actorfeed/actors"
+	"github.com/actorfeed/actorfeed/readers/format"
 )
 
 // feedHelp is the feed command's long help.
@@ -177,9 +178,25 @@ func (f *feedConn) fail(err error) error {
 		f.c.Write([]byte{'E'})
 		f.started = true
 	}
-	f.line(map[string]string{"op": "error", "message": userMessage(err)})
+	f.line(failureLine(err))
 	f.flush()
 	return err
+}
+
+// errorLine is why the feed ends. Damaged data is said without the CLI's
+// advice (a flag), and Damaged names its format: the loader gives its own,
+// in its parameters' words.
+type errorLine struct {
+	Op      string `json:"op"`
+	Message string `json:"message"`
+	Damaged string `json:"damaged,omitempty"`
+}
+
+func failureLine(err error) errorLine {
+	if fe, ok := errors.AsType[*format.Error](err); ok && !verbose && errors.Is(fe, format.ErrCorrupt) {
+		return errorLine{Op: "error", Message: damageWhere(fe), Damaged: fe.Format}
+	}
+	return errorLine{Op: "error", Message: userMessage(err)}
 }
 
 // helloLine starts the feed: the ring's shape, the files' names (what a

@@ -220,3 +220,26 @@ func TestRingPutsSequencesWhereItSays(t *testing.T) {
 	_, err = r.put(0, actors.Item{Slots: tensor.Slots{seqs}, IDs: make([]uint64, 600)})
 	require.ErrorContains(t, err, "slot_bytes=")
 }
+
+// Damaged data ends the feed with an error line that names the file and
+// its format, without the CLI's advice (a flag): the loader gives its own.
+func TestFeedSaysDataIsDamaged(t *testing.T) {
+	paths := testutil.WriteFiles(t, 1, 100, 30)
+	b, err := os.ReadFile(paths[0])
+	require.NoError(t, err)
+	b[len(b)/2] ^= 0xff
+	require.NoError(t, os.WriteFile(paths[0], b, 0o644))
+	l, done := startFeed(t, feedFlags(paths))
+	first, err := l.r.ReadByte() // R, with the ring's descriptor, which this drops; or E
+	require.NoError(t, err)
+	require.Contains(t, "RE", string(first))
+	var m map[string]any
+	for m = nil; m == nil || m["op"] != "error"; {
+		require.NoError(t, json.Unmarshal(l.line(), &m))
+	}
+	require.Error(t, <-done)
+	require.Contains(t, m["message"], paths[0])
+	require.NotContains(t, m["message"], "--on-corrupt")
+	require.Equal(t, "recordio", m["damaged"])
+	l.c.Close()
+}

@@ -112,7 +112,10 @@ class Feed:
         """The next message and the state line after it."""
         msg = json.loads(self._line())
         if msg.get("op") == "error":
-            self.fail(msg.get("message", "the pipeline failed"))
+            why = msg.get("message", "the pipeline failed")
+            if msg.get("damaged"):
+                why += '; the %s data is damaged: on_corrupt="skip" skips it, actorfeed inspect shows it' % msg["damaged"]
+            self.fail(why)
         return msg, self._line().rstrip(b"\n")
 
     def fail(self, why):
@@ -129,8 +132,7 @@ class Feed:
             why = lines[-1] if lines else "no message"
             why = "the actorfeed feed process ended (exit status %s): %s" % (rc, why)
         self.close()
-        # What to do is said in the CLI's words; a loader user sets a parameter.
-        raise LoaderError(why.replace("--on-corrupt skip", 'on_corrupt="skip"'))
+        raise LoaderError(why)
 
     def give_back(self):
         """Sends the slots whose batches were let go."""
