@@ -1,6 +1,7 @@
 package actors_test
 
 import (
+	"archive/tar"
 	"bytes"
 	"context"
 	"encoding/binary"
@@ -25,6 +26,7 @@ import (
 	"github.com/actorfeed/actorfeed/actors"
 	"github.com/actorfeed/actorfeed/internal/registered"
 	"github.com/actorfeed/actorfeed/internal/testutil"
+	"github.com/actorfeed/actorfeed/messages"
 	"github.com/actorfeed/actorfeed/readers"
 	"github.com/actorfeed/actorfeed/readers/order"
 	"github.com/actorfeed/actorfeed/supervisor"
@@ -825,4 +827,68 @@ func writeIDX(t *testing.T, path string, dims []uint32, data []byte, gz bool) st
 	}
 	require.NoError(t, os.WriteFile(path, b, 0o644))
 	return path
+}
+
+// WebDataset shards, raw and gzip'd, give the same batches in the order,
+// every sample once, their variable-length fields as sequences; and a
+// sample whose field is damaged is skipped and counted.
+func TestWebDatasetShardsInTheOrder(t *testing.T) {
+	ctx := testutil.Context(t)
+	t.Setenv(readers.DecodeCacheEnv, t.TempDir())
+	dir := t.TempDir()
+	var raw, gz []string
+	for s := range 2 {
+		var b bytes.Buffer
+		w := tar.NewWriter(&b)
+		for i := range 1500 {
+			key := fmt.Sprintf("%d-%05d", s, i)
+			for _, f := range []struct{ ext, data string }{{"cls", fmt.Sprint(i % 10)}, {"txt", strings.Repeat("x", 1+i%9)}} {
+				if s == 1 && i == 700 && f.ext == "cls" {
+					f.data = "damaged"
+				}
+				require.NoError(t, w.WriteHeader(&tar.Header{Name: key + "." + f.ext, Mode: 0o444, Size: int64(len(f.data)), Typeflag: tar.TypeReg}))
+				_, err := w.Write([]byte(f.data))
+				require.NoError(t, err)
+			}
+		}
+		require.NoError(t, w.Close())
+		path := filepath.Join(dir, fmt.Sprintf("shard-%d.tar", s))
+		require.NoError(t, os.WriteFile(path, b.Bytes(), 0o644))
+		var z bytes.Buffer
+		zw := gzip.NewWriter(&z)
+		_, err := zw.Write(b.Bytes())
+		require.NoError(t, err)
+		require.NoError(t, zw.Close())
+		require.NoError(t, os.WriteFile(path+".gz", z.Bytes(), 0o644))
+		raw, gz = append(raw, "wds:"+path), append(gz, "wds:"+path+".gz")
+	}
+	read := func(paths []string) ([][]byte, []uint64, uint64) {
+		stages := []actors.Stage{actors.Files{Paths: paths, Threads: 2}, actors.Shuffle{Window: 400, Seed: 5}, actors.Batch{Size: 32}}
+		p, err := actors.New(stages, actors.Options{System: sharedSys, OnCorrupt: supervisor.SkipCorrupt})
+		require.NoError(t, err)
+		var ids []uint64
+		out := passItems(t, ctx, p, 1, func(it actors.Item) []byte {
+			ids = append(ids, it.IDs...)
+			b := slices.Clone(it.Slots[1].Bytes())
+			for _, l := range it.Slots[1].LoD[0] {
+				b = binary.LittleEndian.AppendUint64(b, uint64(l))
+			}
+			return append(b, it.Slots[0].Bytes()...)
+		})[0]
+		skipped := p.Stats().Skipped
+		closeAndCheck(t, p, sharedSys)
+		return out, ids, skipped
+	}
+	want, ids, skipped := read(raw)
+	require.Len(t, ids, 2999)
+	require.EqualValues(t, 1, skipped)
+	var all []uint64
+	for _, id := range allIDs(2, 1500) {
+		if id != messages.SampleID(1, 700) {
+			all = append(all, id)
+		}
+	}
+	requireExactlyOnce(t, all, ids)
+	got, _, _ := read(gz)
+	require.Equal(t, want, got)
 }

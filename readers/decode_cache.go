@@ -15,13 +15,14 @@ import (
 	"github.com/actorfeed/actorfeed/internal/atomicfile"
 	"github.com/actorfeed/actorfeed/readers/format"
 	"github.com/actorfeed/actorfeed/readers/idx"
+	"github.com/actorfeed/actorfeed/readers/wds"
 )
 
 // The decode cache. A gzip stream has no way back: a reader that starts at
 // record n decompresses the n records before it, and the order starts
 // readers at every split of a pass (1,024 records), so a pass over a gzip'd
-// file decompressed it once a split (docs/formats.md, "Compressed
-// streams"). The first reader that seeks into one decodes it whole into an
+// file (IDX, a WebDataset shard) decompressed it once a split
+// (docs/decode-cache.md). The first reader that seeks into one decodes it whole into an
 // uncompressed copy, checked as a read checks it, and it and every later
 // reader seek in that. A copy is named by what identifies the file as it
 // is (its path, size, modification time, device and inode), so a changed
@@ -32,25 +33,43 @@ import (
 // cache directory (~/.cache on Linux).
 const DecodeCacheEnv = "ACTORFEED_DECODE_CACHE"
 
-// MaxDecodedBytes bounds one decoded copy; a copy must also leave half of
-// its file system's free space free. A file that would break either, or
-// whose decoding fails, is read from its stream as before.
+// MaxDecodedBytes bounds one decoded copy; a copy must also leave a tenth
+// of its file system (and 1 GiB) free, however many there are. A file
+// that would break either, or whose decoding fails, is read from its
+// stream as before.
 const MaxDecodedBytes = 16 << 30
 
 // decoding serializes the making of one copy within the process: the
 // readers that seek into a file at once wait for one decoding.
 var decoding sync.Map // copy path -> *sync.Mutex
 
-// decodedCopy is the path of an uncompressed copy of the IDX file path,
-// made now if it is not there; path itself when the file is not gzip'd.
-func decodedCopy(path string, open format.Opener) (string, error) {
-	f, size, err := format.OpenFileWith(open, "idx", path)
+// decoder writes the uncompressed content of the gzip'd file src (size
+// bytes, name in errors) to dst, checked as its format checks it, at most
+// limit bytes.
+type decoder func(dst io.Writer, src io.Reader, size int64, name string, limit int64) error
+
+// decodeIDX checks the copy as an IDX file.
+func decodeIDX(dst io.Writer, src io.Reader, size int64, name string, limit int64) error {
+	_, err := idx.Decode(dst, src, size, name, limit)
+	return err
+}
+
+// decodeWDS checks the gzip stream: the tar is checked as it is read.
+func decodeWDS(dst io.Writer, src io.Reader, _ int64, name string, limit int64) error {
+	return wds.Decode(dst, src, name, limit)
+}
+
+// decodedCopy is the path of an uncompressed copy of the file path of the
+// format formatName, made by decode now if it is not there; path itself
+// when the file is not gzip'd.
+func decodedCopy(formatName, path string, open format.Opener, decode decoder) (string, error) {
+	f, size, err := format.OpenFileWith(open, formatName, path)
 	if err != nil {
 		return "", err
 	}
 	defer f.Close()
 	br := bufio.NewReaderSize(f, 64<<10)
-	if !idx.IsGzip(br) {
+	if magic, _ := br.Peek(2); len(magic) < 2 || magic[0] != 0x1f || magic[1] != 0x8b {
 		return path, nil
 	}
 	dst, err := copyPath(path, f)
@@ -69,11 +88,12 @@ func decodedCopy(path string, open format.Opener) (string, error) {
 	limit := int64(MaxDecodedBytes)
 	var fs syscall.Statfs_t
 	if err := syscall.Statfs(filepath.Dir(dst), &fs); err == nil {
-		limit = min(limit, int64(fs.Bavail)*fs.Bsize/2)
+		// Copies, however many, leave a tenth of the file system free.
+		reserve := max(int64(fs.Blocks)*fs.Bsize/10, 1<<30)
+		limit = min(limit, max(int64(fs.Bavail)*fs.Bsize-reserve, 0))
 	}
 	err = atomicfile.Write(dst, func(w io.Writer) error {
-		_, err := idx.Decode(w, br, size, path, limit)
-		return err
+		return decode(w, br, size, path, limit)
 	})
 	if err != nil {
 		return "", fmt.Errorf("readers: decoding %s into %s: %w", path, dst, err)
@@ -82,8 +102,7 @@ func decodedCopy(path string, open format.Opener) (string, error) {
 }
 
 // copyPath is where the decoded copy of path, open as f, goes: the cache
-// directory, a name from what identifies the file's content as it stands,
-// and the file's own name without its .gz.
+// directory, the file's identity, and its own name without its .gz.
 func copyPath(path string, f *os.File) (string, error) {
 	dir := os.Getenv(DecodeCacheEnv)
 	switch dir {
@@ -96,6 +115,16 @@ func copyPath(path string, f *os.File) (string, error) {
 		}
 		dir = filepath.Join(user, "actorfeed", "decoded")
 	}
+	id, err := identity(path, f)
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(dir, id+"-"+strings.TrimSuffix(filepath.Base(path), ".gz")), nil
+}
+
+// identity names the content of path, open as f, as it stands: a hash of
+// its absolute path, size, modification time, device and inode.
+func identity(path string, f *os.File) (string, error) {
 	st, err := f.Stat()
 	if err != nil {
 		return "", err
@@ -109,5 +138,5 @@ func copyPath(path string, f *os.File) (string, error) {
 		dev, ino = uint64(sys.Dev), sys.Ino
 	}
 	h := sha256.Sum256(fmt.Appendf(nil, "%s\x00%d\x00%d\x00%d\x00%d", abs, st.Size(), st.ModTime().UnixNano(), dev, ino))
-	return filepath.Join(dir, hex.EncodeToString(h[:16])+"-"+strings.TrimSuffix(filepath.Base(path), ".gz")), nil
+	return hex.EncodeToString(h[:16]), nil
 }

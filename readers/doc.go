@@ -5,7 +5,7 @@
 // the random data generator, the bounded feed queue that outside producers
 // push into, WriteRecordFile, which writes the sample files that
 // RecordFile reads, and the decode cache, where a gzip'd file a reader
-// seeks into is decoded once (decode_cache.go, docs/formats.md).
+// seeks into is decoded once (decode_cache.go, docs/decode-cache.md).
 //
 // # The contract
 //
@@ -30,6 +30,6 @@
 // # Layering
 //
 // readers imports tensor, its own subpackages (format, what every format
-// shares; recordio; idx) and internal/atomicfile. It must not import
+// shares; recordio; idx; wds) and internal/atomicfile. It must not import
 // messages, actors, supervisor, sim or cmd.
 package readers

@@ -16,6 +16,7 @@ import (
 func init() {
 	Register(Format{Name: "recordio", Suffixes: []string{".recordio", ".rio"}, Open: openRecordIO})
 	Register(Format{Name: "idx", Suffixes: []string{"-ubyte", "-ubyte.gz", ".idx", ".idx.gz"}, Open: openIDX})
+	Register(Format{Name: "wds", Suffixes: []string{".tar", ".tar.gz", ".tgz"}, Open: openWDS})
 }
 
 // RecordFile reads a RecordIO file whose records are tensor encodings

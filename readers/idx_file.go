@@ -90,6 +90,14 @@ func (r *idxFile) Next(ctx context.Context) (tensor.Slots, error) {
 	return tensor.Slots{{Tensor: t}}, nil
 }
 
+// SlotNames names the slots of an images file paired with its labels.
+func (r *idxFile) SlotNames() []string {
+	if r.labels == "" {
+		return nil
+	}
+	return []string{"image", "label"}
+}
+
 // NextStacked reads the next sample onto st when it stacks (see
 // tensor.Stack) and returns nil; otherwise it returns it as Next does. A
 // group of samples then travels as one tensor a slot, not a part each.
@@ -152,13 +160,13 @@ func (r *idxFile) gzipped() bool {
 // useDecoded reopens the reader on the files' decoded copies, at sample
 // 0, when they can be had; otherwise it leaves it as it was.
 func (r *idxFile) useDecoded() {
-	images, err := decodedCopy(r.images, r.opener)
+	images, err := decodedCopy("idx", r.images, r.opener, decodeIDX)
 	if err != nil {
 		return
 	}
 	labels := r.labels
 	if labels != "" {
-		if labels, err = decodedCopy(r.labels, r.opener); err != nil {
+		if labels, err = decodedCopy("idx", r.labels, r.opener, decodeIDX); err != nil {
 			return
 		}
 	}

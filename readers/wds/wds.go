@@ -1,0 +1,382 @@
+package wds
+
+import (
+	"archive/tar"
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"path"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/klauspost/compress/gzip"
+
+	"github.com/actorfeed/actorfeed/readers/format"
+	"github.com/actorfeed/actorfeed/tensor"
+)
+
+// MaxMemberBytes bounds one member of a shard: a header may declare up to
+// 8 GiB, and a member is read whole into memory.
+const MaxMemberBytes = 256 << 20
+
+// block is tar's unit: every header starts at a multiple of it.
+const block = 512
+
+// Reader yields the samples of one shard.
+type Reader struct {
+	name   string
+	src    *counter
+	tr     *tar.Reader
+	fields []string // the first sample's field names, sorted: the slots
+	look   *member  // the next sample's first member, read ahead
+	next   int      // the index of the next sample
+	hdr    int64    // where the next header starts
+	broken error    // the tar stream is damaged: nothing after it can be read
+}
+
+// member is one field of a sample as read.
+type member struct {
+	name, key, ext string
+	off            int64 // of its header in the tar stream
+	size           int64
+	data           []byte // nil until read
+}
+
+// NewReader reads the shard in r (uncompressed tar), which starts at
+// sample 0; name identifies it in errors.
+func NewReader(r io.Reader, name string) *Reader {
+	c := &counter{r: r}
+	return &Reader{name: name, src: c, tr: tar.NewReader(c)}
+}
+
+// Fields are the field names of the shard's samples, sorted; nil until
+// the first sample is read.
+func (r *Reader) Fields() []string { return r.fields }
+
+// Next returns the next sample's key and fields, or io.EOF after the last.
+// After an error in a field's data the reader stands at the next sample;
+// after damage to the tar stream itself every call returns that error.
+func (r *Reader) Next() (key string, slots tensor.Slots, err error) {
+	members, err := r.sample(true)
+	if err != nil {
+		return "", nil, err
+	}
+	idx := r.next
+	r.next++
+	slots, err = r.decode(idx, members)
+	return members[0].key, slots, err
+}
+
+// Skip passes over the next sample without reading its fields' data
+// (seeking over them when the stream can seek).
+func (r *Reader) Skip() error {
+	_, err := r.sample(false)
+	if err == nil {
+		r.next++
+	}
+	return err
+}
+
+// Offsets reads the rest of the shard's headers, not their data, and
+// returns where each sample from the next one on starts: the offset of
+// its first member's header.
+func (r *Reader) Offsets() ([]int64, error) {
+	var out []int64
+	for {
+		at := r.hdr
+		if r.look != nil {
+			at = r.look.off
+		}
+		err := r.Skip()
+		if errors.Is(err, io.EOF) {
+			return out, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, at)
+	}
+}
+
+// Seek moves the reader to sample n, whose first header is at offset off
+// in the shard (Offsets), by seeking the source given to NewReader, which
+// must be an io.Seeker.
+func (r *Reader) Seek(n int, off int64) error {
+	s, ok := r.src.r.(io.Seeker)
+	if !ok {
+		return fmt.Errorf("wds: %s: seek to sample %d: the stream cannot seek", r.name, n)
+	}
+	if _, err := s.Seek(off, io.SeekStart); err != nil {
+		return r.fail(n, "", off, err)
+	}
+	r.src.reset(off)
+	r.hdr = off
+	r.tr = tar.NewReader(r.src)
+	r.look, r.next, r.broken = nil, n, nil
+	return nil
+}
+
+// Broken reports whether the last error was damage to the tar stream (as
+// opposed to one field's data): nothing after it can be read in order.
+func (r *Reader) Broken() bool { return r.broken != nil }
+
+// Index is the index of the next sample.
+func (r *Reader) Index() int { return r.next }
+
+// sample reads the next sample's members, their data too when read.
+func (r *Reader) sample(read bool) ([]*member, error) {
+	if r.broken != nil {
+		return nil, r.broken
+	}
+	first := r.look
+	r.look = nil
+	if first == nil {
+		m, err := r.member(read)
+		if err != nil {
+			return nil, err
+		}
+		first = m
+	}
+	members := []*member{first}
+	for {
+		m, err := r.member(read)
+		if errors.Is(err, io.EOF) {
+			return members, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		if m.key != first.key {
+			r.look = m
+			return members, nil
+		}
+		members = append(members, m)
+	}
+}
+
+// member reads the next member that is a field: its header, and its data
+// when read.
+func (r *Reader) member(read bool) (*member, error) {
+	for {
+		at := r.hdr
+		h, err := r.tr.Next()
+		if errors.Is(err, io.EOF) {
+			return nil, io.EOF
+		}
+		if err != nil {
+			r.broken = r.fail(r.next, "", at, format.Corrupt("tar: %v", err))
+			return nil, r.broken
+		}
+		// tar reads headers exactly: the data starts here, and the next
+		// header after its last block.
+		r.hdr = (r.src.n + max(h.Size, 0) + block - 1) / block * block
+		key, ext, ok := split(h.Name)
+		if h.Typeflag != tar.TypeReg || !ok {
+			continue
+		}
+		m := &member{name: h.Name, key: key, ext: ext, off: at, size: h.Size}
+		if h.Size > MaxMemberBytes {
+			r.broken = r.fail(r.next, h.Name, at, format.Corrupt("%d bytes, more than a member may hold (%d)", h.Size, MaxMemberBytes))
+			return nil, r.broken
+		}
+		if read {
+			// ReadAll grows as data arrives: a size the header overstates
+			// costs no more than the bytes there are.
+			m.data, err = io.ReadAll(io.LimitReader(r.tr, h.Size))
+			if err == nil && int64(len(m.data)) < h.Size {
+				err = io.ErrUnexpectedEOF
+			}
+			if err != nil {
+				r.broken = r.fail(r.next, h.Name, at, format.Truncated("data cut off: %v", err))
+				return nil, r.broken
+			}
+		}
+		return m, nil
+	}
+}
+
+// split cuts a member's name into its key (the path up to the first dot
+// of the file's name) and its extension, lower-cased.
+func split(name string) (key, ext string, ok bool) {
+	dir, file := path.Split(name)
+	i := strings.IndexByte(file, '.')
+	if i <= 0 || i == len(file)-1 {
+		return "", "", false
+	}
+	return dir + file[:i], strings.ToLower(file[i+1:]), true
+}
+
+// decode makes sample idx's slots from its members.
+func (r *Reader) decode(idx int, members []*member) (tensor.Slots, error) {
+	slices.SortFunc(members, func(a, b *member) int { return strings.Compare(a.ext, b.ext) })
+	names := make([]string, len(members))
+	for i, m := range members {
+		names[i] = m.ext
+		if i > 0 && names[i-1] == m.ext {
+			return nil, r.fail(idx, m.name, m.off, format.Corrupt("sample %s has two %s fields", m.key, m.ext))
+		}
+	}
+	if r.fields == nil {
+		r.fields = names
+	} else if !slices.Equal(r.fields, names) {
+		return nil, r.fail(idx, members[0].name, members[0].off,
+			format.Corrupt("sample %s has the fields %v, the shard's first %v", members[0].key, names, r.fields))
+	}
+	slots := make(tensor.Slots, len(members))
+	for i, m := range members {
+		t, err := field(m.ext, m.data)
+		if err != nil {
+			return nil, r.fail(idx, m.name, m.off, err)
+		}
+		slots[i] = t
+	}
+	return slots, nil
+}
+
+// field makes a field's tensor by its extension.
+func field(ext string, data []byte) (tensor.LoDTensor, error) {
+	switch ext {
+	case "cls", "cls2", "index", "inx", "id":
+		v, err := strconv.ParseInt(strings.TrimSpace(string(data)), 10, 64)
+		if err != nil {
+			return tensor.LoDTensor{}, format.Corrupt("%s is not a decimal integer: %q", ext, truncate(data))
+		}
+		return tensor.LoDTensor{Tensor: tensor.MustFromSlice(tensor.Shape{1}, []int64{v})}, nil
+	case "npy":
+		t, err := parseNPY(data)
+		return tensor.LoDTensor{Tensor: t}, err
+	}
+	t, err := tensor.FromBytes(tensor.Uint8, tensor.Shape{len(data)}, data)
+	if err != nil {
+		return tensor.LoDTensor{}, err
+	}
+	return tensor.NewLoDTensor(t, tensor.LoD{{0, len(data)}})
+}
+
+func truncate(b []byte) []byte { return b[:min(len(b), 32)] }
+
+// fail positions err at sample idx, member (if known) and offset.
+func (r *Reader) fail(idx int, member string, off int64, err error) error {
+	if member != "" {
+		err = fmt.Errorf("member %s: %w", member, err)
+	}
+	return &format.Error{Format: "wds", File: r.name, Chunk: -1, Record: idx, Offset: off, Err: err}
+}
+
+// counter reads r through a buffer, counting the bytes read, and passes
+// seeks through (within the buffer when they land there), so that tar
+// skips the data it does not read.
+type counter struct {
+	r    io.Reader
+	n    int64 // the logical position: bytes read, or where a seek put it
+	buf  []byte
+	b, e int // buf[b:e] is unread
+}
+
+func (c *counter) Read(p []byte) (int, error) {
+	if c.b == c.e {
+		if len(p) >= 32<<10 { // large reads go straight through
+			n, err := c.r.Read(p)
+			c.n += int64(n)
+			return n, err
+		}
+		if c.buf == nil {
+			c.buf = make([]byte, 32<<10)
+		}
+		n, err := c.r.Read(c.buf)
+		c.b, c.e = 0, n
+		if n == 0 {
+			return 0, err
+		}
+	}
+	n := copy(p, c.buf[c.b:c.e])
+	c.b += n
+	c.n += int64(n)
+	return n, nil
+}
+
+// Seek is only ever asked by tar for a skip relative to where it stands
+// (or for that place): it is refused, and tar reads and discards, when r
+// cannot seek.
+func (c *counter) Seek(off int64, whence int) (int64, error) {
+	s, ok := c.r.(io.Seeker)
+	if !ok || whence != io.SeekCurrent {
+		return 0, errors.ErrUnsupported
+	}
+	if off >= 0 && off <= int64(c.e-c.b) {
+		c.b += int(off)
+		c.n += off
+		return c.n, nil
+	}
+	n, err := s.Seek(c.n+off, io.SeekStart)
+	if err == nil {
+		c.n, c.b, c.e = n, 0, 0
+	}
+	return n, err
+}
+
+// reset puts the counter at off, where r now stands.
+func (c *counter) reset(off int64) { c.n, c.b, c.e = off, 0, 0 }
+
+// NewGzipReader reads the gzip'd shard in r; name identifies it in errors.
+func NewGzipReader(r io.Reader, name string) (*Reader, error) {
+	zr, err := gzip.NewReader(bufio.NewReaderSize(r, 64<<10))
+	if err != nil {
+		return nil, &format.Error{Format: "wds", File: name, Chunk: -1, Record: -1, Err: format.Corrupt("gzip: %v", err)}
+	}
+	return NewReader(gzipErrors{zr}, name), nil
+}
+
+// gzipErrors reports the decompressor's errors as damage to the stream.
+type gzipErrors struct{ r io.Reader }
+
+func (g gzipErrors) Read(p []byte) (int, error) {
+	n, err := g.r.Read(p)
+	if err != nil && !errors.Is(err, io.EOF) {
+		err = format.Corrupt("gzip: %v", err)
+	}
+	return n, err
+}
+
+// Decode writes the tar inside the gzip'd shard src to dst, checking the
+// stream's checksum: at most limit bytes (limit < 0: no bound), more being
+// an error. name identifies the shard in errors; an error writing to dst
+// is returned as it is.
+func Decode(dst io.Writer, src io.Reader, name string, limit int64) error {
+	zr, err := gzip.NewReader(bufio.NewReaderSize(src, 64<<10))
+	if err != nil {
+		return &format.Error{Format: "wds", File: name, Chunk: -1, Record: -1, Err: format.Corrupt("gzip: %v", err)}
+	}
+	if limit < 0 {
+		limit = math.MaxInt64 - 1
+	}
+	out := &errWriter{w: dst}
+	n, err := io.Copy(out, io.LimitReader(zr, limit+1))
+	switch {
+	case out.err != nil:
+		return out.err
+	case err != nil:
+		return &format.Error{Format: "wds", File: name, Chunk: -1, Record: -1, Offset: n, Err: format.Corrupt("gzip: %v", err)}
+	case n > limit:
+		return &format.Error{Format: "wds", File: name, Chunk: -1, Record: -1, Err: fmt.Errorf("more than %d bytes uncompressed", limit)}
+	}
+	return nil
+}
+
+// errWriter keeps the first error of its writer.
+type errWriter struct {
+	w   io.Writer
+	err error
+}
+
+func (e *errWriter) Write(p []byte) (int, error) {
+	if e.err != nil {
+		return 0, e.err
+	}
+	n, err := e.w.Write(p)
+	e.err = err
+	return n, err
+}

@@ -1,0 +1,245 @@
+package wds_test
+
+import (
+	"archive/tar"
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"strings"
+	"testing"
+
+	"github.com/klauspost/compress/gzip"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/actorfeed/actorfeed/readers/format"
+	"github.com/actorfeed/actorfeed/readers/wds"
+	"github.com/actorfeed/actorfeed/tensor"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+type file struct {
+	name string
+	data []byte
+}
+
+// shard writes files into a tar, as the webdataset library does.
+func shard(t testing.TB, files ...file) []byte {
+	t.Helper()
+	var b bytes.Buffer
+	w := tar.NewWriter(&b)
+	for _, f := range files {
+		require.NoError(t, w.WriteHeader(&tar.Header{Name: f.name, Mode: 0o444, Size: int64(len(f.data)), Typeflag: tar.TypeReg}))
+		_, err := w.Write(f.data)
+		require.NoError(t, err)
+	}
+	require.NoError(t, w.Close())
+	return b.Bytes()
+}
+
+// npy is a version 1 .npy file of little-endian float32 values.
+func npy(shape string, values ...float32) []byte {
+	header := fmt.Sprintf("{'descr': '<f4', 'fortran_order': False, 'shape': (%s), }", shape)
+	header += strings.Repeat(" ", 63-(10+len(header))%64) + "\n"
+	b := append([]byte("\x93NUMPY\x01\x00"), byte(len(header)), byte(len(header)>>8))
+	b = append(b, header...)
+	for _, v := range values {
+		b = binary.LittleEndian.AppendUint32(b, mathFloat32bits(v))
+	}
+	return b
+}
+
+// samples is n samples of fields cls, jpg and npy; sample i's key is a
+// directory path when long, so that its header needs PAX records.
+func samples(n int, long bool) []file {
+	var out []file
+	for i := range n {
+		key := fmt.Sprintf("s%04d", i)
+		if long {
+			key = strings.Repeat("d", 120) + "/" + key
+		}
+		out = append(out,
+			file{key + ".jpg", bytes.Repeat([]byte{byte(i)}, 10+i)},
+			file{key + ".cls", []byte(fmt.Sprintf("%d\n", i%7))},
+			file{key + ".npy", npy("2,", float32(i), -float32(i))})
+	}
+	return out
+}
+
+// readAll reads every sample from where r stands.
+func readAll(t *testing.T, r *wds.Reader) (keys []string, all []tensor.Slots) {
+	t.Helper()
+	for {
+		k, s, err := r.Next()
+		if errors.Is(err, io.EOF) {
+			return keys, all
+		}
+		require.NoError(t, err)
+		keys, all = append(keys, k), append(all, s)
+	}
+}
+
+func TestSamplesComeAsFieldsInTheirNamesOrder(t *testing.T) {
+	r := wds.NewReader(bytes.NewReader(shard(t, samples(3, false)...)), "s.tar")
+	keys, all := readAll(t, r)
+	require.Equal(t, []string{"s0000", "s0001", "s0002"}, keys)
+	require.Equal(t, []string{"cls", "jpg", "npy"}, r.Fields())
+	s := all[2]
+	cls, err := tensor.View[int64](s[0].Tensor)
+	require.NoError(t, err)
+	require.Equal(t, []int64{2}, cls)
+	require.Equal(t, bytes.Repeat([]byte{2}, 12), s[1].Bytes())
+	require.Equal(t, tensor.LoD{{0, 12}}, s[1].LoD)
+	require.Equal(t, tensor.Shape{1, 2}, s[2].Shape())
+	vals, err := tensor.View[float32](s[2].Tensor)
+	require.NoError(t, err)
+	require.Equal(t, []float32{2, -2}, vals)
+}
+
+// Offsets gives where each sample starts, PAX records and all, and Seek
+// there reads from that sample on.
+func TestOffsetsAndSeek(t *testing.T) {
+	for _, long := range []bool{false, true} {
+		b := shard(t, samples(5, long)...)
+		_, want := readAll(t, wds.NewReader(bytes.NewReader(b), "s.tar"))
+		offsets, err := wds.NewReader(bytes.NewReader(b), "s.tar").Offsets()
+		require.NoError(t, err)
+		require.Len(t, offsets, 5)
+		require.Zero(t, offsets[0])
+		for n := range 5 {
+			r := wds.NewReader(bytes.NewReader(b), "s.tar")
+			require.NoError(t, r.Seek(n, offsets[n]))
+			_, got := readAll(t, r)
+			require.Equal(t, len(want)-n, len(got), "long %v, sample %d", long, n)
+			for i := range got {
+				require.True(t, want[n+i].Equal(got[i]), "long %v, sample %d", long, n+i)
+			}
+		}
+	}
+}
+
+// Damage to a field's data is an error naming the shard, sample, member
+// and offset, after which the next sample reads; damage to the tar
+// itself stops the shard.
+func TestDamage(t *testing.T) {
+	files := samples(3, false)
+	files[4].data = []byte("seven") // s0001.cls
+	b := shard(t, files...)
+	r := wds.NewReader(bytes.NewReader(b), "s.tar")
+	_, _, err := r.Next()
+	require.NoError(t, err)
+	_, _, err = r.Next()
+	require.ErrorIs(t, err, format.ErrCorrupt)
+	for _, want := range []string{"s.tar", "record 1", "offset 4096", "member s0001.cls", "not a decimal integer"} {
+		require.ErrorContains(t, err, want)
+	}
+	require.False(t, r.Broken())
+	k, _, err := r.Next()
+	require.NoError(t, err)
+	require.Equal(t, "s0002", k)
+
+	files = samples(3, false)
+	files = append(files[:4], files[5:]...) // s0001 without its cls
+	_, _, err = nthErr(wds.NewReader(bytes.NewReader(shard(t, files...)), "s.tar"), 1)
+	require.ErrorContains(t, err, "sample s0001 has the fields [jpg npy], the shard's first [cls jpg npy]")
+
+	b = shard(t, samples(3, false)...)
+	offsets, err := wds.NewReader(bytes.NewReader(b), "s.tar").Offsets()
+	require.NoError(t, err)
+	b[offsets[1]+148] ^= 0x55 // the header's checksum
+	r = wds.NewReader(bytes.NewReader(b), "s.tar")
+	_, _, err = nthErr(r, 1)
+	require.ErrorIs(t, err, format.ErrCorrupt)
+	require.ErrorContains(t, err, fmt.Sprintf("offset %d", offsets[1]))
+	require.True(t, r.Broken())
+	_, _, err2 := r.Next()
+	require.Equal(t, err, err2, "nothing after damage to the tar")
+}
+
+// nthErr reads samples up to sample n, returning the first error.
+func nthErr(r *wds.Reader, n int) (string, tensor.Slots, error) {
+	for range n {
+		if _, _, err := r.Next(); err != nil {
+			return "", nil, err
+		}
+	}
+	return r.Next()
+}
+
+func TestNPYHeadersAreChecked(t *testing.T) {
+	good := npy("2, 1", 1, 2)
+	cases := map[string][]byte{
+		"no \\x93NUMPY magic":   []byte("NUMPY......"),
+		"Fortran-order":         bytes.Replace(good, []byte("False"), []byte("True "), 1),
+		"does not fit":          bytes.Replace(good, []byte("(2, 1)"), []byte("(9, 1)"), 1),
+		"dtype \">f4\"":         bytes.Replace(good, []byte("<f4"), []byte(">f4"), 1),
+		"a header of 65535":     append(good[:8:8], 0xff, 0xff),
+		"shape (-1,1) does not": bytes.Replace(good, []byte("(2, 1)"), []byte("(-1,1)"), 1),
+	}
+	for want, data := range cases {
+		r := wds.NewReader(bytes.NewReader(shard(t, file{"a.npy", data})), "s.tar")
+		_, _, err := r.Next()
+		require.ErrorIs(t, err, format.ErrCorrupt, want)
+		require.ErrorContains(t, err, want)
+	}
+	_, s, err := wds.NewReader(bytes.NewReader(shard(t, file{"a.npy", good})), "s.tar").Next()
+	require.NoError(t, err)
+	require.Equal(t, tensor.Shape{1, 2, 1}, s[0].Shape())
+}
+
+// A gzip'd shard reads as its tar; Decode gives the tar back, checked.
+func TestGzipShards(t *testing.T) {
+	b := shard(t, samples(4, false)...)
+	var z bytes.Buffer
+	zw := gzipWriter(&z)
+	_, err := zw.Write(b)
+	require.NoError(t, err)
+	require.NoError(t, zw.Close())
+	r, err := wds.NewGzipReader(bytes.NewReader(z.Bytes()), "s.tar.gz")
+	require.NoError(t, err)
+	_, want := readAll(t, wds.NewReader(bytes.NewReader(b), "s.tar"))
+	_, got := readAll(t, r)
+	require.Equal(t, len(want), len(got))
+	var out bytes.Buffer
+	require.NoError(t, wds.Decode(&out, bytes.NewReader(z.Bytes()), "s.tar.gz", -1))
+	require.Equal(t, b, out.Bytes())
+	require.Error(t, wds.Decode(io.Discard, bytes.NewReader(z.Bytes()), "s.tar.gz", 100))
+	damaged := bytes.Clone(z.Bytes())
+	damaged[len(damaged)-6] ^= 0xff
+	require.ErrorIs(t, wds.Decode(io.Discard, bytes.NewReader(damaged), "s.tar.gz", -1), format.ErrCorrupt)
+}
+
+// Any bytes read as a shard end in samples, io.EOF or damage, never a
+// panic, and never a member over the bound.
+func FuzzShard(f *testing.F) {
+	f.Add(shard(f, samples(2, false)...))
+	f.Add(shard(f, samples(1, true)...))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		r := wds.NewReader(bytes.NewReader(b), "fuzz.tar")
+		for range 1000 {
+			_, s, err := r.Next()
+			if errors.Is(err, io.EOF) || r.Broken() {
+				return
+			}
+			if err != nil {
+				if !errors.Is(err, format.ErrCorrupt) {
+					t.Fatalf("not classed as damage: %v", err)
+				}
+				continue
+			}
+			for _, x := range s {
+				if len(x.Bytes()) > len(b) {
+					t.Fatalf("a field of %d bytes from %d", len(x.Bytes()), len(b))
+				}
+			}
+		}
+	})
+}
+
+func mathFloat32bits(v float32) uint32 { return math.Float32bits(v) }
+
+func gzipWriter(w io.Writer) *gzip.Writer { return gzip.NewWriter(w) }

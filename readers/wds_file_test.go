@@ -1,0 +1,123 @@
+package readers_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/actorfeed/actorfeed/readers"
+	"github.com/actorfeed/actorfeed/tensor"
+)
+
+// webdatasetWriter writes a shard as the webdataset library's TarWriter
+// does (tarfile in stream mode; read-only members owned by "bigdata"),
+// gzip'd when out ends in .gz.
+const webdatasetWriter = `
+import sys, tarfile, time, io, os
+src, out = sys.argv[1], sys.argv[2]
+mode = "w|gz" if out.endswith("gz") else "w|"
+with open(out, "wb") as f, tarfile.open(fileobj=f, mode=mode) as tar:
+    for name in sorted(os.listdir(src)):
+        data = open(os.path.join(src, name), "rb").read()
+        ti = tarfile.TarInfo(name)
+        ti.size, ti.mode, ti.mtime = len(data), 0o444, time.time()
+        ti.uname = ti.gname = "bigdata"
+        tar.addfile(ti, io.BytesIO(data))
+`
+
+// shardFiles writes n samples' fields (a jpg of i+10 bytes, a cls) into a
+// directory and returns it.
+func shardFiles(t *testing.T, n int) string {
+	t.Helper()
+	dir := t.TempDir()
+	for i := range n {
+		key := filepath.Join(dir, fmt.Sprintf("%06d", i))
+		require.NoError(t, os.WriteFile(key+".jpg", []byte(strings.Repeat(string(rune('a'+i%26)), 10+i%50)), 0o644))
+		require.NoError(t, os.WriteFile(key+".cls", []byte(fmt.Sprint(i%10)), 0o644))
+	}
+	return dir
+}
+
+// pythonShard writes src's files as a shard with Python's tarfile.
+func pythonShard(t *testing.T, src, out string) {
+	t.Helper()
+	py, err := exec.LookPath("python3")
+	require.NoError(t, err, "python3 writes the shards the webdataset library would")
+	cmd := exec.Command(py, "-c", webdatasetWriter, src, out)
+	b, err := cmd.CombinedOutput()
+	require.NoError(t, err, "%s", b)
+}
+
+// gnuShard writes src's files as a shard with GNU tar.
+func gnuShard(t *testing.T, src, out string) {
+	t.Helper()
+	entries, err := os.ReadDir(src)
+	require.NoError(t, err)
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	list := filepath.Join(t.TempDir(), "list")
+	require.NoError(t, os.WriteFile(list, []byte(strings.Join(names, "\n")+"\n"), 0o644))
+	b, err := exec.Command("tar", "--format=gnu", "-cf", out, "-C", src, "-T", list).CombinedOutput()
+	require.NoError(t, err, "%s", b)
+}
+
+// shardSamples opens a shard through the registry, seeks to sample from,
+// and reads the rest.
+func shardSamples(t *testing.T, path string, from int) (all []tensor.Slots, count uint64, counted bool) {
+	t.Helper()
+	r, err := readers.Open("wds:"+path, readers.OpenOptions{})
+	require.NoError(t, err)
+	defer r.Close()
+	count, counted = r.(interface{ Count() (uint64, bool) }).Count()
+	require.NoError(t, r.(interface{ Seek(int) error }).Seek(from))
+	for {
+		s, err := r.Next(context.Background())
+		if errors.Is(err, io.EOF) {
+			return all, count, counted
+		}
+		require.NoError(t, err)
+		all = append(all, s)
+	}
+}
+
+// Shards written by Python's tarfile as the webdataset library writes
+// them, and by GNU tar, read back identically; from any sample, counted
+// from their headers; a gzip'd one through its decoded copy.
+func TestWebDatasetShardsFromTarfileAndGNUTar(t *testing.T) {
+	t.Setenv(readers.DecodeCacheEnv, t.TempDir())
+	src, dir := shardFiles(t, 2100), t.TempDir()
+	py, gnu, gz := filepath.Join(dir, "py.tar"), filepath.Join(dir, "gnu.tar"), filepath.Join(dir, "py.tar.gz")
+	pythonShard(t, src, py)
+	gnuShard(t, src, gnu)
+	pythonShard(t, src, gz)
+
+	want, n, counted := shardSamples(t, py, 0)
+	require.True(t, counted)
+	require.EqualValues(t, 2100, n)
+	require.Len(t, want, 2100)
+	cls, err := tensor.View[int64](want[1234][0].Tensor)
+	require.NoError(t, err)
+	require.Equal(t, []int64{4}, cls)
+	require.Equal(t, strings.Repeat("m", 44), string(want[1234][1].Bytes()))
+	for _, path := range []string{gnu, gz} {
+		for _, from := range []int{0, 1024, 2099, 2100} {
+			got, n, counted := shardSamples(t, path, from)
+			require.True(t, counted, path)
+			require.EqualValues(t, 2100, n, path)
+			require.Len(t, got, 2100-from, "%s from %d", path, from)
+			for i := range got {
+				require.True(t, want[from+i].Equal(got[i]), "%s sample %d", path, from+i)
+			}
+		}
+	}
+}
