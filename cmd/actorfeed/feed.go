@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/actorfeed/actorfeed/actors"
+	"github.com/actorfeed/actorfeed/readers"
 	"github.com/actorfeed/actorfeed/readers/format"
 )
 
@@ -200,12 +201,14 @@ func failureLine(err error) errorLine {
 }
 
 // helloLine starts the feed: the ring's shape, the files' names (what a
-// sample id's file index names), and the first epoch.
+// sample id's file index names), the slots' names where the data has them
+// (a shard's fields, IDX's image and label), and the first epoch.
 type helloLine struct {
 	Op        string   `json:"op"`
 	Slots     int      `json:"slots"`
 	SlotBytes int      `json:"slot_bytes"`
 	Files     []string `json:"files"`
+	SlotNames []string `json:"slot_names,omitempty"`
 }
 
 // epochLine starts an epoch: its number and its batches (for a resumed
@@ -255,22 +258,22 @@ func feedEpochs(ctx context.Context, fc *feedConn, rp *atomic.Pointer[ring], o f
 }
 
 // makeRing makes the ring, its slots sized for first, and sends it.
-func (f *feedConn) makeRing(rp *atomic.Pointer[ring], o feedOptions, first actors.Item, names []string) error {
+func (f *feedConn) makeRing(rp *atomic.Pointer[ring], o feedOptions, first actors.Item, names feedNames) error {
 	r, fd, err := newRing(o.slots, slotBytesFor(first, o.run.batch, o.slotBytes))
 	if err != nil {
 		return err
 	}
 	defer unix.Close(fd)
 	rp.Store(r)
-	return f.sendRing(fd, helloLine{Op: "hello", Slots: o.slots, SlotBytes: r.slotBytes, Files: names})
+	return f.sendRing(fd, helloLine{Op: "hello", Slots: o.slots, SlotBytes: r.slotBytes, Files: names.files, SlotNames: names.slots})
 }
 
 // startFeedPipeline builds the pipeline of feed's flags, resumed from
 // states or started at --epoch; done closes it and what it runs on.
-func startFeedPipeline(ctx context.Context, o feedOptions, states []actors.State, changed func(string) bool) (*actors.Pipeline, []string, func(), error) {
+func startFeedPipeline(ctx context.Context, o feedOptions, states []actors.State, changed func(string) bool) (*actors.Pipeline, feedNames, func(), error) {
 	rs, err := newRunScope(&o.run, changed)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, feedNames{}, nil, err
 	}
 	scope := rs.scope
 	scope.Options.Resume, scope.Options.Epoch = states, o.epoch
@@ -284,7 +287,7 @@ func startFeedPipeline(ctx context.Context, o feedOptions, states []actors.State
 		node, err := o.run.node.listenNode()
 		if err != nil {
 			done()
-			return nil, nil, nil, err
+			return nil, feedNames{}, nil, err
 		}
 		closers = append([]func(){func() { node.Close() }}, closers...) // after the pipeline: it ends its sessions through the node
 		scope.Options.System = node.System()
@@ -292,22 +295,48 @@ func startFeedPipeline(ctx context.Context, o feedOptions, states []actors.State
 	}
 	if err := scope.Run(ctx, rs.startup); err != nil {
 		done()
-		return nil, nil, nil, err
+		return nil, feedNames{}, nil, err
 	}
 	stages := scope.Reader(rs.reader).Stages()
 	p, err := actors.NewContext(ctx, stages, scope.Options)
 	if err != nil {
 		done()
-		return nil, nil, nil, err
+		return nil, feedNames{}, nil, err
 	}
 	closers = append(closers, func() { p.Close() })
-	return p, baseNames(stages), done, nil
+	return p, feedNames{files: baseNames(stages), slots: slotNames(ctx, stages)}, done, nil
+}
+
+// feedNames are what the loader is told names sample ids' files and the
+// slots.
+type feedNames struct{ files, slots []string }
+
+// slotNames are the slots' names where the data has them (readers'
+// SlotNames): read from the first file's first record. nil otherwise.
+func slotNames(ctx context.Context, stages []actors.Stage) []string {
+	f, ok := stages[0].(actors.Files)
+	if !ok || len(f.Paths) == 0 {
+		return nil
+	}
+	r, err := readers.Open(f.Paths[0], readers.OpenOptions{})
+	if err != nil {
+		return nil
+	}
+	defer r.Close()
+	named, ok := r.(interface{ SlotNames() []string })
+	if !ok {
+		return nil
+	}
+	if _, err := r.Next(ctx); err != nil {
+		return nil
+	}
+	return named.SlotNames()
 }
 
 // feedEpoch feeds one pass: its epoch line and state, a batch line and
 // the state after it for every batch, and an end line and the state after
 // the epoch. The ring is made at the first batch of the feed, sized by it.
-func feedEpoch(ctx context.Context, fc *feedConn, rp *atomic.Pointer[ring], p *actors.Pipeline, o feedOptions, names []string) error {
+func feedEpoch(ctx context.Context, fc *feedConn, rp *atomic.Pointer[ring], p *actors.Pipeline, o feedOptions, names feedNames) error {
 	st, err := p.State()
 	if err != nil {
 		return err

@@ -6,7 +6,7 @@ import os
 import re
 
 MAPS = ("normalize",)
-FORMATS = ("recordio", "idx")
+FORMATS = ("recordio", "idx", "wds")
 SHUFFLE_WINDOW = 4096  # shuffle=True: samples permuted together
 MAX_WINDOW = 1 << 26
 MAX_SLOTS = 1 << 16

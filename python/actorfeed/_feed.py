@@ -89,6 +89,7 @@ class Feed:
             try:
                 hello = json.loads(self._line())
                 self.slots, self.slot_bytes, self.files = hello["slots"], hello["slot_bytes"], hello["files"]
+                self.slot_names = hello.get("slot_names") or []
                 self.mm = mmap.mmap(fds[0], self.slots * self.slot_bytes)
             finally:
                 os.close(fds[0])
@@ -159,7 +160,8 @@ class Feed:
         self.held += 1
         out = {}
         for i, a in enumerate(msg["arrays"]):
-            name = names[i] if names and i < len(names) else "slot%d" % i
+            given = names or self.slot_names
+            name = given[i] if i < len(given) else "slot%d" % i
             out[name] = np.ndarray(a["shape"], _dtype(a["dtype"]), base, a["offset"])
             for lvl, l in enumerate(a.get("lod") or []):
                 out["%s.lod%d" % (name, lvl)] = np.ndarray(l["len"], "<i8", base, l["offset"])

@@ -233,3 +233,37 @@ def test_an_empty_share_gives_empty_epochs_not_a_hang(data):
     with actorfeed.Loader(data, batch_size=8, rank=2500, world=3000) as loader:
         assert len(loader) == 0
         assert [len(epoch_ids(loader)) for _ in range(3)] == [0, 0, 0]
+
+
+def test_webdataset_shards_with_sequences(binary, tmp_path):
+    """Shards written as the webdataset library writes them: each sample's
+    fields named by their extensions, a byte field as a sequence (its
+    bytes and offsets)."""
+    import io
+    import tarfile
+
+    want = {}
+    for s in range(2):
+        with tarfile.open(tmp_path / ("shard-%d.tar" % s), "w") as tar:
+            for i in range(300):
+                key = "%d-%04d" % (s, i)
+                jpg = bytes([i % 256]) * (5 + i % 17)
+                want[key] = (i % 10, jpg)
+                for ext, data in (("cls", str(i % 10).encode()), ("jpg", jpg)):
+                    ti = tarfile.TarInfo("%s.%s" % (key, ext))
+                    ti.size, ti.mode = len(data), 0o444
+                    tar.addfile(ti, io.BytesIO(data))
+    seen = 0
+    with actorfeed.Loader("wds:%s/*.tar" % tmp_path, batch_size=32, shuffle=100, seed=3, epochs=1,
+                          slot_bytes=1 << 16) as loader:
+        for b in loader:
+            offsets = b["jpg.lod0"]
+            assert len(offsets) == len(b["ids"]) + 1
+            for k, name in enumerate(loader.sample_names(b["ids"])):
+                shard, rec = name.rsplit("#", 1)
+                key = "%s-%04d" % (shard.split("-")[1].split(".")[0], int(rec))
+                cls, jpg = want[key]
+                assert b["cls"][k] == cls
+                assert b["jpg"][offsets[k]:offsets[k + 1]].tobytes() == jpg
+                seen += 1
+    assert seen == 600
