@@ -17,16 +17,20 @@ import (
 )
 
 func newConvert() *cobra.Command {
-	var out, comp string
+	var out, comp, to string
+	var perShard int
 	cmd := &cobra.Command{
-		Use:   "convert IMAGES --out FILE",
-		Short: "Convert an IDX data set (Fashion-MNIST) to RecordIO",
-		Long: `Reads an IDX file, raw or gzipped, and writes one RecordIO record per sample.
+		Use:   "convert IMAGES --out FILE|DIR",
+		Short: "Convert an IDX data set (Fashion-MNIST) to RecordIO or WebDataset shards",
+		Long: `Reads an IDX file, raw or gzipped, and writes one RecordIO record per sample,
+or, with --to wds, WebDataset shards into the directory --out.
 For an images file (…images-idx3-ubyte[.gz]) the labels file next to it is
 paired by the MNIST naming convention, and each record holds (image, label),
-the label widened to int64 as gen writes it.
+the label widened to int64 as gen writes it; a shard holds sample i as
+NNNNNNNN.png (8-bit gray) and NNNNNNNN.cls, --shard-samples a shard.
 Record i of the output is sample i of the input.`,
-		Args: cobra.ExactArgs(1),
+		Example: "  actorfeed convert /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz --to wds --out out/shards",
+		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			path := args[0]
 			if name, p, err := readers.ParseEntry(path); err == nil && p != path { // a format: prefix, as run and inspect take
@@ -39,8 +43,21 @@ Record i of the output is sample i of the input.`,
 			if err != nil {
 				return usageError{fmt.Errorf("--compressor: %w", err)}
 			}
-			if out == "" {
+			switch {
+			case out == "":
 				return usageError{fmt.Errorf("--out is required")}
+			case to != "recordio" && to != "wds":
+				return usageError{fmt.Errorf("--to %q: want recordio or wds", to)}
+			case perShard < 1 || perShard > maxShardSamples:
+				return usageError{fmt.Errorf("--shard-samples %d: want 1 to %d", perShard, maxShardSamples)}
+			}
+			if to == "wds" {
+				n, shards, err := convertWDS(cmd.Context(), path, out, perShard)
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "wrote %d samples to %d shard(s) in %s\n", n, shards, out)
+				return nil
 			}
 			n, err := convertIDX(cmd.Context(), path, out, c)
 			if err != nil {
@@ -50,8 +67,10 @@ Record i of the output is sample i of the input.`,
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&out, "out", "", "RecordIO file to write")
+	cmd.Flags().StringVar(&out, "out", "", "RecordIO file to write; with --to wds, the directory of the shards")
+	cmd.Flags().StringVar(&to, "to", "recordio", "output format: recordio, or wds (WebDataset shards of PNG images)")
 	cmd.Flags().StringVar(&comp, "compressor", "snappy", "chunk compression: none, snappy or gzip")
+	cmd.Flags().IntVar(&perShard, "shard-samples", 10000, "with --to wds: samples a shard")
 	return cmd
 }
 

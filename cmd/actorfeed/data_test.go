@@ -6,6 +6,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"image"
+	"image/png"
 	"math"
 	"os"
 	"path/filepath"
@@ -396,5 +398,57 @@ func TestConvertTakesLabelsOrSaysWhy(t *testing.T) {
 		v, err := tensor.View[int64](s[1].Tensor)
 		require.NoError(t, err)
 		require.Equal(t, []int64{want}, v)
+	}
+}
+
+// convert --to wds writes shards of PNG images and classes that read back
+// as the IDX samples they came from, shard by shard, each shard whole; run
+// reads them in the order.
+func TestConvertToWebDatasetShards(t *testing.T) {
+	dir := t.TempDir()
+	images := filepath.Join(dir, "x-images-idx3-ubyte")
+	pix := make([]byte, 25*3*4)
+	for i := range pix {
+		pix[i] = byte(i * 7)
+	}
+	writeIDXOf(t, images, 0x08, []uint32{25, 3, 4}, pix)
+	labels := make([]byte, 25)
+	for i := range labels {
+		labels[i] = byte(i % 10)
+	}
+	writeIDXOf(t, filepath.Join(dir, "x-labels-idx1-ubyte"), 0x08, []uint32{25}, labels)
+	out := filepath.Join(dir, "shards")
+	msg, err := cli(t, "convert", images, "--to", "wds", "--out", out, "--shard-samples", "10")
+	require.NoError(t, err)
+	require.Contains(t, msg, "wrote 25 samples to 3 shard(s)")
+	shards, err := filepath.Glob(filepath.Join(out, "shard-*.tar"))
+	require.NoError(t, err)
+	require.Len(t, shards, 3)
+	i := 0
+	for _, shard := range shards {
+		r, err := readers.Open("wds:"+shard, readers.OpenOptions{})
+		require.NoError(t, err)
+		items, err := readers.ReadAll(t.Context(), r)
+		require.NoError(t, err)
+		r.Close()
+		for _, s := range items {
+			cls, err := tensor.View[int64](s[0].Tensor)
+			require.NoError(t, err)
+			require.Equal(t, []int64{int64(i % 10)}, cls)
+			img, err := png.Decode(bytes.NewReader(s[1].Bytes()))
+			require.NoError(t, err)
+			require.Equal(t, pix[i*12:(i+1)*12], img.(*image.Gray).Pix, "sample %d", i)
+			i++
+		}
+	}
+	require.Equal(t, 25, i)
+
+	msg, err = cli(t, "run", "--data", "wds:"+filepath.Join(out, "*.tar"), "--batch", "4", "--shuffle", "8", "--progress-every", "1h")
+	require.NoError(t, err)
+	require.Contains(t, msg, "25 samples in 7 batches")
+
+	for args, want := range map[string]string{"--to tf": `--to "tf": want recordio or wds`, "--shard-samples 0": "--shard-samples 0: want 1 to"} {
+		_, err := cli(t, append([]string{"convert", images, "--to", "wds", "--out", out}, strings.Fields(args)...)...)
+		require.ErrorContains(t, err, want)
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/actorfeed/actorfeed/actors"
+	"github.com/actorfeed/actorfeed/internal/testutil"
 )
 
 // rankRun runs rank r of world over data's files with the batch of 64,
@@ -257,4 +258,27 @@ func TestSimSaysItHidesPassedRows(t *testing.T) {
 	_ = root.ExecuteContext(stopped)
 	require.Contains(t, out.String(), "running 200 scenarios")
 	require.Contains(t, out.String(), "(over 100: the table shows failed ones only; --show all lists every one)")
+}
+
+// The README's WebDataset block converts Fashion-MNIST to shards and runs
+// a pipeline over them, as written.
+func TestREADMEWebDatasetBlockRuns(t *testing.T) {
+	testutil.FashionDir(t)
+	readme, err := os.ReadFile("../../README.md")
+	require.NoError(t, err)
+	var block string
+	for _, b := range regexp.MustCompile("(?s)```sh\n(.*?)```").FindAllStringSubmatch(string(readme), -1) {
+		if strings.Contains(b[1], "--to wds") {
+			block = b[1]
+		}
+	}
+	require.NotEmpty(t, block, "the README shows WebDataset shards")
+	dir := t.TempDir()
+	require.NoError(t, os.Symlink(os.Args[0], filepath.Join(dir, "actorfeed"))) // the test binary runs as the CLI
+	cmd := exec.Command("bash", "-euo", "pipefail", "-c", block)
+	cmd.Dir, cmd.Env = dir, append(os.Environ(), beCLI+"=1")
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	require.Contains(t, string(out), "wrote 10000 samples to 1 shard(s)")
+	require.Contains(t, string(out), "20000 samples in 158 batches, 2 pass(es)")
 }
