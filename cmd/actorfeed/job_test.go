@@ -195,22 +195,33 @@ func (discard) Write(p []byte) (int, error) { return len(p), nil }
 // The README's job sequence (two ranks stopped at different steps,
 // resumed as three, verified) runs as written and verifies.
 func TestREADMEJobSequenceRuns(t *testing.T) {
+	out := runREADMEBlock(t, "the job sequence", func(b string) bool {
+		return strings.Contains(b, "verify-ids") && strings.Contains(b, "--resume")
+	})
+	require.Contains(t, out, "every record of 1 epoch(s) delivered exactly once")
+}
+
+// runREADMEBlock runs the README's sh block that is, as written, in a
+// directory of its own with the test binary as the CLI, and returns its
+// output.
+func runREADMEBlock(t *testing.T, what string, is func(block string) bool) string {
+	t.Helper()
 	readme, err := os.ReadFile("../../README.md")
 	require.NoError(t, err)
 	var block string
 	for _, b := range regexp.MustCompile("(?s)```sh\n(.*?)```").FindAllStringSubmatch(string(readme), -1) {
-		if strings.Contains(b[1], "verify-ids") && strings.Contains(b[1], "--resume") {
+		if is(b[1]) {
 			block = b[1]
 		}
 	}
-	require.NotEmpty(t, block, "the README shows the job sequence")
+	require.NotEmpty(t, block, "the README shows %s", what)
 	dir := t.TempDir()
 	require.NoError(t, os.Symlink(os.Args[0], filepath.Join(dir, "actorfeed"))) // the test binary runs as the CLI
 	cmd := exec.Command("bash", "-euo", "pipefail", "-c", block)
 	cmd.Dir, cmd.Env = dir, append(os.Environ(), beCLI+"=1")
 	out, err := cmd.CombinedOutput()
 	require.NoError(t, err, "%s", out)
-	require.Contains(t, string(out), "every record of 1 epoch(s) delivered exactly once")
+	return string(out)
 }
 
 // --resume reads no more than a job's states: more bytes of states than
@@ -264,21 +275,7 @@ func TestSimSaysItHidesPassedRows(t *testing.T) {
 // a pipeline over them, as written.
 func TestREADMEWebDatasetBlockRuns(t *testing.T) {
 	testutil.FashionDir(t)
-	readme, err := os.ReadFile("../../README.md")
-	require.NoError(t, err)
-	var block string
-	for _, b := range regexp.MustCompile("(?s)```sh\n(.*?)```").FindAllStringSubmatch(string(readme), -1) {
-		if strings.Contains(b[1], "--to wds") {
-			block = b[1]
-		}
-	}
-	require.NotEmpty(t, block, "the README shows WebDataset shards")
-	dir := t.TempDir()
-	require.NoError(t, os.Symlink(os.Args[0], filepath.Join(dir, "actorfeed"))) // the test binary runs as the CLI
-	cmd := exec.Command("bash", "-euo", "pipefail", "-c", block)
-	cmd.Dir, cmd.Env = dir, append(os.Environ(), beCLI+"=1")
-	out, err := cmd.CombinedOutput()
-	require.NoError(t, err, "%s", out)
-	require.Contains(t, string(out), "wrote 10000 samples to 1 shard(s)")
-	require.Contains(t, string(out), "20000 samples in 158 batches, 2 pass(es)")
+	out := runREADMEBlock(t, "WebDataset shards", func(b string) bool { return strings.Contains(b, "--to wds") })
+	require.Contains(t, out, "wrote 10000 samples to 1 shard(s)")
+	require.Contains(t, out, "20000 samples in 158 batches, 2 pass(es)")
 }

@@ -4,8 +4,10 @@
 //
 // It owns the one corruption error class (ErrCorrupt) that errors.Is matches
 // whatever the format, and Error, which names the file, chunk, record and
-// byte offset of a failure so that a supervisor can report or skip it.
+// byte offset of a failure so that a supervisor can report or skip it;
+// OpenFile, which opens a format's regular files; and ErrWriter, which
+// tells a decoder's write failures from damage to what it reads.
 //
-// format imports only the standard library. Format packages (recordio, idx)
-// import it; it must not import them, package readers, or anything above.
+// format imports only the standard library. Format packages (recordio, idx,
+// wds) import it; it must not import them, package readers, or anything above.
 package format

@@ -391,11 +391,11 @@ func Decode(dst io.Writer, src io.Reader, size int64, name string, limit int64) 
 	if size >= 0 && (limit < 0 || limit > size*maxDeflateRatio) {
 		limit = size * maxDeflateRatio
 	}
-	out := &errWriter{w: dst}
+	out := &format.ErrWriter{W: dst}
 	br := bufio.NewReaderSize(io.TeeReader(zr, out), 64<<10)
 	h, err := ParseHeader(br, limit)
-	if out.err != nil {
-		return Header{}, out.err
+	if out.Err != nil {
+		return Header{}, out.Err
 	}
 	if err != nil {
 		if !errors.Is(err, format.ErrCorrupt) {
@@ -410,24 +410,8 @@ func Decode(dst io.Writer, src io.Reader, size int64, name string, limit int64) 
 			err = nil
 		}
 	}
-	if out.err != nil {
-		return Header{}, out.err
+	if out.Err != nil {
+		return Header{}, out.Err
 	}
 	return h, err
-}
-
-// errWriter keeps the first error of its writer, which a TeeReader would
-// report as the reader's.
-type errWriter struct {
-	w   io.Writer
-	err error
-}
-
-func (e *errWriter) Write(p []byte) (int, error) {
-	if e.err != nil {
-		return 0, e.err
-	}
-	n, err := e.w.Write(p)
-	e.err = err
-	return n, err
 }

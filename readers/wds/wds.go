@@ -353,30 +353,15 @@ func Decode(dst io.Writer, src io.Reader, name string, limit int64) error {
 	if limit < 0 {
 		limit = math.MaxInt64 - 1
 	}
-	out := &errWriter{w: dst}
+	out := &format.ErrWriter{W: dst}
 	n, err := io.Copy(out, io.LimitReader(zr, limit+1))
 	switch {
-	case out.err != nil:
-		return out.err
+	case out.Err != nil:
+		return out.Err
 	case err != nil:
 		return &format.Error{Format: "wds", File: name, Chunk: -1, Record: -1, Offset: n, Err: format.Corrupt("gzip: %v", err)}
 	case n > limit:
 		return &format.Error{Format: "wds", File: name, Chunk: -1, Record: -1, Err: fmt.Errorf("more than %d bytes uncompressed", limit)}
 	}
 	return nil
-}
-
-// errWriter keeps the first error of its writer.
-type errWriter struct {
-	w   io.Writer
-	err error
-}
-
-func (e *errWriter) Write(p []byte) (int, error) {
-	if e.err != nil {
-		return 0, e.err
-	}
-	n, err := e.w.Write(p)
-	e.err = err
-	return n, err
 }
