@@ -35,11 +35,7 @@ func openWDS(path string, opts OpenOptions) (Reader, error) {
 }
 
 func (w *wdsFile) open() error {
-	opener := w.opener
-	if w.read != w.path {
-		opener = nil // the cache's copy, not a file the opener was given
-	}
-	f, _, err := format.OpenFileWith(opener, "wds", w.read)
+	f, _, err := format.OpenFileWith(w.openerOf(), "wds", w.read)
 	if err != nil {
 		return err
 	}
@@ -55,6 +51,15 @@ func (w *wdsFile) open() error {
 		w.f = nil
 	}
 	return err
+}
+
+// openerOf is how what is read opens: the opener the shard came with, or
+// none for the cache's copy, which is no file the opener was given.
+func (w *wdsFile) openerOf() format.Opener {
+	if w.read != w.path {
+		return nil
+	}
+	return w.opener
 }
 
 func (w *wdsFile) Next(ctx context.Context) (tensor.Slots, error) {
@@ -184,7 +189,7 @@ func (w *wdsFile) offsets() ([]int64, error) {
 	if o, ok := shardOffsets.Load(id); ok {
 		return o.([]int64), nil
 	}
-	f, err := os.Open(w.read)
+	f, _, err := format.OpenFileWith(w.openerOf(), "wds", w.read)
 	if err != nil {
 		return nil, err
 	}

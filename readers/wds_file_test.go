@@ -121,3 +121,22 @@ func TestWebDatasetShardsFromTarfileAndGNUTar(t *testing.T) {
 		}
 	}
 }
+
+// A shard opens through OpenOptions.Open for every read of it, its
+// samples' offsets included (a data service worker's roots): only the
+// decode cache's copy is the cache's to open.
+func TestWebDatasetShardOpensThroughTheOpener(t *testing.T) {
+	src, dir := shardFiles(t, 30), t.TempDir()
+	shard := filepath.Join(dir, "a.tar")
+	gnuShard(t, src, shard)
+	var opened []string
+	open := func(path string, flag int) (*os.File, error) {
+		opened = append(opened, path)
+		return os.OpenFile(path, flag, 0)
+	}
+	r, err := readers.Open("wds:"+shard, readers.OpenOptions{Open: open})
+	require.NoError(t, err)
+	defer r.Close()
+	require.NoError(t, r.(interface{ Seek(int) error }).Seek(7))
+	require.Equal(t, []string{shard, shard}, opened, "the shard, then for its offsets")
+}
