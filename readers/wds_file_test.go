@@ -1,6 +1,7 @@
 package readers_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -14,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/actorfeed/actorfeed/readers"
+	"github.com/actorfeed/actorfeed/readers/format"
 	"github.com/actorfeed/actorfeed/tensor"
 )
 
@@ -139,4 +141,50 @@ func TestWebDatasetShardOpensThroughTheOpener(t *testing.T) {
 	defer r.Close()
 	require.NoError(t, r.(interface{ Seek(int) error }).Seek(7))
 	require.Equal(t, []string{shard, shard}, opened, "the shard, then for its offsets")
+}
+
+// A tar header damaged after the shard's offsets were read (in flight, or
+// since) is skipped under the skip policy: the sample it is in is lost,
+// with the one read before it (the reader reads one member ahead to see
+// where a sample ends), each counted, and reading goes on at the next
+// sample's offset.
+func TestWebDatasetSkipsADamagedHeader(t *testing.T) {
+	src, dir := shardFiles(t, 40), t.TempDir()
+	shard := filepath.Join(dir, "a.tar")
+	gnuShard(t, src, shard)
+	_, n, counted := shardSamples(t, shard, 0) // reads the offsets, kept by the shard's identity
+	require.True(t, counted)
+	require.EqualValues(t, 40, n)
+	st, err := os.Stat(shard)
+	require.NoError(t, err)
+	b, err := os.ReadFile(shard)
+	require.NoError(t, err)
+	at := bytes.Index(b, []byte("000020.cls"))
+	require.Positive(t, at)
+	b[at+148] ^= 0x55 // the header's checksum field
+	require.NoError(t, os.WriteFile(shard, b, 0o644))
+	require.NoError(t, os.Chtimes(shard, st.ModTime(), st.ModTime())) // the same identity: the offsets hold
+
+	r, err := readers.Open("wds:"+shard, readers.OpenOptions{})
+	require.NoError(t, err)
+	defer r.Close()
+	skip := r.(interface{ SkipCorrupt() (int, bool) })
+	read, skipped := 0, 0
+	for {
+		_, err := r.Next(context.Background())
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			require.ErrorIs(t, err, format.ErrCorrupt)
+			require.ErrorContains(t, err, shard)
+			n, ok := skip.SkipCorrupt()
+			require.True(t, ok)
+			skipped += n
+			continue
+		}
+		read++
+	}
+	require.Equal(t, 2, skipped, "the damaged sample and the one before it, each counted")
+	require.Equal(t, 38, read)
 }
