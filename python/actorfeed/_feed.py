@@ -48,7 +48,12 @@ class Feed:
         self.sock = None
         self.rfile = None
         self.mm = None
-        self.released = collections.deque()  # slots whose batches were let go; appended by finalizers
+        # A batch's weak reference, by id, to its slot. The reference's
+        # callback is a C function (deque.append), so letting go of a batch
+        # runs no Python code: a Ctrl-C that lands in Python code run by the
+        # garbage collector is printed and dropped ("Exception ignored").
+        self.slot_of = {}
+        self.released = collections.deque()  # references whose batches were let go
         self.held = 0
         self.closed = False
         self.err = tempfile.TemporaryFile()  # unlinked at once: nothing is left behind
@@ -140,9 +145,10 @@ class Feed:
         out = []
         while True:
             try:
-                out.append(self.released.popleft())
+                ref = self.released.popleft()
             except IndexError:
                 break
+            out.append(self.slot_of.pop(id(ref))[1])
         if not out or self.closed:
             return
         self.held -= len(out)
@@ -156,7 +162,8 @@ class Feed:
         back once every array of the batch is let go."""
         slot = msg["slot"]
         base = np.frombuffer(self.mm, dtype=np.uint8, count=self.slot_bytes, offset=slot * self.slot_bytes)
-        weakref.finalize(base, self.released.append, slot)
+        ref = weakref.ref(base, self.released.append)
+        self.slot_of[id(ref)] = (ref, slot)
         self.held += 1
         out = {}
         for i, a in enumerate(msg["arrays"]):

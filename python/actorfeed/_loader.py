@@ -154,6 +154,7 @@ class Loader:
             self.close()
             raise
         except LoaderError as e:
+            feed.close()  # its own failures closed it; not the loader's
             self._failed, self._feed = e, None
             raise
         if msg["op"] == "end":

@@ -4,6 +4,7 @@ new /dev/shm entry may be left."""
 
 import os
 import subprocess
+import time
 
 import pytest
 
@@ -38,6 +39,16 @@ def alive(pid):
     except OSError:
         return False
     return stat[stat.rindex(")") + 2:].split()[0] != "Z"
+
+
+def gone_within(pid, seconds):
+    """pid ends within seconds (polled: it is not our child to wait for)."""
+    deadline = time.monotonic() + seconds
+    while alive(pid):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+    return True
 
 
 @pytest.fixture(scope="session")

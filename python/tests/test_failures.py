@@ -12,7 +12,7 @@ import time
 import pytest
 
 import actorfeed
-from conftest import alive, children
+from conftest import alive, children, gone_within
 
 BAD = [
     (dict(batch_size=0), "batch_size=0 is out of range"),
@@ -96,15 +96,6 @@ def trainer(data):
     return p, feed
 
 
-def gone_within(pid, seconds):
-    deadline = time.monotonic() + seconds
-    while alive(pid):
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.01)
-    return True
-
-
 def test_trainer_killed_stops_the_pipeline(data):
     p, feed = trainer(data)
     p.kill()
@@ -120,6 +111,22 @@ def test_ctrl_c_is_keyboard_interrupt_and_stops_both(data):
     _, err = p.communicate(timeout=10)
     assert "KeyboardInterrupt" in err
     assert gone_within(feed, 1.0)
+
+
+def test_letting_go_of_a_batch_runs_no_python_code(data):
+    # A Ctrl-C that lands in Python code the garbage collector runs (a
+    # weakref.finalize callback) is printed as "Exception ignored" and lost:
+    # the trainer went on. Releasing a slot must run no Python frame.
+    with actorfeed.Loader(data, batch_size=8) as loader:
+        batch = next(iter(loader))
+        frames = []
+        sys.setprofile(lambda frame, event, arg: frames.append(frame.f_code.co_name) if event == "call" else None)
+        try:
+            del batch
+        finally:
+            sys.setprofile(None)
+        assert frames == []
+        assert len(loader._feed.released) == 1
 
 
 def test_no_binary_is_an_error_that_says_where_to_look(data, monkeypatch, tmp_path):

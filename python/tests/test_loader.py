@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import actorfeed
+from conftest import gone_within
 
 
 def epoch_ids(loader):
@@ -67,10 +68,14 @@ def test_slots_go_back_when_batches_are_let_go(data):
 def test_held_slots_fail_rather_than_hang(data):
     with actorfeed.Loader(data, batch_size=16, slots=3) as loader:
         kept = []
+        it = iter(loader)
+        kept.append(next(it))
+        feed = loader._feed.proc.pid
         with pytest.raises(actorfeed.LoaderError, match="all 3 slots"):
-            for b in loader:
+            for b in it:
                 kept.append(b)
         assert len(kept) == 3
+        assert gone_within(feed, 1.0), "the feed outlived the loader's error"
 
 
 def test_copied_batches_outlive_the_loader(data):
