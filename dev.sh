@@ -91,6 +91,8 @@ fuzz)
   fuzz FuzzHeader ./readers/idx 400000
   fuzz FuzzDecode ./readers/idx 50000
   fuzz FuzzShard ./readers/wds 100000
+  fuzz FuzzExample ./readers/tfrecord 100000
+  fuzz FuzzRecords ./readers/tfrecord 100000
   fuzz FuzzBatch ./messages 250000
   fuzz FuzzResume ./actors 20000
   fuzz FuzzRelayMachine ./actors 300000

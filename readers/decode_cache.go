@@ -15,6 +15,7 @@ import (
 	"github.com/actorfeed/actorfeed/internal/atomicfile"
 	"github.com/actorfeed/actorfeed/readers/format"
 	"github.com/actorfeed/actorfeed/readers/idx"
+	"github.com/actorfeed/actorfeed/readers/tfrecord"
 	"github.com/actorfeed/actorfeed/readers/wds"
 )
 
@@ -57,6 +58,12 @@ func decodeIDX(dst io.Writer, src io.Reader, size int64, name string, limit int6
 // decodeWDS checks the gzip stream: the tar is checked as it is read.
 func decodeWDS(dst io.Writer, src io.Reader, _ int64, name string, limit int64) error {
 	return wds.Decode(dst, src, name, limit)
+}
+
+// decodeTFRecord checks the gzip stream: the records are checked as they
+// are read.
+func decodeTFRecord(dst io.Writer, src io.Reader, _ int64, name string, limit int64) error {
+	return tfrecord.Decode(dst, src, name, limit)
 }
 
 // decodedCopy is the path of an uncompressed copy of the file path of the

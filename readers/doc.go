@@ -4,7 +4,8 @@
 // multi-pass, buffered prefetch, map, xmap, compose, chain, firstn, cache),
 // the random data generator, the bounded feed queue that outside producers
 // push into, WriteRecordFile, which writes the sample files that
-// RecordFile reads, and the decode cache, where a gzip'd file a reader
+// RecordFile reads, the readers of WebDataset shards and TFRecord files
+// (stream_file.go), and the decode cache, where a gzip'd file a reader
 // seeks into is decoded once (decode_cache.go, docs/decode-cache.md).
 //
 // # The contract
@@ -30,6 +31,6 @@
 // # Layering
 //
 // readers imports tensor, its own subpackages (format, what every format
-// shares; recordio; idx; wds) and internal/atomicfile. It must not import
+// shares; recordio; idx; wds; tfrecord) and internal/atomicfile. It must not import
 // messages, actors, supervisor, sim or cmd.
 package readers

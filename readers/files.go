@@ -10,6 +10,7 @@ import (
 	"github.com/actorfeed/actorfeed/internal/atomicfile"
 	"github.com/actorfeed/actorfeed/readers/format"
 	"github.com/actorfeed/actorfeed/readers/recordio"
+	"github.com/actorfeed/actorfeed/readers/tfrecord"
 	"github.com/actorfeed/actorfeed/tensor"
 )
 
@@ -17,6 +18,8 @@ func init() {
 	Register(Format{Name: "recordio", Suffixes: []string{".recordio", ".rio"}, Open: openRecordIO})
 	Register(Format{Name: "idx", Suffixes: []string{"-ubyte", "-ubyte.gz", ".idx", ".idx.gz"}, Open: openIDX})
 	Register(Format{Name: "wds", Suffixes: []string{".tar", ".tar.gz", ".tgz"}, Open: openWDS})
+	Register(Format{Name: "tfrecord", Suffixes: []string{".tfrecord", ".tfrecord.gz", ".tfrecords"}, Open: openTFRecord,
+		Params: func(spec string) error { _, err := tfrecord.ParseSpec(spec); return err }})
 }
 
 // RecordFile reads a RecordIO file whose records are tensor encodings

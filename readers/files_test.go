@@ -93,6 +93,9 @@ func TestParseEntry(t *testing.T) {
 		{"/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz", "idx", "/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz"},
 		{"./dir:x/a.recordio", "recordio", "./dir:x/a.recordio"}, // ':' inside a bare path
 		{"idx:foo", "idx", "foo"},
+		{"tfrecord(image/encoded=bytes, label=int64):/d/a:b", "tfrecord(image/encoded=bytes, label=int64)", "/d/a:b"},
+		{"/d/x(1):y.tfrecord", "tfrecord", "/d/x(1):y.tfrecord"},
+		{"/d/train.tfrecord.gz", "tfrecord", "/d/train.tfrecord.gz"},
 	}
 	for _, c := range cases {
 		f, p, err := readers.ParseEntry(c.entry)
@@ -100,7 +103,8 @@ func TestParseEntry(t *testing.T) {
 		assert.Equal(t, c.format, f, c.entry)
 		assert.Equal(t, c.path, p, c.entry)
 	}
-	for _, bad := range []string{"", "  ", "parquet:/a", "recordio:", "/data/a.csv"} {
+	for _, bad := range []string{"", "  ", "parquet:/a", "recordio:", "/data/a.csv", "tfrecord(label=text):a",
+		"tfrecord(label=int64)a", "tfrecord(label=int64):", "wds(jpg):a.tar"} {
 		_, _, err := readers.ParseEntry(bad)
 		require.Error(t, err, bad)
 		assert.True(t, errors.Is(err, readers.ErrUnknownFormat) || errors.Is(err, readers.ErrBadEntry), "%q: %v", bad, err)
@@ -109,6 +113,10 @@ func TestParseEntry(t *testing.T) {
 	assert.ErrorContains(t, err, `"parquet"`)
 	assert.ErrorContains(t, err, "recordio")
 	assert.Contains(t, readers.Formats(), "idx")
+	_, _, err = readers.ParseEntry("wds(jpg):a.tar")
+	assert.ErrorContains(t, err, "format wds takes no parameters")
+	_, _, err = readers.ParseEntry("tfrecord(label=text):a")
+	assert.ErrorContains(t, err, `kind "text"`)
 }
 
 func TestRegisterRefusesAmbiguousFormats(t *testing.T) {

@@ -29,6 +29,9 @@ type OpenOptions struct {
 	// Open opens the format's files (os.OpenFile when nil); a format of
 	// one's own should open them with format.OpenFileWith(opts.Open, ...).
 	Open format.Opener
+	// Params are the entry's format parameters, "format(params):path"
+	// (a TFRecord file's features); Open sets them from the entry.
+	Params string
 }
 
 // OpenFunc opens one file of a format as a Reader of instances.
@@ -39,6 +42,9 @@ type Format struct {
 	Name     string
 	Suffixes []string // file name endings that select the format for a bare path
 	Open     OpenFunc
+	// Params checks an entry's parameters, "name(params):path", when the
+	// format takes any; nil refuses them.
+	Params func(params string) error
 }
 
 var registry = struct {
@@ -92,23 +98,64 @@ func validFormatName(s string) bool {
 	return true
 }
 
-// ParseEntry splits a file list entry into a format name and a path. An
+// ParseEntry splits a file list entry into its format and a path. An
 // entry is "format:path", split on the first ':' (PaddlePaddle Fluid's name prefix
-// rule), or a bare path whose suffix names the format. A prefix before ':'
-// that could not be a format name (it holds '/', '.' or upper case) is taken
-// as part of a bare path.
-func ParseEntry(entry string) (formatName, path string, err error) {
-	f, path, err := resolve(entry)
+// rule), "format(params):path" for a format that takes parameters
+// ("tfrecord(image=bytes,label=int64):train.tfrecord"), or a bare path
+// whose suffix names the format. A prefix before ':' that could not be a
+// format name (it holds '/', '.' or upper case) is taken as part of a bare
+// path. format is the prefix as given, parameters too, so that
+// format + ":" + another path is an entry of the same kind.
+func ParseEntry(entry string) (format, path string, err error) {
+	f, params, path, err := resolve(entry)
+	if params != "" {
+		return f.Name + "(" + params + ")", path, err
+	}
 	return f.Name, path, err
 }
 
-// resolve is ParseEntry returning the registered Format itself.
-func resolve(entry string) (Format, string, error) {
+// resolve is ParseEntry returning the registered Format itself and the
+// entry's parameters.
+func resolve(entry string) (f Format, params, path string, err error) {
 	if strings.TrimSpace(entry) == "" {
-		return Format{}, "", fmt.Errorf("%w: empty entry", ErrBadEntry)
+		return Format{}, "", "", fmt.Errorf("%w: empty entry", ErrBadEntry)
 	}
 	registry.RLock()
 	defer registry.RUnlock()
+	if f, params, path, ok, err := withParams(entry); ok {
+		return f, params, path, err
+	}
+	f, path, err = resolvePlain(entry)
+	return f, "", path, err
+}
+
+// withParams resolves "name(params):path" where name is a registered
+// format; ok is false for any other entry. The caller holds the lock.
+func withParams(entry string) (f Format, params, path string, ok bool, err error) {
+	name, rest, found := strings.Cut(entry, "(")
+	if !found || !validFormatName(name) {
+		return Format{}, "", "", false, nil
+	}
+	if f, ok = registry.byName[name]; !ok {
+		return Format{}, "", "", false, nil
+	}
+	params, path, found = strings.Cut(rest, "):")
+	switch {
+	case !found || path == "":
+		err = fmt.Errorf("%w: %q: want %s(params):path", ErrBadEntry, entry, name)
+	case f.Params == nil:
+		err = fmt.Errorf("%w: %q: format %s takes no parameters", ErrBadEntry, entry, name)
+	default:
+		if perr := f.Params(params); perr != nil {
+			err = fmt.Errorf("%w: %q: %w", ErrBadEntry, entry, perr)
+		}
+	}
+	return f, params, path, true, err
+}
+
+// resolvePlain resolves "format:path" or a bare path; the caller holds the
+// lock.
+func resolvePlain(entry string) (Format, string, error) {
 	if prefix, rest, ok := strings.Cut(entry, ":"); ok && validFormatName(prefix) {
 		if rest == "" {
 			return Format{}, "", fmt.Errorf("%w: %q names format %q but no path", ErrBadEntry, entry, prefix)
@@ -151,10 +198,11 @@ func knownLocked() string { return strings.Join(namesLocked(), ", ") }
 
 // Open opens a file list entry (see ParseEntry) with its format's reader.
 func Open(entry string, opts OpenOptions) (Reader, error) {
-	f, path, err := resolve(entry)
+	f, params, path, err := resolve(entry)
 	if err != nil {
 		return nil, err
 	}
+	opts.Params = params
 	r, err := f.Open(path, opts)
 	if err != nil {
 		return nil, err

@@ -21,13 +21,15 @@ func newConvert() *cobra.Command {
 	var perShard int
 	cmd := &cobra.Command{
 		Use:   "convert IMAGES --out FILE|DIR",
-		Short: "Convert an IDX data set (Fashion-MNIST) to RecordIO or WebDataset shards",
+		Short: "Convert an IDX data set (Fashion-MNIST) to RecordIO, WebDataset or TFRecord",
 		Long: `Reads an IDX file, raw or gzipped, and writes one RecordIO record per sample,
-or, with --to wds, WebDataset shards into the directory --out.
+or, with --to wds or --to tfrecord, shards into the directory --out.
 For an images file (…images-idx3-ubyte[.gz]) the labels file next to it is
 paired by the MNIST naming convention, and each record holds (image, label),
-the label widened to int64 as gen writes it; a shard holds sample i as
-NNNNNNNN.png (8-bit gray) and NNNNNNNN.cls, --shard-samples a shard.
+the label widened to int64 as gen writes it. A WebDataset shard holds
+sample i as NNNNNNNN.png (8-bit gray) and NNNNNNNN.cls; a TFRecord shard
+a tf.train.Example of features image (PNG bytes) and label (int64), as
+TensorFlow Datasets writes Fashion-MNIST; --shard-samples a shard.
 Record i of the output is sample i of the input.`,
 		Example: "  actorfeed convert /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz --to wds --out out/shards",
 		Args:    cobra.ExactArgs(1),
@@ -46,13 +48,13 @@ Record i of the output is sample i of the input.`,
 			switch {
 			case out == "":
 				return usageError{fmt.Errorf("--out is required")}
-			case to != "recordio" && to != "wds":
-				return usageError{fmt.Errorf("--to %q: want recordio or wds", to)}
+			case to != "recordio" && shardFormats[to].new == nil:
+				return usageError{fmt.Errorf("--to %q: want recordio, wds or tfrecord", to)}
 			case perShard < 1 || perShard > maxShardSamples:
 				return usageError{fmt.Errorf("--shard-samples %d: want 1 to %d", perShard, maxShardSamples)}
 			}
-			if to == "wds" {
-				n, shards, err := convertWDS(cmd.Context(), path, out, perShard)
+			if to != "recordio" {
+				n, shards, err := convertShards(cmd.Context(), path, out, perShard, shardFormats[to])
 				if err != nil {
 					return err
 				}
@@ -67,10 +69,10 @@ Record i of the output is sample i of the input.`,
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&out, "out", "", "RecordIO file to write; with --to wds, the directory of the shards")
-	cmd.Flags().StringVar(&to, "to", "recordio", "output format: recordio, or wds (WebDataset shards of PNG images)")
+	cmd.Flags().StringVar(&out, "out", "", "RecordIO file to write; with --to wds or tfrecord, the directory of the shards")
+	cmd.Flags().StringVar(&to, "to", "recordio", "output format: recordio, wds (WebDataset shards of PNG images) or tfrecord (TFRecord shards of PNG images)")
 	cmd.Flags().StringVar(&comp, "compressor", "snappy", "chunk compression: none, snappy or gzip")
-	cmd.Flags().IntVar(&perShard, "shard-samples", 10000, "with --to wds: samples a shard")
+	cmd.Flags().IntVar(&perShard, "shard-samples", 10000, "with --to wds or tfrecord: samples a shard")
 	return cmd
 }
 

@@ -401,10 +401,10 @@ func TestConvertTakesLabelsOrSaysWhy(t *testing.T) {
 	}
 }
 
-// convert --to wds writes shards of PNG images and classes that read back
-// as the IDX samples they came from, shard by shard, each shard whole; run
-// reads them in the order.
-func TestConvertToWebDatasetShards(t *testing.T) {
+// convert --to wds and --to tfrecord write shards of PNG images and
+// classes that read back as the IDX samples they came from, shard by
+// shard, each shard whole; run reads them in the order.
+func TestConvertToShards(t *testing.T) {
 	dir := t.TempDir()
 	images := filepath.Join(dir, "x-images-idx3-ubyte")
 	pix := make([]byte, 25*3*4)
@@ -417,38 +417,72 @@ func TestConvertToWebDatasetShards(t *testing.T) {
 		labels[i] = byte(i % 10)
 	}
 	writeIDXOf(t, filepath.Join(dir, "x-labels-idx1-ubyte"), 0x08, []uint32{25}, labels)
-	out := filepath.Join(dir, "shards")
-	msg, err := cli(t, "convert", images, "--to", "wds", "--out", out, "--shard-samples", "10")
-	require.NoError(t, err)
-	require.Contains(t, msg, "wrote 25 samples to 3 shard(s)")
-	shards, err := filepath.Glob(filepath.Join(out, "shard-*.tar"))
-	require.NoError(t, err)
-	require.Len(t, shards, 3)
-	i := 0
-	for _, shard := range shards {
-		r, err := readers.Open("wds:"+shard, readers.OpenOptions{})
+	for _, c := range []struct {
+		to, suffix, run string
+		image, label    int // the slots, in the names' order: a shard's fields, an inferred spec's features
+	}{
+		{"wds", ".tar", "wds:", 1, 0},
+		{"tfrecord", ".tfrecord", "tfrecord(label=int64,image=bytes):", 0, 1},
+	} {
+		out := filepath.Join(dir, c.to)
+		msg, err := cli(t, "convert", images, "--to", c.to, "--out", out, "--shard-samples", "10")
 		require.NoError(t, err)
-		items, err := readers.ReadAll(t.Context(), r)
+		require.Contains(t, msg, "wrote 25 samples to 3 shard(s)")
+		shards, err := filepath.Glob(filepath.Join(out, "shard-*"+c.suffix))
 		require.NoError(t, err)
-		r.Close()
-		for _, s := range items {
-			cls, err := tensor.View[int64](s[0].Tensor)
+		require.Len(t, shards, 3)
+		i := 0
+		for _, shard := range shards {
+			r, err := readers.Open(c.to+":"+shard, readers.OpenOptions{})
 			require.NoError(t, err)
-			require.Equal(t, []int64{int64(i % 10)}, cls)
-			img, err := png.Decode(bytes.NewReader(s[1].Bytes()))
+			items, err := readers.ReadAll(t.Context(), r)
 			require.NoError(t, err)
-			require.Equal(t, pix[i*12:(i+1)*12], img.(*image.Gray).Pix, "sample %d", i)
-			i++
+			r.Close()
+			for _, s := range items {
+				cls, err := tensor.View[int64](s[c.label].Tensor)
+				require.NoError(t, err)
+				require.Equal(t, []int64{int64(i % 10)}, cls)
+				img, err := png.Decode(bytes.NewReader(s[c.image].Bytes()))
+				require.NoError(t, err)
+				require.Equal(t, pix[i*12:(i+1)*12], img.(*image.Gray).Pix, "%s sample %d", c.to, i)
+				i++
+			}
 		}
+		require.Equal(t, 25, i)
+
+		msg, err = cli(t, "run", "--data", c.run+filepath.Join(out, "*"+c.suffix), "--batch", "4", "--shuffle", "8", "--progress-every", "1h")
+		require.NoError(t, err)
+		require.Contains(t, msg, "25 samples in 7 batches")
 	}
-	require.Equal(t, 25, i)
-
-	msg, err = cli(t, "run", "--data", "wds:"+filepath.Join(out, "*.tar"), "--batch", "4", "--shuffle", "8", "--progress-every", "1h")
-	require.NoError(t, err)
-	require.Contains(t, msg, "25 samples in 7 batches")
-
-	for args, want := range map[string]string{"--to tf": `--to "tf": want recordio or wds`, "--shard-samples 0": "--shard-samples 0: want 1 to"} {
-		_, err := cli(t, append([]string{"convert", images, "--to", "wds", "--out", out}, strings.Fields(args)...)...)
+	for args, want := range map[string]string{"--to tf": `--to "tf": want recordio, wds or tfrecord`, "--shard-samples 0": "--shard-samples 0: want 1 to"} {
+		_, err := cli(t, append([]string{"convert", images, "--out", dir}, strings.Fields(args)...)...)
 		require.ErrorContains(t, err, want)
 	}
+}
+
+// --features reads TFRecord files by a spec; it is checked, and refused
+// where no file is a TFRecord file or an entry gives its own.
+func TestFeaturesFlag(t *testing.T) {
+	dir := t.TempDir()
+	images := filepath.Join(dir, "x-images-idx3-ubyte")
+	writeIDXOf(t, images, 0x08, []uint32{6, 2, 2}, make([]byte, 24))
+	out := filepath.Join(dir, "tf")
+	_, err := cli(t, "convert", images, "--to", "tfrecord", "--out", out)
+	require.NoError(t, err)
+	shard := filepath.Join(out, "shard-000000.tfrecord")
+	msg, err := cli(t, "run", "--data", shard, "--features", "image=bytes", "--batch", "2", "--progress-every", "1h")
+	require.NoError(t, err)
+	require.Contains(t, msg, "6 samples in 3 batches")
+	for args, want := range map[string]string{
+		"--features label=int64": "the record has no feature label",
+		"--features image=text":  `--features "image=text": tfrecord: feature image: kind "text"`,
+	} {
+		a := append([]string{"run", "--data", shard}, strings.Fields(args)...)
+		_, err := cli(t, append(a, "--progress-every", "1h")...)
+		require.ErrorContains(t, err, want, args)
+	}
+	_, err = cli(t, "run", "--data", "tfrecord(image=bytes):"+shard, "--features", "image=bytes")
+	require.ErrorContains(t, err, "the entry names its own features")
+	_, err = cli(t, "run", "--data", "x.recordio", "--features", "a=bytes")
+	require.ErrorContains(t, err, "--data holds no TFRecord file")
 }

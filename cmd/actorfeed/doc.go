@@ -11,7 +11,7 @@
 //	                    and a channel pipeline, side by side; with --sizes
 //	                    and --procs, a matrix of sample sizes and cores
 //	actorfeed gen       write a synthetic RecordIO data set
-//	actorfeed convert   convert IDX (Fashion-MNIST) to RecordIO or WebDataset shards
+//	actorfeed convert   convert IDX (Fashion-MNIST) to RecordIO, WebDataset or TFRecord
 //	actorfeed inspect   show a data file's chunks, records, shapes, checksums
 //	actorfeed serve     a data service worker that reads and batches for
 //	                    trainers on other machines (run --service)

@@ -279,3 +279,12 @@ func TestREADMEWebDatasetBlockRuns(t *testing.T) {
 	require.Contains(t, out, "wrote 10000 samples to 1 shard(s)")
 	require.Contains(t, out, "20000 samples in 158 batches, 2 pass(es)")
 }
+
+// The README's TFRecord block converts Fashion-MNIST to TFRecord and runs
+// a pipeline over it by the features it names.
+func TestREADMETFRecordBlockRuns(t *testing.T) {
+	testutil.FashionDir(t)
+	out := runREADMEBlock(t, "TFRecord files", func(b string) bool { return strings.Contains(b, "--to tfrecord") })
+	require.Contains(t, out, "wrote 10000 samples to 1 shard(s)")
+	require.Contains(t, out, "20000 samples in 158 batches, 2 pass(es)")
+}

@@ -30,6 +30,7 @@ import (
 type runOptions struct {
 	spec      string
 	data      []string
+	features  string // --features: a TFRecord spec for entries without one
 	batch     int
 	shuffle   int
 	mapName   string
@@ -120,7 +121,8 @@ func (o *runOptions) flags(f *pflag.FlagSet) {
 // pipelineFlags registers the flags that shape the pipeline, which feed
 // shares with run (checkPipeline checks them).
 func (o *runOptions) pipelineFlags(f *pflag.FlagSet) {
-	f.StringSliceVar(&o.data, "data", nil, "files or globs to read, each optionally format:path (repeat or comma-separate)")
+	f.Var(entriesValue{&o.data}, "data", "files or globs to read, each optionally format:path (repeat or comma-separate)")
+	f.StringVar(&o.features, "features", "", "the features to read from TFRecord files, name=kind[shape],... (kind bytes, float or int64; docs/formats.md); default: a file's first record's")
 	f.IntVar(&o.batch, "batch", 64, "batch size")
 	f.IntVar(&o.shuffle, "shuffle", 1024, "shuffle window (0 keeps the order)")
 	f.StringVar(&o.mapName, "map", "", "a map to run on every batch, after the batch stage (normalize: uint8 images to float32 in [0, 1]); with --service, on the workers")
@@ -147,7 +149,7 @@ func (o *runOptions) check(cmd *cobra.Command) error {
 		return fmt.Errorf("--data and --spec exclude each other: a program names its own files")
 	}
 	if o.spec != "" {
-		for _, name := range []string{"batch", "shuffle", "map", "seed", "threads", "any-order", "drop-last"} {
+		for _, name := range []string{"batch", "shuffle", "map", "seed", "threads", "any-order", "drop-last", "features"} {
 			if cmd.Flags().Changed(name) {
 				return fmt.Errorf("--%s has no effect with --spec: the program sets it (docs/programs.md)", name)
 			}
@@ -391,6 +393,9 @@ func newRunScope(o *runOptions, changed func(string) bool) (runScope, error) {
 	} else {
 		var entries []string
 		if entries, err = expand(o.data); err == nil {
+			entries, err = withFeatures(entries, o.features)
+		}
+		if err == nil {
 			rs.startup, rs.files = flagProgram(*o, entries), entryPaths(entries)
 			if o.lanes == 0 {
 				rs.scope.Options.Lanes = autoLanes(*o, rs.files)

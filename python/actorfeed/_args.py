@@ -6,7 +6,7 @@ import os
 import re
 
 MAPS = ("normalize",)
-FORMATS = ("recordio", "idx", "wds")
+FORMATS = ("recordio", "idx", "wds", "tfrecord")
 SHUFFLE_WINDOW = 4096  # shuffle=True: samples permuted together
 MAX_WINDOW = 1 << 26
 MAX_SLOTS = 1 << 16
@@ -45,6 +45,8 @@ def data_entries(data):
         prefix, sep, rest = e.partition(":")
         if sep and prefix in FORMATS:
             path = rest
+        elif e.startswith("tfrecord(") and "):" in e:
+            path = e.split("):", 1)[1]
         if glob.has_magic(path):
             if not glob.glob(path):
                 raise ValueError("data: %s matches no file" % e)
@@ -52,6 +54,31 @@ def data_entries(data):
             raise ValueError("data: %s is not a file" % e)
         out.append(e)
     return out
+
+
+_FEATURE = re.compile(r"^\s*[^()\[\],=:\s][^()\[\],=:]*=\s*(bytes|(float|int64)\s*(\[\s*(\d+\s*(,\s*\d+\s*)*)?\])?)\s*$")
+
+
+def features_spec(features):
+    """--features of features: "name=kind,..." or {name: kind}, a kind
+    bytes, float or int64, float and int64 with an optional [shape]."""
+    if features is None:
+        return None
+    if isinstance(features, dict):
+        if not all(isinstance(k, str) and isinstance(v, str) for k, v in features.items()):
+            raise ValueError("features: %r: want {name: kind} of strings" % (features,))
+        items = ["%s=%s" % kv for kv in features.items()]
+    elif isinstance(features, str):
+        items = re.split(r",(?![^\[]*\])", features)
+    else:
+        raise ValueError("features must be a dict {name: kind} or a string name=kind,..., not %r" % (features,))
+    for item in items:
+        if not _FEATURE.match(item):
+            raise ValueError("features: %r: want name=kind, kind bytes, float or int64 (float and int64 may "
+                             "take a shape: float[2,3], or [] for any number of values)" % (item,))
+    if not items:
+        raise ValueError("features: empty")
+    return ",".join(i.strip() for i in items)
 
 
 def shuffle_window(shuffle):
@@ -129,15 +156,18 @@ def feed_args(o):
         args += ["--slot-bytes", str(o["slot_bytes"])]
     for w in o["service"]:
         args += ["--service", w]
+    if o["features"]:
+        args += ["--features", o["features"]]
     return args
 
 
 def check(data, batch_size, shuffle, seed, drop_last, epochs, rank, world, map, names, torch, slots,
-          slot_bytes, service, threads, on_corrupt, remainder):
+          slot_bytes, service, threads, on_corrupt, remainder, features):
     o = {"data": data_entries(data), "batch_size": _int("batch_size", batch_size, 1, MAX_BATCH),
          "window": shuffle_window(shuffle), "seed": _int("seed", seed, 0, (1 << 64) - 1),
          "drop_last": _bool("drop_last", drop_last), "slots": _int("slots", slots, 2, MAX_SLOTS),
-         "service": service_workers(service), "names": names_of(names), "torch": _bool("torch", torch)}
+         "service": service_workers(service), "names": names_of(names), "torch": _bool("torch", torch),
+         "features": features_spec(features)}
     o["epochs"] = None if epochs is None else _int("epochs", epochs, 1, MAX_EPOCH)
     o["rank"], o["world"] = rank_world(rank, world)
     o["map"], o["fn"] = None, None

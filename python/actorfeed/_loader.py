@@ -34,13 +34,18 @@ class Loader:
     A batch's arrays view shared memory: its slot is reused once no array
     of the batch is referenced. Keep a batch past the next few steps only
     as a copy (batch["x"].copy(), tensor.clone()); a loader whose slots are
-    all held raises LoaderError rather than wait forever."""
+    all held raises LoaderError rather than wait forever.
+
+    features are the tf.train.Example features read from TFRecord files,
+    {name: kind} in the slots' order ("bytes", "int64", "float", "float[3]",
+    "int64[]" for any number; docs/formats.md); by default a file's first
+    record's, sorted by name."""
 
     def __init__(self, data, batch_size, shuffle=True, seed=0, drop_last=False, epochs=None, rank=None,
                  world=None, map=None, names=None, torch=False, slots=8, slot_bytes=None, service=None,
-                 threads=None, on_corrupt="fail", remainder="drop"):
+                 threads=None, on_corrupt="fail", remainder="drop", features=None):
         self._o = _args.check(data, batch_size, shuffle, seed, drop_last, epochs, rank, world, map, names,
-                              torch, slots, slot_bytes, service, threads, on_corrupt, remainder)
+                              torch, slots, slot_bytes, service, threads, on_corrupt, remainder, features)
         self._feed = None
         self._epoch = 0  # the epoch the loader stands in
         self._resume = None  # the states the next feed resumes from

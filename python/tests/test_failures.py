@@ -31,6 +31,9 @@ BAD = [
     (dict(service=["nohost"]), "service: 'nohost' is not host:port"),
     (dict(on_corrupt="ignore"), "on_corrupt='ignore'"),
     (dict(remainder="spread"), "remainder='spread'"),
+    (dict(features={"label": "text"}), "features: 'label=text'"),
+    (dict(features="a=bytes[2]"), "features: 'a=bytes[2]'"),
+    (dict(features=3), "features must be a dict"),
 ]
 
 

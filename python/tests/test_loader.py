@@ -272,3 +272,29 @@ def test_webdataset_shards_with_sequences(binary, tmp_path):
                 assert b["jpg"][offsets[k]:offsets[k + 1]].tobytes() == jpg
                 seen += 1
     assert seen == 600
+
+
+def test_tfrecord_shards_by_features(binary, fashion_mnist, tmp_path):
+    """TFRecord shards of tf.train.Example records (convert writes them as
+    TensorFlow Datasets does: image PNG bytes, label int64), read by the
+    features the loader is given, in the order given."""
+    import gzip
+
+    images = os.path.join(fashion_mnist, "t10k-images-idx3-ubyte.gz")
+    subprocess.run([binary, "convert", images, "--to", "tfrecord", "--out", str(tmp_path), "--shard-samples", "2500"],
+                   check=True, stdout=subprocess.DEVNULL)
+    with gzip.open(os.path.join(fashion_mnist, "t10k-labels-idx1-ubyte.gz")) as f:
+        labels = np.frombuffer(f.read()[8:], np.uint8)
+    seen = set()
+    with actorfeed.Loader("%s/*.tfrecord" % tmp_path, batch_size=250, shuffle=1000, epochs=1,
+                          features={"label": "int64", "image": "bytes"}, slot_bytes=1 << 20) as loader:
+        for b in loader:
+            assert list(b)[:3] == ["label", "image", "image.lod0"]
+            offsets = b["image.lod0"]
+            for k, name in enumerate(loader.sample_names(b["ids"])):
+                shard, rec = name.rsplit("#", 1)
+                i = int(shard.rsplit("-", 1)[1].split(".")[0]) * 2500 + int(rec)
+                assert b["label"][k] == labels[i]
+                assert b["image"][offsets[k]:offsets[k] + 8].tobytes() == b"\x89PNG\r\n\x1a\n"
+                seen.add(i)
+    assert seen == set(range(10000))

@@ -6,8 +6,10 @@
 // whatever the format, and Error, which names the file, chunk, record and
 // byte offset of a failure so that a supervisor can report or skip it;
 // OpenFile, which opens a format's regular files; and ErrWriter, which
-// tells a decoder's write failures from damage to what it reads.
+// tells a decoder's write failures from damage to what it reads; and the
+// gzip streams every format may come in (GzipReader, Gunzip).
 //
-// format imports only the standard library. Format packages (recordio, idx,
-// wds) import it; it must not import them, package readers, or anything above.
+// format imports only the standard library and klauspost/compress. Format
+// packages (recordio, idx, wds, tfrecord) import it; it must not import
+// them, package readers, or anything above.
 package format

@@ -2,17 +2,13 @@ package wds
 
 import (
 	"archive/tar"
-	"bufio"
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"path"
 	"slices"
 	"strconv"
 	"strings"
-
-	"github.com/klauspost/compress/gzip"
 
 	"github.com/actorfeed/actorfeed/readers/format"
 	"github.com/actorfeed/actorfeed/tensor"
@@ -323,45 +319,14 @@ func (c *counter) reset(off int64) { c.n, c.b, c.e = off, 0, 0 }
 
 // NewGzipReader reads the gzip'd shard in r; name identifies it in errors.
 func NewGzipReader(r io.Reader, name string) (*Reader, error) {
-	zr, err := gzip.NewReader(bufio.NewReaderSize(r, 64<<10))
+	zr, err := format.GzipReader(r, "wds", name)
 	if err != nil {
-		return nil, &format.Error{Format: "wds", File: name, Chunk: -1, Record: -1, Err: format.Corrupt("gzip: %v", err)}
+		return nil, err
 	}
-	return NewReader(gzipErrors{zr}, name), nil
+	return NewReader(zr, name), nil
 }
 
-// gzipErrors reports the decompressor's errors as damage to the stream.
-type gzipErrors struct{ r io.Reader }
-
-func (g gzipErrors) Read(p []byte) (int, error) {
-	n, err := g.r.Read(p)
-	if err != nil && !errors.Is(err, io.EOF) {
-		err = format.Corrupt("gzip: %v", err)
-	}
-	return n, err
-}
-
-// Decode writes the tar inside the gzip'd shard src to dst, checking the
-// stream's checksum: at most limit bytes (limit < 0: no bound), more being
-// an error. name identifies the shard in errors; an error writing to dst
-// is returned as it is.
+// Decode writes the tar inside the gzip'd shard src to dst (format.Gunzip).
 func Decode(dst io.Writer, src io.Reader, name string, limit int64) error {
-	zr, err := gzip.NewReader(bufio.NewReaderSize(src, 64<<10))
-	if err != nil {
-		return &format.Error{Format: "wds", File: name, Chunk: -1, Record: -1, Err: format.Corrupt("gzip: %v", err)}
-	}
-	if limit < 0 {
-		limit = math.MaxInt64 - 1
-	}
-	out := &format.ErrWriter{W: dst}
-	n, err := io.Copy(out, io.LimitReader(zr, limit+1))
-	switch {
-	case out.Err != nil:
-		return out.Err
-	case err != nil:
-		return &format.Error{Format: "wds", File: name, Chunk: -1, Record: -1, Offset: n, Err: format.Corrupt("gzip: %v", err)}
-	case n > limit:
-		return &format.Error{Format: "wds", File: name, Chunk: -1, Record: -1, Err: fmt.Errorf("more than %d bytes uncompressed", limit)}
-	}
-	return nil
+	return format.Gunzip(dst, src, "wds", name, limit)
 }

@@ -12,10 +12,12 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/klauspost/compress/gzip"
 	"github.com/stretchr/testify/require"
 
 	"github.com/actorfeed/actorfeed/readers"
 	"github.com/actorfeed/actorfeed/readers/format"
+	"github.com/actorfeed/actorfeed/readers/tfrecord"
 	"github.com/actorfeed/actorfeed/tensor"
 )
 
@@ -186,5 +188,123 @@ func TestWebDatasetSkipsADamagedHeader(t *testing.T) {
 		read++
 	}
 	require.Equal(t, 2, skipped, "the damaged sample and the one before it, each counted")
+	require.Equal(t, 38, read)
+}
+
+// tfrecordFile writes n Examples (jpg: i%50+10 bytes, cls: i%10) with
+// tfrecord's writer, gzip'd when path ends in .gz.
+func tfrecordFile(t *testing.T, path string, n int) {
+	t.Helper()
+	var b bytes.Buffer
+	w := tfrecord.NewWriter(&b)
+	for i := range n {
+		var x tfrecord.Example
+		x.Bytes("jpg", []byte(strings.Repeat(string(rune('a'+i%26)), 10+i%50)))
+		x.Int64("cls", int64(i%10))
+		require.NoError(t, w.Write(x.Marshal()))
+	}
+	data := b.Bytes()
+	if strings.HasSuffix(path, ".gz") {
+		var z bytes.Buffer
+		zw := gzip.NewWriter(&z)
+		_, err := zw.Write(data)
+		require.NoError(t, err)
+		require.NoError(t, zw.Close())
+		data = z.Bytes()
+	}
+	require.NoError(t, os.WriteFile(path, data, 0o644))
+}
+
+// A TFRecord file reads by the entry's spec or by one inferred, from any
+// record, counted from its headers; a gzip'd one through its decoded copy.
+func TestTFRecordFilesBySpecFromAnyRecord(t *testing.T) {
+	t.Setenv(readers.DecodeCacheEnv, t.TempDir())
+	dir := t.TempDir()
+	raw, gz := filepath.Join(dir, "a.tfrecord"), filepath.Join(dir, "a.tfrecord.gz")
+	tfrecordFile(t, raw, 1500)
+	tfrecordFile(t, gz, 1500)
+	want := entrySamples(t, raw, 0, 1500)
+	require.Len(t, want, 1500)
+	require.Equal(t, strings.Repeat("a", 32), string(want[1222][1].Bytes()), "inferred: cls, jpg")
+	for _, entry := range []string{"tfrecord(jpg=bytes,cls=int64):" + raw, gz} {
+		for _, from := range []int{0, 1024, 1499, 1500} {
+			got := entrySamples(t, entry, from, 1500)
+			require.Len(t, got, 1500-from, "%s from %d", entry, from)
+			for i := range got {
+				x := want[from+i]
+				if strings.HasPrefix(entry, "tfrecord(") { // the spec's order: jpg, cls
+					x = tensor.Slots{x[1], x[0]}
+				}
+				require.True(t, x.Equal(got[i]), "%s sample %d", entry, from+i)
+			}
+		}
+	}
+	r, err := readers.Open("tfrecord(jpg=bytes,cls=int64):"+raw, readers.OpenOptions{})
+	require.NoError(t, err)
+	defer r.Close()
+	require.Equal(t, []string{"jpg", "cls"}, r.(interface{ SlotNames() []string }).SlotNames())
+}
+
+// entrySamples opens entry, checks it counts n samples from its headers,
+// seeks to sample from and reads the rest.
+func entrySamples(t *testing.T, entry string, from int, n uint64) (all []tensor.Slots) {
+	t.Helper()
+	r, err := readers.Open(entry, readers.OpenOptions{})
+	require.NoError(t, err)
+	defer r.Close()
+	count, counted := r.(interface{ Count() (uint64, bool) }).Count()
+	require.True(t, counted, entry)
+	require.Equal(t, n, count, entry)
+	require.NoError(t, r.(interface{ Seek(int) error }).Seek(from))
+	for {
+		s, err := r.Next(context.Background())
+		if errors.Is(err, io.EOF) {
+			return all
+		}
+		require.NoError(t, err)
+		all = append(all, s)
+	}
+}
+
+// A record whose data is damaged is skipped and counted; one whose length
+// is damaged after indexing is skipped by the offsets.
+func TestTFRecordSkipsDamagedRecords(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "a.tfrecord")
+	tfrecordFile(t, path, 40)
+	_ = entrySamples(t, path, 0, 40) // reads the offsets, kept by the file's identity
+	st, err := os.Stat(path)
+	require.NoError(t, err)
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	at := bytes.Index(b, []byte(strings.Repeat("k", 20)))
+	require.Positive(t, at)
+	b[at] ^= 1 // record 10's data
+	offsets, err := tfrecord.NewReader(bytes.NewReader(b), path).Offsets()
+	require.NoError(t, err)
+	b[offsets[20]] ^= 1 // record 20's length
+	require.NoError(t, os.WriteFile(path, b, 0o644))
+	require.NoError(t, os.Chtimes(path, st.ModTime(), st.ModTime()))
+
+	r, err := readers.Open(path, readers.OpenOptions{})
+	require.NoError(t, err)
+	defer r.Close()
+	skip := r.(interface{ SkipCorrupt() (int, bool) })
+	read, skipped := 0, 0
+	for {
+		_, err := r.Next(context.Background())
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			require.ErrorIs(t, err, format.ErrCorrupt)
+			require.ErrorContains(t, err, path+": record ")
+			n, ok := skip.SkipCorrupt()
+			require.True(t, ok)
+			skipped += n
+			continue
+		}
+		read++
+	}
+	require.Equal(t, 2, skipped)
 	require.Equal(t, 38, read)
 }

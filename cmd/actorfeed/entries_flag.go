@@ -1,0 +1,65 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/actorfeed/actorfeed/readers"
+	"github.com/actorfeed/actorfeed/readers/tfrecord"
+)
+
+// entriesValue is --data: entries given one a flag or separated by commas,
+// a comma inside a format's parameters or a shape's brackets
+// ("tfrecord(image=bytes,box=float[2,2]):a.tfrecord") being part of the
+// entry. pflag's string slices split on every comma.
+type entriesValue struct{ list *[]string }
+
+func (v entriesValue) Set(s string) error {
+	depth, start := 0, 0
+	for i, c := range s {
+		switch c {
+		case '(', '[':
+			depth++
+		case ')', ']':
+			depth--
+		case ',':
+			if depth == 0 {
+				*v.list = append(*v.list, s[start:i])
+				start = i + 1
+			}
+		}
+	}
+	*v.list = append(*v.list, s[start:])
+	return nil
+}
+
+func (v entriesValue) String() string { return strings.Join(*v.list, ",") }
+
+func (v entriesValue) Type() string { return "entries" }
+
+// withFeatures reads every TFRecord entry that names no features by spec
+// (--features).
+func withFeatures(entries []string, spec string) ([]string, error) {
+	if spec == "" {
+		return entries, nil
+	}
+	if _, err := tfrecord.ParseSpec(spec); err != nil {
+		return nil, usageError{fmt.Errorf("--features %q: %w", spec, err)}
+	}
+	out, any := make([]string, len(entries)), false
+	for i, e := range entries {
+		out[i] = e
+		name, path, err := readers.ParseEntry(e)
+		if err != nil || !strings.HasPrefix(name, "tfrecord") {
+			continue
+		}
+		if name != "tfrecord" {
+			return nil, usageError{fmt.Errorf("--features and %q: the entry names its own features; give them once", e)}
+		}
+		out[i], any = "tfrecord("+spec+"):"+path, true
+	}
+	if !any {
+		return nil, usageError{fmt.Errorf("--features %q: --data holds no TFRecord file: the features are a TFRecord file's", spec)}
+	}
+	return out, nil
+}

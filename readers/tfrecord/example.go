@@ -1,0 +1,380 @@
+package tfrecord
+
+import (
+	"encoding/binary"
+	"fmt"
+	"slices"
+
+	"google.golang.org/protobuf/encoding/protowire"
+
+	"github.com/actorfeed/actorfeed/readers/format"
+	"github.com/actorfeed/actorfeed/tensor"
+)
+
+// An Example on the wire (tensorflow/core/example/example.proto and
+// feature.proto): Example{features = 1}, Features{map<string, Feature>
+// feature = 1}, a map entry {key = 1, value = 2}, Feature{oneof
+// bytes_list = 1, float_list = 2, int64_list = 3}, each list {repeated
+// value = 1}, float and int64 values packed or not. It is walked, not
+// unmarshalled: only the spec's features are looked at, and every
+// allocation is sized by bytes the record holds.
+
+// Parser makes slots of Examples by a spec. It is not safe for concurrent
+// use.
+type Parser struct {
+	spec  Spec
+	index map[string]int
+	found [][]byte // each feature's last Feature message in the record
+	has   []bool
+}
+
+// NewParser parses by spec.
+func NewParser(spec Spec) *Parser {
+	p := &Parser{spec: spec, index: make(map[string]int, len(spec)), found: make([][]byte, len(spec)), has: make([]bool, len(spec))}
+	for i, f := range spec {
+		p.index[f.Name] = i
+	}
+	return p
+}
+
+// Spec is the spec the parser reads by.
+func (p *Parser) Spec() Spec { return p.spec }
+
+// Parse makes the slots of the Example in data, one a feature of the
+// spec, in its order. The slots do not alias data. Errors match
+// format.ErrCorrupt.
+func (p *Parser) Parse(data []byte) (tensor.Slots, error) {
+	clear(p.found)
+	clear(p.has)
+	err := fields(data, func(num protowire.Number, v []byte) error {
+		if num != 1 {
+			return nil
+		}
+		return fields(v, func(num protowire.Number, entry []byte) error {
+			if num == 1 {
+				return p.entry(entry)
+			}
+			return nil
+		})
+	})
+	if err != nil {
+		return nil, err
+	}
+	slots := make(tensor.Slots, len(p.spec))
+	for i, f := range p.spec {
+		if slots[i], err = p.value(f, p.found[i], p.has[i]); err != nil {
+			return nil, err
+		}
+	}
+	return slots, nil
+}
+
+// entry keeps a map entry's Feature when its key is in the spec; a later
+// entry for the same key replaces it, as protobuf merges maps.
+func (p *Parser) entry(b []byte) error {
+	key, value, err := mapEntry(b)
+	if err != nil {
+		return err
+	}
+	if i, ok := p.index[string(key)]; ok {
+		p.found[i], p.has[i] = value, true
+	}
+	return nil
+}
+
+// mapEntry is a map entry's key and value.
+func mapEntry(b []byte) (key, value []byte, err error) {
+	err = fields(b, func(num protowire.Number, v []byte) error {
+		switch num {
+		case 1:
+			key = v
+		case 2:
+			value = v
+		}
+		return nil
+	})
+	return key, value, err
+}
+
+// value makes feature f's tensor from its Feature message b.
+func (p *Parser) value(f Feature, b []byte, present bool) (tensor.LoDTensor, error) {
+	kind, lists, err := featureLists(b)
+	if err != nil {
+		return tensor.LoDTensor{}, err
+	}
+	if !present || kind == 0 {
+		if f.variable() {
+			return sequence(f.Kind.dtype(), 0)
+		}
+		return tensor.LoDTensor{}, format.Corrupt("the record has no feature %s", f.Name)
+	}
+	if kind != f.Kind {
+		return tensor.LoDTensor{}, format.Corrupt("feature %s holds a %s list, the spec says %s", f.Name, kind, f.Kind)
+	}
+	if kind == Bytes {
+		return bytesValue(f, lists)
+	}
+	n, err := count(kind, lists)
+	if err != nil {
+		return tensor.LoDTensor{}, fmt.Errorf("feature %s: %w", f.Name, err)
+	}
+	var t tensor.LoDTensor
+	switch {
+	case f.variable():
+		t, err = sequence(kind.dtype(), n)
+	case n != f.values():
+		return tensor.LoDTensor{}, format.Corrupt("feature %s holds %d values, the spec (%s) wants %d", f.Name, n, f, f.values())
+	default:
+		var d tensor.Tensor
+		d, err = tensor.Zeros(kind.dtype(), append(tensor.Shape{1}, f.Shape...))
+		t = tensor.LoDTensor{Tensor: d}
+	}
+	if err != nil {
+		return tensor.LoDTensor{}, err
+	}
+	fill(kind, lists, t.Bytes())
+	return t, nil
+}
+
+// sequence is a [n] tensor of dt with LoD [[0, n]].
+func sequence(dt tensor.DType, n int) (tensor.LoDTensor, error) {
+	d, err := tensor.Zeros(dt, tensor.Shape{n})
+	if err != nil {
+		return tensor.LoDTensor{}, err
+	}
+	return tensor.NewLoDTensor(d, tensor.LoD{{0, n}})
+}
+
+// bytesValue is a bytes feature's one value as a uint8 sequence.
+func bytesValue(f Feature, lists [][]byte) (tensor.LoDTensor, error) {
+	var one []byte
+	n := 0
+	for _, l := range lists {
+		err := fields(l, func(num protowire.Number, v []byte) error {
+			if num == 1 {
+				one, n = v, n+1
+			}
+			return nil
+		})
+		if err != nil {
+			return tensor.LoDTensor{}, fmt.Errorf("feature %s: %w", f.Name, err)
+		}
+	}
+	if n != 1 {
+		return tensor.LoDTensor{}, format.Corrupt("feature %s holds %d byte strings, a bytes feature one", f.Name, n)
+	}
+	t, err := sequence(tensor.Uint8, len(one))
+	if err == nil {
+		copy(t.Bytes(), one)
+	}
+	return t, err
+}
+
+// featureLists are the lists of a Feature message's kind: the last kind
+// on the wire wins (a oneof), and a kind's messages concatenate (repeated
+// fields of a message given twice merge).
+func featureLists(b []byte) (Kind, [][]byte, error) {
+	var kind Kind
+	var lists [][]byte
+	err := fields(b, func(num protowire.Number, v []byte) error {
+		if num < 1 || num > 3 {
+			return nil
+		}
+		if Kind(num) != kind {
+			kind, lists = Kind(num), lists[:0]
+		}
+		lists = append(lists, v)
+		return nil
+	})
+	return kind, lists, err
+}
+
+// count is the number of values in float or int64 lists.
+func count(kind Kind, lists [][]byte) (int, error) {
+	n := 0
+	for _, l := range lists {
+		for len(l) > 0 {
+			num, typ, m := protowire.ConsumeTag(l)
+			if m < 0 {
+				return 0, wireError(m)
+			}
+			l = l[m:]
+			switch {
+			case num == 1 && kind == Float && typ == protowire.Fixed32Type, num == 1 && kind == Int64 && typ == protowire.VarintType:
+				n++
+			case num == 1 && typ == protowire.BytesType:
+				v, m := protowire.ConsumeBytes(l)
+				if m < 0 {
+					return 0, wireError(m)
+				}
+				k, err := packed(kind, v)
+				if err != nil {
+					return 0, err
+				}
+				n += k
+				l = l[m:]
+				continue
+			}
+			if m = protowire.ConsumeFieldValue(num, typ, l); m < 0 {
+				return 0, wireError(m)
+			}
+			l = l[m:]
+		}
+	}
+	return n, nil
+}
+
+// packed is the number of values in a packed list.
+func packed(kind Kind, v []byte) (int, error) {
+	if kind == Float {
+		if len(v)%4 != 0 {
+			return 0, format.Corrupt("a packed float list of %d bytes", len(v))
+		}
+		return len(v) / 4, nil
+	}
+	n := 0
+	for len(v) > 0 {
+		_, m := protowire.ConsumeVarint(v)
+		if m < 0 {
+			return 0, wireError(m)
+		}
+		v, n = v[m:], n+1
+	}
+	return n, nil
+}
+
+// fill writes the values of lists, which count checked, to out as little
+// endian float32 or int64, skipping what count skipped.
+func fill(kind Kind, lists [][]byte, out []byte) {
+	for _, l := range lists {
+		for len(l) > 0 {
+			num, typ, m := protowire.ConsumeTag(l)
+			l = l[m:]
+			switch {
+			case num == 1 && typ == protowire.BytesType:
+				v, m := protowire.ConsumeBytes(l)
+				out = putPacked(kind, v, out)
+				l = l[m:]
+			case num == 1 && kind == Float && typ == protowire.Fixed32Type:
+				out, l = out[copy(out, l[:4]):], l[4:]
+			case num == 1 && kind == Int64 && typ == protowire.VarintType:
+				x, m := protowire.ConsumeVarint(l)
+				binary.LittleEndian.PutUint64(out, x)
+				out, l = out[8:], l[m:]
+			default:
+				l = l[protowire.ConsumeFieldValue(num, typ, l):]
+			}
+		}
+	}
+}
+
+// putPacked writes a packed list's values to out and returns the rest.
+func putPacked(kind Kind, v, out []byte) []byte {
+	if kind == Float {
+		return out[copy(out, v):]
+	}
+	for len(v) > 0 {
+		x, m := protowire.ConsumeVarint(v)
+		binary.LittleEndian.PutUint64(out, x)
+		v, out = v[m:], out[8:]
+	}
+	return out
+}
+
+// fields calls fn with each length-delimited field of the message b; it
+// skips the others.
+func fields(b []byte, fn func(num protowire.Number, v []byte) error) error {
+	for len(b) > 0 {
+		num, typ, m := protowire.ConsumeTag(b)
+		if m < 0 {
+			return wireError(m)
+		}
+		b = b[m:]
+		if typ != protowire.BytesType {
+			if m = protowire.ConsumeFieldValue(num, typ, b); m < 0 {
+				return wireError(m)
+			}
+			b = b[m:]
+			continue
+		}
+		v, m := protowire.ConsumeBytes(b)
+		if m < 0 {
+			return wireError(m)
+		}
+		if err := fn(num, v); err != nil {
+			return err
+		}
+		b = b[m:]
+	}
+	return nil
+}
+
+func wireError(code int) error {
+	return format.Corrupt("not a tf.train.Example: %v", protowire.ParseError(code))
+}
+
+// Infer is the spec of the Example in data: its features sorted by name;
+// a bytes feature with one value is bytes, a float or int64 feature with
+// one value is one value, with any other number any number.
+func Infer(data []byte) (Spec, error) {
+	var spec Spec
+	seen := map[string]int{}
+	err := fields(data, func(num protowire.Number, v []byte) error {
+		if num != 1 {
+			return nil
+		}
+		return fields(v, func(num protowire.Number, entry []byte) error {
+			if num != 1 {
+				return nil
+			}
+			return inferEntry(entry, &spec, seen)
+		})
+	})
+	if err != nil {
+		return nil, err
+	}
+	if len(spec) == 0 {
+		return nil, format.Corrupt("the first record holds no features to read")
+	}
+	if len(spec) > MaxFeatures {
+		return nil, format.Corrupt("the first record holds %d features, more than %d: give a spec", len(spec), MaxFeatures)
+	}
+	slices.SortFunc(spec, func(a, b Feature) int {
+		if a.Name < b.Name {
+			return -1
+		}
+		if a.Name > b.Name {
+			return 1
+		}
+		return 0
+	})
+	return spec, nil
+}
+
+func inferEntry(entry []byte, spec *Spec, seen map[string]int) error {
+	key, value, err := mapEntry(entry)
+	if err != nil {
+		return err
+	}
+	kind, lists, err := featureLists(value)
+	if err != nil || kind == 0 {
+		return err
+	}
+	f := Feature{Name: string(key), Kind: kind}
+	if kind != Bytes {
+		n, err := count(kind, lists)
+		if err != nil {
+			return err
+		}
+		if n != 1 {
+			f.Shape = []int{-1}
+		}
+	}
+	if i, ok := seen[f.Name]; ok {
+		(*spec)[i] = f
+		return nil
+	}
+	seen[f.Name] = len(*spec)
+	*spec = append(*spec, f)
+	return nil
+}
