@@ -252,12 +252,12 @@ func (s *fileSource) index(parent context.Context, f int, timeout time.Duration)
 	}
 	if c, ok := r.(counted); ok {
 		var n uint64
-		var known bool
-		if err := w.guard(parent, func() error { n, known = c.Count(); return nil }); err != nil {
-			return fileIndex{}, s.stalledOr(f, err, timeout)
-		}
-		if known {
+		err := w.guard(parent, func() (err error) { n, err = c.Count(); return err })
+		if err == nil {
 			return splitRecords(f, x, n), nil
+		}
+		if !errors.Is(err, readers.ErrUncounted) {
+			return fileIndex{}, s.stalledOr(f, fmt.Errorf("counting records: %w", err), timeout)
 		}
 	}
 	for {
@@ -279,9 +279,10 @@ func (s *fileSource) index(parent context.Context, f int, timeout time.Duration)
 }
 
 // counted is a reader that knows how many records it holds without
-// reading them, when ok (readers' IDX files, by their checked headers).
+// reading them (readers' IDX files, by their checked headers; stream
+// files, by theirs), unless it says readers.ErrUncounted.
 type counted interface {
-	Count() (n uint64, ok bool)
+	Count() (uint64, error)
 }
 
 // splitRecords gives file f's index x its n records in splits of

@@ -50,7 +50,7 @@ func readFrom(t *testing.T, path string, n int) (images, labels []byte, count ui
 	r, err := readers.Open("idx:"+path, readers.OpenOptions{})
 	require.NoError(t, err)
 	defer r.Close()
-	count, counted = r.(interface{ Count() (uint64, bool) }).Count()
+	count, counted = countOf(r)
 	require.NoError(t, r.(interface{ Seek(int) error }).Seek(n))
 	for {
 		s, err := r.Next(context.Background())
@@ -139,7 +139,7 @@ func TestDamagedGzipIDXIsNotDecoded(t *testing.T) {
 	r, err := readers.Open("idx:"+path, readers.OpenOptions{})
 	require.NoError(t, err)
 	defer r.Close()
-	_, counted := r.(interface{ Count() (uint64, bool) }).Count()
+	_, counted := countOf(r)
 	require.False(t, counted)
 	require.NoError(t, r.(interface{ Seek(int) error }).Seek(2999))
 	_, err = r.Next(context.Background())

@@ -131,22 +131,21 @@ func (r *idxFile) Seek(n int) error {
 // Count is the file's samples as its header declares them, when that is
 // known to be right: a raw file's size was checked against its header, and
 // a gzip'd file's decoded copy was checked whole as it was made (a fresh
-// reader is moved to it). Otherwise ok is false, and the caller counts by
-// reading, which finds the damage.
-func (r *idxFile) Count() (n uint64, ok bool) {
+// reader is moved to it). Otherwise the caller counts by reading, which finds the damage: the error is ErrUncounted.
+func (r *idxFile) Count() (uint64, error) {
 	if r.closed || r.pair == nil && r.one == nil {
-		return 0, false
+		return 0, ErrUncounted
 	}
 	if r.gzipped() {
 		r.useDecoded()
 	}
 	switch {
 	case r.gzipped():
-		return 0, false
+		return 0, ErrUncounted
 	case r.pair != nil:
-		return uint64(r.pair.Images.Header().Samples()), true
+		return uint64(r.pair.Images.Header().Samples()), nil
 	}
-	return uint64(r.one.Header().Samples()), true
+	return uint64(r.one.Header().Samples()), nil
 }
 
 // gzipped reports whether a file being read is still a gzip stream.

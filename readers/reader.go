@@ -22,6 +22,9 @@ type Reader interface {
 
 // Sentinel errors of this package.
 var (
+	// ErrUncounted is a file reader's Count for records it cannot count
+	// without reading them (a gzip stream with no decoded copy).
+	ErrUncounted = errors.New("readers: records not counted without reading them")
 	// ErrClosed is returned by Next and Reset after Close.
 	ErrClosed = errors.New("readers: reader closed")
 	// ErrResetUnsupported is returned by Reset of a reader that cannot start

@@ -89,10 +89,58 @@ type streamFile struct {
 	format     *streamFormat
 	path, read string // the file named, which errors name; what is read
 	opener     format.Opener
-	f          *os.File
+	source     func() (Source, error) // OpenStream's; nil: the file
+	src        Source
+	f          *os.File // the file src reads, when it is one: its identity keys the offsets
+	offs       []int64  // the samples' offsets, once read
 	r          stream
 	gzipped    bool
 	closed     bool
+}
+
+// Source is what a stream file (a WebDataset shard, a TFRecord file) is
+// read from in place of its file: OpenStream's.
+type Source interface {
+	io.ReadSeeker
+	io.ReaderAt
+	io.Closer
+	Size() int64
+}
+
+// fileSource is a file as a Source.
+type fileSource struct {
+	*os.File
+	size int64
+}
+
+func (f fileSource) Size() int64 { return f.size }
+
+// OpenStream opens entry, a WebDataset shard or a TFRecord file as Open
+// names them, reading its bytes from what source returns, called at the
+// open and at every Reset, instead of from the file. Fault injection reads
+// files through it. Its samples' offsets are read at every open (no file
+// identity keeps them), and a gzip'd one is read forward only.
+func OpenStream(entry string, source func() (Source, error)) (Reader, error) {
+	f, params, path, err := resolve(entry)
+	if err != nil {
+		return nil, err
+	}
+	var sf *streamFormat
+	switch f.Name {
+	case "wds":
+		sf = wdsFormat
+	case "tfrecord":
+		if sf, err = tfrecordOf(params); err != nil {
+			return nil, err
+		}
+	default:
+		return nil, fmt.Errorf("%w: %s: OpenStream reads WebDataset shards and TFRecord files", ErrUnknownFormat, entry)
+	}
+	w := &streamFile{format: sf, path: path, read: path, source: source}
+	if err := w.open(); err != nil {
+		return nil, err
+	}
+	return w, nil
 }
 
 func openWDS(path string, opts OpenOptions) (Reader, error) {
@@ -100,14 +148,24 @@ func openWDS(path string, opts OpenOptions) (Reader, error) {
 }
 
 func openTFRecord(path string, opts OpenOptions) (Reader, error) {
+	sf, err := tfrecordOf(opts.Params)
+	if err != nil {
+		return nil, err
+	}
+	return openStream(sf, path, opts)
+}
+
+// tfrecordOf is the TFRecord format read by the spec params ("": each
+// file's first record's).
+func tfrecordOf(params string) (*streamFormat, error) {
 	var spec tfrecord.Spec
-	if opts.Params != "" {
+	if params != "" {
 		var err error
-		if spec, err = tfrecord.ParseSpec(opts.Params); err != nil {
+		if spec, err = tfrecord.ParseSpec(params); err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrBadEntry, err)
 		}
 	}
-	return openStream(tfrecordFormat(spec), path, opts)
+	return tfrecordFormat(spec), nil
 }
 
 func openStream(sf *streamFormat, path string, opts OpenOptions) (Reader, error) {
@@ -119,22 +177,34 @@ func openStream(sf *streamFormat, path string, opts OpenOptions) (Reader, error)
 }
 
 func (w *streamFile) open() error {
-	f, _, err := format.OpenFileWith(w.openerOf(), w.format.name, w.read)
+	src, err := w.openSource()
 	if err != nil {
 		return err
 	}
 	var magic [2]byte
-	n, _ := f.ReadAt(magic[:], 0)
-	w.f, w.gzipped = f, n == 2 && magic[0] == 0x1f && magic[1] == 0x8b
+	n, _ := src.ReadAt(magic[:], 0)
+	w.src, w.gzipped = src, n == 2 && magic[0] == 0x1f && magic[1] == 0x8b
 	if !w.gzipped {
-		w.r = w.format.raw(f, w.path)
+		w.r = w.format.raw(src, w.path)
 		return nil
 	}
-	if w.r, err = w.format.gzip(f, w.path); err != nil {
-		f.Close()
-		w.f = nil
+	if w.r, err = w.format.gzip(src, w.path); err != nil {
+		w.close()
 	}
 	return err
+}
+
+// openSource opens what is read: OpenStream's source, or the file.
+func (w *streamFile) openSource() (Source, error) {
+	if w.source != nil {
+		return w.source()
+	}
+	f, size, err := format.OpenFileWith(w.openerOf(), w.format.name, w.read)
+	if err != nil {
+		return nil, err
+	}
+	w.f = f
+	return fileSource{f, size}, nil
 }
 
 func (w *streamFile) openerOf() format.Opener {
@@ -185,23 +255,25 @@ func (w *streamFile) ready() error {
 }
 
 // Count is the file's samples, from its headers (not its data), for a
-// raw file or a gzip'd one whose decoded copy could be had; otherwise ok
-// is false, and the caller counts by reading.
-func (w *streamFile) Count() (n uint64, ok bool) {
-	if w.ready() != nil {
-		return 0, false
+// raw file or a gzip'd one whose decoded copy could be had; otherwise the
+// error is ErrUncounted, and the caller counts by reading. An error
+// reading the headers is returned: damage to them, or a failed read,
+// which a retry may get past.
+func (w *streamFile) Count() (uint64, error) {
+	if err := w.ready(); err != nil {
+		return 0, err
 	}
 	if w.gzipped {
 		w.useDecoded()
 	}
 	if w.gzipped {
-		return 0, false
+		return 0, ErrUncounted
 	}
 	offsets, err := w.offsets()
 	if err != nil {
-		return 0, false
+		return 0, err
 	}
-	return uint64(len(offsets)), true
+	return uint64(len(offsets)), nil
 }
 
 // Seek moves the reader to sample n.
@@ -236,11 +308,7 @@ func (w *streamFile) seekRaw(n int) error {
 		return fmt.Errorf("readers: %s: seek to sample %d of %d", w.path, n, len(offsets))
 	}
 	if n == len(offsets) {
-		st, err := w.f.Stat()
-		if err != nil {
-			return err
-		}
-		return w.r.Seek(n, st.Size())
+		return w.r.Seek(n, w.src.Size())
 	}
 	return w.r.Seek(n, offsets[n])
 }
@@ -262,26 +330,32 @@ func (w *streamFile) SkipCorrupt() (records int, ok bool) {
 	return 1, true
 }
 
-// offsets are the raw file's samples' offsets (streamOffsets).
+// offsets are the raw file's samples' offsets, read through src without
+// moving it; a file's kept by its identity (streamOffsets).
 func (w *streamFile) offsets() ([]int64, error) {
-	id, err := identity(w.read, w.f)
+	if w.offs != nil {
+		return w.offs, nil
+	}
+	var id string
+	if w.f != nil {
+		var err error
+		if id, err = identity(w.read, w.f); err != nil {
+			return nil, err
+		}
+		id = w.format.name + ":" + id
+		if o, ok := streamOffsets.Load(id); ok {
+			w.offs = o.([]int64)
+			return w.offs, nil
+		}
+	}
+	o, err := w.format.raw(io.NewSectionReader(w.src, 0, w.src.Size()), w.path).Offsets()
 	if err != nil {
 		return nil, err
 	}
-	id = w.format.name + ":" + id
-	if o, ok := streamOffsets.Load(id); ok {
-		return o.([]int64), nil
+	if id != "" {
+		streamOffsets.Store(id, o)
 	}
-	f, _, err := format.OpenFileWith(w.openerOf(), w.format.name, w.read)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	o, err := w.format.raw(f, w.path).Offsets()
-	if err != nil {
-		return nil, err
-	}
-	streamOffsets.Store(id, o)
+	w.offs = o
 	return o, nil
 }
 
@@ -289,16 +363,20 @@ func (w *streamFile) offsets() ([]int64, error) {
 // identity: 8 bytes a sample, read once a process.
 var streamOffsets sync.Map
 
-// useDecoded reopens the reader on the shard's decoded copy, at sample
-// 0, when one can be had; otherwise it leaves it as it was.
+// useDecoded reopens the reader on the file's decoded copy, at sample 0,
+// when one can be had (not for OpenStream's source); otherwise it leaves
+// it as it was.
 func (w *streamFile) useDecoded() {
+	if w.source != nil {
+		return
+	}
 	read, err := decodedCopy(w.format.name, w.path, w.opener, w.format.decode)
 	if err != nil {
 		return
 	}
 	was := w.read
 	w.close()
-	w.read = read
+	w.read, w.offs = read, nil
 	if w.open() != nil {
 		w.read = was
 		w.open()
@@ -307,10 +385,10 @@ func (w *streamFile) useDecoded() {
 
 func (w *streamFile) close() error {
 	var err error
-	if w.f != nil {
-		err = w.f.Close()
+	if w.src != nil {
+		err = w.src.Close()
 	}
-	w.f, w.r = nil, nil
+	w.src, w.f, w.r = nil, nil, nil
 	return err
 }
 

@@ -82,7 +82,7 @@ func shardSamples(t *testing.T, path string, from int) (all []tensor.Slots, coun
 	r, err := readers.Open("wds:"+path, readers.OpenOptions{})
 	require.NoError(t, err)
 	defer r.Close()
-	count, counted = r.(interface{ Count() (uint64, bool) }).Count()
+	count, counted = countOf(r)
 	require.NoError(t, r.(interface{ Seek(int) error }).Seek(from))
 	for {
 		s, err := r.Next(context.Background())
@@ -126,9 +126,8 @@ func TestWebDatasetShardsFromTarfileAndGNUTar(t *testing.T) {
 	}
 }
 
-// A shard opens through OpenOptions.Open for every read of it, its
-// samples' offsets included (a data service worker's roots): only the
-// decode cache's copy is the cache's to open.
+// A shard opens through OpenOptions.Open (a data service worker's roots),
+// once: its samples' offsets are read through the same file.
 func TestWebDatasetShardOpensThroughTheOpener(t *testing.T) {
 	src, dir := shardFiles(t, 30), t.TempDir()
 	shard := filepath.Join(dir, "a.tar")
@@ -142,7 +141,7 @@ func TestWebDatasetShardOpensThroughTheOpener(t *testing.T) {
 	require.NoError(t, err)
 	defer r.Close()
 	require.NoError(t, r.(interface{ Seek(int) error }).Seek(7))
-	require.Equal(t, []string{shard, shard}, opened, "the shard, then for its offsets")
+	require.Equal(t, []string{shard}, opened)
 }
 
 // A tar header damaged after the shard's offsets were read (in flight, or
@@ -252,7 +251,7 @@ func entrySamples(t *testing.T, entry string, from int, n uint64) (all []tensor.
 	r, err := readers.Open(entry, readers.OpenOptions{})
 	require.NoError(t, err)
 	defer r.Close()
-	count, counted := r.(interface{ Count() (uint64, bool) }).Count()
+	count, counted := countOf(r)
 	require.True(t, counted, entry)
 	require.Equal(t, n, count, entry)
 	require.NoError(t, r.(interface{ Seek(int) error }).Seek(from))
@@ -307,4 +306,48 @@ func TestTFRecordSkipsDamagedRecords(t *testing.T) {
 	}
 	require.Equal(t, 2, skipped)
 	require.Equal(t, 38, read)
+}
+
+// bytesSource is a Source over b, counting its opens.
+type bytesSource struct {
+	*io.SectionReader
+}
+
+func (bytesSource) Close() error { return nil }
+
+// OpenStream reads a stream file's bytes from its source, opened again at
+// every Reset, and seeks in them as in a file.
+func TestOpenStreamReadsItsSource(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "a.tfrecord")
+	tfrecordFile(t, path, 30)
+	data, err := os.ReadFile(path)
+	require.NoError(t, err)
+	opens := 0
+	r, err := readers.OpenStream("tfrecord(cls=int64):"+path, func() (readers.Source, error) {
+		opens++
+		return bytesSource{io.NewSectionReader(bytes.NewReader(data), 0, int64(len(data)))}, nil
+	})
+	require.NoError(t, err)
+	defer r.Close()
+	require.NoError(t, r.(interface{ Seek(int) error }).Seek(27))
+	for _, want := range []int64{7, 8, 9} {
+		s, err := r.Next(context.Background())
+		require.NoError(t, err)
+		v, err := tensor.View[int64](s[0].Tensor)
+		require.NoError(t, err)
+		require.Equal(t, []int64{want}, v)
+	}
+	_, err = r.Next(context.Background())
+	require.ErrorIs(t, err, io.EOF)
+	require.NoError(t, r.Reset())
+	require.Equal(t, 2, opens)
+	_, err = readers.OpenStream("x.recordio", nil)
+	require.ErrorIs(t, err, readers.ErrUnknownFormat)
+}
+
+// countOf is a file reader's Count as (n, counted): false when it says
+// ErrUncounted.
+func countOf(r readers.Reader) (uint64, bool) {
+	n, err := r.(interface{ Count() (uint64, error) }).Count()
+	return n, err == nil
 }

@@ -1,8 +1,10 @@
 package sim
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"maps"
 	"math/rand/v2"
 	"os"
@@ -14,6 +16,8 @@ import (
 
 	"github.com/actorfeed/actorfeed/readers"
 	"github.com/actorfeed/actorfeed/readers/recordio"
+	"github.com/actorfeed/actorfeed/readers/tfrecord"
+	"github.com/actorfeed/actorfeed/readers/wds"
 	"github.com/actorfeed/actorfeed/sim/internal/records"
 )
 
@@ -27,8 +31,8 @@ func dataset(dir string, sc Scenario) (paths []string, damaged, cut []map[int]bo
 	damaged = make([]map[int]bool, sh.Files)
 	cut = make([]map[int]bool, sh.Files)
 	for f := range sh.Files {
-		path := filepath.Join(dir, fmt.Sprintf("part-%d.recordio", f))
-		if err := records.Write(path, f, sh.Records, sh.ChunkBytes, sh.Ragged); err != nil {
+		path := filepath.Join(dir, fmt.Sprintf("part-%d%s", f, records.Suffix(sh.Format)))
+		if err := records.WriteAs(sh.Format, path, f, sh.Records, sh.ChunkBytes, sh.Ragged); err != nil {
 			return nil, nil, nil, err
 		}
 		paths = append(paths, path)
@@ -41,7 +45,13 @@ func dataset(dir string, sc Scenario) (paths []string, damaged, cut []map[int]bo
 		if fl.Kind != FlipChunk {
 			continue
 		}
-		recs, err := flipChunk(paths[fl.File], fl.Chunk, damaged[fl.File])
+		flip := flipChunk
+		if sh.Format != "" {
+			flip = func(path string, k int, damaged map[int]bool) ([]int, error) {
+				return flipRecord(sh.Format, path, k*sh.Records/8, damaged)
+			}
+		}
+		recs, err := flip(paths[fl.File], fl.Chunk, damaged[fl.File])
 		if err != nil {
 			return nil, nil, nil, err
 		}
@@ -107,6 +117,32 @@ func flipChunk(path string, k int, damaged map[int]bool) ([]int, error) {
 	return recs, nil
 }
 
+// flipRecord damages record r of a stream file of format and returns it;
+// a record already damaged is left alone. A TFRecord record's data then
+// fails its checksum; a shard's first member, the id, is no integer.
+func flipRecord(format, path string, r int, damaged map[int]bool) ([]int, error) {
+	if damaged[r] {
+		return nil, nil
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var offsets []int64
+	skip := int64(12) // a record's header: its data follows
+	if format == records.TFRecord {
+		offsets, err = tfrecord.NewReader(bytes.NewReader(data), path).Offsets()
+	} else {
+		offsets, err = wds.NewReader(bytes.NewReader(data), path).Offsets()
+		skip = 512 // a ustar header: the id's digits follow
+	}
+	if err != nil {
+		return nil, err
+	}
+	data[offsets[r]+skip] ^= 0x5a
+	return []int{r}, os.WriteFile(path, data, 0o644)
+}
+
 // truncateLastChunk cuts the file in the middle of its last chunk's
 // payload and returns the records that chunk held.
 func truncateLastChunk(path string) ([]int, error) {
@@ -137,6 +173,16 @@ type disk struct {
 	count map[FaultKind]int
 }
 
+// entries are the entries that read the scenario's files (records.Entry).
+func entries(sh Shape, paths []string) []string {
+	out := make([]string, len(paths))
+	for i, p := range paths {
+		out[i] = records.Entry(sh.Format, p, sh.Ragged)
+	}
+	return out
+}
+
+// newDisk reads the files the entries name through faults.
 func newDisk(paths []string, faults []Fault, seed uint64) *disk {
 	d := &disk{paths: paths, faults: faults, reads: make([]int, len(paths)), fired: map[int]bool{}, count: map[FaultKind]int{}}
 	for f := range paths {
@@ -145,23 +191,47 @@ func newDisk(paths []string, faults []Fault, seed uint64) *disk {
 	return d
 }
 
-// open is actors.Options.Open for the scenario's files.
+// open is actors.Options.Open for the scenario's files, entries as
+// records.Entry names them.
 func (d *disk) open(ctx context.Context, entry string) (readers.Reader, error) {
 	file := slices.Index(d.paths, entry)
 	if file < 0 {
 		return nil, fmt.Errorf("sim: unknown file %s", entry)
 	}
-	fh, err := os.Open(entry)
+	name, path, err := readers.ParseEntry(entry)
 	if err != nil {
 		return nil, err
 	}
-	st, err := fh.Stat()
+	source := func() (faultySource, error) {
+		fh, err := os.Open(path)
+		if err != nil {
+			return faultySource{}, err
+		}
+		st, err := fh.Stat()
+		if err != nil {
+			fh.Close()
+			return faultySource{}, err
+		}
+		return faultySource{io.NewSectionReader(&faultyFile{d: d, file: file, f: fh, ctx: ctx}, 0, st.Size()), fh}, nil
+	}
+	if name != "recordio" {
+		return readers.OpenStream(entry, func() (readers.Source, error) { return source() })
+	}
+	src, err := source()
 	if err != nil {
-		fh.Close()
 		return nil, err
 	}
-	return readers.NewRecordFile(&faultyFile{d: d, file: file, f: fh, ctx: ctx}, st.Size(), entry, fh), nil
+	return readers.NewRecordFile(src, src.Size(), path, src.f), nil
 }
+
+// faultySource is a file read through the scenario's faults, as
+// readers.OpenStream reads it.
+type faultySource struct {
+	*io.SectionReader
+	f *os.File
+}
+
+func (s faultySource) Close() error { return s.f.Close() }
 
 // fire counts a fault that fired; mu is held.
 func (d *disk) fire(i int) {

@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -292,8 +293,8 @@ func sleep(ctx context.Context, d time.Duration) error {
 
 // Open wraps next (actors.OpenFile when nil) so that the files the
 // schedule's file faults target are read through them. File faults apply
-// to RecordIO files; opening another format's file that one targets is an
-// error wrapping ErrBadSchedule.
+// to RecordIO files, WebDataset shards and TFRecord files; opening another
+// format's file that one targets is an error wrapping ErrBadSchedule.
 func (in *Injector) Open(next func(ctx context.Context, entry string) (readers.Reader, error)) func(ctx context.Context, entry string) (readers.Reader, error) {
 	if next == nil {
 		next = actors.OpenFile
@@ -306,10 +307,13 @@ func (in *Injector) Open(next func(ctx context.Context, entry string) (readers.R
 		if !in.targetsFile(path) {
 			return next(ctx, entry)
 		}
-		if name != "recordio" {
-			return nil, fmt.Errorf("%w: %s is a %s file: file faults apply to RecordIO files", ErrBadSchedule, path, name)
+		switch base, _, _ := strings.Cut(name, "("); base {
+		case "recordio":
+			return in.openFile(ctx, path)
+		case "wds", "tfrecord":
+			return in.openStream(ctx, entry, base, path)
 		}
-		return in.openFile(ctx, path)
+		return nil, fmt.Errorf("%w: %s is a %s file: file faults apply to RecordIO, WebDataset and TFRecord files", ErrBadSchedule, path, name)
 	}
 }
 

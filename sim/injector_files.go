@@ -17,9 +17,25 @@ import (
 // by at most all but its first byte: a file cut to nothing cannot be told
 // from an empty one.
 func (in *Injector) openFile(ctx context.Context, path string) (readers.Reader, error) {
-	fh, size, err := format.OpenFile("recordio", path)
+	src, err := in.source(ctx, "recordio", path)
 	if err != nil {
 		return nil, err
+	}
+	return readers.NewRecordFile(src, src.Size(), path, src), nil
+}
+
+// openStream opens entry, a WebDataset shard or TFRecord file at path, as
+// openFile does a RecordIO file: a truncated stream cannot be indexed, so
+// it fails as damaged where RecordIO's tail is left out.
+func (in *Injector) openStream(ctx context.Context, entry, formatName, path string) (readers.Reader, error) {
+	return readers.OpenStream(entry, func() (readers.Source, error) { return in.source(ctx, formatName, path) })
+}
+
+// source opens the file at path through the schedule's file faults.
+func (in *Injector) source(ctx context.Context, formatName, path string) (injectedSource, error) {
+	fh, size, err := format.OpenFile(formatName, path)
+	if err != nil {
+		return injectedSource{}, err
 	}
 	in.mu.Lock()
 	for i, f := range in.faults {
@@ -32,8 +48,16 @@ func (in *Injector) openFile(ctx context.Context, path string) (readers.Reader, 
 		}
 	}
 	in.mu.Unlock()
-	return readers.NewRecordFile(&injectedFile{in: in, path: path, f: fh, ctx: ctx, size: size}, size, path, fh), nil
+	return injectedSource{io.NewSectionReader(&injectedFile{in: in, path: path, f: fh, ctx: ctx, size: size}, 0, size), fh}, nil
 }
+
+// injectedSource is an opened file read through the schedule.
+type injectedSource struct {
+	*io.SectionReader
+	f *os.File
+}
+
+func (s injectedSource) Close() error { return s.f.Close() }
 
 // injectedFile is one opened file, read through the schedule.
 type injectedFile struct {

@@ -186,7 +186,7 @@ func (g segment) run(ctx context.Context) ([]delivered, *actors.State, error) {
 		return nil, g.done(), nil // the job is done: a pipeline would start its next epoch at once
 	}
 	stages := chain(g.sc, g.paths)
-	stages[0] = actors.Files{Paths: g.paths, Threads: g.threads}
+	stages[0] = actors.Files{Paths: entries(sh, g.paths), Threads: g.threads}
 	var faults []Fault
 	if g.live {
 		faults = g.sc.Faults
@@ -524,7 +524,7 @@ func runPreempted(ctx context.Context, sc Scenario, paths []string, damaged []ma
 func runPreempt(ctx context.Context, sc Scenario, paths []string, damaged []map[int]bool, o Options, violate violation,
 	fired map[FaultKind]int) (int, error) {
 	pre := sc.Preempt
-	d := newDisk(paths, sc.Faults, sc.Seed)
+	d := newDisk(entries(sc.Shape, paths), sc.Faults, sc.Seed)
 	defer func() {
 		for k, v := range d.counts() {
 			fired[k] += v
@@ -626,7 +626,7 @@ func checkAgainstReferences(ctx context.Context, violate violation, sc Scenario,
 		}
 		key := [2]int{dl.world, dl.rank}
 		if refs[key] == nil {
-			g := segment{sc: ref, paths: paths, o: o, d: newDisk(paths, nil, sc.Seed), rank: dl.rank, world: dl.world,
+			g := segment{sc: ref, paths: paths, o: o, d: newDisk(entries(sc.Shape, paths), nil, sc.Seed), rank: dl.rank, world: dl.world,
 				threads: sc.Shape.Threads, devices: 1, lanes: sc.Shape.Lanes}
 			got, _, err := g.run(ctx)
 			if err != nil {

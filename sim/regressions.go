@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/actorfeed/actorfeed/actors"
+	"github.com/actorfeed/actorfeed/sim/internal/records"
 )
 
 // Regressions are named scenarios kept because they found a bug, or
@@ -41,6 +42,15 @@ func Regressions() []Scenario {
 			Faults: []Fault{{Kind: Truncate, File: 2}, {Kind: FlipChunk, File: 2, Chunk: 1}}},
 		{Name: "same-chunk-flipped-twice", Seed: 184, Shape: base,
 			Faults: []Fault{{Kind: FlipChunk, File: 0, Chunk: 1}, {Kind: FlipChunk, File: 0, Chunk: 1}}},
+		// Found by the first scenarios over stream formats (seeds 21 and
+		// 402 then): a failed read of a shard or TFRecord file was
+		// reported as damage, so it failed the pipeline (or was skipped)
+		// instead of being retried.
+		{Name: "wds-eio-retried", Seed: 13, Shape: with(func(s *Shape) { s.Format, s.Skip, s.Ragged = records.WebDataset, true, true }),
+			Faults: []Fault{{Kind: ReadError, File: 0, N: 4}, {Kind: ShortRead, File: 1, N: 3}, {Kind: FlipChunk, File: 2, Chunk: 3}}},
+		{Name: "tfrecord-eio-retried", Seed: 14, Shape: with(func(s *Shape) { s.Format, s.Skip = records.TFRecord, true }),
+			Faults: []Fault{{Kind: ReadError, File: 0, N: 4}, {Kind: ReadErrorP, File: 1, P: 0.02}, {Kind: FlipChunk, File: 2, Chunk: 3},
+				{Kind: StagePanic, Stage: actors.KindFileReader, N: 5}}},
 		// Found by seed 1287: open_files restarted with a finished file's
 		// End still in its mailbox, marked the file done under the old
 		// epoch and never gave its reader the next file; the pass hung.

@@ -460,7 +460,7 @@ func execute(ctx context.Context, sc Scenario, paths []string, o Options, live b
 	if !live {
 		faults = nil
 	}
-	d := newDisk(paths, faults, sc.Seed)
+	d := newDisk(entries(sh, paths), faults, sc.Seed)
 	panics := scheduledPanics(faults)
 	sys := actors.NewSystem()
 	opts := pipelineOptions(sh, o, sys, d, panics)
@@ -611,7 +611,7 @@ func (s *stagePanics) fired() map[FaultKind]int {
 // chain is the scenario's stages.
 func chain(sc Scenario, paths []string) []actors.Stage {
 	sh := sc.Shape
-	st := []actors.Stage{actors.Files{Paths: paths, Threads: sh.Threads, AnyOrder: sh.AnyOrder}}
+	st := []actors.Stage{actors.Files{Paths: entries(sh, paths), Threads: sh.Threads, AnyOrder: sh.AnyOrder}}
 	if sh.Shuffle > 0 {
 		st = append(st, actors.Shuffle{Window: sh.Shuffle, Seed: sc.Seed})
 	}
@@ -771,6 +771,12 @@ func orderTails(sc Scenario, paths []string, damaged []map[int]bool) ([]int, err
 	sh := sc.Shape
 	var splits []order.Split
 	for f, path := range paths {
+		if sh.Format != "" { // no chunks: runs of records (actors.DefaultSplitRecords)
+			for at := 0; at < sh.Records; at += actors.DefaultSplitRecords {
+				splits = append(splits, order.Split{File: f, First: uint64(at), Count: uint64(min(actors.DefaultSplitRecords, sh.Records-at))})
+			}
+			continue
+		}
 		x, err := index(path)
 		if err != nil {
 			return nil, err

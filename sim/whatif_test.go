@@ -1,8 +1,11 @@
 package sim_test
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -12,6 +15,7 @@ import (
 	"github.com/actorfeed/actorfeed/actors/program"
 	"github.com/actorfeed/actorfeed/internal/testutil"
 	"github.com/actorfeed/actorfeed/readers/format"
+	"github.com/actorfeed/actorfeed/readers/tfrecord"
 	"github.com/actorfeed/actorfeed/sim"
 	"github.com/actorfeed/actorfeed/supervisor"
 )
@@ -127,4 +131,49 @@ func TestMediansLeaveOutRunsThatEndedInAnError(t *testing.T) {
 	require.InDelta(t, 150, m.Throughput, 1e-9)
 	none := sim.Summarize(runs[2:])
 	require.Zero(t, none.Measured)
+}
+
+// tfrecordFiles writes n TFRecord files of records Examples (id, label).
+func tfrecordFiles(t *testing.T, n, records int) []string {
+	t.Helper()
+	dir := t.TempDir()
+	var paths []string
+	for f := range n {
+		var b bytes.Buffer
+		w := tfrecord.NewWriter(&b)
+		for r := range records {
+			var x tfrecord.Example
+			x.Int64("id", int64(f*1_000_000+r))
+			x.Int64("label", int64(r%10))
+			require.NoError(t, w.Write(x.Marshal()))
+		}
+		path := filepath.Join(dir, fmt.Sprintf("part-%d.tfrecord", f))
+		require.NoError(t, os.WriteFile(path, b.Bytes(), 0o644))
+		paths = append(paths, path)
+	}
+	return paths
+}
+
+// File faults strike TFRecord files as they do RecordIO files: a failed
+// or short read is retried, and every sample arrives once a pass.
+func TestWhatIfFaultsOnTFRecordFiles(t *testing.T) {
+	ctx := testutil.Context(t)
+	paths := tfrecordFiles(t, 2, 200)
+	res, err := sim.WhatIf{
+		Spec: whatIfSpec(t, paths, "0s", false),
+		Schedule: schedule(t, `faults:
+  - {kind: read-error, files: part-1.tfrecord, at: 3}
+  - {kind: short-read, files: part-0.tfrecord, at: 2}
+  - {kind: latency, files: part-1.tfrecord, dist: {fixed: 1ms}}
+`),
+		Seed: 1, Runs: 1,
+		Options: actors.Options{Retry: sim.DefaultRetry()},
+	}.Run(ctx)
+	require.NoError(t, err)
+	r := res.Runs[0]
+	require.Equal(t, sim.Pass, r.Verdict(), "%v", r.Violations)
+	require.NoError(t, r.Err)
+	require.Equal(t, 800, r.Samples, "two passes of 400")
+	require.Equal(t, 1, r.Injected.ByKind[sim.ReadError])
+	require.Equal(t, 1, r.Injected.ByKind[sim.ShortRead])
 }

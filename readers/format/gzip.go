@@ -11,25 +11,51 @@ import (
 )
 
 // GzipReader reads the gzip stream in r, reporting the decompressor's
-// errors as damage (ErrCorrupt). formatName and name (the file) name it
-// in errors.
+// errors as damage (ErrCorrupt) and r's own (a failed read) as they are.
+// formatName and name (the file) name it in errors.
 func GzipReader(r io.Reader, formatName, name string) (io.Reader, error) {
-	zr, err := gzip.NewReader(bufio.NewReaderSize(r, 64<<10))
+	src := &IOErrors{R: r}
+	zr, err := gzip.NewReader(bufio.NewReaderSize(src, 64<<10))
 	if err != nil {
-		return nil, &Error{Format: formatName, File: name, Chunk: -1, Record: -1, Err: Corrupt("gzip: %v", err)}
+		if !src.Caused(err) {
+			err = Corrupt("gzip: %v", err)
+		}
+		return nil, &Error{Format: formatName, File: name, Chunk: -1, Record: -1, Err: err}
 	}
-	return gzipErrors{zr}, nil
+	return gzipErrors{zr, src}, nil
 }
 
-type gzipErrors struct{ r io.Reader }
+type gzipErrors struct {
+	r   io.Reader
+	src *IOErrors
+}
 
 func (g gzipErrors) Read(p []byte) (int, error) {
 	n, err := g.r.Read(p)
-	if err != nil && !errors.Is(err, io.EOF) {
+	if err != nil && !errors.Is(err, io.EOF) && !g.src.Caused(err) {
 		err = Corrupt("gzip: %v", err)
 	}
 	return n, err
 }
+
+// IOErrors keeps the last error of the reader it wraps other than io.EOF,
+// so that a decoder reading through it tells a failed read (worth a
+// retry) from damage to what it read (not).
+type IOErrors struct {
+	R   io.Reader
+	err error
+}
+
+func (e *IOErrors) Read(p []byte) (int, error) {
+	n, err := e.R.Read(p)
+	if err != nil && !errors.Is(err, io.EOF) {
+		e.err = err
+	}
+	return n, err
+}
+
+// Caused reports whether err is (or wraps) the last error of the reader.
+func (e *IOErrors) Caused(err error) bool { return e.err != nil && errors.Is(err, e.err) }
 
 // Gunzip writes what the gzip stream src holds to dst, checking the
 // stream's checksum: at most limit bytes (limit < 0: no bound), more being

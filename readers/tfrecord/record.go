@@ -79,7 +79,7 @@ func (r *Reader) Next() ([]byte, error) {
 		err = io.ErrUnexpectedEOF
 	}
 	if err != nil {
-		return nil, r.breaks(format.Truncated("data cut off: %v", err))
+		return nil, r.breaks(cutOff(err))
 	}
 	idx := r.next
 	r.next++
@@ -98,10 +98,19 @@ func (r *Reader) Skip() error {
 		return err
 	}
 	if err := r.discard(int64(n) + 4); err != nil {
-		return r.breaks(format.Truncated("data cut off: %v", err))
+		return r.breaks(cutOff(err))
 	}
 	r.next++
 	return nil
+}
+
+// cutOff is err reading a record's data: the file ends too soon (damage),
+// or a read failed (not damage: a retry may get past it).
+func cutOff(err error) error {
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return format.Truncated("data cut off: %v", err)
+	}
+	return err
 }
 
 // header reads the next record's length and checks it.

@@ -13,8 +13,10 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
+	"github.com/klauspost/compress/gzip"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 	"google.golang.org/protobuf/encoding/protowire"
@@ -305,4 +307,48 @@ func recordEnd(data []byte, i int) int {
 func maskedCRC(b []byte) uint32 {
 	c := crc32.Checksum(b, crc32.MakeTable(crc32.Castagnoli))
 	return (c>>15 | c<<17) + 0xa282ead8
+}
+
+// failing reads data and then fails with err, as a disk that errs does.
+type failing struct {
+	data []byte
+	err  error
+}
+
+func (f *failing) Read(p []byte) (int, error) {
+	if len(f.data) == 0 {
+		return 0, f.err
+	}
+	n := copy(p, f.data)
+	f.data = f.data[n:]
+	return n, nil
+}
+
+// A read that fails is not damage: the error is the read's, so that the
+// file reader retries rather than skipping, raw or gzip'd.
+func TestAFailedReadIsNotDamage(t *testing.T) {
+	eio := &os.PathError{Op: "read", Path: "t", Err: syscall.EIO}
+	data := file(t, 3)
+	for _, cut := range []int{5, 20, recordEnd(data, 0) + 3} {
+		r := tfrecord.NewReader(&failing{data: data[:cut], err: eio}, "t")
+		var err error
+		for err == nil {
+			_, err = r.Next()
+		}
+		require.ErrorIs(t, err, syscall.EIO, "cut at %d", cut)
+		require.NotErrorIs(t, err, format.ErrCorrupt, "cut at %d", cut)
+	}
+	var z bytes.Buffer
+	zw := gzip.NewWriter(&z)
+	_, err := zw.Write(data)
+	require.NoError(t, err)
+	require.NoError(t, zw.Close())
+	for _, cut := range []int{5, z.Len() / 2} {
+		r, err := tfrecord.NewGzipReader(&failing{data: z.Bytes()[:cut], err: eio}, "t.gz")
+		for err == nil {
+			_, err = r.Next()
+		}
+		require.ErrorIs(t, err, syscall.EIO, "gzip cut at %d", cut)
+		require.NotErrorIs(t, err, format.ErrCorrupt, "gzip cut at %d", cut)
+	}
 }

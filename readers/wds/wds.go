@@ -163,7 +163,10 @@ func (r *Reader) member(read bool) (*member, error) {
 			return nil, io.EOF
 		}
 		if err != nil {
-			r.broken = r.fail(r.next, "", at, format.Corrupt("tar: %v", err))
+			if !r.src.failed(err) {
+				err = format.Corrupt("tar: %v", err)
+			}
+			r.broken = r.fail(r.next, "", at, err)
 			return nil, r.broken
 		}
 		// tar reads headers exactly: the data starts here, and the next
@@ -185,8 +188,11 @@ func (r *Reader) member(read bool) (*member, error) {
 			if err == nil && int64(len(m.data)) < h.Size {
 				err = io.ErrUnexpectedEOF
 			}
+			if err != nil && !r.src.failed(err) {
+				err = format.Truncated("data cut off: %v", err)
+			}
 			if err != nil {
-				r.broken = r.fail(r.next, h.Name, at, format.Truncated("data cut off: %v", err))
+				r.broken = r.fail(r.next, h.Name, at, err)
 				return nil, r.broken
 			}
 		}
@@ -264,12 +270,23 @@ func (r *Reader) fail(idx int, member string, off int64, err error) error {
 
 // counter reads r through a buffer, counting the bytes read, and passes
 // seeks through (within the buffer when they land there), so that tar
-// skips the data it does not read.
+// skips the data it does not read. It keeps r's last error, so that a
+// failed read is told from damage.
 type counter struct {
 	r    io.Reader
 	n    int64 // the logical position: bytes read, or where a seek put it
 	buf  []byte
-	b, e int // buf[b:e] is unread
+	b, e int   // buf[b:e] is unread
+	err  error // r's last error other than io.EOF
+}
+
+// failed reports whether err is a failed read of r, not damage.
+func (c *counter) failed(err error) bool { return c.err != nil && errors.Is(err, c.err) }
+
+func (c *counter) keep(err error) {
+	if err != nil && !errors.Is(err, io.EOF) {
+		c.err = err
+	}
 }
 
 func (c *counter) Read(p []byte) (int, error) {
@@ -277,6 +294,7 @@ func (c *counter) Read(p []byte) (int, error) {
 		if len(p) >= 32<<10 { // large reads go straight through
 			n, err := c.r.Read(p)
 			c.n += int64(n)
+			c.keep(err)
 			return n, err
 		}
 		if c.buf == nil {
@@ -284,6 +302,7 @@ func (c *counter) Read(p []byte) (int, error) {
 		}
 		n, err := c.r.Read(c.buf)
 		c.b, c.e = 0, n
+		c.keep(err)
 		if n == 0 {
 			return 0, err
 		}
@@ -311,6 +330,7 @@ func (c *counter) Seek(off int64, whence int) (int64, error) {
 	if err == nil {
 		c.n, c.b, c.e = n, 0, 0
 	}
+	c.keep(err)
 	return n, err
 }
 

@@ -1,6 +1,7 @@
 // Package records writes the data sets the simulator's scenarios read:
-// RecordIO files whose records say which file and record they are, so a
-// consumer can check that data and ids travel together. It is sim's and
+// RecordIO files, WebDataset shards or TFRecord files whose records say
+// which file and record they are, so a consumer can check that data and
+// ids travel together. It is sim's and
 // its harnesses' (sim/netsim), and no one else's.
 package records
 
