@@ -848,3 +848,46 @@ func TestGroupsOfLargeSamplesStayWithinGroupBytes(t *testing.T) {
 	}
 	require.GreaterOrEqual(t, total, uint64(n))
 }
+
+// A map of Samples sees its item's epoch and ids (before the batch stage
+// and after it, in an xmap and a map), and can name a sample.
+func TestSampleMapsSeeTheirEpochAndSamples(t *testing.T) {
+	ctx := testutil.Context(t)
+	paths := testutil.WriteFiles(t, 2, 100, 400)
+	var mu sync.Mutex
+	var named []string
+	stamp := func(s actors.Samples, slots tensor.Slots) (tensor.Slots, error) {
+		out := make([]int64, len(s.IDs))
+		for i, id := range s.IDs {
+			out[i] = int64(s.Epoch)<<50 | int64(id)
+		}
+		mu.Lock()
+		named = append(named, s.Name(s.IDs[0]))
+		mu.Unlock()
+		return tensor.Slots{{Tensor: tensor.MustFromSlice(tensor.Shape{len(out), 1}, out)}, slots[1]}, nil
+	}
+	for _, chain := range [][]actors.Stage{
+		{actors.Files{Paths: paths}, actors.Shuffle{Window: 50, Seed: 2}, actors.Batch{Size: 10}, actors.Map{Samples: stamp}},
+		{actors.Files{Paths: paths}, actors.Shuffle{Window: 50, Seed: 2}, actors.XMap{Samples: stamp, Workers: 2}, actors.Batch{Size: 10}},
+	} {
+		sys := actors.NewSystem()
+		p, err := actors.New(chain, actors.Options{System: sys})
+		require.NoError(t, err)
+		checked := passItems(t, ctx, p, 2, func(it actors.Item) int {
+			v, err := tensor.View[int64](it.Slots[0].Tensor)
+			require.NoError(t, err)
+			for i, id := range it.IDs {
+				require.Equal(t, int64(it.Epoch)<<50|int64(id), v[i])
+			}
+			return it.Epoch
+		})
+		require.Equal(t, 0, checked[0][0])
+		require.Equal(t, 1, checked[1][0])
+		closeAndCheck(t, p, sys)
+	}
+	require.Contains(t, named[0], "record ")
+	require.Contains(t, named[0], ".rio")
+	_, err := actors.New([]actors.Stage{actors.Files{Paths: paths}, actors.Map{Fn: func(s tensor.Slots) (tensor.Slots, error) { return s, nil }, Samples: stamp}},
+		actors.Options{})
+	require.ErrorIs(t, err, actors.ErrBadSpec)
+}

@@ -37,11 +37,11 @@ func (c *consumerCell) toItem(b *messages.Batch) (Item, error) {
 	if err != nil {
 		return Item{}, err
 	}
-	it := Item{Slots: slots, IDs: b.Ids, Pass: int(b.Pass), Epoch: c.pipe.epoch(b.Pass), Seq: c.seqOf(b),
+	it := Item{Slots: slots, IDs: b.Ids, Pass: int(b.Pass), Epoch: c.pipe.itemEpoch(b, b.Pass), Seq: c.seqOf(b),
 		Instances: len(b.Ids), Padding: int(b.Padding)}
 	it.Index = it.Seq
 	if o := c.pipe.order; o != nil && b.Positions > 0 {
-		it.Epoch, it.Index = o.epoch(b.OrderPass), int(b.Position/uint64(o.unit))
+		it.Index = int(b.Position / uint64(o.unit))
 	}
 	return it, nil
 }

@@ -12,8 +12,31 @@ import (
 // ids stay with them. It may run again on the same item after a restart.
 type MapFunc func(tensor.Slots) (tensor.Slots, error)
 
+// Samples says which samples an item holds: the epoch of the order it
+// belongs to (its pass, without an order), their ids, and a sample's
+// name ("record 17 of part-3.tar") for errors.
+type Samples struct {
+	Epoch int
+	IDs   []uint64
+	Name  func(id uint64) string
+}
+
+// SampleMapFunc is a MapFunc that also sees which samples it maps, so
+// that its random choices can be drawn from (seed, epoch, sample): the
+// same after a restart or a resume, another in another epoch.
+type SampleMapFunc func(Samples, tensor.Slots) (tensor.Slots, error)
+
+// sampleMap is a Map's or XMap's function as a SampleMapFunc.
+func sampleMap(fn MapFunc, samples SampleMapFunc) SampleMapFunc {
+	if samples != nil {
+		return samples
+	}
+	return func(_ Samples, s tensor.Slots) (tensor.Slots, error) { return fn(s) }
+}
+
 type mapLogic struct {
-	fn   MapFunc
+	fn   SampleMapFunc
+	pipe *shared
 	pass uint32
 }
 
@@ -21,7 +44,7 @@ func (l *mapLogic) start(pass uint32)               { l.pass = pass }
 func (l *mapLogic) upstreamPass(pass uint32) uint32 { return pass }
 
 func (l *mapLogic) take(b *messages.Batch) ([]*messages.Batch, error) {
-	o, err := apply(l.fn, l.pass, b)
+	o, err := apply(l.pipe, l.fn, l.pass, b)
 	if err != nil {
 		return nil, err
 	}
@@ -29,12 +52,12 @@ func (l *mapLogic) take(b *messages.Batch) ([]*messages.Batch, error) {
 }
 
 // apply runs fn on one item, giving the result the item's ids and pass.
-func apply(fn MapFunc, pass uint32, b *messages.Batch) (*messages.Batch, error) {
+func apply(pipe *shared, fn SampleMapFunc, pass uint32, b *messages.Batch) (*messages.Batch, error) {
 	slots, err := b.ToSlots()
 	if err != nil {
 		return nil, err
 	}
-	slots, err = fn(slots)
+	slots, err = fn(Samples{Epoch: pipe.itemEpoch(b, pass), IDs: b.Ids, Name: pipe.sampleName}, slots)
 	if err != nil {
 		return nil, fmt.Errorf("actors: map: %w", err)
 	}

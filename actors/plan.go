@@ -273,7 +273,7 @@ func (p *Pipeline) planXMap(name string, s XMap, lane int) spawnable {
 	p.cells = append(p.cells, c)
 	return spawnable{name: name, cell: c, producer: func(up *actor.PID, _ []*actor.PID) actor.Actor {
 		xm.in.pub = up
-		return &xmapActor{c: c, m: xm, fn: s.Fn, workers: s.Workers}
+		return &xmapActor{c: c, m: xm, fn: sampleMap(s.Fn, s.Samples), workers: s.Workers}
 	}}
 }
 
@@ -300,7 +300,7 @@ func (p *Pipeline) planTransform(name string, stages []Stage, i int, dev *Device
 	case Batch:
 		tc.logic = p.planBatch(s, stages, i, dev)
 	case Map:
-		tc.logic = &mapLogic{fn: s.Fn}
+		tc.logic = &mapLogic{fn: sampleMap(s.Fn, s.Samples), pipe: pipe}
 	case MultiPass:
 		tc.logic = &multiPassLogic{passSplit: p.passSplit(stages, i)}
 	}

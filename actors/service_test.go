@@ -318,3 +318,57 @@ func TestServiceListsTheChunksItsWorkersSkipped(t *testing.T) {
 	require.Equal(t, int(bad.NumRecords), stats.Corrupt[0].Records)
 	require.ErrorContains(t, stats.Corrupt[0].Err, "checksum")
 }
+
+// A map of Samples named by the trainer is made by the workers
+// (WorkerOptions.SampleMaps) and sees the epoch and samples it would see in
+// process: the batches are the same, pass after pass.
+func TestServiceWorkersMakeSampleMapsByName(t *testing.T) {
+	ctx := testutil.Context(t)
+	paths := testutil.WriteFiles(t, 3, 100, 40)
+	stamp := func(s actors.Samples, slots tensor.Slots) (tensor.Slots, error) {
+		out := make([]int64, len(s.IDs))
+		for i, id := range s.IDs {
+			out[i] = int64(s.Epoch)<<50 | int64(id)
+		}
+		return tensor.Slots{{Tensor: tensor.MustFromSlice(tensor.Shape{len(out), 1}, out)}, slots[1]}, nil
+	}
+	chain := []actors.Stage{actors.Files{Paths: paths}, actors.Shuffle{Window: 32, Seed: 5}, actors.Batch{Size: 8},
+		actors.Map{Samples: stamp, Name: "stamp(1)"}, actors.DoubleBuffer{Window: 8}}
+	values := func(opts actors.Options) [][]int64 {
+		p, err := actors.New(chain, opts)
+		require.NoError(t, err)
+		defer closeAndCheck(t, p, nil)
+		var out [][]int64
+		for pass := range 2 {
+			if pass > 0 {
+				require.NoError(t, p.Reset())
+			}
+			for {
+				it, err := p.Next(ctx)
+				if errors.Is(err, io.EOF) {
+					break
+				}
+				require.NoError(t, err)
+				v, err := tensor.View[int64](it.Slots[0].Tensor)
+				require.NoError(t, err)
+				out = append(out, slices.Clone(v))
+			}
+		}
+		return out
+	}
+	want := values(actors.Options{GroupSize: 8})
+	require.Equal(t, int64(1), want[len(want)-1][0]>>50, "the second pass is epoch 1")
+	sys := actors.NewSystem()
+	defer sys.Shutdown()
+	made := func(name string) (actors.SampleMapFunc, error) {
+		if name != "stamp(1)" {
+			return nil, fmt.Errorf("no map %q", name)
+		}
+		return stamp, nil
+	}
+	w, err := actors.StartWorker(sys, actors.WorkerOptions{Roots: []string{filepath.Dir(paths[0])}, SampleMaps: made})
+	require.NoError(t, err)
+	defer w.Close()
+	svc := &actors.Service{Workers: []string{sys.Address()}, Lease: time.Hour}
+	require.Equal(t, want, values(actors.Options{System: sys, GroupSize: 8, Service: svc}))
+}

@@ -50,6 +50,10 @@ type WorkerOptions struct {
 	Open func(ctx context.Context, entry string) (readers.Reader, error)
 	// Maps are the map functions clients may name (Map.Name, XMap.Name).
 	Maps map[string]MapFunc
+	// SampleMaps makes the function of a name that Maps lacks, one that
+	// sees its samples (Map.Samples): a name with parameters, say, as
+	// "decode(size=224)"; nil, or an error, refuses the name.
+	SampleMaps func(name string) (SampleMapFunc, error)
 	// Limits bound what clients may make the worker hold; zero fields take
 	// DefaultWorkerLimits'.
 	Limits WorkerLimits
@@ -625,6 +629,22 @@ func (w *Worker) taskPipeline(m *messages.ServiceTask) ([]Stage, Options, error)
 
 // jobStages are the stages of a job after its shuffle: its batch stage and
 // its maps, found by name.
+// mapNamed is the function a task's map stage names: in Maps, or made by
+// SampleMaps.
+func (w *Worker) mapNamed(name string) (MapFunc, SampleMapFunc, error) {
+	if fn := w.opts.Maps[name]; fn != nil {
+		return fn, nil, nil
+	}
+	if w.opts.SampleMaps != nil {
+		samples, err := w.opts.SampleMaps(name)
+		if err != nil {
+			return nil, nil, fmt.Errorf("%w: map %q: %w", ErrBadSpec, name, err)
+		}
+		return nil, samples, nil
+	}
+	return nil, nil, fmt.Errorf("%w: this worker has no map named %q (WorkerOptions.Maps)", ErrBadSpec, name)
+}
+
 func (w *Worker) jobStages(job *messages.ServiceJob) ([]Stage, error) {
 	var out []Stage
 	for _, st := range job.Stages {
@@ -636,14 +656,14 @@ func (w *Worker) jobStages(job *messages.ServiceJob) ([]Stage, error) {
 		default:
 			return nil, fmt.Errorf("%w: a task's stage of kind %q", ErrBadSpec, st.Kind)
 		}
-		fn := w.opts.Maps[st.Name]
-		if fn == nil {
-			return nil, fmt.Errorf("%w: this worker has no map named %q (WorkerOptions.Maps)", ErrBadSpec, st.Name)
+		fn, samples, err := w.mapNamed(st.Name)
+		if err != nil {
+			return nil, err
 		}
 		if st.Kind == KindMap {
-			out = append(out, Map{Fn: fn, Name: st.Name})
+			out = append(out, Map{Fn: fn, Samples: samples, Name: st.Name})
 		} else {
-			out = append(out, XMap{Fn: fn, Name: st.Name, Workers: int(st.Workers)})
+			out = append(out, XMap{Fn: fn, Samples: samples, Name: st.Name, Workers: int(st.Workers)})
 		}
 	}
 	if len(out) == 0 { // a job of a client that names no stages: batch only

@@ -66,6 +66,14 @@ func (s *shared) epoch(pass uint32) int {
 	return s.order.epoch(pass)
 }
 
+// itemEpoch is the epoch of the order that item b of pass belongs to.
+func (s *shared) itemEpoch(b *messages.Batch, pass uint32) int {
+	if s.order != nil && b.Positions > 0 {
+		return s.order.epoch(b.OrderPass)
+	}
+	return s.epoch(pass)
+}
+
 // sampleName names a sample by its id: its record and file.
 func (s *shared) sampleName(id uint64) string {
 	f, r := messages.SplitID(id)

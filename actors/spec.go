@@ -100,8 +100,11 @@ type Batch struct {
 // workers know Fn by (WorkerOptions.Maps): a pipeline with Options.Service
 // runs the map on its workers, which need every map named.
 type Map struct {
-	Fn   MapFunc
-	Name string
+	Fn MapFunc
+	// Samples is a function that also sees the item's samples and epoch,
+	// in place of Fn.
+	Samples SampleMapFunc
+	Name    string
 }
 
 // XMap is xmap_readers: Fn runs on Workers goroutines the stage owns
@@ -113,6 +116,7 @@ type Map struct {
 // worker is on, so Fn should not block.
 type XMap struct {
 	Fn      MapFunc
+	Samples SampleMapFunc // in place of Fn (see Map)
 	Workers int
 	Buffer  int
 	Ordered bool
@@ -385,12 +389,12 @@ func validateStage(where string, s Stage, first, last bool) error {
 	case Batch:
 		return checkSize(where, "size", s.Size, 1, MaxBatch)
 	case Map:
-		if s.Fn == nil {
-			return fmt.Errorf("%w: %s: no function", ErrBadSpec, where)
+		if (s.Fn == nil) == (s.Samples == nil) {
+			return fmt.Errorf("%w: %s: want one function, Fn or Samples", ErrBadSpec, where)
 		}
 	case XMap:
-		if s.Fn == nil {
-			return fmt.Errorf("%w: %s: no function", ErrBadSpec, where)
+		if (s.Fn == nil) == (s.Samples == nil) {
+			return fmt.Errorf("%w: %s: want one function, Fn or Samples", ErrBadSpec, where)
 		}
 		return errors.Join(checkSize(where, "workers", s.Workers, 0, MaxConcurrency), checkSize(where, "buffer", s.Buffer, 0, MaxQueue))
 	case MultiPass:

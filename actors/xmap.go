@@ -197,7 +197,7 @@ func (m *xmapMachine) room() int {
 type xmapActor struct {
 	c        *cell
 	m        *xmapMachine
-	fn       MapFunc
+	fn       SampleMapFunc
 	workers  int
 	jobs     chan job
 	cancel   context.CancelFunc
@@ -278,7 +278,7 @@ func (a *xmapActor) work(j job, pass uint32) (m *mapped) {
 			m.item, m.err, m.panic = nil, nil, fmt.Sprintf("xmap function: %v", r)
 		}
 	}()
-	m.item, m.err = apply(a.fn, pass, j.item)
+	m.item, m.err = apply(a.c.pipe, a.fn, pass, j.item)
 	return m
 }
 

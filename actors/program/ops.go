@@ -232,10 +232,16 @@ func mapReader(s *Scope, c *opCtx) error {
 		return err
 	}
 	fn := s.Maps[name]
-	if fn == nil && s.anyMap {
+	var samples actors.SampleMapFunc
+	if fn == nil && s.SampleMaps != nil {
+		if samples, err = s.SampleMaps(name); err != nil && !s.anyMap {
+			return c.fail("attribute map", fmt.Sprintf("a map this scope knows or can make (%v)", err), name)
+		}
+	}
+	if fn == nil && samples == nil && s.anyMap {
 		fn = func(tensor.Slots) (tensor.Slots, error) { return nil, fmt.Errorf("program: map %q is not bound", name) }
 	}
-	if fn == nil {
+	if fn == nil && samples == nil {
 		known := slices.Sorted(maps.Keys(s.Maps))
 		return c.fail("attribute map", "a map this scope knows ("+strings.Join(known, ", ")+")", name)
 	}
@@ -243,9 +249,9 @@ func mapReader(s *Scope, c *opCtx) error {
 	if err != nil {
 		return err
 	}
-	var st actors.Stage = actors.Map{Fn: fn, Name: name}
+	var st actors.Stage = actors.Map{Fn: fn, Samples: samples, Name: name}
 	if workers > 0 {
-		st = actors.XMap{Fn: fn, Name: name, Workers: workers, Ordered: true}
+		st = actors.XMap{Fn: fn, Samples: samples, Name: name, Workers: workers, Ordered: true}
 	}
 	return decorate(func(*opCtx) (actors.Stage, error) { return st, nil })(s, c)
 }

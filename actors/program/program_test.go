@@ -3,7 +3,9 @@ package program_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sort"
+	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -323,4 +325,40 @@ func TestMapReaderRunsTheScopesMaps(t *testing.T) {
 	var opErr *program.OpError
 	require.ErrorAs(t, err, &opErr)
 	require.ErrorContains(t, err, "a map this scope knows (shift)")
+}
+
+// create_map_reader names a map SampleMaps makes (a name with parameters),
+// which sees its samples; a name it refuses is the op's error, with why.
+func TestMapReaderMakesSampleMaps(t *testing.T) {
+	ctx := testutil.Context(t)
+	paths := testutil.WriteFiles(t, 3, 70, 300)
+	var seen atomic.Int64
+	s := program.NewScope(actors.Options{})
+	defer s.Close()
+	s.SampleMaps = func(name string) (actors.SampleMapFunc, error) {
+		if name != "ids(x)" {
+			return nil, fmt.Errorf("no such map")
+		}
+		return func(smp actors.Samples, sl tensor.Slots) (tensor.Slots, error) {
+			seen.Add(int64(len(smp.IDs)))
+			return sl, nil
+		}, nil
+	}
+	p := startup(paths, 0)
+	last := len(p.Ops) - 1
+	p.Ops = append(p.Ops[:last], program.Op{Type: "create_map_reader", In: "batch_reader", Out: []string{"mapped"},
+		Attrs: map[string]any{"map": "ids(x)"}}, p.Ops[last])
+	p.Ops[last+1].In = "mapped"
+	require.NoError(t, s.Run(ctx, p))
+	require.Len(t, readToEOF(t, ctx, s), 210)
+	require.EqualValues(t, 210, seen.Load(), "the map saw every sample's id")
+
+	bad := program.NewScope(actors.Options{})
+	defer bad.Close()
+	bad.SampleMaps = s.SampleMaps
+	err := bad.Run(ctx, &program.Program{Ops: []program.Op{
+		{Type: "open_files", Out: []string{"files"}, Attrs: map[string]any{"file_names": paths}},
+		{Type: "create_map_reader", In: "files", Out: []string{"mapped"}, Attrs: map[string]any{"map": "ids(y)"}},
+	}})
+	require.ErrorContains(t, err, "no such map")
 }
