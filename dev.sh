@@ -93,6 +93,7 @@ fuzz)
   fuzz FuzzShard ./readers/wds 100000
   fuzz FuzzExample ./readers/tfrecord 100000
   fuzz FuzzRecords ./readers/tfrecord 100000
+  fuzz FuzzApply ./readers/vision 20000
   fuzz FuzzBatch ./messages 250000
   fuzz FuzzResume ./actors 20000
   fuzz FuzzRelayMachine ./actors 300000

@@ -30,13 +30,13 @@ type shardFormat struct {
 }
 
 var shardFormats = map[string]shardFormat{
-	"wds":      {".tar", func() shardWriter { return &tarShard{} }},
+	"wds":      {".tar", func() shardWriter { return &tarShard{ext: ".png"} }},
 	"tfrecord": {".tfrecord", func() shardWriter { return &tfrecordShard{} }},
 }
 
 // shardWriter gathers a shard in memory, a sample at a time.
 type shardWriter interface {
-	// add appends sample i: its image as PNG, and its label when it has one.
+	// add appends sample i: its encoded image, and its label when it has one.
 	add(i int, png []byte, label int64, labelled bool) error
 	// write ends the shard and writes it to path, atomically.
 	write(path string) error
@@ -114,9 +114,10 @@ func addSample(w shardWriter, enc *png.Encoder, i int, s tensor.Slots) error {
 	return w.add(i, img, v[0], true)
 }
 
-// tarShard is a WebDataset shard: sample i as NNNNNNNN.png and
-// NNNNNNNN.cls.
+// tarShard is a WebDataset shard: sample i as NNNNNNNN<ext> (the image)
+// and NNNNNNNN.cls.
 type tarShard struct {
+	ext string
 	buf bytes.Buffer
 	tw  *tar.Writer
 }
@@ -127,7 +128,7 @@ func (w *tarShard) add(i int, img []byte, label int64, labelled bool) error {
 		w.tw = tar.NewWriter(&w.buf)
 	}
 	key := fmt.Sprintf("%08d", i)
-	if err := w.member(key+".png", img); err != nil || !labelled {
+	if err := w.member(key+w.ext, img); err != nil || !labelled {
 		return err
 	}
 	return w.member(key+".cls", strconv.AppendInt(nil, label, 10))

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"image"
+	"image/jpeg"
 	"image/png"
 	"math"
 	"os"
@@ -453,6 +454,12 @@ func TestConvertToShards(t *testing.T) {
 		msg, err = cli(t, "run", "--data", c.run+filepath.Join(out, "*"+c.suffix), "--batch", "4", "--shuffle", "8", "--progress-every", "1h")
 		require.NoError(t, err)
 		require.Contains(t, msg, "25 samples in 7 batches")
+		// As run reads them, the images are slot 1 of both: after cls, after label.
+		msg, err = cli(t, "run", "--data", c.run+filepath.Join(out, "*"+c.suffix), "--batch", "4", "--map", "decode(size=2,channels=1,flip,slot=1)", "--progress-every", "1h")
+		require.NoError(t, err)
+		require.Contains(t, msg, "25 samples in 7 batches")
+		_, err = cli(t, "run", "--data", c.run+filepath.Join(out, "*"+c.suffix), "--map", "decode(size=2,slot=9)", "--progress-every", "1h")
+		require.ErrorContains(t, err, "vision: slot 9: the batch has 2 slots")
 	}
 	for args, want := range map[string]string{"--to tf": `--to "tf": want recordio, wds or tfrecord`, "--shard-samples 0": "--shard-samples 0: want 1 to"} {
 		_, err := cli(t, append([]string{"convert", images, "--out", dir}, strings.Fields(args)...)...)
@@ -485,4 +492,45 @@ func TestFeaturesFlag(t *testing.T) {
 	require.ErrorContains(t, err, "the entry names its own features")
 	_, err = cli(t, "run", "--data", "x.recordio", "--features", "a=bytes")
 	require.ErrorContains(t, err, "--data holds no TFRecord file")
+}
+
+// gen --to wds and --to tfrecord write JPEG images of known classes, the
+// same for the same flags; run decodes and augments them.
+func TestGenWritesJPEGShards(t *testing.T) {
+	dir := t.TempDir()
+	for to, image := range map[string]int{"wds": 1, "tfrecord": 0} { // the image's slot: after cls, before label
+		out := filepath.Join(dir, to)
+		msg, err := cli(t, "gen", "--to", to, "--out", out, "--files", "3", "--samples", "30", "--image-size", "40")
+		require.NoError(t, err)
+		require.Contains(t, msg, "wrote 30 JPEG images in 3 "+to+" shards")
+		again := filepath.Join(dir, to+"-again")
+		_, err = cli(t, "gen", "--to", to, "--out", again, "--files", "3", "--samples", "30", "--image-size", "40")
+		require.NoError(t, err)
+		shards, err := filepath.Glob(filepath.Join(out, "shard-*"))
+		require.NoError(t, err)
+		require.Len(t, shards, 3)
+		for _, s := range shards {
+			a, err := os.ReadFile(s)
+			require.NoError(t, err)
+			b, err := os.ReadFile(filepath.Join(again, filepath.Base(s)))
+			require.NoError(t, err)
+			require.Equal(t, a, b, "the same flags, the same bytes")
+		}
+		r, err := readers.Open(to+":"+shards[1], readers.OpenOptions{})
+		require.NoError(t, err)
+		items, err := readers.ReadAll(t.Context(), r)
+		require.NoError(t, err)
+		r.Close()
+		require.Len(t, items, 10)
+		img, err := jpeg.Decode(bytes.NewReader(items[0][image].Bytes()))
+		require.NoError(t, err, "%s: a JPEG", to)
+		require.InDelta(t, 40, img.Bounds().Dx(), 10)
+		msg, err = cli(t, "run", "--data", to+":"+filepath.Join(out, "shard-*"), "--batch", "8", "--map", fmt.Sprintf("decode(size=16,slot=%d,flip)", image), "--progress-every", "1h")
+		require.NoError(t, err)
+		require.Contains(t, msg, "30 samples in 4 batches")
+	}
+	for args, want := range map[string]string{"--to png": `--to "png": want recordio, wds or tfrecord`, "--to wds --image-size 2": "--image-size 2"} {
+		_, err := cli(t, append([]string{"gen", "--out", dir}, strings.Fields(args)...)...)
+		require.ErrorContains(t, err, want)
+	}
 }

@@ -10,7 +10,7 @@
 //	actorfeed bench     the actor pipeline against a plain copy, a plain read
 //	                    and a channel pipeline, side by side; with --sizes
 //	                    and --procs, a matrix of sample sizes and cores
-//	actorfeed gen       write a synthetic RecordIO data set
+//	actorfeed gen       write a synthetic data set: RecordIO, or JPEG shards
 //	actorfeed convert   convert IDX (Fashion-MNIST) to RecordIO, WebDataset or TFRecord
 //	actorfeed inspect   show a data file's chunks, records, shapes, checksums
 //	actorfeed serve     a data service worker that reads and batches for

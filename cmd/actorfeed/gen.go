@@ -18,15 +18,21 @@ const maxGenFiles = 1 << 16
 
 func newGen() *cobra.Command {
 	var s synthetic
-	var out, comp string
+	var out, comp, to string
+	var size int
 	cmd := &cobra.Command{
 		Use:   "gen --out DIR --files K --samples N",
-		Short: "Write a synthetic RecordIO data set",
+		Short: "Write a synthetic data set: RecordIO, or JPEG images in shards",
 		Long: `Writes N Fashion-MNIST-shaped samples (a [1,28,28] uint8 image and a [1] int64
 label) into K RecordIO files DIR/part-00000.recordio, ... The bytes depend only
 on the flags, so sample ids (<file base name>#<record index>) are stable. Each
 class has a prototype image and a sample is its prototype plus noise, so a
-classifier can learn the set.`,
+classifier can learn the set.
+
+With --to wds or --to tfrecord it writes N JPEG images instead, each 3/4 to
+5/4 of --image-size a side, of one of 10 classes (a colour and stripes of
+its own, plus noise), as K WebDataset shards (NNNNNNNN.jpg, NNNNNNNN.cls)
+or TFRecord files (image, label), sample i in shard i mod K.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c, err := recordio.ParseCompressor(comp)
@@ -40,6 +46,9 @@ classifier can learn the set.`,
 			// files than that is a mistake (one made a slice of --files).
 			if err := checkInts(intFlag{"--files", s.files, 1, maxGenFiles}, intFlag{"--samples", s.samples, s.files, 1 << 40}); err != nil {
 				return usageError{err}
+			}
+			if to != "recordio" {
+				return genImages(cmd, out, to, imageSet{files: s.files, samples: s.samples, size: size, seed: s.seed, format: to})
 			}
 			s.compressor = c
 			if err := s.fits(cmd.Context(), out); err != nil {
@@ -59,7 +68,24 @@ classifier can learn the set.`,
 	f.IntVar(&s.samples, "samples", 10000, "number of samples in all")
 	f.Uint64Var(&s.seed, "seed", 1, "seed of the data")
 	f.StringVar(&comp, "compressor", "snappy", "chunk compression: none, snappy or gzip")
+	f.StringVar(&to, "to", "recordio", "recordio, or JPEG images as wds (WebDataset shards) or tfrecord")
+	f.IntVar(&size, "image-size", 256, "with --to wds or tfrecord: the images' typical side in pixels")
 	return cmd
+}
+
+// genImages writes gen's JPEG image set.
+func genImages(cmd *cobra.Command, out, to string, s imageSet) error {
+	if shardFormats[to].new == nil {
+		return usageError{fmt.Errorf("--to %q: want recordio, wds or tfrecord", to)}
+	}
+	if err := checkInts(intFlag{"--image-size", s.size, 8, maxImageSize}, intFlag{"--samples", s.samples, s.files, 1 << 24}); err != nil {
+		return usageError{err}
+	}
+	if err := s.write(cmd.Context(), out); err != nil {
+		return err
+	}
+	fmt.Fprintf(cmd.OutOrStdout(), "wrote %d JPEG images in %d %s shards to %s\n", s.samples, s.files, to, out)
+	return nil
 }
 
 // fits refuses a set that dir's file system cannot hold: 10^8 samples

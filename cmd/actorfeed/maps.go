@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/actorfeed/actorfeed/actors"
+	"github.com/actorfeed/actorfeed/readers/vision"
 	"github.com/actorfeed/actorfeed/tensor"
 )
 
@@ -37,7 +38,37 @@ func mapNamed(name string) (actors.MapFunc, error) {
 		for n := range builtinMaps {
 			names = append(names, n)
 		}
-		return nil, fmt.Errorf("--map %q: want one of %s", name, strings.Join(names, ", "))
+		return nil, fmt.Errorf("--map %q: want one of %s, or decode(...)", name, strings.Join(names, ", "))
 	}
 	return fn, nil
+}
+
+// sampleMaps makes the maps whose names carry parameters:
+// decode(size=224,crop=random,flip,normalize=imagenet,...) decodes and
+// augments each sample's encoded image (readers/vision, docs/formats.md).
+// run's pipelines, YAML programs and serve's workers make them alike.
+func sampleMaps(name string) (actors.SampleMapFunc, error) {
+	params, opens := strings.CutPrefix(name, "decode(")
+	params, closes := strings.CutSuffix(params, ")")
+	if !opens || !closes {
+		return nil, fmt.Errorf("no map %q", name)
+	}
+	m, err := vision.ParseMap(params)
+	if err != nil {
+		return nil, err
+	}
+	return func(s actors.Samples, slots tensor.Slots) (tensor.Slots, error) {
+		return m.Apply(s.Epoch, s.IDs, s.Name, slots)
+	}, nil
+}
+
+// checkMap checks a --map name: a built-in map, or one sampleMaps makes.
+func checkMap(name string) error {
+	if _, err := mapNamed(name); err == nil || !strings.Contains(name, "(") {
+		return err
+	}
+	if _, err := sampleMaps(name); err != nil {
+		return fmt.Errorf("--map %q: %w", name, err)
+	}
+	return nil
 }

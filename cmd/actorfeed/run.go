@@ -125,7 +125,7 @@ func (o *runOptions) pipelineFlags(f *pflag.FlagSet) {
 	f.StringVar(&o.features, "features", "", "the features to read from TFRecord files, name=kind[shape],... (kind bytes, float or int64; docs/formats.md); default: a file's first record's")
 	f.IntVar(&o.batch, "batch", 64, "batch size")
 	f.IntVar(&o.shuffle, "shuffle", 1024, "shuffle window (0 keeps the order)")
-	f.StringVar(&o.mapName, "map", "", "a map to run on every batch, after the batch stage (normalize: uint8 images to float32 in [0, 1]); with --service, on the workers")
+	f.StringVar(&o.mapName, "map", "", "a map to run on every batch, after the batch stage (normalize: uint8 images to float32 in [0, 1]; decode(size=224,crop=random,flip,normalize=imagenet): decode and augment each sample's JPEG or PNG, docs/formats.md); with --service, on the workers")
 	f.Uint64Var(&o.seed, "seed", 1, "shuffle seed")
 	f.IntVar(&o.threads, "threads", 0, "file-reader threads: in the order they share the files' chunks, with --any-order a file each (default #cpus, at most the chunks or files)")
 	f.IntVar(&o.lanes, "lanes", 0, "copies of the batch and map stages, run side by side to use more cores, each taking its turn at the order's batches; the order does not change. "+
@@ -186,7 +186,7 @@ func (o *runOptions) check(cmd *cobra.Command) error {
 // shares with run.
 func (o *runOptions) checkPipeline() error {
 	if o.mapName != "" {
-		if _, err := mapNamed(o.mapName); err != nil {
+		if err := checkMap(o.mapName); err != nil {
 			return err
 		}
 	}
@@ -385,7 +385,7 @@ func newRunScope(o *runOptions, changed func(string) bool) (runScope, error) {
 	}
 	opts.Resume = res.states
 	rs := runScope{scope: program.NewScope(opts), reader: "reader", resume: res}
-	rs.scope.Maps = builtinMaps
+	rs.scope.Maps, rs.scope.SampleMaps = builtinMaps, sampleMaps
 	if o.spec != "" {
 		if rs.startup, rs.reader, err = loadSpec(o, rs.scope, changed); err == nil {
 			rs.files = programFiles(rs.startup)

@@ -112,7 +112,7 @@ func serve(ctx context.Context, out io.Writer, o serveOptions) error {
 	if err != nil {
 		return err
 	}
-	w, err := node.Serve(actors.WorkerOptions{Roots: o.roots, Threads: o.threads, MaxMessage: o.node.maxMessage, Maps: builtinMaps, Limits: o.limits})
+	w, err := node.Serve(actors.WorkerOptions{Roots: o.roots, Threads: o.threads, MaxMessage: o.node.maxMessage, Maps: builtinMaps, SampleMaps: sampleMaps, Limits: o.limits})
 	if err != nil {
 		node.Close()
 		return err

@@ -14,6 +14,7 @@ MAX_BATCH = 1 << 20
 MAX_WORLD = 1 << 16
 MAX_EPOCH = (1 << 32) - 1
 _HOST_PORT = re.compile(r"^[^\s:]+:\d{1,5}$")
+_DECODE = re.compile(r"^decode\([^()]*\)$")  # the feed checks the parameters
 
 
 def _int(name, v, lo, hi):
@@ -173,9 +174,9 @@ def check(data, batch_size, shuffle, seed, drop_last, epochs, rank, world, map, 
     o["map"], o["fn"] = None, None
     if callable(map):
         o["fn"] = map
-    elif map is not None and map not in MAPS:
-        raise ValueError("map=%r: want a function of a batch, or the name of a map of the pipeline (%s)"
-                         % (map, ", ".join(MAPS)))
+    elif map is not None and map not in MAPS and not _DECODE.match(str(map)):
+        raise ValueError("map=%r: want a function of a batch, or the name of a map of the pipeline (%s, "
+                         "or decode(size=224,...))" % (map, ", ".join(MAPS)))
     else:
         o["map"] = map
     o["slot_bytes"] = None if slot_bytes is None else _int("slot_bytes", slot_bytes, 4096, 1 << 35)

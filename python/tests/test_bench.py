@@ -18,3 +18,18 @@ def test_loader_bench_reports_every_contender(fashion_recordio):
                  "DataLoader, memory, 0 workers", "DataLoader, file, 2 workers"):
         assert float(rows[name][-4]) > 0, out.stdout  # samples/s
     assert rows["Go pipeline in process"][-3] == "1.00"
+
+
+def test_vision_bench_reports_every_contender(binary, tmp_path):
+    shards = str(tmp_path / "shards")
+    subprocess.run([binary, "gen", "--to", "wds", "--out", shards, "--files", "2", "--samples", "128",
+                    "--image-size", "64"], check=True, stdout=subprocess.DEVNULL)
+    out = subprocess.run([sys.executable, os.path.join(REPO, "bench", "pytorch", "vision_bench.py"), shards,
+                          "--rounds", "1"], capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+    lines = out.stdout.splitlines()
+    rows = {line[:40].strip(): line.split() for line in lines[1:-1]}
+    assert len(rows) == 4, out.stdout
+    for name, row in rows.items():
+        assert float(row[-2]) > 0, out.stdout  # images/s
+    assert lines[-1].startswith("actorfeed 2 cores / 1 core: ")

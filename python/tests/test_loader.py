@@ -274,19 +274,27 @@ def test_webdataset_shards_with_sequences(binary, tmp_path):
     assert seen == 600
 
 
-def test_tfrecord_shards_by_features(binary, fashion_mnist, tmp_path):
+@pytest.fixture(scope="module")
+def fashion_tfrecord(binary, fashion_mnist, tmp_path_factory):
+    """Fashion-MNIST's test set as TFRecord shards of 2,500 (image PNG
+    bytes, label int64), as convert writes them."""
+    out = tmp_path_factory.mktemp("tfrecord")
+    images = os.path.join(fashion_mnist, "t10k-images-idx3-ubyte.gz")
+    subprocess.run([binary, "convert", images, "--to", "tfrecord", "--out", str(out), "--shard-samples", "2500"],
+                   check=True, stdout=subprocess.DEVNULL)
+    return str(out)
+
+
+def test_tfrecord_shards_by_features(fashion_mnist, fashion_tfrecord):
     """TFRecord shards of tf.train.Example records (convert writes them as
     TensorFlow Datasets does: image PNG bytes, label int64), read by the
     features the loader is given, in the order given."""
     import gzip
 
-    images = os.path.join(fashion_mnist, "t10k-images-idx3-ubyte.gz")
-    subprocess.run([binary, "convert", images, "--to", "tfrecord", "--out", str(tmp_path), "--shard-samples", "2500"],
-                   check=True, stdout=subprocess.DEVNULL)
     with gzip.open(os.path.join(fashion_mnist, "t10k-labels-idx1-ubyte.gz")) as f:
         labels = np.frombuffer(f.read()[8:], np.uint8)
     seen = set()
-    with actorfeed.Loader("%s/*.tfrecord" % tmp_path, batch_size=250, shuffle=1000, epochs=1,
+    with actorfeed.Loader("%s/*.tfrecord" % fashion_tfrecord, batch_size=250, shuffle=1000, epochs=1,
                           features={"label": "int64", "image": "bytes"}, slot_bytes=1 << 20) as loader:
         for b in loader:
             assert list(b)[:3] == ["label", "image", "image.lod0"]
@@ -298,3 +306,21 @@ def test_tfrecord_shards_by_features(binary, fashion_mnist, tmp_path):
                 assert b["image"][offsets[k]:offsets[k] + 8].tobytes() == b"\x89PNG\r\n\x1a\n"
                 seen.add(i)
     assert seen == set(range(10000))
+
+
+def test_decode_and_augment_in_the_pipeline(fashion_tfrecord):
+    """map="decode(...)" decodes and augments each image in the pipeline:
+    float32 CHW arrays, the same for the same seed and epoch."""
+    def epoch(seed):
+        with actorfeed.Loader("%s/*.tfrecord" % fashion_tfrecord, batch_size=500, seed=1, epochs=1,
+                              features={"label": "int64", "image": "bytes"}, slot_bytes=4 << 20,
+                              map="decode(size=20,channels=1,flip,slot=1,seed=%d)" % seed) as loader:
+            out = [(b["ids"].copy(), b["image"].copy()) for b in loader]
+        assert out[0][1].shape == (500, 1, 20, 20) and out[0][1].dtype == np.float32
+        return out
+
+    a, b = epoch(3), epoch(3)
+    assert all((x[0] == y[0]).all() and (x[1] == y[1]).all() for x, y in zip(a, b))
+    assert 0 <= a[0][1].min() and a[0][1].max() <= 1
+    c = epoch(4)
+    assert not all((x[1] == y[1]).all() for x, y in zip(a, c))

@@ -1,0 +1,119 @@
+"""Decode and augmentation of the same JPEG shards, in one run: actorfeed's
+decode map against Pillow with torchvision's transforms in a DataLoader
+(docs/images.md). Each contender runs one epoch in a process of its own,
+the contenders taking turns, --rounds times; one core is one CPU by
+affinity (taskset), so that no library's threads reach past it.
+
+    python3 bench/pytorch/vision_bench.py out/jpeg-shards [--rounds 3]
+
+The shards are WebDataset shards of NNNNNNNN.jpg and NNNNNNNN.cls
+(`actorfeed gen --to wds`). Every contender decodes each image, takes a
+random resized crop to 224 x 224, flips it half of the time and
+normalises it with ImageNet's mean and std into float32 CHW, batches of
+64. Pillow's are read into memory before the clock starts; actorfeed's
+time includes reading the shards."""
+
+import argparse
+import io
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tarfile
+import time
+
+BATCH, SIZE = 64, 224
+DECODE = "decode(slot=1,size=224,crop=random,flip,normalize=imagenet)"
+
+
+def binary():
+    found = os.environ.get("ACTORFEED_BIN") or shutil.which("actorfeed")
+    if not found:
+        sys.exit("vision_bench: set ACTORFEED_BIN or put actorfeed on PATH")
+    return found
+
+
+def samples(shards):
+    """Every (jpg bytes, class) of the shards, in memory."""
+    out = []
+    for name in sorted(os.listdir(shards)):
+        if not name.endswith(".tar"):
+            continue
+        with tarfile.open(os.path.join(shards, name)) as tar:
+            members = {}
+            for m in tar.getmembers():
+                key, _, ext = m.name.partition(".")
+                members.setdefault(key, {})[ext] = tar.extractfile(m).read()
+            out += [(v["jpg"], int(v["cls"])) for _, v in sorted(members.items())]
+    return out
+
+
+def pillow(shards, workers):
+    """images/s of a DataLoader with Pillow and torchvision's transforms."""
+    import torch
+    from PIL import Image
+    from torchvision import transforms
+
+    torch.set_num_threads(1)
+    tf = transforms.Compose([transforms.RandomResizedCrop(SIZE), transforms.RandomHorizontalFlip(),
+                             transforms.ToTensor(),
+                             transforms.Normalize([0.485, 0.456, 0.406], [0.229, 0.224, 0.225])])
+    data = samples(shards)
+
+    class Images(torch.utils.data.Dataset):
+        def __len__(self):
+            return len(data)
+
+        def __getitem__(self, i):
+            jpg, cls = data[i]
+            return tf(Image.open(io.BytesIO(jpg)).convert("RGB")), cls
+
+    loader = torch.utils.data.DataLoader(Images(), batch_size=BATCH, shuffle=True, num_workers=workers)
+    start, n = time.perf_counter(), 0
+    for x, _ in loader:
+        n += len(x)
+    return n / (time.perf_counter() - start)
+
+
+def actorfeed_run(shards):
+    """images/s of actorfeed run with the decode map, as it reports them."""
+    out = subprocess.run([binary(), "run", "--data", "wds:%s/*.tar" % shards, "--batch", str(BATCH), "--shuffle", "1024",
+                          "--map", DECODE, "--progress-every", "1h"], capture_output=True, text=True, check=True)
+    return float(re.search(r"([0-9.]+) samples/s", out.stdout).group(1))
+
+
+CONTENDERS = {
+    "actorfeed run, 1 core": ("0", lambda a: actorfeed_run(a.shards)),
+    "actorfeed run, 2 cores": ("0,1", lambda a: actorfeed_run(a.shards)),
+    "Pillow, DataLoader 0 workers, 1 core": ("0", lambda a: pillow(a.shards, 0)),
+    "Pillow, DataLoader 2 workers, 2 cores": ("0,1", lambda a: pillow(a.shards, 2)),
+}
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("shards")
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--one", help=argparse.SUPPRESS)
+    a = p.parse_args()
+    if a.one:
+        print(CONTENDERS[a.one][1](a))
+        return
+    rates = {name: [] for name in CONTENDERS}
+    for _ in range(a.rounds):
+        for name, (cpus, _) in CONTENDERS.items():
+            out = subprocess.run(["taskset", "-c", cpus, sys.executable, __file__, a.shards, "--one", name],
+                                 capture_output=True, text=True, check=True)
+            rates[name].append(float(out.stdout.split()[-1]))
+    base = statistics.median(rates["Pillow, DataLoader 0 workers, 1 core"])
+    one = statistics.median(rates["actorfeed run, 1 core"])
+    print("%-40s %10s %14s" % ("contender", "images/s", "vs Pillow 1c"))
+    for name, r in rates.items():
+        print("%-40s %10.0f %14.2f" % (name, statistics.median(r), statistics.median(r) / base))
+    print("actorfeed 2 cores / 1 core: %.2f" % (statistics.median(rates["actorfeed run, 2 cores"]) / one))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,171 @@
+package vision
+
+import (
+	"fmt"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/actorfeed/actorfeed/tensor"
+)
+
+// Map runs a Transform over a batch: slot Slot, each sample's encoded
+// image as a uint8 sequence (a WebDataset shard's jpg or png field, a
+// TFRecord bytes feature), becomes a float32 tensor [n, C, Size, Size]
+// ([n, Size, Size, C] with HWC); the other slots pass unchanged. The
+// samples are spread over Workers goroutines (default GOMAXPROCS), joined
+// before it returns.
+type Map struct {
+	T       Transform
+	Slot    int
+	Workers int
+}
+
+// Apply transforms batch, whose samples are ids of epoch; name names a
+// sample in errors ("shard-000003.tar#17").
+func (m Map) Apply(epoch int, ids []uint64, name func(uint64) string, batch tensor.Slots) (tensor.Slots, error) {
+	t, err := m.T.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	if m.Slot < 0 || m.Slot >= len(batch) {
+		return nil, fmt.Errorf("vision: slot %d: the batch has %d slots", m.Slot, len(batch))
+	}
+	in := batch[m.Slot]
+	n := len(ids)
+	if in.DType() != tensor.Uint8 || len(in.LoD) != 1 || len(in.LoD[0]) != n+1 {
+		return nil, fmt.Errorf("vision: slot %d is %v %v with %d LoD levels, not an encoded image (a uint8 sequence) for each of %d samples: name the images' slot with slot=N",
+			m.Slot, in.DType(), in.Shape(), len(in.LoD), n)
+	}
+	shape := tensor.Shape{n, t.Channels, t.Size, t.Size}
+	if t.HWC {
+		shape = tensor.Shape{n, t.Size, t.Size, t.Channels}
+	}
+	out, err := tensor.Zeros(tensor.Float32, shape)
+	if err != nil {
+		return nil, err
+	}
+	values, err := tensor.View[float32](out)
+	if err != nil {
+		return nil, err
+	}
+	data, offs := in.Bytes(), in.LoD[0]
+	errs := make([]error, n)
+	workers := min(n, m.workers())
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			sc := newScratch()
+			for i := w; i < n; i += workers {
+				errs[i] = t.apply(epoch, ids[i], data[offs[i]:offs[i+1]], values[i*t.Values():(i+1)*t.Values()], sc)
+			}
+		})
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", name(ids[i]), err)
+		}
+	}
+	res := append(tensor.Slots(nil), batch...)
+	res[m.Slot] = tensor.LoDTensor{Tensor: out}
+	return res, nil
+}
+
+func (m Map) workers() int {
+	if m.Workers > 0 {
+		return m.Workers
+	}
+	return runtime.GOMAXPROCS(0)
+}
+
+// ParseMap reads a Map from its parameters, comma-separated key=value
+// ("size=224,crop=random,flip,normalize=imagenet"): size (required);
+// crop random (default), center or whole; scale and ratio low:high; flip
+// (or flip=false); channels 3 or 1; normalize none (default) or imagenet;
+// layout chw (default) or hwc; seed; slot (default 0); workers; decoder
+// auto (default), go or turbo.
+func ParseMap(params string) (Map, error) {
+	m := Map{}
+	for _, kv := range strings.Split(params, ",") {
+		key, value, _ := strings.Cut(strings.TrimSpace(kv), "=")
+		if err := m.set(key, strings.TrimSpace(value)); err != nil {
+			return Map{}, fmt.Errorf("vision: %q: %w", kv, err)
+		}
+	}
+	if _, err := m.T.withDefaults(); err != nil {
+		return Map{}, err
+	}
+	return m, nil
+}
+
+func (m *Map) set(key, value string) error {
+	var err error
+	switch key {
+	case "size":
+		m.T.Size, err = intIn(value, 1, MaxSize)
+	case "crop":
+		m.T.Crop, err = oneOf(value, map[string]Crop{"random": RandomResized, "center": Center, "whole": Whole})
+	case "scale":
+		m.T.Scale, err = pair(value)
+	case "ratio":
+		m.T.Ratio, err = pair(value)
+	case "flip":
+		m.T.Flip = true
+		if value != "" {
+			m.T.Flip, err = strconv.ParseBool(value)
+		}
+	case "channels":
+		m.T.Channels, err = intIn(value, 1, 3)
+	case "normalize":
+		var v bool
+		if v, err = oneOf(value, map[string]bool{"none": false, "imagenet": true}); v {
+			m.T.Mean, m.T.Std = ImageNetMean, ImageNetStd
+		}
+	case "layout":
+		m.T.HWC, err = oneOf(value, map[string]bool{"chw": false, "hwc": true})
+	case "seed":
+		m.T.Seed, err = strconv.ParseUint(value, 10, 64)
+	case "slot":
+		m.Slot, err = intIn(value, 0, 1<<16)
+	case "workers":
+		m.Workers, err = intIn(value, 1, 4096)
+	case "decoder":
+		m.T.Decoder, err = oneOf(value, map[string]Decoder{"auto": AutoDecoder, "go": GoDecoder, "turbo": TurboDecoder})
+	default:
+		err = fmt.Errorf("unknown key %q (size, crop, scale, ratio, flip, channels, normalize, layout, seed, slot, workers, decoder)", key)
+	}
+	return err
+}
+
+func intIn(s string, lo, hi int) (int, error) {
+	v, err := strconv.Atoi(s)
+	if err != nil || v < lo || v > hi {
+		return 0, fmt.Errorf("want an integer from %d to %d", lo, hi)
+	}
+	return v, nil
+}
+
+func oneOf[T any](s string, choices map[string]T) (T, error) {
+	v, ok := choices[s]
+	if !ok {
+		var keys []string
+		for k := range choices {
+			keys = append(keys, k)
+		}
+		var zero T
+		return zero, fmt.Errorf("want one of %s", strings.Join(keys, ", "))
+	}
+	return v, nil
+}
+
+func pair(s string) ([2]float64, error) {
+	lo, hi, ok := strings.Cut(s, ":")
+	a, err1 := strconv.ParseFloat(lo, 64)
+	b, err2 := strconv.ParseFloat(hi, 64)
+	if !ok || err1 != nil || err2 != nil {
+		return [2]float64{}, fmt.Errorf("want low:high")
+	}
+	return [2]float64{a, b}, nil
+}
