@@ -166,26 +166,7 @@ func TestWebDatasetSkipsADamagedHeader(t *testing.T) {
 	require.NoError(t, os.WriteFile(shard, b, 0o644))
 	require.NoError(t, os.Chtimes(shard, st.ModTime(), st.ModTime())) // the same identity: the offsets hold
 
-	r, err := readers.Open("wds:"+shard, readers.OpenOptions{})
-	require.NoError(t, err)
-	defer r.Close()
-	skip := r.(interface{ SkipCorrupt() (int, bool) })
-	read, skipped := 0, 0
-	for {
-		_, err := r.Next(context.Background())
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			require.ErrorIs(t, err, format.ErrCorrupt)
-			require.ErrorContains(t, err, shard)
-			n, ok := skip.SkipCorrupt()
-			require.True(t, ok)
-			skipped += n
-			continue
-		}
-		read++
-	}
+	read, skipped := readSkipping(t, "wds:"+shard, shard)
 	require.Equal(t, 2, skipped, "the damaged sample and the one before it, each counted")
 	require.Equal(t, 38, read)
 }
@@ -284,26 +265,7 @@ func TestTFRecordSkipsDamagedRecords(t *testing.T) {
 	require.NoError(t, os.WriteFile(path, b, 0o644))
 	require.NoError(t, os.Chtimes(path, st.ModTime(), st.ModTime()))
 
-	r, err := readers.Open(path, readers.OpenOptions{})
-	require.NoError(t, err)
-	defer r.Close()
-	skip := r.(interface{ SkipCorrupt() (int, bool) })
-	read, skipped := 0, 0
-	for {
-		_, err := r.Next(context.Background())
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			require.ErrorIs(t, err, format.ErrCorrupt)
-			require.ErrorContains(t, err, path+": record ")
-			n, ok := skip.SkipCorrupt()
-			require.True(t, ok)
-			skipped += n
-			continue
-		}
-		read++
-	}
+	read, skipped := readSkipping(t, path, path+": record ")
 	require.Equal(t, 2, skipped)
 	require.Equal(t, 38, read)
 }
@@ -350,4 +312,29 @@ func TestOpenStreamReadsItsSource(t *testing.T) {
 func countOf(r readers.Reader) (uint64, bool) {
 	n, err := r.(interface{ Count() (uint64, error) }).Count()
 	return n, err == nil
+}
+
+// readSkipping reads entry to its end as the skip policy does: each
+// damage, an error naming what, passed over with SkipCorrupt.
+func readSkipping(t *testing.T, entry, names string) (read, skipped int) {
+	t.Helper()
+	r, err := readers.Open(entry, readers.OpenOptions{})
+	require.NoError(t, err)
+	defer r.Close()
+	skip := r.(interface{ SkipCorrupt() (int, bool) })
+	for {
+		_, err := r.Next(context.Background())
+		if errors.Is(err, io.EOF) {
+			return read, skipped
+		}
+		if err != nil {
+			require.ErrorIs(t, err, format.ErrCorrupt)
+			require.ErrorContains(t, err, names)
+			n, ok := skip.SkipCorrupt()
+			require.True(t, ok)
+			skipped += n
+			continue
+		}
+		read++
+	}
 }

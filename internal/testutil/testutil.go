@@ -85,3 +85,19 @@ func WriteRecords(t testing.TB, path string, chunk, n int, sample func(r int) te
 	require.Equal(t, n, wrote)
 	return path
 }
+
+// FailingReader reads Data and then fails with Err, as a disk that errs
+// does.
+type FailingReader struct {
+	Data []byte
+	Err  error
+}
+
+func (f *FailingReader) Read(p []byte) (int, error) {
+	if len(f.Data) == 0 {
+		return 0, f.Err
+	}
+	n := copy(p, f.Data)
+	f.Data = f.Data[n:]
+	return n, nil
+}

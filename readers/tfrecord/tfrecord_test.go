@@ -21,6 +21,7 @@ import (
 	"go.uber.org/goleak"
 	"google.golang.org/protobuf/encoding/protowire"
 
+	"github.com/actorfeed/actorfeed/internal/testutil"
 	"github.com/actorfeed/actorfeed/readers/format"
 	"github.com/actorfeed/actorfeed/readers/tfrecord"
 	"github.com/actorfeed/actorfeed/tensor"
@@ -309,28 +310,13 @@ func maskedCRC(b []byte) uint32 {
 	return (c>>15 | c<<17) + 0xa282ead8
 }
 
-// failing reads data and then fails with err, as a disk that errs does.
-type failing struct {
-	data []byte
-	err  error
-}
-
-func (f *failing) Read(p []byte) (int, error) {
-	if len(f.data) == 0 {
-		return 0, f.err
-	}
-	n := copy(p, f.data)
-	f.data = f.data[n:]
-	return n, nil
-}
-
 // A read that fails is not damage: the error is the read's, so that the
 // file reader retries rather than skipping, raw or gzip'd.
 func TestAFailedReadIsNotDamage(t *testing.T) {
 	eio := &os.PathError{Op: "read", Path: "t", Err: syscall.EIO}
 	data := file(t, 3)
 	for _, cut := range []int{5, 20, recordEnd(data, 0) + 3} {
-		r := tfrecord.NewReader(&failing{data: data[:cut], err: eio}, "t")
+		r := tfrecord.NewReader(&testutil.FailingReader{Data: data[:cut], Err: eio}, "t")
 		var err error
 		for err == nil {
 			_, err = r.Next()
@@ -344,7 +330,7 @@ func TestAFailedReadIsNotDamage(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, zw.Close())
 	for _, cut := range []int{5, z.Len() / 2} {
-		r, err := tfrecord.NewGzipReader(&failing{data: z.Bytes()[:cut], err: eio}, "t.gz")
+		r, err := tfrecord.NewGzipReader(&testutil.FailingReader{Data: z.Bytes()[:cut], Err: eio}, "t.gz")
 		for err == nil {
 			_, err = r.Next()
 		}

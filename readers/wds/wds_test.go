@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
+	"github.com/actorfeed/actorfeed/internal/testutil"
 	"github.com/actorfeed/actorfeed/readers/format"
 	"github.com/actorfeed/actorfeed/readers/wds"
 	"github.com/actorfeed/actorfeed/tensor"
@@ -246,21 +247,6 @@ func mathFloat32bits(v float32) uint32 { return math.Float32bits(v) }
 
 func gzipWriter(w io.Writer) *gzip.Writer { return gzip.NewWriter(w) }
 
-// failing reads data and then fails with err, as a disk that errs does.
-type failing struct {
-	data []byte
-	err  error
-}
-
-func (f *failing) Read(p []byte) (int, error) {
-	if len(f.data) == 0 {
-		return 0, f.err
-	}
-	n := copy(p, f.data)
-	f.data = f.data[n:]
-	return n, nil
-}
-
 // A read that fails is not damage: the error is the read's, so that the
 // file reader retries rather than skipping, raw or gzip'd, in a header or
 // in a member's data.
@@ -268,7 +254,7 @@ func TestAFailedReadIsNotDamage(t *testing.T) {
 	eio := &os.PathError{Op: "read", Path: "s", Err: syscall.EIO}
 	data := shard(t, samples(3, false)...)
 	for _, cut := range []int{100, 512 + 3} {
-		r := wds.NewReader(&failing{data: data[:cut], err: eio}, "s.tar")
+		r := wds.NewReader(&testutil.FailingReader{Data: data[:cut], Err: eio}, "s.tar")
 		_, _, err := r.Next()
 		require.ErrorIs(t, err, syscall.EIO, "cut at %d", cut)
 		require.NotErrorIs(t, err, format.ErrCorrupt, "cut at %d", cut)
@@ -278,7 +264,7 @@ func TestAFailedReadIsNotDamage(t *testing.T) {
 	_, err := zw.Write(data)
 	require.NoError(t, err)
 	require.NoError(t, zw.Close())
-	r, err := wds.NewGzipReader(&failing{data: z.Bytes()[:z.Len()/2], err: eio}, "s.tar.gz")
+	r, err := wds.NewGzipReader(&testutil.FailingReader{Data: z.Bytes()[:z.Len()/2], Err: eio}, "s.tar.gz")
 	require.NoError(t, err)
 	for err == nil {
 		_, _, err = r.Next()
