@@ -202,17 +202,17 @@ func (d *disk) open(ctx context.Context, entry string) (readers.Reader, error) {
 	if err != nil {
 		return nil, err
 	}
-	source := func() (faultySource, error) {
+	source := func() (faultSource, error) {
 		fh, err := os.Open(path)
 		if err != nil {
-			return faultySource{}, err
+			return faultSource{}, err
 		}
 		st, err := fh.Stat()
 		if err != nil {
 			fh.Close()
-			return faultySource{}, err
+			return faultSource{}, err
 		}
-		return faultySource{io.NewSectionReader(&faultyFile{d: d, file: file, f: fh, ctx: ctx}, 0, st.Size()), fh}, nil
+		return faultSource{io.NewSectionReader(&faultyFile{d: d, file: file, f: fh, ctx: ctx}, 0, st.Size()), fh}, nil
 	}
 	if name != "recordio" {
 		return readers.OpenStream(entry, func() (readers.Source, error) { return source() })
@@ -224,14 +224,14 @@ func (d *disk) open(ctx context.Context, entry string) (readers.Reader, error) {
 	return readers.NewRecordFile(src, src.Size(), path, src.f), nil
 }
 
-// faultySource is a file read through the scenario's faults, as
-// readers.OpenStream reads it.
-type faultySource struct {
+// faultSource is an opened file read through faults (a scenario's or a
+// schedule's), as readers.OpenStream and RecordFile read it.
+type faultSource struct {
 	*io.SectionReader
 	f *os.File
 }
 
-func (s faultySource) Close() error { return s.f.Close() }
+func (s faultSource) Close() error { return s.f.Close() }
 
 // fire counts a fault that fired; mu is held.
 func (d *disk) fire(i int) {

@@ -32,10 +32,10 @@ func (in *Injector) openStream(ctx context.Context, entry, formatName, path stri
 }
 
 // source opens the file at path through the schedule's file faults.
-func (in *Injector) source(ctx context.Context, formatName, path string) (injectedSource, error) {
+func (in *Injector) source(ctx context.Context, formatName, path string) (faultSource, error) {
 	fh, size, err := format.OpenFile(formatName, path)
 	if err != nil {
-		return injectedSource{}, err
+		return faultSource{}, err
 	}
 	in.mu.Lock()
 	for i, f := range in.faults {
@@ -48,16 +48,8 @@ func (in *Injector) source(ctx context.Context, formatName, path string) (inject
 		}
 	}
 	in.mu.Unlock()
-	return injectedSource{io.NewSectionReader(&injectedFile{in: in, path: path, f: fh, ctx: ctx, size: size}, 0, size), fh}, nil
+	return faultSource{io.NewSectionReader(&injectedFile{in: in, path: path, f: fh, ctx: ctx, size: size}, 0, size), fh}, nil
 }
-
-// injectedSource is an opened file read through the schedule.
-type injectedSource struct {
-	*io.SectionReader
-	f *os.File
-}
-
-func (s injectedSource) Close() error { return s.f.Close() }
 
 // injectedFile is one opened file, read through the schedule.
 type injectedFile struct {

@@ -68,7 +68,8 @@ func (s imageSet) shard(ctx context.Context, sf shardFormat, f int, path string)
 		if err := jpeg.Encode(&buf, img, &jpeg.Options{Quality: 90}); err != nil {
 			return err
 		}
-		if err := w.add(i, bytes.Clone(buf.Bytes()), int64(class), true); err != nil {
+		// The shard copies the image into its own buffer: buf is free again.
+		if err := w.add(i, buf.Bytes(), int64(class), true); err != nil {
 			return err
 		}
 	}

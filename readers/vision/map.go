@@ -56,7 +56,7 @@ func (m Map) Apply(epoch int, ids []uint64, name func(uint64) string, batch tens
 	var wg sync.WaitGroup
 	for w := range workers {
 		wg.Go(func() {
-			sc := newScratch()
+			sc := &scratch{}
 			for i := w; i < n; i += workers {
 				errs[i] = t.apply(epoch, ids[i], data[offs[i]:offs[i+1]], values[i*t.Values():(i+1)*t.Values()], sc)
 			}

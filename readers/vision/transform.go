@@ -133,8 +133,6 @@ type scratch struct {
 	resampler
 }
 
-func newScratch() *scratch { return &scratch{} }
-
 // apply writes sample id's image, encoded in data, transformed, to out
 // (Values long).
 func (t Transform) apply(epoch int, id uint64, data []byte, out []float32, sc *scratch) error {
