@@ -254,10 +254,12 @@ func JoinRefsAlloc(refs []Ref, recycled tensor.Slots, alloc tensor.Alloc) (tenso
 	return slots, nil
 }
 
-// joinDense is JoinRefs's fast path: every tensor dense (no LoD), agreeing
-// with the first instance's in slot count, dtype, rank and trailing
-// dimensions, with data of exactly the size its shape says. ok is false
-// otherwise; the general path then also says what is wrong.
+// joinDense is JoinRefs's fast path: every tensor dense (no LoD), or every
+// one of a slot a level of sequences (a stacked group of encoded images, one
+// such sequence), agreeing with the first instance's in slot count, dtype,
+// rank and trailing dimensions, with data of exactly the size its shape
+// says. ok is false otherwise; the general path then also says what is
+// wrong.
 func joinDense(refs []Ref, recycled tensor.Slots, alloc tensor.Alloc) (tensor.Slots, bool) {
 	width := len(refs[0].Part.GetSlots())
 	if width == 0 {
@@ -274,6 +276,14 @@ func joinDense(refs []Ref, recycled tensor.Slots, alloc tensor.Alloc) (tensor.Sl
 		if s < len(recycled) {
 			reuse = recycled[s].Bytes()
 		}
+		if len(refs[0].Part.GetSlots()[s].GetLod()) > 0 {
+			t, ok := joinSequences(refs, s, reuse, alloc)
+			if !ok {
+				return nil, false
+			}
+			out[s] = t
+			continue
+		}
 		t, ok := joinSlot(refs, s, reuse, alloc)
 		if !ok {
 			return nil, false
@@ -281,6 +291,84 @@ func joinDense(refs []Ref, recycled tensor.Slots, alloc tensor.Alloc) (tensor.Sl
 		out[s] = tensor.LoDTensor{Tensor: t}
 	}
 	return out, true
+}
+
+// joinSequences joins slot s of refs when every part's tensor there is one
+// level of sequences, agreeing in dtype and trailing dimensions: instance r
+// of a part is its rows offsets[r]..offsets[r+1], and the batch is their
+// rows end to end under a level of offsets, as tensor.Concat makes it. Only
+// the offsets an instance uses are checked, against the part's rows.
+func joinSequences(refs []Ref, s int, reuse []byte, alloc tensor.Alloc) (tensor.LoDTensor, bool) {
+	ref := refs[0].Part.GetSlots()[s]
+	dt := tensor.DType(ref.GetDtype())
+	if !dt.Valid() || int32(ref.GetDtype()) != int32(dt) || len(ref.GetShape()) == 0 {
+		return tensor.LoDTensor{}, false
+	}
+	tail := ref.GetShape()[1:]
+	row := int64(dt.Size())
+	for _, d := range tail {
+		if d < 0 || d > 0 && row > maxBytes/d {
+			return tensor.LoDTensor{}, false
+		}
+		row *= d
+	}
+	offsets := make([]int, len(refs)+1)
+	var last *Tensor
+	for i, r := range refs {
+		t := r.Part.GetSlots()[s]
+		if t != last {
+			shape := t.GetShape()
+			if t.GetDtype() != ref.GetDtype() || len(t.GetLod()) != 1 || len(shape) != len(ref.GetShape()) || !slices.Equal(shape[1:], tail) {
+				return tensor.LoDTensor{}, false
+			}
+			if n := shape[0]; n < 0 || row > 0 && n > maxBytes/row || int64(len(t.GetData())) != n*row {
+				return tensor.LoDTensor{}, false
+			}
+			if offs := t.GetLod()[0].GetOffsets(); len(offs) < 2 || offs[0] != 0 || offs[len(offs)-1] != shape[0] {
+				return tensor.LoDTensor{}, false
+			}
+			last = t
+		}
+		lo, hi, ok := sequence(t, r.Row)
+		if !ok || hi-lo > maxDim-int64(offsets[i]) {
+			return tensor.LoDTensor{}, false
+		}
+		offsets[i+1] = offsets[i] + int(hi-lo)
+	}
+	rows := offsets[len(refs)]
+	if row > 0 && int64(rows) > maxBytes/row {
+		return tensor.LoDTensor{}, false
+	}
+	shape := make(tensor.Shape, len(ref.GetShape()))
+	shape[0] = rows
+	for k, d := range tail {
+		shape[k+1] = int(d)
+	}
+	if uintptr(unsafe.Pointer(unsafe.SliceData(reuse)))%8 != 0 {
+		reuse = nil
+	}
+	out, err := tensor.WrapBytes(dt, shape, tensor.Storage(reuse, rows*int(row), alloc))
+	if err != nil {
+		return tensor.LoDTensor{}, false
+	}
+	data, rb := out.Bytes(), int(row)
+	for i, r := range refs {
+		lo, hi, _ := sequence(r.Part.GetSlots()[s], r.Row)
+		copy(data[offsets[i]*rb:offsets[i+1]*rb], r.Part.GetSlots()[s].GetData()[int(lo)*rb:int(hi)*rb])
+	}
+	lt, err := tensor.NewLoDTensor(out, tensor.LoD{offsets})
+	return lt, err == nil
+}
+
+// sequence is the rows of t's sequence r, when its offsets are in order
+// and within t's rows.
+func sequence(t *Tensor, r int) (lo, hi int64, ok bool) {
+	offs := t.GetLod()[0].GetOffsets()
+	if r < 0 || r+1 >= len(offs) {
+		return 0, 0, false
+	}
+	lo, hi = offs[r], offs[r+1]
+	return lo, hi, 0 <= lo && lo <= hi && hi <= t.GetShape()[0]
 }
 
 func joinSlot(refs []Ref, s int, reuse []byte, alloc tensor.Alloc) (tensor.Tensor, bool) {

@@ -99,6 +99,12 @@ func FuzzBatch(f *testing.F) {
 	gathered, _ := messages.Gather([]messages.Ref{refs[1], refs[0], refs[1]}, []uint64{2, 1, 3})
 	wire, _ = proto.Marshal(gathered)
 	f.Add(wire)
+	seqs, _ := tensor.NewLoDTensor(tensor.MustFromSlice(tensor.Shape{3}, []uint8{1, 2, 3}), tensor.LoD{{0, 1, 1, 3}})
+	stacked, _ := messages.FromParts([]tensor.Slots{{seqs}}, []uint64{1, 2, 3})
+	refs, _ = stacked.Refs(nil)
+	gathered, _ = messages.Gather([]messages.Ref{refs[2], refs[0]}, []uint64{3, 1})
+	wire, _ = proto.Marshal(gathered)
+	f.Add(wire)
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		var m messages.Batch

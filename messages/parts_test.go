@@ -408,3 +408,53 @@ func TestRefsFindsEachRowsPart(t *testing.T) {
 		require.ErrorIs(t, err, messages.ErrInvalid, "sizes %v", sizes)
 	}
 }
+
+// Groups of sequences stacked by tensor.Stack (one level of offsets over
+// many records) join, in any order and beside a dense slot, as Concat joins
+// the records.
+func TestStackedSequencesJoinAsConcat(t *testing.T) {
+	rec := func(i int) tensor.Slots {
+		vals := make([]uint8, i%5)
+		for k := range vals {
+			vals[k] = uint8(10*i + k)
+		}
+		seq, err := tensor.NewLoDTensor(tensor.MustFromSlice(tensor.Shape{len(vals)}, vals), tensor.LoD{{0, len(vals)}})
+		require.NoError(t, err)
+		return tensor.Slots{{Tensor: tensor.MustFromSlice(tensor.Shape{1}, []int64{int64(i)})}, seq}
+	}
+	var groups []tensor.Slots
+	var recs []tensor.Slots
+	st := tensor.NewStack(4)
+	for i := range 10 {
+		if !st.Append(rec(i)) { // full: the next group
+			groups = append(groups, st.Take())
+			require.True(t, st.Append(rec(i)))
+		}
+		recs = append(recs, rec(i))
+	}
+	groups = append(groups, st.Take())
+	require.Len(t, groups, 3)
+	b, err := messages.FromParts(groups, ids(10))
+	require.NoError(t, err)
+	refs, err := b.Refs(nil)
+	require.NoError(t, err)
+	order := []int{7, 0, 9, 3, 4, 1}
+	picked := make([]messages.Ref, len(order))
+	want := make([]tensor.Slots, len(order))
+	for i, k := range order {
+		picked[i], want[i] = refs[k], recs[k]
+	}
+	got, err := messages.JoinRefs(picked, nil)
+	require.NoError(t, err)
+	joined, err := tensor.Concat(want)
+	require.NoError(t, err)
+	require.True(t, joined.Equal(got), "joined %v, want %v", got, joined)
+
+	// Offsets that do not cover the part's rows are not joined.
+	bad := proto.Clone(b).(*messages.Batch)
+	bad.Parts[0].Slots[1].Lod[0].Offsets[0] = 1
+	badRefs, err := bad.Refs(nil)
+	require.NoError(t, err)
+	_, err = messages.JoinRefs(badRefs[:2], nil)
+	require.ErrorIs(t, err, messages.ErrInvalid)
+}

@@ -9,25 +9,37 @@ import (
 // Stack stacks single-instance records along dimension 0 as it decodes
 // them, straight from their encoding into one block of storage: a file
 // reader's group of records becomes one tensor per slot, with no allocation
-// per record. A record stacks when every slot is dense (no LoD) with
-// exactly one row and it agrees in slot count, dtypes and shapes with the
-// first record stacked (the template, kept across Take). Other records are
-// left to Decode.
+// per record. A record stacks when it agrees in slot count, dtypes and
+// trailing dimensions with the first record stacked (the template, kept
+// across Take) and every slot is either dense with exactly one row, or one
+// sequence (a LoD of one level, {0, rows}) of any length: an encoded image,
+// a token list. Sequences are stacked as Concat joins them, their rows end
+// to end under a level of offsets. Other records are left to Decode.
 type Stack struct {
 	capacity int // records a block may hold, as asked
 	maxBytes int // bytes a block may hold; 0 bounds nothing
 	limit    int // records this template's block holds: capacity, fewer under maxBytes
 	n        int
 	tmpl     []stackSlot
-	arena    []byte                // capacity rows of every slot; nil until the first Append after Take
+	arena    []byte                // capacity rows of every dense slot; nil until the first Append after Take
 	alloc    func(size int) []byte // recycled storage for a group, or nil
+	ragged   bool                  // a slot of the template is a sequence
+	seqBytes int                   // the sequences' bytes stacked since Take
 }
 
 type stackSlot struct {
 	dtype    DType
-	shape    Shape // of one record: shape[0] == 1
-	rowBytes int
-	off      int // of the slot's region in the arena
+	shape    Shape // of one record: shape[0] == 1 (a sequence's: its first's)
+	rowBytes int   // a record's bytes; a sequence's: one row's
+	off      int   // of the slot's region in the arena
+	seq      *sequences
+}
+
+// sequences are a sequence slot's records since Take: their rows end to
+// end, and where each starts (a LoD level).
+type sequences struct {
+	data    []byte
+	offsets []int // len n+1, offsets[0] == 0
 }
 
 // NewStack returns a stack that holds up to capacity records.
@@ -47,19 +59,35 @@ func (s *Stack) SetMaxBytes(n int) { s.maxBytes = max(n, 0) }
 func (s *Stack) Len() int { return s.n }
 
 // Full reports whether the stack holds as many records as its block can:
-// capacity, or fewer under SetMaxBytes.
-func (s *Stack) Full() bool { return s.n == s.limit }
+// capacity, or fewer under SetMaxBytes, which also bounds the sequences'
+// bytes (the last record stacked may pass it).
+func (s *Stack) Full() bool {
+	if s.n == s.limit {
+		return true
+	}
+	if s.maxBytes == 0 || s.seqBytes == 0 {
+		return false
+	}
+	dense := 0
+	for _, t := range s.tmpl {
+		if t.seq == nil {
+			dense += t.rowBytes
+		}
+	}
+	return s.n*dense+s.seqBytes >= s.maxBytes
+}
 
 // AppendEncoded decodes rec, a record made by Encode, onto the stack and
 // returns nil. When rec does not stack (see Stack), or the stack is full, it
 // returns rec decoded by Decode instead, leaving the stack unchanged. A
 // malformed record is the error Decode returns.
 func (s *Stack) AppendEncoded(rec []byte) (Slots, error) {
-	if s.n == s.limit || s.tmpl == nil || !s.matches(rec) {
+	if s.n == s.limit || s.tmpl == nil || s.ragged || !s.matches(rec) {
 		slots, err := Decode(rec)
-		if err != nil || s.n > 0 || !s.setTemplate(slots) {
-			return slots, err
+		if err != nil || s.Append(slots) {
+			return nil, err
 		}
+		return slots, nil
 	}
 	s.ensureArena()
 	// matches checked the layout: copy each slot's data to its row.
@@ -88,6 +116,11 @@ func (s *Stack) Append(slots Slots) bool {
 	s.ensureArena()
 	for i := range s.tmpl {
 		t := &s.tmpl[i]
+		if t.seq != nil {
+			t.seq.add(slots[i].data, slots[i].shape[0])
+			s.seqBytes += len(slots[i].data)
+			continue
+		}
 		dst := t.off + s.n*t.rowBytes
 		copy(s.arena[dst:dst+t.rowBytes], slots[i].data)
 	}
@@ -95,18 +128,50 @@ func (s *Stack) Append(slots Slots) bool {
 	return true
 }
 
+// add appends a sequence of rows.
+func (q *sequences) add(data []byte, rows int) {
+	if len(q.data)+len(data) > cap(q.data) {
+		grown := alignedBytes(max(2*cap(q.data), len(q.data)+len(data)))
+		q.data = grown[:copy(grown, q.data)]
+	}
+	q.data = append(q.data, data...)
+	q.offsets = append(q.offsets, q.offsets[len(q.offsets)-1]+rows)
+}
+
+// drop forgets the last sequence.
+func (q *sequences) drop(rowBytes int) int {
+	n := len(q.offsets) - 1
+	q.offsets = q.offsets[:n]
+	size := len(q.data) - q.offsets[n-1]*rowBytes
+	q.data = q.data[:q.offsets[n-1]*rowBytes]
+	return size
+}
+
 // fits reports whether slots are laid out exactly as the template.
 func (s *Stack) fits(slots Slots) bool {
 	if len(slots) != len(s.tmpl) {
 		return false
 	}
-	for i, t := range slots {
-		tm := &s.tmpl[i]
-		if t.dtype != tm.dtype || len(t.LoD) > 0 || len(t.data) != tm.rowBytes || !t.shape.Equal(tm.shape) {
+	for i := range slots {
+		t, tm := &slots[i], &s.tmpl[i]
+		if t.dtype != tm.dtype || len(t.shape) != len(tm.shape) {
+			return false
+		}
+		if tm.seq != nil {
+			if !oneSequence(t) || !t.shape[1:].Equal(tm.shape[1:]) {
+				return false
+			}
+		} else if len(t.LoD) > 0 || len(t.data) != tm.rowBytes || !t.shape.Equal(tm.shape) {
 			return false
 		}
 	}
 	return true
+}
+
+// oneSequence reports whether t is one sequence of its rows: a LoD of one
+// level, {0, rows}.
+func oneSequence(t *LoDTensor) bool {
+	return len(t.LoD) == 1 && len(t.LoD[0]) == 2 && t.LoD[0][0] == 0 && t.Rank() > 0 && t.LoD[0][1] == t.shape[0]
 }
 
 // ensureArena gives the stack its block, recycled or new, before the first
@@ -115,8 +180,15 @@ func (s *Stack) ensureArena() {
 	if s.arena != nil {
 		return
 	}
+	for i := range s.tmpl {
+		if t := &s.tmpl[i]; t.seq != nil {
+			// As many bytes as the template's rows would take: a
+			// guess, grown as the sequences come.
+			t.seq = &sequences{data: alignedBytes(min(s.limit*t.shape[0]*t.rowBytes, s.boundOr(1<<20)))[:0], offsets: make([]int, 1, s.limit+1)}
+		}
+	}
 	size := s.arenaSize()
-	if s.alloc != nil {
+	if s.alloc != nil && size > 0 {
 		if b := s.alloc(size); len(b) == size && uintptr(unsafe.Pointer(unsafe.SliceData(b)))%8 == 0 {
 			s.arena = b
 		}
@@ -126,11 +198,21 @@ func (s *Stack) ensureArena() {
 	}
 }
 
-// arenaSize is the bytes of a block of capacity records.
+// boundOr is maxBytes, or or when nothing is bound.
+func (s *Stack) boundOr(or int) int {
+	if s.maxBytes > 0 {
+		return s.maxBytes
+	}
+	return or
+}
+
+// arenaSize is the bytes of a block of capacity records' dense slots.
 func (s *Stack) arenaSize() int {
 	size := 0
 	for _, t := range s.tmpl {
-		size += (s.limit*t.rowBytes + 7) &^ 7
+		if t.seq == nil {
+			size += (s.limit*t.rowBytes + 7) &^ 7
+		}
 	}
 	return size
 }
@@ -177,12 +259,17 @@ func (s *Stack) matches(rec []byte) bool {
 // setTemplate makes slots, a decoded record, the template if it stacks (the
 // stack is empty).
 func (s *Stack) setTemplate(slots Slots) bool {
-	row := 0
-	for _, t := range slots {
-		if len(t.LoD) > 0 || t.Rank() == 0 || t.shape[0] != 1 {
+	row, ragged := 0, false
+	for i := range slots {
+		t := &slots[i]
+		seq := oneSequence(t)
+		if !seq && (len(t.LoD) > 0 || t.Rank() == 0 || t.shape[0] != 1) {
 			return false
 		}
-		row += len(t.data)
+		ragged = ragged || seq
+		if !seq {
+			row += len(t.data)
+		}
 	}
 	if len(slots) == 0 {
 		return false
@@ -193,11 +280,17 @@ func (s *Stack) setTemplate(slots Slots) bool {
 	}
 	tmpl := make([]stackSlot, len(slots))
 	off := 0
-	for i, t := range slots {
+	for i := range slots {
+		t := &slots[i]
 		tmpl[i] = stackSlot{dtype: t.dtype, shape: t.shape.Clone(), rowBytes: len(t.data), off: off}
+		if oneSequence(t) {
+			tmpl[i].rowBytes = t.dtype.Size() * t.shape[1:].NumElements()
+			tmpl[i].seq = &sequences{}
+			continue
+		}
 		off += (limit*len(t.data) + 7) &^ 7
 	}
-	s.tmpl, s.arena, s.limit = tmpl, nil, limit
+	s.tmpl, s.arena, s.limit, s.ragged, s.seqBytes = tmpl, nil, limit, ragged, 0
 	return true
 }
 
@@ -209,6 +302,14 @@ func (s *Stack) Row(i int) (Slots, error) {
 	}
 	out := make(Slots, len(s.tmpl))
 	for k, t := range s.tmpl {
+		if q := t.seq; q != nil {
+			lo, hi := q.offsets[i], q.offsets[i+1]
+			shape := t.shape.Clone()
+			shape[0] = hi - lo
+			data := q.data[lo*t.rowBytes : hi*t.rowBytes : hi*t.rowBytes]
+			out[k] = LoDTensor{Tensor: Tensor{dtype: t.dtype, shape: shape, data: data}, LoD: LoD{{0, hi - lo}}}
+			continue
+		}
 		start := t.off + i*t.rowBytes
 		out[k] = LoDTensor{Tensor: Tensor{dtype: t.dtype, shape: t.shape, data: s.arena[start : start+t.rowBytes : start+t.rowBytes]}}
 	}
@@ -225,9 +326,15 @@ func (s *Stack) SetAlloc(alloc func(size int) []byte) { s.alloc = alloc }
 
 // Drop forgets the last record stacked.
 func (s *Stack) Drop() {
-	if s.n > 0 {
-		s.n--
+	if s.n == 0 {
+		return
 	}
+	for _, t := range s.tmpl {
+		if t.seq != nil {
+			s.seqBytes -= t.seq.drop(t.rowBytes)
+		}
+	}
+	s.n--
 }
 
 // Take returns the records stacked, one tensor per slot with one row per
@@ -251,15 +358,22 @@ func (s *Stack) TakeBlock() (Slots, []byte) {
 		dims += len(t.shape)
 	}
 	shapes := make([]int, dims)
-	for k, t := range s.tmpl {
+	for k := range s.tmpl {
+		t := &s.tmpl[k]
 		shape := Shape(shapes[:len(t.shape):len(t.shape)])
 		shapes = shapes[len(t.shape):]
 		copy(shape, t.shape)
 		shape[0] = s.n
+		if q := t.seq; q != nil {
+			shape[0] = q.offsets[s.n]
+			out[k] = LoDTensor{Tensor: Tensor{dtype: t.dtype, shape: shape, data: q.data[:len(q.data):len(q.data)]}, LoD: LoD{q.offsets}}
+			t.seq = &sequences{} // the next group's, made by ensureArena
+			continue
+		}
 		size := s.n * t.rowBytes
 		out[k] = LoDTensor{Tensor: Tensor{dtype: t.dtype, shape: shape, data: s.arena[t.off : t.off+size : t.off+size]}}
 	}
 	block := s.arena
-	s.n, s.arena = 0, nil
+	s.n, s.arena, s.seqBytes = 0, nil, 0
 	return out, block
 }

@@ -161,9 +161,11 @@ func TestStackLeavesOtherRecordsToDecode(t *testing.T) {
 	// A record that does not stack on an empty stack is decoded too, and
 	// the next one that does starts a template.
 	st := tensor.NewStack(2)
-	out, err := st.AppendEncoded(encode(t, others["LoD"]))
+	nested, err := tensor.NewLoDTensor(tensor.MustFromSlice(tensor.Shape{3, 1}, []int64{1, 2, 3}), tensor.LoD{{0, 1}, {0, 3}})
 	require.NoError(t, err)
-	require.NotNil(t, out)
+	out, err := st.AppendEncoded(encode(t, tensor.Slots{nested}))
+	require.NoError(t, err)
+	require.NotNil(t, out, "two levels of LoD")
 	out, err = st.AppendEncoded(encode(t, others["two rows"][:1]))
 	require.NoError(t, err)
 	require.NotNil(t, out)
@@ -240,6 +242,40 @@ func FuzzStack(f *testing.F) {
 	})
 }
 
+// FuzzStackSequences is FuzzStack after a record of a sequence slot.
+func FuzzStackSequences(f *testing.F) {
+	f.Add(encode(f, sequence(f, 4)))
+	f.Add(encode(f, sequence(f, 0)))
+	f.Add(encode(f, sample(1)))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		st := tensor.NewStack(3)
+		if out, err := st.AppendEncoded(encode(t, sequence(t, 3))); err != nil || out != nil {
+			t.Fatal(out, err)
+		}
+		want, derr := tensor.Decode(b)
+		out, err := st.AppendEncoded(b)
+		switch {
+		case derr != nil:
+			if !errors.Is(err, tensor.ErrMalformed) {
+				t.Fatalf("Decode fails with %v, the stack with %v", derr, err)
+			}
+			return
+		case err != nil:
+			t.Fatalf("Decode accepts it, the stack fails: %v", err)
+		case out != nil:
+			if !want.Equal(out) || st.Len() != 1 {
+				t.Fatalf("not stacked, but decoded %v (want %v), stack of %d", out, want, st.Len())
+			}
+			return
+		}
+		group := st.Take()
+		again, err := tensor.Concat([]tensor.Slots{sequence(t, 3), want})
+		if err != nil || !again.Equal(group) {
+			t.Fatalf("stacked %v, want %v (%v)", group, again, err)
+		}
+	})
+}
+
 // A block of large records holds as many as fit the stack's byte bound, not
 // its capacity: its storage is the rows of that many (sample is 12 bytes).
 func TestStackBlocksStayWithinMaxBytes(t *testing.T) {
@@ -290,4 +326,82 @@ func TestStackAppendsDecodedRecords(t *testing.T) {
 	require.Equal(t, 1, st.Len())
 	require.True(t, sample(1).Equal(st.Take()))
 	require.True(t, st.Append(other), "an empty stack takes a new layout")
+}
+
+// sequence is a record of one sequence slot (i bytes, a PNG's) and a
+// [1] int64 label.
+func sequence(t testing.TB, i int) tensor.Slots {
+	t.Helper()
+	b := make([]uint8, i)
+	for k := range b {
+		b[k] = uint8(i + k)
+	}
+	seq, err := tensor.NewLoDTensor(tensor.MustFromSlice(tensor.Shape{i}, b), tensor.LoD{{0, i}})
+	require.NoError(t, err)
+	return tensor.Slots{seq, {Tensor: tensor.MustFromSlice(tensor.Shape{1}, []int64{int64(i)})}}
+}
+
+// Records of a sequence slot (of any length, 0 too) stack as Concat joins
+// them, encoded or decoded, into a recycled block or not; a row is its
+// record again; Drop forgets the last; a record whose slot is dense where
+// the template's is a sequence, or of other trailing dimensions, is left to
+// Decode.
+func TestStackStacksSequences(t *testing.T) {
+	for _, recycled := range []bool{false, true} {
+		st := tensor.NewStack(8)
+		if recycled {
+			st.SetAlloc(func(size int) []byte { return bytes.Repeat([]byte{0xa5}, size) })
+		}
+		var recs []tensor.Slots
+		for i, n := range []int{5, 0, 300, 1, 7} {
+			var out tensor.Slots
+			var err error
+			if i%2 == 0 {
+				out, err = st.AppendEncoded(encode(t, sequence(t, n)))
+			} else {
+				require.True(t, st.Append(sequence(t, n)))
+			}
+			require.NoError(t, err)
+			require.Nil(t, out, "stacked")
+			recs = append(recs, sequence(t, n))
+		}
+		require.True(t, st.Append(sequence(t, 9)))
+		st.Drop()
+		for i, rec := range recs {
+			row, err := st.Row(i)
+			require.NoError(t, err)
+			require.True(t, rec.Equal(row), "row %d: %v", i, row)
+		}
+		dense := tensor.Slots{{Tensor: tensor.MustFromSlice(tensor.Shape{1}, []uint8{1})}, sequence(t, 1)[1]}
+		require.False(t, st.Append(dense), "dense where the template has a sequence")
+		wide, err := tensor.NewLoDTensor(tensor.MustFromSlice(tensor.Shape{1, 2}, []uint8{1, 2}), tensor.LoD{{0, 1}})
+		require.NoError(t, err)
+		require.False(t, st.Append(tensor.Slots{wide, sequence(t, 1)[1]}), "other trailing dimensions")
+
+		want, err := tensor.Concat(recs)
+		require.NoError(t, err)
+		got := st.Take()
+		require.True(t, want.Equal(got), "stacked %v, want %v", got, want)
+
+		// The next group's sequences are storage of their own.
+		require.True(t, st.Append(sequence(t, 4)))
+		require.True(t, want.Equal(got), "the first group is never written again")
+		require.True(t, sequence(t, 4).Equal(st.Take()))
+	}
+}
+
+// A stack of sequences is full once their bytes and the dense rows reach
+// the byte bound, before its capacity.
+func TestStackSequencesStayWithinMaxBytes(t *testing.T) {
+	st := tensor.NewStack(100)
+	st.SetMaxBytes(100)
+	n := 0
+	for !st.Full() {
+		require.True(t, st.Append(sequence(t, 12)))
+		n++
+	}
+	require.Equal(t, 5, n, "5 records of 12+8 bytes reach 100")
+	g := st.Take()
+	require.Equal(t, 60, g[0].Rows())
+	require.Equal(t, tensor.LoD{{0, 12, 24, 36, 48, 60}}, g[0].LoD)
 }
