@@ -84,6 +84,7 @@ fuzz)
   # 1.27).
   fuzz FuzzDecode ./tensor 400000
   fuzz FuzzStack ./tensor 400000
+  fuzz FuzzStackSequences ./tensor 200000
   fuzz FuzzScanner ./readers/recordio 800000
   fuzz FuzzChunk ./readers/recordio 800000
   fuzz FuzzParse ./actors/program 100000
@@ -91,6 +92,7 @@ fuzz)
   fuzz FuzzHeader ./readers/idx 400000
   fuzz FuzzDecode ./readers/idx 50000
   fuzz FuzzShard ./readers/wds 100000
+  fuzz FuzzSpans ./readers/wds 100000
   fuzz FuzzExample ./readers/tfrecord 100000
   fuzz FuzzRecords ./readers/tfrecord 100000
   fuzz FuzzApply ./readers/vision 20000

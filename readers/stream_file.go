@@ -33,7 +33,22 @@ type streamFormat struct {
 	raw    func(r io.Reader, name string) stream
 	gzip   func(r io.Reader, name string) (stream, error)
 	decode decoder
+	// index reads a raw file's index from r, its start: where each sample
+	// starts, and whatever else byIndex reads by. Nil: the raw stream's
+	// Offsets.
+	index func(r io.Reader, name string) (streamIndex, error)
+	// byIndex, when set, reads a raw file by its index rather than
+	// through raw.
+	byIndex func(ix streamIndex, src Source, name string) stream
 }
+
+// streamIndex is a raw file's index: where each sample starts.
+type streamIndex interface{ Starts() []int64 }
+
+// offsets is the index of a format that seeks by its samples' offsets.
+type offsets []int64
+
+func (o offsets) Starts() []int64 { return o }
 
 var wdsFormat = &streamFormat{
 	name:   "wds",
@@ -46,6 +61,13 @@ var wdsFormat = &streamFormat{
 		}
 		return wdsStream{s}, nil
 	},
+	index: func(r io.Reader, name string) (streamIndex, error) {
+		return wds.NewReader(r, name).Spans()
+	},
+	byIndex: func(ix streamIndex, src Source, name string) stream {
+		sp := ix.(*wds.Spans)
+		return spanStream{wds.NewSpanReader(src, src.Size(), name, sp), sp}
+	},
 }
 
 type wdsStream struct{ *wds.Reader }
@@ -56,6 +78,18 @@ func (s wdsStream) Next() (tensor.Slots, error) {
 }
 
 func (s wdsStream) Names() []string { return s.Fields() }
+
+// spanStream reads a raw shard by its spans: no tar header is parsed
+// again, and whatever goes wrong with a sample, the next one can be read.
+type spanStream struct {
+	*wds.SpanReader
+	sp *wds.Spans
+}
+
+func (s spanStream) Offsets() ([]int64, error) { return s.sp.Starts(), nil }
+func (s spanStream) Seek(n int, _ int64) error { return s.SpanReader.Seek(n) }
+func (s spanStream) Broken() bool              { return false }
+func (s spanStream) Names() []string           { return s.sp.Fields() }
 
 // tfrecordFormat reads Examples by spec, or by one inferred from each
 // file's first record when spec is nil.
@@ -81,18 +115,19 @@ type tfStream struct{ *tfrecord.Examples }
 func (s tfStream) Names() []string { return s.Spec().Names() }
 
 // streamFile reads a stream format's file, raw or gzip'd. A raw file seeks
-// to a sample by the offsets of its samples' headers, read once a process
-// for each file as it stands (streamOffsets); a gzip'd one is first swapped
-// for its decoded copy (decodedCopy), or, where none can be had, read
-// forward.
+// to a sample by its index (the offsets of its samples' headers; for a
+// shard, where each field's data lies, which it is then read by), read
+// once a process for each file as it stands (streamIndexes); a gzip'd one
+// is first swapped for its decoded copy (decodedCopy), or, where none can
+// be had, read forward.
 type streamFile struct {
 	format     *streamFormat
 	path, read string // the file named, which errors name; what is read
 	opener     format.Opener
 	source     func() (Source, error) // OpenStream's; nil: the file
 	src        Source
-	f          *os.File // the file src reads, when it is one: its identity keys the offsets
-	offs       []int64  // the samples' offsets, once read
+	f          *os.File    // the file src reads, when it is one: its identity keys the index
+	ix         streamIndex // the raw file's index, once read
 	r          stream
 	gzipped    bool
 	closed     bool
@@ -118,8 +153,8 @@ func (f fileSource) Size() int64 { return f.size }
 // OpenStream opens entry, a WebDataset shard or a TFRecord file as Open
 // names them, reading its bytes from what source returns, called at the
 // open and at every Reset, instead of from the file. Fault injection reads
-// files through it. Its samples' offsets are read at every open (no file
-// identity keeps them), and a gzip'd one is read forward only.
+// files through it. Its index is read at every open (no file identity
+// keeps it), and a gzip'd one is read forward only.
 func OpenStream(entry string, source func() (Source, error)) (Reader, error) {
 	f, params, path, err := resolve(entry)
 	if err != nil {
@@ -184,6 +219,15 @@ func (w *streamFile) open() error {
 	var magic [2]byte
 	n, _ := src.ReadAt(magic[:], 0)
 	w.src, w.gzipped = src, n == 2 && magic[0] == 0x1f && magic[1] == 0x8b
+	if !w.gzipped && w.format.byIndex != nil {
+		ix, err := w.index()
+		if err != nil {
+			w.close()
+			return err
+		}
+		w.r = w.format.byIndex(ix, src, w.path)
+		return nil
+	}
 	if !w.gzipped {
 		w.r = w.format.raw(src, w.path)
 		return nil
@@ -237,6 +281,17 @@ func (w *streamFile) SlotNames() []string {
 // fixed size: a shard's cls and npy, fixed features) and returns nil; otherwise it returns it as Next
 // does.
 func (w *streamFile) NextStacked(ctx context.Context, st *tensor.Stack) (tensor.Slots, error) {
+	if s, ok := w.r.(interface {
+		NextOnto(*tensor.Stack) (tensor.Slots, error)
+	}); ok {
+		if err := w.ready(); err != nil {
+			return nil, err
+		}
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		return s.NextOnto(st)
+	}
 	item, err := w.Next(ctx)
 	if err != nil || !st.Append(item) {
 		return item, err
@@ -269,11 +324,11 @@ func (w *streamFile) Count() (uint64, error) {
 	if w.gzipped {
 		return 0, ErrUncounted
 	}
-	offsets, err := w.offsets()
+	ix, err := w.index()
 	if err != nil {
 		return 0, err
 	}
-	return uint64(len(offsets)), nil
+	return uint64(len(ix.Starts())), nil
 }
 
 // Seek moves the reader to sample n.
@@ -300,10 +355,11 @@ func (w *streamFile) Seek(n int) error {
 
 // seekRaw seeks a raw file to sample n; n past the last is its end.
 func (w *streamFile) seekRaw(n int) error {
-	offsets, err := w.offsets()
+	ix, err := w.index()
 	if err != nil {
 		return err
 	}
+	offsets := ix.Starts()
 	if n < 0 || n > len(offsets) {
 		return fmt.Errorf("readers: %s: seek to sample %d of %d", w.path, n, len(offsets))
 	}
@@ -311,6 +367,34 @@ func (w *streamFile) seekRaw(n int) error {
 		return w.r.Seek(n, w.src.Size())
 	}
 	return w.r.Seek(n, offsets[n])
+}
+
+// SampleKey is sample n's key, the name its fields share, when the file is
+// a WebDataset shard that can be indexed; errors name what could not be
+// read. It does not move the reader, but that a gzip'd shard is first
+// swapped for its decoded copy at sample 0.
+func (w *streamFile) SampleKey(n int) (string, error) {
+	if err := w.ready(); err != nil {
+		return "", err
+	}
+	if w.format != wdsFormat {
+		return "", fmt.Errorf("readers: %s: a %s file's samples have no keys", w.path, w.format.name)
+	}
+	if w.gzipped {
+		w.useDecoded()
+	}
+	if w.gzipped {
+		return "", fmt.Errorf("readers: %s: no decoded copy to find sample %d's key in", w.path, n)
+	}
+	ix, err := w.index()
+	if err != nil {
+		return "", err
+	}
+	starts := ix.Starts()
+	if n < 0 || n >= len(starts) {
+		return "", fmt.Errorf("readers: %s: no sample %d of %d", w.path, n, len(starts))
+	}
+	return wds.KeyAt(w.src, w.src.Size(), starts[n], w.path)
 }
 
 // SkipCorrupt passes over the sample the last error was in: the reader
@@ -330,11 +414,11 @@ func (w *streamFile) SkipCorrupt() (records int, ok bool) {
 	return 1, true
 }
 
-// offsets are the raw file's samples' offsets, read through src without
-// moving it; a file's kept by its identity (streamOffsets).
-func (w *streamFile) offsets() ([]int64, error) {
-	if w.offs != nil {
-		return w.offs, nil
+// index is the raw file's index, read through src without moving it; a
+// file's kept by its identity (streamIndexes).
+func (w *streamFile) index() (streamIndex, error) {
+	if w.ix != nil {
+		return w.ix, nil
 	}
 	var id string
 	if w.f != nil {
@@ -343,25 +427,34 @@ func (w *streamFile) offsets() ([]int64, error) {
 			return nil, err
 		}
 		id = w.format.name + ":" + id
-		if o, ok := streamOffsets.Load(id); ok {
-			w.offs = o.([]int64)
-			return w.offs, nil
+		if ix, ok := streamIndexes.Load(id); ok {
+			w.ix = ix.(streamIndex)
+			return w.ix, nil
 		}
 	}
-	o, err := w.format.raw(io.NewSectionReader(w.src, 0, w.src.Size()), w.path).Offsets()
+	r := io.NewSectionReader(w.src, 0, w.src.Size())
+	var ix streamIndex
+	var err error
+	if w.format.index != nil {
+		ix, err = w.format.index(r, w.path)
+	} else {
+		var o []int64
+		o, err = w.format.raw(r, w.path).Offsets()
+		ix = offsets(o)
+	}
 	if err != nil {
 		return nil, err
 	}
 	if id != "" {
-		streamOffsets.Store(id, o)
+		streamIndexes.Store(id, ix)
 	}
-	w.offs = o
-	return o, nil
+	w.ix = ix
+	return ix, nil
 }
 
-// streamOffsets keeps each raw file's sample offsets by its format and
-// identity: 8 bytes a sample, read once a process.
-var streamOffsets sync.Map
+// streamIndexes keeps each raw file's index by its format and identity:
+// 8 bytes a sample (a shard's spans 8 more a field), read once a process.
+var streamIndexes sync.Map
 
 // useDecoded reopens the reader on the file's decoded copy, at sample 0,
 // when one can be had (not for OpenStream's source); otherwise it leaves
@@ -376,7 +469,7 @@ func (w *streamFile) useDecoded() {
 	}
 	was := w.read
 	w.close()
-	w.read, w.offs = read, nil
+	w.read, w.ix = read, nil
 	if w.open() != nil {
 		w.read = was
 		w.open()

@@ -144,16 +144,15 @@ func TestWebDatasetShardOpensThroughTheOpener(t *testing.T) {
 	require.Equal(t, []string{shard}, opened)
 }
 
-// A tar header damaged after the shard's offsets were read (in flight, or
-// since) is skipped under the skip policy: the sample it is in is lost,
-// with the one read before it (the reader reads one member ahead to see
-// where a sample ends), each counted, and reading goes on at the next
-// sample's offset.
-func TestWebDatasetSkipsADamagedHeader(t *testing.T) {
+// A shard damaged after its spans were read (in flight, or since): a
+// header is not parsed again, so its damage loses nothing; a field's data
+// that does not parse loses its sample alone under the skip policy, counted,
+// and reading goes on at the next one.
+func TestWebDatasetSkipsADamagedSample(t *testing.T) {
 	src, dir := shardFiles(t, 40), t.TempDir()
 	shard := filepath.Join(dir, "a.tar")
 	gnuShard(t, src, shard)
-	_, n, counted := shardSamples(t, shard, 0) // reads the offsets, kept by the shard's identity
+	_, n, counted := shardSamples(t, shard, 0) // reads the spans, kept by the shard's identity
 	require.True(t, counted)
 	require.EqualValues(t, 40, n)
 	st, err := os.Stat(shard)
@@ -164,11 +163,18 @@ func TestWebDatasetSkipsADamagedHeader(t *testing.T) {
 	require.Positive(t, at)
 	b[at+148] ^= 0x55 // the header's checksum field
 	require.NoError(t, os.WriteFile(shard, b, 0o644))
-	require.NoError(t, os.Chtimes(shard, st.ModTime(), st.ModTime())) // the same identity: the offsets hold
+	require.NoError(t, os.Chtimes(shard, st.ModTime(), st.ModTime())) // the same identity: the spans hold
 
 	read, skipped := readSkipping(t, "wds:"+shard, shard)
-	require.Equal(t, 2, skipped, "the damaged sample and the one before it, each counted")
-	require.Equal(t, 38, read)
+	require.Equal(t, 0, skipped, "the header is not read again")
+	require.Equal(t, 40, read)
+
+	b[at+512] = 'x' // the label's data: not a number
+	require.NoError(t, os.WriteFile(shard, b, 0o644))
+	require.NoError(t, os.Chtimes(shard, st.ModTime(), st.ModTime()))
+	read, skipped = readSkipping(t, "wds:"+shard, shard)
+	require.Equal(t, 1, skipped, "the damaged sample, counted")
+	require.Equal(t, 39, read)
 }
 
 // tfrecordFile writes n Examples (jpg: i%50+10 bytes, cls: i%10) with

@@ -37,6 +37,7 @@ type Reader struct {
 type member struct {
 	name, key, ext string
 	off            int64 // of its header in the tar stream
+	start          int64 // of its data
 	size           int64
 	data           []byte // nil until read
 }
@@ -80,21 +81,11 @@ func (r *Reader) Skip() error {
 // returns where each sample from the next one on starts: the offset of
 // its first member's header.
 func (r *Reader) Offsets() ([]int64, error) {
-	var out []int64
-	for {
-		at := r.hdr
-		if r.look != nil {
-			at = r.look.off
-		}
-		err := r.Skip()
-		if errors.Is(err, io.EOF) {
-			return out, nil
-		}
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, at)
+	sp, err := r.Spans()
+	if err != nil {
+		return nil, err
 	}
+	return sp.Starts(), nil
 }
 
 // Seek moves the reader to sample n, whose first header is at offset off
@@ -169,14 +160,14 @@ func (r *Reader) member(read bool) (*member, error) {
 			r.broken = r.fail(r.next, "", at, err)
 			return nil, r.broken
 		}
-		// tar reads headers exactly: the data starts here, and the next
-		// header after its last block.
+		// tar reads headers exactly: the data starts here (r.src.n), and
+		// the next header after its last block.
 		r.hdr = (r.src.n + max(h.Size, 0) + block - 1) / block * block
 		key, ext, ok := split(h.Name)
 		if h.Typeflag != tar.TypeReg || !ok {
 			continue
 		}
-		m := &member{name: h.Name, key: key, ext: ext, off: at, size: h.Size}
+		m := &member{name: h.Name, key: key, ext: ext, off: at, start: r.src.n, size: h.Size}
 		if h.Size > MaxMemberBytes {
 			r.broken = r.fail(r.next, h.Name, at, format.Corrupt("%d bytes, more than a member may hold (%d)", h.Size, MaxMemberBytes))
 			return nil, r.broken

@@ -243,6 +243,34 @@ func FuzzShard(f *testing.F) {
 	})
 }
 
+// Any shard whose spans can be read reads by them as through tar: the same
+// samples, the same errors.
+func FuzzSpans(f *testing.F) {
+	f.Add(shard(f, samples(2, false)...))
+	f.Add(shard(f, samples(1, true)...))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		sp, err := wds.NewReader(bytes.NewReader(b), "fuzz.tar").Spans()
+		if err != nil {
+			return
+		}
+		r := wds.NewReader(bytes.NewReader(b), "fuzz.tar")
+		sr := wds.NewSpanReader(bytes.NewReader(b), int64(len(b)), "fuzz.tar", sp)
+		for i := range sp.Len() {
+			_, want, werr := r.Next()
+			got, err := sr.Next()
+			if (werr == nil) != (err == nil) || werr != nil && werr.Error() != err.Error() {
+				t.Fatalf("sample %d: tar gives %v, the spans %v", i, werr, err)
+			}
+			if werr == nil && !want.Equal(got) {
+				t.Fatalf("sample %d: tar reads %v, the spans %v", i, want, got)
+			}
+			if r.Broken() {
+				return
+			}
+		}
+	})
+}
+
 func mathFloat32bits(v float32) uint32 { return math.Float32bits(v) }
 
 func gzipWriter(w io.Writer) *gzip.Writer { return gzip.NewWriter(w) }
@@ -271,4 +299,88 @@ func TestAFailedReadIsNotDamage(t *testing.T) {
 	}
 	require.ErrorIs(t, err, syscall.EIO)
 	require.NotErrorIs(t, err, format.ErrCorrupt)
+}
+
+// spansOf reads a shard's spans from its start.
+func spansOf(t testing.TB, b []byte) *wds.Spans {
+	t.Helper()
+	sp, err := wds.NewReader(bytes.NewReader(b), "s.tar").Spans()
+	require.NoError(t, err)
+	return sp
+}
+
+// A shard read by its spans gives what the tar reader gives, PAX records
+// and all, from any sample; a sample whose fields are not the first's, or
+// whose data is bad, is read through tar and named as tar names it, and the
+// next sample reads.
+func TestSpansReadAsTarDoes(t *testing.T) {
+	for _, long := range []bool{false, true} {
+		files := samples(6, long)
+		files[4].data = []byte("seven")         // s0001.cls
+		files = append(files[:7], files[8:]...) // s0002 has no cls
+		b := shard(t, files...)
+		sp := spansOf(t, b)
+		require.Equal(t, 6, sp.Len())
+		require.Equal(t, []string{"cls", "jpg", "npy"}, sp.Fields())
+		offsets, err := wds.NewReader(bytes.NewReader(b), "s.tar").Offsets()
+		require.NoError(t, err)
+		require.Equal(t, offsets, sp.Starts())
+		var want []tensor.Slots
+		var errs []error
+		r := wds.NewReader(bytes.NewReader(b), "s.tar")
+		for range 6 {
+			_, s, err := r.Next()
+			want, errs = append(want, s), append(errs, err)
+		}
+		require.Error(t, errs[1])
+		require.Error(t, errs[2])
+		for from := range 6 {
+			sr := wds.NewSpanReader(bytes.NewReader(b), int64(len(b)), "s.tar", sp)
+			require.NoError(t, sr.Seek(from))
+			for i := from; i < 6; i++ {
+				got, err := sr.Next()
+				if errs[i] != nil {
+					require.EqualError(t, err, errs[i].Error(), "long %v, sample %d", long, i)
+					continue
+				}
+				require.NoError(t, err)
+				require.True(t, want[i].Equal(got), "long %v, sample %d", long, i)
+			}
+			_, err := sr.Next()
+			require.ErrorIs(t, err, io.EOF)
+		}
+	}
+}
+
+// A span past the shard's end (a shard cut short since its spans were
+// read) is damage naming the offset; a failed read is the read's error.
+func TestSpansOfAShardCutShort(t *testing.T) {
+	b := shard(t, samples(3, false)...)
+	sp := spansOf(t, b)
+	cut := b[:sp.Starts()[2]+600]
+	r := wds.NewSpanReader(bytes.NewReader(cut), int64(len(cut)), "s.tar", sp)
+	require.NoError(t, r.Seek(2))
+	_, err := r.Next()
+	require.ErrorIs(t, err, format.ErrCorrupt)
+	require.ErrorContains(t, err, "s.tar")
+
+	eio := &os.PathError{Op: "read", Path: "s", Err: syscall.EIO}
+	r = wds.NewSpanReader(failingAt{b, 1024, eio}, int64(len(b)), "s.tar", sp)
+	_, err = r.Next()
+	require.ErrorIs(t, err, syscall.EIO)
+	require.NotErrorIs(t, err, format.ErrCorrupt)
+}
+
+// failingAt reads data and fails with err from offset at on.
+type failingAt struct {
+	data []byte
+	at   int64
+	err  error
+}
+
+func (f failingAt) ReadAt(p []byte, off int64) (int, error) {
+	if off+int64(len(p)) > f.at {
+		return int(max(0, min(int64(len(p)), f.at-off))), f.err
+	}
+	return copy(p, f.data[off:]), nil
 }
