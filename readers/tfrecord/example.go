@@ -26,6 +26,12 @@ type Parser struct {
 	index map[string]int
 	found [][]byte // each feature's last Feature message in the record
 	has   []bool
+	// views is ParseViews' scratch, one a feature: its slots, and the
+	// storage, shapes and LoD they are made of.
+	views  tensor.Slots
+	bufs   [][]byte
+	shapes []tensor.Shape
+	lods   []tensor.LoD
 }
 
 // NewParser parses by spec.
@@ -44,6 +50,76 @@ func (p *Parser) Spec() Spec { return p.spec }
 // spec, in its order. The slots do not alias data. Errors match
 // format.ErrCorrupt.
 func (p *Parser) Parse(data []byte) (tensor.Slots, error) {
+	if err := p.walk(data); err != nil {
+		return nil, err
+	}
+	slots := make(tensor.Slots, len(p.spec))
+	for i, f := range p.spec {
+		var err error
+		if slots[i], err = p.value(f, p.found[i], p.has[i], nil); err != nil {
+			return nil, err
+		}
+	}
+	return slots, nil
+}
+
+// ParseViews is Parse into slots that share data and the parser's storage:
+// they hold until the next call, and nothing is allocated for them once the
+// parser has seen a record of their sizes. A reader that copies the
+// Example at once (onto a tensor.Stack) reads by it.
+func (p *Parser) ParseViews(data []byte) (tensor.Slots, error) {
+	if err := p.walk(data); err != nil {
+		return nil, err
+	}
+	if p.views == nil {
+		n := len(p.spec)
+		p.views, p.bufs, p.shapes, p.lods = make(tensor.Slots, n), make([][]byte, n), make([]tensor.Shape, n), make([]tensor.LoD, n)
+		for i, f := range p.spec {
+			p.shapes[i] = append(tensor.Shape{1}, f.Shape...)
+			if f.variable() || f.Kind == Bytes {
+				p.shapes[i], p.lods[i] = tensor.Shape{0}, tensor.LoD{{0, 0}}
+			}
+		}
+	}
+	for i, f := range p.spec {
+		var err error
+		if p.views[i], err = p.value(f, p.found[i], p.has[i], &scratch{p, i}); err != nil {
+			return nil, err
+		}
+	}
+	return p.views, nil
+}
+
+// scratch is feature i's storage for ParseViews.
+type scratch struct {
+	p *Parser
+	i int
+}
+
+// tensor is the feature's tensor of n values of dt (a sequence when it has
+// LoD), over its own storage, or over data when given.
+func (s *scratch) tensor(dt tensor.DType, n int, data []byte) (tensor.LoDTensor, error) {
+	shape, lod := s.p.shapes[s.i], s.p.lods[s.i]
+	if lod != nil {
+		shape[0], lod[0][1] = n, n
+	}
+	if data == nil {
+		size := n * dt.Size()
+		if cap(s.p.bufs[s.i]) < size {
+			z, err := tensor.Zeros(dt, tensor.Shape{n})
+			if err != nil {
+				return tensor.LoDTensor{}, err
+			}
+			s.p.bufs[s.i] = z.Bytes()
+		}
+		data = s.p.bufs[s.i][:size]
+	}
+	t, err := tensor.WrapBytes(dt, shape, data)
+	return tensor.LoDTensor{Tensor: t, LoD: lod}, err
+}
+
+// walk finds the spec's features in the Example in data.
+func (p *Parser) walk(data []byte) error {
 	clear(p.found)
 	clear(p.has)
 	err := fields(data, func(num protowire.Number, v []byte) error {
@@ -57,16 +133,7 @@ func (p *Parser) Parse(data []byte) (tensor.Slots, error) {
 			return nil
 		})
 	})
-	if err != nil {
-		return nil, err
-	}
-	slots := make(tensor.Slots, len(p.spec))
-	for i, f := range p.spec {
-		if slots[i], err = p.value(f, p.found[i], p.has[i]); err != nil {
-			return nil, err
-		}
-	}
-	return slots, nil
+	return err
 }
 
 // entry keeps a map entry's Feature when its key is in the spec; a later
@@ -96,34 +163,50 @@ func mapEntry(b []byte) (key, value []byte, err error) {
 	return key, value, err
 }
 
-// value makes feature f's tensor from its Feature message b.
-func (p *Parser) value(f Feature, b []byte, present bool) (tensor.LoDTensor, error) {
+// value makes feature f's tensor from its Feature message b: in storage
+// of its own, or in s's when given.
+func (p *Parser) value(f Feature, b []byte, present bool, s *scratch) (tensor.LoDTensor, error) {
 	kind, lists, err := featureLists(b)
 	if err != nil {
 		return tensor.LoDTensor{}, err
 	}
 	if !present || kind == 0 {
-		if f.variable() {
-			return sequence(f.Kind.dtype(), 0)
+		if !f.variable() {
+			return tensor.LoDTensor{}, format.Corrupt("the record has no feature %s", f.Name)
 		}
-		return tensor.LoDTensor{}, format.Corrupt("the record has no feature %s", f.Name)
+		if s != nil {
+			return s.tensor(f.Kind.dtype(), 0, nil)
+		}
+		return sequence(f.Kind.dtype(), 0)
 	}
 	if kind != f.Kind {
 		return tensor.LoDTensor{}, format.Corrupt("feature %s holds a %s list, the spec says %s", f.Name, kind, f.Kind)
 	}
 	if kind == Bytes {
-		return bytesValue(f, lists)
+		one, err := bytesValue(f, lists)
+		if err != nil {
+			return tensor.LoDTensor{}, err
+		}
+		if s != nil {
+			return s.tensor(tensor.Uint8, len(one), one)
+		}
+		t, err := sequence(tensor.Uint8, len(one))
+		copy(t.Bytes(), one)
+		return t, err
 	}
 	n, err := count(kind, lists)
 	if err != nil {
 		return tensor.LoDTensor{}, fmt.Errorf("feature %s: %w", f.Name, err)
 	}
+	if !f.variable() && n != f.values() {
+		return tensor.LoDTensor{}, format.Corrupt("feature %s holds %d values, the spec (%s) wants %d", f.Name, n, f, f.values())
+	}
 	var t tensor.LoDTensor
 	switch {
+	case s != nil:
+		t, err = s.tensor(kind.dtype(), n, nil)
 	case f.variable():
 		t, err = sequence(kind.dtype(), n)
-	case n != f.values():
-		return tensor.LoDTensor{}, format.Corrupt("feature %s holds %d values, the spec (%s) wants %d", f.Name, n, f, f.values())
 	default:
 		var d tensor.Tensor
 		d, err = tensor.Zeros(kind.dtype(), append(tensor.Shape{1}, f.Shape...))
@@ -145,8 +228,8 @@ func sequence(dt tensor.DType, n int) (tensor.LoDTensor, error) {
 	return tensor.NewLoDTensor(d, tensor.LoD{{0, n}})
 }
 
-// bytesValue is a bytes feature's one value as a uint8 sequence.
-func bytesValue(f Feature, lists [][]byte) (tensor.LoDTensor, error) {
+// bytesValue is a bytes feature's one value.
+func bytesValue(f Feature, lists [][]byte) ([]byte, error) {
 	var one []byte
 	n := 0
 	for _, l := range lists {
@@ -157,17 +240,13 @@ func bytesValue(f Feature, lists [][]byte) (tensor.LoDTensor, error) {
 			return nil
 		})
 		if err != nil {
-			return tensor.LoDTensor{}, fmt.Errorf("feature %s: %w", f.Name, err)
+			return nil, fmt.Errorf("feature %s: %w", f.Name, err)
 		}
 	}
 	if n != 1 {
-		return tensor.LoDTensor{}, format.Corrupt("feature %s holds %d byte strings, a bytes feature one", f.Name, n)
+		return nil, format.Corrupt("feature %s holds %d byte strings, a bytes feature one", f.Name, n)
 	}
-	t, err := sequence(tensor.Uint8, len(one))
-	if err == nil {
-		copy(t.Bytes(), one)
-	}
-	return t, err
+	return one, nil
 }
 
 // featureLists are the lists of a Feature message's kind: the last kind

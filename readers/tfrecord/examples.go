@@ -28,6 +28,37 @@ func NewExamples(r *Reader, spec Spec) *Examples {
 // in an Example leaves the reader at the next record, as one in its data's
 // checksum does.
 func (e *Examples) Next() (tensor.Slots, error) {
+	data, err := e.next()
+	if err != nil {
+		return nil, err
+	}
+	slots, err := e.parser.Parse(data)
+	if err != nil {
+		return nil, e.Fail(err)
+	}
+	return slots, nil
+}
+
+// NextOnto reads the next record onto st when it stacks and returns nil;
+// otherwise it returns it as Next does. A record that stacks is parsed
+// straight onto the stack (Parser.ParseViews).
+func (e *Examples) NextOnto(st *tensor.Stack) (tensor.Slots, error) {
+	data, err := e.next()
+	if err != nil {
+		return nil, err
+	}
+	views, err := e.parser.ParseViews(data)
+	if err != nil {
+		return nil, e.Fail(err)
+	}
+	if st.Append(views) {
+		return nil, nil
+	}
+	return views.Clone(), nil
+}
+
+// next is the next record's data, with the parser for it.
+func (e *Examples) next() ([]byte, error) {
 	data, err := e.Reader.Next()
 	if err != nil {
 		return nil, err
@@ -39,11 +70,7 @@ func (e *Examples) Next() (tensor.Slots, error) {
 		}
 		e.parser = NewParser(spec)
 	}
-	slots, err := e.parser.Parse(data)
-	if err != nil {
-		return nil, e.Fail(err)
-	}
-	return slots, nil
+	return data, nil
 }
 
 // Spec is the spec the records are read by; nil until the first record is

@@ -43,6 +43,18 @@ func FuzzExample(f *testing.F) {
 				t.Fatalf("after 2 records: %v", err)
 			}
 		}
+		// Parsed as views (twice: the second over the first's storage),
+		// the same slots or the same error.
+		if sp, err := tfrecord.ParseSpec(spec); err == nil {
+			p, views := tfrecord.NewParser(sp), tfrecord.NewParser(sp)
+			for range 2 {
+				want, werr := p.Parse(msg)
+				got, err := views.ParseViews(msg)
+				if (werr == nil) != (err == nil) || werr != nil && werr.Error() != err.Error() || werr == nil && !want.Equal(got) {
+					t.Fatalf("Parse gives %v (%v), ParseViews %v (%v)", want, werr, got, err)
+				}
+			}
+		}
 	})
 }
 

@@ -338,3 +338,25 @@ func TestAFailedReadIsNotDamage(t *testing.T) {
 		require.NotErrorIs(t, err, format.ErrCorrupt, "gzip cut at %d", cut)
 	}
 }
+
+// Examples of every kind and size parsed as views, one after another over
+// the same storage, are what Parse makes of each.
+func TestParseViewsIsParse(t *testing.T) {
+	sp, err := tfrecord.ParseSpec(spec)
+	require.NoError(t, err)
+	p, views := tfrecord.NewParser(sp), tfrecord.NewParser(sp)
+	for i := range 20 {
+		var x tfrecord.Example
+		x.Bytes("image/encoded", bytes.Repeat([]byte{byte(i)}, (i*7)%13))
+		x.Int64("label", int64(i))
+		x.Float("pair", float32(i), -float32(i))
+		if i%3 > 0 {
+			x.Int64("tokens", make([]int64, i%5)...)
+		}
+		want, err := p.Parse(x.Marshal())
+		require.NoError(t, err)
+		got, err := views.ParseViews(x.Marshal())
+		require.NoError(t, err)
+		require.True(t, want.Equal(got), "record %d: %v, want %v", i, got, want)
+	}
+}
