@@ -74,12 +74,18 @@ func (s *shared) itemEpoch(b *messages.Batch, pass uint32) int {
 	return s.epoch(pass)
 }
 
-// sampleName names a sample by its id: its record and file.
+// sampleName names a sample by its id: its record and file, and its key
+// in a WebDataset shard. It is for errors: it may open the file.
 func (s *shared) sampleName(id uint64) string {
 	f, r := messages.SplitID(id)
 	name := fmt.Sprintf("file %d", f)
 	if s.source != nil {
 		name = s.source.Name(f)
+	}
+	if k, ok := s.source.(interface{ sampleKey(file, record int) string }); ok {
+		if key := k.sampleKey(f, r); key != "" {
+			return fmt.Sprintf("sample %s (record %d) of %s", key, r, name)
+		}
 	}
 	return fmt.Sprintf("record %d of %s", r, name)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/actorfeed/actorfeed/messages"
 	"github.com/actorfeed/actorfeed/readers"
@@ -47,6 +48,31 @@ func newFileSource(entries []string, open func(context.Context, string) (readers
 
 func (s *fileSource) Rewindable() bool     { return true }
 func (s *fileSource) Name(file int) string { return s.names[file] }
+
+// sampleKey is the key of a sample of a WebDataset shard, read from its
+// header, for an error to name it by; "" for another format, or when it
+// cannot be read (within keyTimeout to open).
+func (s *fileSource) sampleKey(file, record int) string {
+	ctx, cancel := context.WithTimeout(context.Background(), keyTimeout)
+	defer cancel()
+	r, err := s.open(ctx, s.entries[file])
+	if err != nil {
+		return ""
+	}
+	defer r.Close()
+	k, ok := r.(interface{ SampleKey(int) (string, error) })
+	if !ok {
+		return ""
+	}
+	key, err := k.SampleKey(record)
+	if err != nil {
+		return ""
+	}
+	return key
+}
+
+// keyTimeout bounds opening a file to name a sample in an error.
+const keyTimeout = 5 * time.Second
 
 func (s *fileSource) Open(ctx context.Context, file int, _ uint32, from uint64) (readers.Reader, error) {
 	r, err := s.open(ctx, s.entries[file])

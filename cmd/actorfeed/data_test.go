@@ -529,6 +529,16 @@ func TestGenWritesJPEGShards(t *testing.T) {
 		require.NoError(t, err)
 		require.Contains(t, msg, "30 samples in 4 batches")
 	}
+	// A damaged image's error names its shard and its key.
+	shard := filepath.Join(dir, "wds", "shard-000001.tar")
+	b, err := os.ReadFile(shard)
+	require.NoError(t, err)
+	at := bytes.Index(b, []byte("00000007.jpg"))
+	require.Positive(t, at)
+	copy(b[at+512+2:], bytes.Repeat([]byte{0}, 64)) // past the JPEG's SOI marker
+	require.NoError(t, os.WriteFile(shard, b, 0o644))
+	_, err = cli(t, "run", "--data", "wds:"+filepath.Join(dir, "wds", "shard-*"), "--batch", "8", "--map", "decode(size=16,slot=1)", "--progress-every", "1h")
+	require.ErrorContains(t, err, "sample 00000007 (record 2) of "+shard)
 	for args, want := range map[string]string{"--to png": `--to "png": want recordio, wds or tfrecord`, "--to wds --image-size 2": "--image-size 2"} {
 		_, err := cli(t, append([]string{"gen", "--out", dir}, strings.Fields(args)...)...)
 		require.ErrorContains(t, err, want)

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"image"
+	"runtime"
 	"sync"
 
 	"github.com/ebitengine/purego"
@@ -88,11 +89,17 @@ func (t *turbo) call(fn func(h uintptr) int32) error {
 			return fmt.Errorf("vision: tjInitDecompress failed")
 		}
 	}
+	// TurboJPEG keeps some errors' words in thread-local storage, not in
+	// the handle: read them on the thread that failed, or they say "No
+	// error".
+	runtime.LockOSThread()
 	if fn(h) != 0 {
 		err := fmt.Errorf("%w: %s", ErrImage, t.tjGetErrorStr2(h))
+		runtime.UnlockOSThread()
 		t.tjDestroy(h)
 		return err
 	}
+	runtime.UnlockOSThread()
 	select {
 	case t.handles <- h:
 	default:

@@ -11,6 +11,7 @@ import (
 	"image/png"
 	"math"
 	"os"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -244,4 +245,34 @@ func TestTurboJPEGDecodesAsGoDoes(t *testing.T) {
 	_, err = m.Apply(0, []uint64{4, 5}, name, batch(t, img, img[:len(img)/2]))
 	require.ErrorIs(t, err, vision.ErrImage)
 	require.ErrorContains(t, err, "shard.tar#5: ")
+}
+
+// TurboJPEG's words for a damaged stream are read on the thread that failed:
+// some live in thread-local storage, and read from another thread they say
+// "No error".
+func TestTurboJPEGSaysWhatIsWrong(t *testing.T) {
+	needTurbo(t)
+	img := picture(t, 64, 48, true)
+	copy(img[2:], make([]byte, 64)) // past the SOI marker
+	good := picture(t, 640, 480, true)
+	m, err := vision.ParseMap("size=8,decoder=turbo,workers=2")
+	require.NoError(t, err)
+	// Goroutines that come back from C calls on other threads: good
+	// images decoded beside the damaged one.
+	var wg sync.WaitGroup
+	errs := make(chan error, 8*20)
+	for range 8 {
+		wg.Go(func() {
+			for range 20 {
+				_, err := m.Apply(0, []uint64{1, 2, 3}, name, batch(t, good, img, good))
+				errs <- err
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.ErrorIs(t, err, vision.ErrImage)
+		require.NotContains(t, err.Error(), "No error")
+	}
 }
