@@ -13,11 +13,16 @@ import (
 
 	"github.com/actorfeed/actorfeed/actors"
 	"github.com/actorfeed/actorfeed/internal/registered"
+	"github.com/actorfeed/actorfeed/internal/testutil"
 	"github.com/actorfeed/actorfeed/messages"
+	"github.com/actorfeed/actorfeed/readers"
 	"github.com/actorfeed/actorfeed/tensor"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// The tests decode and index into a cache of their own, not the user's.
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(testutil.OwnDir{M: m, Env: readers.DecodeCacheEnv})
+}
 
 // ledger collects what a pipeline delivered.
 type ledger struct {

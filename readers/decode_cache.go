@@ -111,6 +111,19 @@ func decodedCopy(formatName, path string, open format.Opener, decode decoder) (s
 // copyPath is where the decoded copy of path, open as f, goes: the cache
 // directory, the file's identity, and its own name without its .gz.
 func copyPath(path string, f *os.File) (string, error) {
+	dir, err := cacheDir()
+	if err != nil {
+		return "", err
+	}
+	id, err := identity(path, f)
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(dir, id+"-"+strings.TrimSuffix(filepath.Base(path), ".gz")), nil
+}
+
+// cacheDir is the decode cache's directory.
+func cacheDir() (string, error) {
 	dir := os.Getenv(DecodeCacheEnv)
 	switch dir {
 	case "off":
@@ -122,11 +135,49 @@ func copyPath(path string, f *os.File) (string, error) {
 		}
 		dir = filepath.Join(user, "actorfeed", "decoded")
 	}
-	id, err := identity(path, f)
-	if err != nil {
-		return "", err
+	return dir, nil
+}
+
+// keptIndex is a raw file's index as kept in the decode cache, by the
+// file's identity (the shard's spans, whose header scan costs far more
+// than reading them back); nil when there is none, or it does not check.
+func keptIndex(sf *streamFormat, id string, size int64) streamIndex {
+	dir, err := cacheDir()
+	if err != nil || sf.loadIndex == nil {
+		return nil
 	}
-	return filepath.Join(dir, id+"-"+strings.TrimSuffix(filepath.Base(path), ".gz")), nil
+	f, err := os.Open(filepath.Join(dir, id+"."+sf.name+"-index"))
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	// An index holds 8 bytes a sample and a field, each taking a 512-byte
+	// header at least.
+	b, err := io.ReadAll(io.LimitReader(f, 1<<20+size/32))
+	if err != nil {
+		return nil
+	}
+	ix, err := sf.loadIndex(b, size)
+	if err != nil {
+		return nil
+	}
+	return ix
+}
+
+// keepIndex keeps a raw file's index in the decode cache, when it can.
+func keepIndex(sf *streamFormat, id string, ix streamIndex) {
+	dir, err := cacheDir()
+	if err != nil || sf.saveIndex == nil {
+		return
+	}
+	b, err := sf.saveIndex(ix)
+	if err != nil || os.MkdirAll(dir, 0o755) != nil {
+		return
+	}
+	atomicfile.Write(filepath.Join(dir, id+"."+sf.name+"-index"), func(w io.Writer) error {
+		_, err := w.Write(b)
+		return err
+	})
 }
 
 // identity names the content of path, open as f, as it stands: a hash of

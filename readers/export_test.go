@@ -7,3 +7,7 @@ func QueueWaiters(q *FeedQueue) int {
 	defer q.mu.Unlock()
 	return q.waiting
 }
+
+// ForgetIndexes forgets the raw files' indexes read in this process, as a
+// new process starts without them.
+func ForgetIndexes() { streamIndexes.Clear() }

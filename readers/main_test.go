@@ -9,11 +9,15 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
+	"github.com/actorfeed/actorfeed/internal/testutil"
 	"github.com/actorfeed/actorfeed/readers"
 	"github.com/actorfeed/actorfeed/tensor"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// The tests decode and index into a cache of their own, not the user's.
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(testutil.OwnDir{M: m, Env: readers.DecodeCacheEnv})
+}
 
 // item is an instance holding one int64 value as a [1] tensor.
 func item(v int64) tensor.Slots {

@@ -40,6 +40,10 @@ type streamFormat struct {
 	// byIndex, when set, reads a raw file by its index rather than
 	// through raw.
 	byIndex func(ix streamIndex, src Source, name string) stream
+	// saveIndex and loadIndex, when set, keep a raw file's index in the
+	// decode cache for the next process.
+	saveIndex func(ix streamIndex) ([]byte, error)
+	loadIndex func(b []byte, size int64) (streamIndex, error)
 }
 
 // streamIndex is a raw file's index: where each sample starts.
@@ -68,6 +72,8 @@ var wdsFormat = &streamFormat{
 		sp := ix.(*wds.Spans)
 		return spanStream{wds.NewSpanReader(src, src.Size(), name, sp), sp}
 	},
+	saveIndex: func(ix streamIndex) ([]byte, error) { return ix.(*wds.Spans).MarshalBinary() },
+	loadIndex: func(b []byte, size int64) (streamIndex, error) { return wds.UnmarshalSpans(b, size) },
 }
 
 type wdsStream struct{ *wds.Reader }
@@ -415,7 +421,8 @@ func (w *streamFile) SkipCorrupt() (records int, ok bool) {
 }
 
 // index is the raw file's index, read through src without moving it; a
-// file's kept by its identity (streamIndexes).
+// file's kept by its identity, in the process (streamIndexes) and, for a
+// format that can, in the decode cache for the next one.
 func (w *streamFile) index() (streamIndex, error) {
 	if w.ix != nil {
 		return w.ix, nil
@@ -426,10 +433,14 @@ func (w *streamFile) index() (streamIndex, error) {
 		if id, err = identity(w.read, w.f); err != nil {
 			return nil, err
 		}
-		id = w.format.name + ":" + id
-		if ix, ok := streamIndexes.Load(id); ok {
+		if ix, ok := streamIndexes.Load(w.format.name + ":" + id); ok {
 			w.ix = ix.(streamIndex)
 			return w.ix, nil
+		}
+		if ix := keptIndex(w.format, id, w.src.Size()); ix != nil {
+			streamIndexes.Store(w.format.name+":"+id, ix)
+			w.ix = ix
+			return ix, nil
 		}
 	}
 	r := io.NewSectionReader(w.src, 0, w.src.Size())
@@ -446,7 +457,8 @@ func (w *streamFile) index() (streamIndex, error) {
 		return nil, err
 	}
 	if id != "" {
-		streamIndexes.Store(id, ix)
+		streamIndexes.Store(w.format.name+":"+id, ix)
+		keepIndex(w.format, id, ix)
 	}
 	w.ix = ix
 	return ix, nil

@@ -177,6 +177,51 @@ func TestWebDatasetSkipsADamagedSample(t *testing.T) {
 	require.Equal(t, 39, read)
 }
 
+// A shard's spans are kept in the decode cache: the next process reads
+// them back instead of the shard's headers (here, all damaged since), and
+// does not trust a kept copy that fails its check.
+func TestShardSpansOutliveTheProcess(t *testing.T) {
+	cache := t.TempDir()
+	t.Setenv(readers.DecodeCacheEnv, cache)
+	src, dir := shardFiles(t, 40), t.TempDir()
+	shard := filepath.Join(dir, "a.tar")
+	gnuShard(t, src, shard)
+	want, n, _ := shardSamples(t, shard, 0)
+	require.EqualValues(t, 40, n)
+	kept, err := filepath.Glob(filepath.Join(cache, "*.wds-index"))
+	require.NoError(t, err)
+	require.Len(t, kept, 1)
+
+	st, err := os.Stat(shard)
+	require.NoError(t, err)
+	b, err := os.ReadFile(shard)
+	require.NoError(t, err)
+	for i := range 40 {
+		for _, ext := range []string{".cls", ".jpg"} {
+			at := bytes.Index(b, []byte(fmt.Sprintf("%06d%s", i, ext)))
+			require.GreaterOrEqual(t, at, 0)
+			b[at+148] ^= 0x55 // the header's checksum field
+		}
+	}
+	require.NoError(t, os.WriteFile(shard, b, 0o644))
+	require.NoError(t, os.Chtimes(shard, st.ModTime(), st.ModTime())) // the same identity
+	readers.ForgetIndexes()
+	got, n, _ := shardSamples(t, shard, 7)
+	require.EqualValues(t, 40, n)
+	require.Len(t, got, 33)
+	for i := range got {
+		require.True(t, want[7+i].Equal(got[i]), "sample %d", 7+i)
+	}
+
+	k, err := os.ReadFile(kept[0])
+	require.NoError(t, err)
+	k[len(k)/2] ^= 1
+	require.NoError(t, os.WriteFile(kept[0], k, 0o644))
+	readers.ForgetIndexes()
+	_, err = readers.Open("wds:"+shard, readers.OpenOptions{})
+	require.ErrorIs(t, err, format.ErrCorrupt, "the kept spans fail their check: the damaged headers are scanned")
+}
+
 // tfrecordFile writes n Examples (jpg: i%50+10 bytes, cls: i%10) with
 // tfrecord's writer, gzip'd when path ends in .gz.
 func tfrecordFile(t *testing.T, path string, n int) {

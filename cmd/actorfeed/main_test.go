@@ -24,25 +24,9 @@ func TestMain(m *testing.M) {
 		main()
 		os.Exit(0)
 	}
-	goleak.VerifyTestMain(ownDecodeCache{m})
-}
-
-// ownDecodeCache runs the tests, and the CLIs they start, with a decode
-// cache of their own (readers.DecodeCacheEnv), removed after: the gzip'd
-// files they seek in are decoded there, not into the user's cache.
-type ownDecodeCache struct{ m *testing.M }
-
-func (o ownDecodeCache) Run() int {
-	if _, set := os.LookupEnv(readers.DecodeCacheEnv); set {
-		return o.m.Run()
-	}
-	dir, err := os.MkdirTemp("", "actorfeed-decoded-")
-	if err != nil {
-		return o.m.Run()
-	}
-	defer os.RemoveAll(dir)
-	os.Setenv(readers.DecodeCacheEnv, dir)
-	return o.m.Run()
+	// The tests, and the CLIs they start, decode and index into a cache
+	// of their own, not the user's.
+	goleak.VerifyTestMain(testutil.OwnDir{M: m, Env: readers.DecodeCacheEnv})
 }
 
 func demoDefaults() demoOptions {

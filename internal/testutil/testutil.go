@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -100,4 +101,26 @@ func (f *FailingReader) Read(p []byte) (int, error) {
 	n := copy(p, f.Data)
 	f.Data = f.Data[n:]
 	return n, nil
+}
+
+// OwnDir runs m's tests, and the processes they start, with the
+// environment variable env naming a directory of their own, removed after
+// (unless env is set already): what they cache there (a reader's decoded
+// copies and indexes) stays out of the user's cache.
+type OwnDir struct {
+	M   *testing.M
+	Env string
+}
+
+func (o OwnDir) Run() int {
+	if _, set := os.LookupEnv(o.Env); set {
+		return o.M.Run()
+	}
+	dir, err := os.MkdirTemp("", "actorfeed-"+strings.ToLower(o.Env)+"-")
+	if err != nil {
+		return o.M.Run()
+	}
+	defer os.RemoveAll(dir)
+	os.Setenv(o.Env, dir)
+	return o.M.Run()
 }

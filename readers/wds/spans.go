@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"math"
 	"slices"
@@ -290,4 +291,84 @@ func KeyAt(src io.ReaderAt, size, off int64, name string) (string, error) {
 		return "", err
 	}
 	return m.key, nil
+}
+
+// A Spans' encoding, for a cache that outlives the process: a magic, the
+// field count and the sample count, each field as a length and its name,
+// the starts, the rels and the sizes, all little-endian, then a CRC-32C of
+// all that. It is checked in full before it is trusted.
+const spansMagic = "AFSPANS1"
+
+// MarshalBinary encodes the spans.
+func (s *Spans) MarshalBinary() ([]byte, error) {
+	b := append([]byte(spansMagic), 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
+	binary.LittleEndian.PutUint32(b[8:], uint32(len(s.fields)))
+	binary.LittleEndian.PutUint64(b[12:], uint64(len(s.starts)))
+	for _, f := range s.fields {
+		b = binary.LittleEndian.AppendUint16(b, uint16(len(f)))
+		b = append(b, f...)
+	}
+	for _, v := range s.starts {
+		b = binary.LittleEndian.AppendUint64(b, uint64(v))
+	}
+	for _, v := range s.rel {
+		b = binary.LittleEndian.AppendUint32(b, v)
+	}
+	for _, v := range s.size {
+		b = binary.LittleEndian.AppendUint32(b, v)
+	}
+	return binary.LittleEndian.AppendUint32(b, crc32.Checksum(b, castagnoli)), nil
+}
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// UnmarshalSpans decodes spans MarshalBinary encoded for a shard of size
+// bytes, checking that every span lies in it: what it allocates is bounded
+// by len(b).
+func UnmarshalSpans(b []byte, size int64) (*Spans, error) {
+	bad := func(what string, args ...any) (*Spans, error) {
+		return nil, format.Corrupt("wds: spans: "+what, args...)
+	}
+	if len(b) < 24 || string(b[:8]) != spansMagic {
+		return bad("no %s magic", spansMagic)
+	}
+	body := b[:len(b)-4]
+	if crc32.Checksum(body, castagnoli) != binary.LittleEndian.Uint32(b[len(b)-4:]) {
+		return bad("checksum mismatch")
+	}
+	k, n := uint64(binary.LittleEndian.Uint32(body[8:])), binary.LittleEndian.Uint64(body[12:])
+	rest := body[20:]
+	if k > uint64(len(rest))/2 || n > uint64(len(rest))/8 {
+		return bad("%d fields and %d samples in %d bytes", k, n, len(b))
+	}
+	sp := &Spans{fields: make([]string, k)}
+	for i := range sp.fields {
+		if len(rest) < 2 || len(rest)-2 < int(binary.LittleEndian.Uint16(rest)) {
+			return bad("field %d cut off", i)
+		}
+		l := int(binary.LittleEndian.Uint16(rest))
+		sp.fields[i], rest = string(rest[2:2+l]), rest[2+l:]
+	}
+	if !slices.IsSorted(sp.fields) || len(slices.Compact(slices.Clone(sp.fields))) != len(sp.fields) {
+		return bad("fields %v not sorted and distinct", sp.fields)
+	}
+	if uint64(len(rest)) != n*8+2*n*k*4 {
+		return bad("%d bytes for %d samples of %d fields", len(rest), n, k)
+	}
+	sp.starts, sp.rel, sp.size = make([]int64, n), make([]uint32, n*k), make([]uint32, n*k)
+	for i := range sp.starts {
+		sp.starts[i] = int64(binary.LittleEndian.Uint64(rest[8*i:]))
+		if sp.starts[i] < 0 || sp.starts[i] >= size || i > 0 && sp.starts[i] <= sp.starts[i-1] {
+			return bad("sample %d starts at %d", i, sp.starts[i])
+		}
+	}
+	rest = rest[8*n:]
+	for i := range sp.rel {
+		sp.rel[i] = binary.LittleEndian.Uint32(rest[4*i:])
+		sp.size[i] = binary.LittleEndian.Uint32(rest[4*(int(n*k)+i):])
+		if j := i / int(k); sp.rel[i-i%int(k)] != irregular && sp.starts[j]+int64(sp.rel[i])+int64(sp.size[i]) > size {
+			return bad("sample %d's field %d lies past the shard's end", j, i%int(k))
+		}
+	}
+	return sp, nil
 }

@@ -6,9 +6,11 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"math"
 	"os"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -383,4 +385,50 @@ func (f failingAt) ReadAt(p []byte, off int64) (int, error) {
 		return int(max(0, min(int64(len(p)), f.at-off))), f.err
 	}
 	return copy(p, f.data[off:]), nil
+}
+
+// Spans read back as they were kept; any bytes read as kept spans are
+// refused, or spans that lie within the shard, never a panic or an
+// allocation past their size.
+func FuzzUnmarshalSpans(f *testing.F) {
+	files := samples(4, false)
+	files = append(files[:7], files[8:]...) // an irregular sample
+	b := shard(f, files...)
+	sp := spansOf(f, b)
+	kept, err := sp.MarshalBinary()
+	require.NoError(f, err)
+	back, err := wds.UnmarshalSpans(kept, int64(len(b)))
+	require.NoError(f, err)
+	require.Equal(f, sp, back)
+	// The fuzzer's bytes are the body: its checksum is put right, so that
+	// every input reaches the checks past it.
+	f.Add(kept[:len(kept)-4], int64(len(b)))
+	f.Add(kept[:30], int64(len(b)))
+	f.Fuzz(func(t *testing.T, body []byte, size int64) {
+		kept := binary.LittleEndian.AppendUint32(slices.Clone(body), crc32.Checksum(body, crc32.MakeTable(crc32.Castagnoli)))
+		sp, err := wds.UnmarshalSpans(kept, size)
+		if err != nil {
+			if !errors.Is(err, format.ErrCorrupt) {
+				t.Fatalf("not classed as damage: %v", err)
+			}
+			return
+		}
+		if sp.Len() > len(kept) {
+			t.Fatalf("%d samples from %d bytes", sp.Len(), len(kept))
+		}
+		for _, s := range sp.Starts() {
+			if s < 0 || s >= size {
+				t.Fatalf("a sample at %d of %d", s, size)
+			}
+		}
+		// Read by them, a shard of that size of zeros gives samples or
+		// errors, never a panic.
+		if size <= 1<<16 {
+			zeros := make([]byte, size)
+			r := wds.NewSpanReader(bytes.NewReader(zeros), size, "fuzz.tar", sp)
+			for range sp.Len() {
+				r.Next()
+			}
+		}
+	})
 }
