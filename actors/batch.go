@@ -17,6 +17,7 @@ type batchLogic struct {
 	pass     uint32
 	pending  instances
 	pipe     *shared // where stepped batches' storage comes back, if it does
+	reuses   bool    // the consumers step this stage's batches: make them in that storage
 	// blocks, when set, is told of every row joined (the readers' groups
 	// are recycled once joined; see blockPool).
 	blocks *blockPool
@@ -32,7 +33,10 @@ type batchLogic struct {
 // there is some. The batch never shares storage with its parts, so the
 // devices may hand it back for reuse.
 func (l *batchLogic) join(n int) (*messages.Batch, error) {
-	recycled := l.pipe.reusable()
+	var recycled tensor.Slots
+	if l.reuses {
+		recycled = l.pipe.reusable()
+	}
 	var alloc tensor.Alloc
 	if st := l.pipe.storage; st != nil {
 		alloc = st.alloc

@@ -19,6 +19,11 @@ type Samples struct {
 	Epoch int
 	IDs   []uint64
 	Name  func(id uint64) string
+	// Storage, when not nil, gives storage of at least size bytes, 8-byte
+	// aligned, that nothing reads any more (a stepped batch's, recycled),
+	// or nil when there is none: a map whose result is a new tensor may
+	// make it there, and must then write all of it.
+	Storage func(size int) []byte
 }
 
 // SampleMapFunc is a MapFunc that also sees which samples it maps, so
@@ -38,26 +43,45 @@ type mapLogic struct {
 	fn   SampleMapFunc
 	pipe *shared
 	pass uint32
+	// recycles: the devices step this stage's items and hand their
+	// storage back, for the next item's result (Samples.Storage).
+	recycles bool
 }
 
 func (l *mapLogic) start(pass uint32)               { l.pass = pass }
 func (l *mapLogic) upstreamPass(pass uint32) uint32 { return pass }
 
 func (l *mapLogic) take(b *messages.Batch) ([]*messages.Batch, error) {
-	o, err := apply(l.pipe, l.fn, l.pass, b)
+	var storage func(int) []byte
+	if l.recycles {
+		storage = l.storage
+	}
+	o, err := apply(l.pipe, l.fn, l.pass, b, storage)
 	if err != nil {
 		return nil, err
 	}
 	return []*messages.Batch{o}, nil
 }
 
+// storage is the smallest slot of a recycled batch that holds size bytes,
+// or nil.
+func (l *mapLogic) storage(size int) []byte {
+	var fit []byte
+	for _, t := range l.pipe.reusable() {
+		if b := t.Bytes(); len(b) >= size && (fit == nil || len(b) < len(fit)) {
+			fit = b
+		}
+	}
+	return fit
+}
+
 // apply runs fn on one item, giving the result the item's ids and pass.
-func apply(pipe *shared, fn SampleMapFunc, pass uint32, b *messages.Batch) (*messages.Batch, error) {
+func apply(pipe *shared, fn SampleMapFunc, pass uint32, b *messages.Batch, storage func(int) []byte) (*messages.Batch, error) {
 	slots, err := b.ToSlots()
 	if err != nil {
 		return nil, err
 	}
-	slots, err = fn(Samples{Epoch: pipe.itemEpoch(b, pass), IDs: b.Ids, Name: pipe.sampleName}, slots)
+	slots, err = fn(Samples{Epoch: pipe.itemEpoch(b, pass), IDs: b.Ids, Name: pipe.sampleName, Storage: storage}, slots)
 	if err != nil {
 		return nil, fmt.Errorf("actors: map: %w", err)
 	}

@@ -22,6 +22,20 @@ func lastBeforeBuffer(stages []Stage, i int) bool {
 	return buffer && i+1 == len(stages)-1
 }
 
+// mapRecycles reports whether stage i is a sample map right after the
+// batch stage whose results the consumers step and hand back: it makes
+// each result in a stepped one's storage (Samples.Storage), and the batch
+// stage makes its batches afresh (they are the map's input, not stepped).
+// Not with Devices.Storage, whose batches the batch stage makes.
+func mapRecycles(stages []Stage, i int, dev *Devices) bool {
+	if i < 1 || i >= len(stages) || dev != nil && (!dev.Recycle || dev.Storage != nil) {
+		return false
+	}
+	m, ok := stages[i].(Map)
+	_, batch := stages[i-1].(Batch)
+	return ok && m.Samples != nil && batch && lastBeforeBuffer(stages, i)
+}
+
 // recyclesBlocks reports whether the batch stage at i is the one copy of the
 // file readers' groups (the stages before it are a source and shuffles,
 // which never read the bytes), so that their blocks may be recycled once it
@@ -300,7 +314,7 @@ func (p *Pipeline) planTransform(name string, stages []Stage, i int, dev *Device
 	case Batch:
 		tc.logic = p.planBatch(s, stages, i, dev)
 	case Map:
-		tc.logic = &mapLogic{fn: sampleMap(s.Fn, s.Samples), pipe: pipe}
+		tc.logic = &mapLogic{fn: sampleMap(s.Fn, s.Samples), pipe: pipe, recycles: mapRecycles(stages, i, dev)}
 	case MultiPass:
 		tc.logic = &multiPassLogic{passSplit: p.passSplit(stages, i)}
 	}
@@ -330,8 +344,10 @@ func (p *Pipeline) planBatch(s Batch, stages []Stage, i int, dev *Devices) *batc
 		pipe.storage = newStoragePool(dev.Storage)
 	}
 	// A pipeline read by Next recycles what its reader gives back
-	// (Pipeline.Recycle); one that feeds devices, when they allow it.
-	if (dev == nil || dev.Recycle || dev.Storage != nil) && lastBeforeBuffer(stages, i) && pipe.recycled == nil {
+	// (Pipeline.Recycle); one that feeds devices, when they allow it: into
+	// this stage's batches, or a sample map's results after it.
+	bl.reuses = lastBeforeBuffer(stages, i)
+	if (dev == nil || dev.Recycle || dev.Storage != nil) && (bl.reuses || mapRecycles(stages, i+1, dev)) && pipe.recycled == nil {
 		// As many as may be alive at once (docs/memory.md): a batch is
 		// made in fresh storage only when none is free, so storage never
 		// exceeds the peak of live batches.

@@ -130,3 +130,60 @@ func TestStorageNeedsTheBatchStageLast(t *testing.T) {
 	require.ErrorIs(t, err, actors.ErrBadSpec)
 	require.ErrorContains(t, err, "Storage")
 }
+
+// A sample map right after the batch stage makes its results in the storage
+// of batches the devices stepped and handed back (Samples.Storage), and the
+// batch stage does not take it: every device sees its batch's own values,
+// and most results are made in recycled storage, with lanes too.
+func TestASampleMapMakesItsResultsInSteppedStorage(t *testing.T) {
+	ctx := testutil.Context(t)
+	paths := testutil.WriteFiles(t, 3, 400, 1000)
+	for _, lanes := range []int{1, 3} {
+		var mu sync.Mutex
+		var made, recycled, stepped, wrong int
+		ids := func(s actors.Samples, _ tensor.Slots) (tensor.Slots, error) {
+			b := s.Storage(8 * len(s.IDs))
+			mu.Lock()
+			made++
+			if b != nil {
+				recycled++
+			}
+			mu.Unlock()
+			out, err := tensor.WrapBytes(tensor.Int64, tensor.Shape{len(s.IDs)}, tensor.Storage(nil, 8*len(s.IDs), func(int) []byte { return b }))
+			if err != nil {
+				return nil, err
+			}
+			v, _ := tensor.View[int64](out)
+			for i, id := range s.IDs {
+				v[i] = int64(id)
+			}
+			return tensor.Slots{{Tensor: out}}, nil
+		}
+		step := func(_ context.Context, it actors.Item) error {
+			v, err := tensor.View[int64](it.Slots[0].Tensor)
+			mu.Lock()
+			defer mu.Unlock()
+			stepped++
+			for i, id := range it.IDs {
+				if err != nil || v[i] != int64(id) {
+					wrong++
+				}
+			}
+			return nil
+		}
+		sys := actors.NewSystem()
+		p, err := actors.NewDevices([]actors.Stage{actors.Files{Paths: paths}, actors.Shuffle{Window: 64, Seed: 1}, actors.Batch{Size: 16}, actors.Map{Samples: ids}},
+			actors.Devices{N: 2, Step: step, Recycle: true}, actors.Options{System: sys, Lanes: lanes})
+		require.NoError(t, err)
+		for pass := range 3 {
+			if pass > 0 {
+				require.NoError(t, p.Reset())
+			}
+			require.NoError(t, p.Run(ctx))
+		}
+		closeAndCheck(t, p, sys)
+		require.Equal(t, 3*1200/16, stepped, "%d lanes", lanes)
+		require.Zero(t, wrong, "values another batch wrote")
+		require.Greater(t, recycled, made/2, "%d of %d results in recycled storage", recycled, made)
+	}
+}

@@ -278,7 +278,7 @@ func (a *xmapActor) work(j job, pass uint32) (m *mapped) {
 			m.item, m.err, m.panic = nil, nil, fmt.Sprintf("xmap function: %v", r)
 		}
 	}()
-	m.item, m.err = apply(a.c.pipe, a.fn, pass, j.item)
+	m.item, m.err = apply(a.c.pipe, a.fn, pass, j.item, nil)
 	return m
 }
 

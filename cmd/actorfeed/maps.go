@@ -58,7 +58,7 @@ func sampleMaps(name string) (actors.SampleMapFunc, error) {
 		return nil, err
 	}
 	return func(s actors.Samples, slots tensor.Slots) (tensor.Slots, error) {
-		return m.Apply(s.Epoch, s.IDs, s.Name, slots)
+		return m.ApplyIn(s.Storage, s.Epoch, s.IDs, s.Name, slots)
 	}, nil
 }
 

@@ -25,6 +25,13 @@ type Map struct {
 // Apply transforms batch, whose samples are ids of epoch; name names a
 // sample in errors ("shard-000003.tar#17").
 func (m Map) Apply(epoch int, ids []uint64, name func(uint64) string, batch tensor.Slots) (tensor.Slots, error) {
+	return m.ApplyIn(nil, epoch, ids, name, batch)
+}
+
+// ApplyIn is Apply that makes its images in what storage gives, when it
+// gives storage that nothing reads any more (a stepped batch's, as
+// actors.Samples.Storage does), every byte of which it writes.
+func (m Map) ApplyIn(storage tensor.Alloc, epoch int, ids []uint64, name func(uint64) string, batch tensor.Slots) (tensor.Slots, error) {
 	t, err := m.T.withDefaults()
 	if err != nil {
 		return nil, err
@@ -42,7 +49,10 @@ func (m Map) Apply(epoch int, ids []uint64, name func(uint64) string, batch tens
 	if t.HWC {
 		shape = tensor.Shape{n, t.Size, t.Size, t.Channels}
 	}
-	out, err := tensor.Zeros(tensor.Float32, shape)
+	if shape.NumElements() < 0 || shape.NumElements() > 1<<46 {
+		return nil, fmt.Errorf("vision: %v images: too many values", shape)
+	}
+	out, err := tensor.WrapBytes(tensor.Float32, shape, tensor.Storage(nil, 4*shape.NumElements(), storage))
 	if err != nil {
 		return nil, err
 	}

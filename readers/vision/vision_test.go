@@ -13,6 +13,7 @@ import (
 	"os"
 	"sync"
 	"testing"
+	"unsafe"
 
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
@@ -274,5 +275,31 @@ func TestTurboJPEGSaysWhatIsWrong(t *testing.T) {
 	for err := range errs {
 		require.ErrorIs(t, err, vision.ErrImage)
 		require.NotContains(t, err.Error(), "No error")
+	}
+}
+
+// Made in storage that holds other bytes (a stepped batch's), the images
+// are what fresh storage gives: every value is written.
+func TestImagesInRecycledStorage(t *testing.T) {
+	b := batch(t, picture(t, 64, 48, true), picture(t, 30, 70, false), picture(t, 9, 9, true))
+	ids := []uint64{1, 2, 3}
+	for _, spec := range []string{"size=16,crop=random,flip", "size=12,crop=center,channels=1,layout=hwc", "size=20,crop=whole,normalize=imagenet"} {
+		want := run(t, spec, 1, ids, b)
+		m, err := vision.ParseMap(spec)
+		require.NoError(t, err)
+		used := false
+		out, err := m.ApplyIn(func(size int) []byte {
+			used = true
+			nan := make([]float32, size/4+1)
+			for i := range nan {
+				nan[i] = float32(math.NaN())
+			}
+			return unsafe.Slice((*byte)(unsafe.Pointer(&nan[0])), 4*len(nan))
+		}, 1, ids, name, b)
+		require.NoError(t, err)
+		require.True(t, used)
+		got, err := tensor.View[float32](out[0].Tensor)
+		require.NoError(t, err)
+		require.Equal(t, want, got, spec)
 	}
 }
