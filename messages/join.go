@@ -300,17 +300,9 @@ func joinDense(refs []Ref, recycled tensor.Slots, alloc tensor.Alloc) (tensor.Sl
 // the offsets an instance uses are checked, against the part's rows.
 func joinSequences(refs []Ref, s int, reuse []byte, alloc tensor.Alloc) (tensor.LoDTensor, bool) {
 	ref := refs[0].Part.GetSlots()[s]
-	dt := tensor.DType(ref.GetDtype())
-	if !dt.Valid() || int32(ref.GetDtype()) != int32(dt) || len(ref.GetShape()) == 0 {
+	dt, tail, row, ok := rowLayout(ref)
+	if !ok {
 		return tensor.LoDTensor{}, false
-	}
-	tail := ref.GetShape()[1:]
-	row := int64(dt.Size())
-	for _, d := range tail {
-		if d < 0 || d > 0 && row > maxBytes/d {
-			return tensor.LoDTensor{}, false
-		}
-		row *= d
 	}
 	offsets := make([]int, len(refs)+1)
 	var last *Tensor
@@ -321,7 +313,7 @@ func joinSequences(refs []Ref, s int, reuse []byte, alloc tensor.Alloc) (tensor.
 			if t.GetDtype() != ref.GetDtype() || len(t.GetLod()) != 1 || len(shape) != len(ref.GetShape()) || !slices.Equal(shape[1:], tail) {
 				return tensor.LoDTensor{}, false
 			}
-			if n := shape[0]; n < 0 || row > 0 && n > maxBytes/row || int64(len(t.GetData())) != n*row {
+			if n := shape[0]; n < 0 || n > maxBytes/row || int64(len(t.GetData())) != n*row {
 				return tensor.LoDTensor{}, false
 			}
 			if offs := t.GetLod()[0].GetOffsets(); len(offs) < 2 || offs[0] != 0 || offs[len(offs)-1] != shape[0] {
@@ -336,7 +328,7 @@ func joinSequences(refs []Ref, s int, reuse []byte, alloc tensor.Alloc) (tensor.
 		offsets[i+1] = offsets[i] + int(hi-lo)
 	}
 	rows := offsets[len(refs)]
-	if row > 0 && int64(rows) > maxBytes/row {
+	if int64(rows) > maxBytes/row {
 		return tensor.LoDTensor{}, false
 	}
 	shape := make(tensor.Shape, len(ref.GetShape()))
@@ -371,19 +363,30 @@ func sequence(t *Tensor, r int) (lo, hi int64, ok bool) {
 	return lo, hi, 0 <= lo && lo <= hi && hi <= t.GetShape()[0]
 }
 
-func joinSlot(refs []Ref, s int, reuse []byte, alloc tensor.Alloc) (tensor.Tensor, bool) {
-	ref := refs[0].Part.GetSlots()[s]
-	dt := tensor.DType(ref.GetDtype())
-	if !dt.Valid() || int32(ref.GetDtype()) != int32(dt) || len(ref.GetShape()) == 0 {
-		return tensor.Tensor{}, false
+// rowLayout is a wire tensor's dtype, trailing dimensions and bytes a row,
+// when its dtype is known, its rank at least 1 and a row holds bytes (the
+// joins size by it).
+func rowLayout(t *Tensor) (dt tensor.DType, tail []int64, row int64, ok bool) {
+	dt = tensor.DType(t.GetDtype())
+	if !dt.Valid() || int32(t.GetDtype()) != int32(dt) || len(t.GetShape()) == 0 {
+		return 0, nil, 0, false
 	}
-	tail := ref.GetShape()[1:]
-	row := int64(dt.Size())
+	tail = t.GetShape()[1:]
+	row = int64(dt.Size())
 	for _, d := range tail {
 		if d <= 0 || row > maxBytes/d {
-			return tensor.Tensor{}, false
+			return 0, nil, 0, false
 		}
 		row *= d
+	}
+	return dt, tail, row, true
+}
+
+func joinSlot(refs []Ref, s int, reuse []byte, alloc tensor.Alloc) (tensor.Tensor, bool) {
+	ref := refs[0].Part.GetSlots()[s]
+	dt, tail, row, ok := rowLayout(ref)
+	if !ok {
+		return tensor.Tensor{}, false
 	}
 	if int64(len(refs)) > maxBytes/row {
 		return tensor.Tensor{}, false

@@ -206,20 +206,8 @@ func FuzzStack(f *testing.F) {
 		if _, err := st.AppendEncoded(encode(t, sample(0))); err != nil {
 			t.Fatal(err)
 		}
-		want, derr := tensor.Decode(b)
-		out, err := st.AppendEncoded(b)
-		switch {
-		case derr != nil:
-			if err == nil || !errors.Is(err, tensor.ErrMalformed) {
-				t.Fatalf("Decode fails with %v, the stack with %v", derr, err)
-			}
-			return
-		case err != nil:
-			t.Fatalf("Decode accepts it, the stack fails: %v", err)
-		case out != nil:
-			if !want.Equal(out) || st.Len() != 1 {
-				t.Fatalf("not stacked, but decoded %v (want %v), stack of %d", out, want, st.Len())
-			}
+		want, stacked := appendAsDecode(t, st, b)
+		if !stacked {
 			return
 		}
 		row, err := st.Row(1)
@@ -242,6 +230,30 @@ func FuzzStack(f *testing.F) {
 	})
 }
 
+// appendAsDecode appends b to st, a stack of one record, and checks that
+// it is stacked, decoded or rejected as Decode has it; want is Decode's
+// record, stacked whether it went onto the stack.
+func appendAsDecode(t *testing.T, st *tensor.Stack, b []byte) (want tensor.Slots, stacked bool) {
+	t.Helper()
+	want, derr := tensor.Decode(b)
+	out, err := st.AppendEncoded(b)
+	switch {
+	case derr != nil:
+		if !errors.Is(err, tensor.ErrMalformed) {
+			t.Fatalf("Decode fails with %v, the stack with %v", derr, err)
+		}
+		return nil, false
+	case err != nil:
+		t.Fatalf("Decode accepts it, the stack fails: %v", err)
+	case out != nil:
+		if !want.Equal(out) || st.Len() != 1 {
+			t.Fatalf("not stacked, but decoded %v (want %v), stack of %d", out, want, st.Len())
+		}
+		return want, false
+	}
+	return want, true
+}
+
 // FuzzStackSequences is FuzzStack after a record of a sequence slot.
 func FuzzStackSequences(f *testing.F) {
 	f.Add(encode(f, sequence(f, 4)))
@@ -252,20 +264,8 @@ func FuzzStackSequences(f *testing.F) {
 		if out, err := st.AppendEncoded(encode(t, sequence(t, 3))); err != nil || out != nil {
 			t.Fatal(out, err)
 		}
-		want, derr := tensor.Decode(b)
-		out, err := st.AppendEncoded(b)
-		switch {
-		case derr != nil:
-			if !errors.Is(err, tensor.ErrMalformed) {
-				t.Fatalf("Decode fails with %v, the stack with %v", derr, err)
-			}
-			return
-		case err != nil:
-			t.Fatalf("Decode accepts it, the stack fails: %v", err)
-		case out != nil:
-			if !want.Equal(out) || st.Len() != 1 {
-				t.Fatalf("not stacked, but decoded %v (want %v), stack of %d", out, want, st.Len())
-			}
+		want, stacked := appendAsDecode(t, st, b)
+		if !stacked {
 			return
 		}
 		group := st.Take()
