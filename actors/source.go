@@ -53,6 +53,9 @@ func (s *fileSource) Name(file int) string { return s.names[file] }
 // header, for an error to name it by; "" for another format, or when it
 // cannot be read (within keyTimeout to open).
 func (s *fileSource) sampleKey(file, record int) string {
+	if f, _, err := readers.ParseEntry(s.entries[file]); err != nil || f != "wds" {
+		return ""
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), keyTimeout)
 	defer cancel()
 	r, err := s.open(ctx, s.entries[file])
