@@ -7,8 +7,9 @@
 // A Reader yields records and seeks to one by the offsets of their
 // headers (Offsets); Examples yields each record as tensor.Slots, one slot
 // a feature of the spec, in the spec's order, or by a spec inferred from
-// the first record. Examples are walked on the wire with protowire, not
-// unmarshalled: only the spec's features are looked at.
+// the first record; NextOnto parses a record straight onto a
+// tensor.Stack (Parser.ParseViews). Examples are walked on the wire with
+// protowire, not unmarshalled: only the spec's features are looked at.
 //
 // Sizes are checked before anything is allocated: a record may hold at
 // most MaxRecordBytes, and every value's tensor is sized by bytes the

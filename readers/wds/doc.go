@@ -13,6 +13,12 @@
 // LoD [[0, n]]). Members that are not regular files, and files without a
 // dot in their name, are not fields.
 //
+// Reader.Spans scans a shard's headers once and locates every sample and
+// field; a SpanReader then reads samples by those byte ranges (NextOnto
+// straight onto a tensor.Stack) without parsing a header again, which for
+// small members is most of a shard's cost. Spans encode for a cache
+// (MarshalBinary, UnmarshalSpans, checked in full).
+//
 // Sizes are checked before anything is allocated: a member may hold at
 // most MaxMemberBytes, and an npy header's shape must fit its member.
 // Errors are *format.Error values naming the shard, the sample, the member
