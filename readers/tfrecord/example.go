@@ -26,6 +26,7 @@ type Parser struct {
 	index map[string]int
 	found [][]byte // each feature's last Feature message in the record
 	has   []bool
+	lists [][]byte // a feature's lists, reused
 	// views is ParseViews' scratch, one a feature: its slots, and the
 	// storage, shapes and LoD they are made of.
 	views  tensor.Slots
@@ -166,7 +167,8 @@ func mapEntry(b []byte) (key, value []byte, err error) {
 // value makes feature f's tensor from its Feature message b: in storage
 // of its own, or in s's when given.
 func (p *Parser) value(f Feature, b []byte, present bool, s *scratch) (tensor.LoDTensor, error) {
-	kind, lists, err := featureLists(b)
+	kind, lists, err := featureLists(b, p.lists[:0])
+	p.lists = lists[:0]
 	if err != nil {
 		return tensor.LoDTensor{}, err
 	}
@@ -249,12 +251,11 @@ func bytesValue(f Feature, lists [][]byte) ([]byte, error) {
 	return one, nil
 }
 
-// featureLists are the lists of a Feature message's kind: the last kind
-// on the wire wins (a oneof), and a kind's messages concatenate (repeated
-// fields of a message given twice merge).
-func featureLists(b []byte) (Kind, [][]byte, error) {
+// featureLists are the lists of a Feature message's kind, appended to
+// lists: the last kind on the wire wins (a oneof), and a kind's messages
+// concatenate (repeated fields of a message given twice merge).
+func featureLists(b []byte, lists [][]byte) (Kind, [][]byte, error) {
 	var kind Kind
-	var lists [][]byte
 	err := fields(b, func(num protowire.Number, v []byte) error {
 		if num < 1 || num > 3 {
 			return nil
@@ -435,7 +436,7 @@ func inferEntry(entry []byte, spec *Spec, seen map[string]int) error {
 	if err != nil {
 		return err
 	}
-	kind, lists, err := featureLists(value)
+	kind, lists, err := featureLists(value, nil)
 	if err != nil || kind == 0 {
 		return err
 	}
