@@ -169,10 +169,10 @@ func (r *SpanReader) Next() (tensor.Slots, error) {
 	for f, ext := range r.sp.fields {
 		off := r.sp.starts[i] + int64(r.sp.rel[i*k+f])
 		data, err := r.read(off, int(r.sp.size[i*k+f]))
+		if errors.Is(err, errCutOff) {
+			return r.viaTar(i) // the shard is shorter since: tar names the member cut off
+		}
 		if err != nil {
-			if errors.Is(err, errCutOff) {
-				return nil, &format.Error{Format: "wds", File: r.name, Chunk: -1, Record: i, Offset: off, Err: format.Truncated("%s data cut off", ext)}
-			}
 			return nil, fmt.Errorf("wds: %s: sample %d: %w", r.name, i, err)
 		}
 		if slots[f], err = field(ext, slices.Clone(data)); err != nil {

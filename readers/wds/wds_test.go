@@ -355,7 +355,8 @@ func TestSpansReadAsTarDoes(t *testing.T) {
 }
 
 // A span past the shard's end (a shard cut short since its spans were
-// read) is damage naming the offset; a failed read is the read's error.
+// read) is damage naming the member and offset; a failed read is the
+// read's error.
 func TestSpansOfAShardCutShort(t *testing.T) {
 	b := shard(t, samples(3, false)...)
 	sp := spansOf(t, b)
@@ -365,6 +366,7 @@ func TestSpansOfAShardCutShort(t *testing.T) {
 	_, err := r.Next()
 	require.ErrorIs(t, err, format.ErrCorrupt)
 	require.ErrorContains(t, err, "s.tar")
+	require.ErrorContains(t, err, "member s0002.", "named as tar names it")
 
 	eio := &os.PathError{Op: "read", Path: "s", Err: syscall.EIO}
 	r = wds.NewSpanReader(failingAt{b, 1024, eio}, int64(len(b)), "s.tar", sp)
