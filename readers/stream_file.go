@@ -27,6 +27,12 @@ type stream interface {
 	Names() []string // the slots' names; nil until the first sample is read
 }
 
+// ontoStack is a stream that reads a sample straight onto a stack when it
+// stacks, returning nil, and returns it otherwise.
+type ontoStack interface {
+	NextOnto(st *tensor.Stack) (tensor.Slots, error)
+}
+
 // streamFormat is how a format's files become streams.
 type streamFormat struct {
 	name   string
@@ -283,22 +289,21 @@ func (w *streamFile) SlotNames() []string {
 	return w.r.Names()
 }
 
-// NextStacked reads the next sample onto st when it stacks (slots of
-// fixed size: a shard's cls and npy, fixed features) and returns nil; otherwise it returns it as Next
-// does.
+// NextStacked reads the next sample onto st when it stacks and returns
+// nil; otherwise it returns it as Next does. A stream that reads onto a
+// stack itself (a shard by its spans, TFRecord Examples) allocates
+// nothing for a sample that stacks.
 func (w *streamFile) NextStacked(ctx context.Context, st *tensor.Stack) (tensor.Slots, error) {
-	if s, ok := w.r.(interface {
-		NextOnto(*tensor.Stack) (tensor.Slots, error)
-	}); ok {
-		if err := w.ready(); err != nil {
-			return nil, err
-		}
-		if err := ctx.Err(); err != nil {
-			return nil, err
-		}
+	if err := w.ready(); err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if s, ok := w.r.(ontoStack); ok {
 		return s.NextOnto(st)
 	}
-	item, err := w.Next(ctx)
+	item, err := w.r.Next()
 	if err != nil || !st.Append(item) {
 		return item, err
 	}
