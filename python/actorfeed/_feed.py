@@ -27,6 +27,23 @@ STOP_WAIT = 2.0
 DIED_WAIT = 1.0
 
 
+# The feeds this process has open. A child forked from it (a DataLoader
+# worker, say) inherits their sockets: kept open there, a feed would live on
+# after its trainer was killed, until the child ended. The child closes its
+# copies at once (os.register_at_fork), and its feeds are closed to it.
+_open = weakref.WeakSet()
+
+FORKED = ("this loader's pipeline belongs to the process that made it, not to this forked child: "
+          "make a Loader in this process")
+
+
+def _forget_in_child():
+    for feed in list(_open):
+        feed.forget()
+
+
+os.register_at_fork(after_in_child=_forget_in_child)
+
 _dtypes = {}
 
 
@@ -56,9 +73,11 @@ class Feed:
         self.released = collections.deque()  # references whose batches were let go
         self.held = 0
         self.closed = False
+        self.forked = False
         self.err = tempfile.TemporaryFile()  # unlinked at once: nothing is left behind
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         self.sock = ours
+        _open.add(self)
         try:
             cmd = [find_binary(), "feed", "--fd", str(theirs.fileno())] + args
             if states is not None:
@@ -116,6 +135,8 @@ class Feed:
 
     def message(self):
         """The next message and the state line after it."""
+        if self.forked:
+            raise LoaderError(FORKED)
         msg = json.loads(self._line())
         if msg.get("op") == "error":
             why = msg.get("message", "the pipeline failed")
@@ -179,6 +200,19 @@ class Feed:
             out = {k: (torch.from_numpy(v) if k != "ids" else v) for k, v in out.items()}
         del base
         return out
+
+    def forget(self):
+        """In a forked child: closes this process's copies of the socket and
+        the error file, not the connection (no shutdown, no wait: the
+        parent's feed goes on), and the feed is closed here."""
+        self.closed = self.forked = True
+        for f in (self.rfile, self.sock, self.err):
+            if f is not None:
+                try:
+                    f.close()
+                except OSError:
+                    pass
+        self.proc = None
 
     def close(self):
         """Closes the socket (the process ends when it sees that) and waits

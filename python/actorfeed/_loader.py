@@ -4,7 +4,7 @@ import gc
 import json
 
 from . import _args
-from ._feed import Feed, LoaderError
+from ._feed import FORKED, Feed, LoaderError
 
 STATE_VERSION = 1
 
@@ -73,6 +73,8 @@ class Loader:
     def _running(self):
         if self._closed:
             raise LoaderError("the loader is closed")
+        if self._feed is not None and self._feed.forked:
+            raise LoaderError(FORKED)
         if self._failed is not None:
             raise LoaderError("the loader failed before: %s" % self._failed)
         if self._feed is None:

@@ -108,6 +108,53 @@ def test_trainer_killed_stops_the_pipeline(data):
     assert gone_within(feed, 1.0), "the feed outlived its trainer by more than 1 s"
 
 
+FORKING_TRAINER = textwrap.dedent("""
+    import os, sys, time
+    import actorfeed
+    loader = actorfeed.Loader(%r, batch_size=8, slots=4)
+    it = iter(loader)
+    next(it)
+    child = os.fork()
+    if child == 0:  # a DataLoader worker's fork, say: the loader is not its own
+        try:
+            next(it)
+            said = "a batch"
+        except actorfeed.LoaderError as e:
+            said = str(e)
+        with open(%r, "w") as f:
+            f.write(said)
+        time.sleep(60)
+        os._exit(0)
+    print(loader._feed.proc.pid, child, flush=True)
+    for b in it:
+        time.sleep(0.05)
+""")
+
+
+def test_a_forked_child_neither_keeps_nor_uses_the_pipeline(data, tmp_path):
+    # Killed, a trainer's feed ends even while a child it forked lives on
+    # (the child closed its copy of the socket), and the child is told that
+    # the loader is not its own.
+    said = tmp_path / "child-said"
+    p = subprocess.Popen([sys.executable, "-c", FORKING_TRAINER % (data, str(said))],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    feed, child = (int(x) for x in p.stdout.readline().split())
+    try:
+        p.kill()
+        p.wait()
+        assert gone_within(feed, 1.0), "the feed outlived its trainer, held open by the forked child"
+        assert alive(child)
+        deadline = time.monotonic() + 5
+        while not (said.exists() and said.read_text()) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert "forked child: make a Loader in this process" in said.read_text()
+    finally:
+        os.kill(child, signal.SIGKILL)
+        p.stdout.close()
+        p.stderr.close()
+    assert gone_within(child, 5.0)
+
+
 def test_ctrl_c_is_keyboard_interrupt_and_stops_both(data):
     p, feed = trainer(data)
     p.send_signal(signal.SIGINT)
