@@ -25,6 +25,7 @@ type Stack struct {
 	alloc    func(size int) []byte // recycled storage for a group, or nil
 	ragged   bool                  // a slot of the template is a sequence
 	seqBytes int                   // the sequences' bytes stacked since Take
+	denseRow int                   // a record's bytes in the dense slots
 }
 
 type stackSlot struct {
@@ -65,16 +66,7 @@ func (s *Stack) Full() bool {
 	if s.n == s.limit {
 		return true
 	}
-	if s.maxBytes == 0 || s.seqBytes == 0 {
-		return false
-	}
-	dense := 0
-	for _, t := range s.tmpl {
-		if t.seq == nil {
-			dense += t.rowBytes
-		}
-	}
-	return s.n*dense+s.seqBytes >= s.maxBytes
+	return s.maxBytes > 0 && s.seqBytes > 0 && s.n*s.denseRow+s.seqBytes >= s.maxBytes
 }
 
 // AppendEncoded decodes rec, a record made by Encode, onto the stack and
@@ -290,7 +282,7 @@ func (s *Stack) setTemplate(slots Slots) bool {
 		}
 		off += (limit*len(t.data) + 7) &^ 7
 	}
-	s.tmpl, s.arena, s.limit, s.ragged, s.seqBytes = tmpl, nil, limit, ragged, 0
+	s.tmpl, s.arena, s.limit, s.ragged, s.seqBytes, s.denseRow = tmpl, nil, limit, ragged, 0, row
 	return true
 }
 

@@ -96,10 +96,20 @@ func fieldNames(members []*member) []string {
 		names[i] = m.ext
 	}
 	slices.Sort(names)
-	if len(slices.Compact(slices.Clone(names))) != len(names) {
+	if !sortedDistinct(names) {
 		return nil
 	}
 	return names
+}
+
+// sortedDistinct reports whether names are in order, none twice.
+func sortedDistinct(names []string) bool {
+	for i := 1; i < len(names); i++ {
+		if names[i-1] >= names[i] {
+			return false
+		}
+	}
+	return true
 }
 
 // SpanReader reads a shard's samples by their Spans, through a window of
@@ -349,7 +359,7 @@ func UnmarshalSpans(b []byte, size int64) (*Spans, error) {
 		l := int(binary.LittleEndian.Uint16(rest))
 		sp.fields[i], rest = string(rest[2:2+l]), rest[2+l:]
 	}
-	if !slices.IsSorted(sp.fields) || len(slices.Compact(slices.Clone(sp.fields))) != len(sp.fields) {
+	if !sortedDistinct(sp.fields) {
 		return bad("fields %v not sorted and distinct", sp.fields)
 	}
 	if uint64(len(rest)) != n*8+2*n*k*4 {
