@@ -93,6 +93,7 @@ fuzz)
   fuzz FuzzDecode ./readers/idx 50000
   fuzz FuzzShard ./readers/wds 100000
   fuzz FuzzSpans ./readers/wds 100000
+  fuzz FuzzScanSpans ./readers/wds 100000
   fuzz FuzzUnmarshalSpans ./readers/wds 100000
   fuzz FuzzExample ./readers/tfrecord 100000
   fuzz FuzzRecords ./readers/tfrecord 100000

@@ -39,10 +39,9 @@ type streamFormat struct {
 	raw    func(r io.Reader, name string) stream
 	gzip   func(r io.Reader, name string) (stream, error)
 	decode decoder
-	// index reads a raw file's index from r, its start: where each sample
-	// starts, and whatever else byIndex reads by. Nil: the raw stream's
-	// Offsets.
-	index func(r io.Reader, name string) (streamIndex, error)
+	// index reads a raw file's index from src: where each sample starts,
+	// and whatever else byIndex reads by. Nil: the raw stream's Offsets.
+	index func(src *io.SectionReader, name string) (streamIndex, error)
 	// byIndex, when set, reads a raw file by its index rather than
 	// through raw.
 	byIndex func(ix streamIndex, src Source, name string) stream
@@ -71,8 +70,8 @@ var wdsFormat = &streamFormat{
 		}
 		return wdsStream{s}, nil
 	},
-	index: func(r io.Reader, name string) (streamIndex, error) {
-		return wds.NewReader(r, name).Spans()
+	index: func(src *io.SectionReader, name string) (streamIndex, error) {
+		return wds.ScanSpans(src, src.Size(), name)
 	},
 	byIndex: func(ix streamIndex, src Source, name string) stream {
 		sp := ix.(*wds.Spans)

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -15,27 +14,12 @@ import (
 	"github.com/klauspost/compress/gzip"
 	"github.com/stretchr/testify/require"
 
+	"github.com/actorfeed/actorfeed/internal/testutil"
 	"github.com/actorfeed/actorfeed/readers"
 	"github.com/actorfeed/actorfeed/readers/format"
 	"github.com/actorfeed/actorfeed/readers/tfrecord"
 	"github.com/actorfeed/actorfeed/tensor"
 )
-
-// webdatasetWriter writes a shard as the webdataset library's TarWriter
-// does (tarfile in stream mode; read-only members owned by "bigdata"),
-// gzip'd when out ends in .gz.
-const webdatasetWriter = `
-import sys, tarfile, time, io, os
-src, out = sys.argv[1], sys.argv[2]
-mode = "w|gz" if out.endswith("gz") else "w|"
-with open(out, "wb") as f, tarfile.open(fileobj=f, mode=mode) as tar:
-    for name in sorted(os.listdir(src)):
-        data = open(os.path.join(src, name), "rb").read()
-        ti = tarfile.TarInfo(name)
-        ti.size, ti.mode, ti.mtime = len(data), 0o444, time.time()
-        ti.uname = ti.gname = "bigdata"
-        tar.addfile(ti, io.BytesIO(data))
-`
 
 // shardFiles writes n samples' fields (a jpg of i+10 bytes, a cls) into a
 // directory and returns it.
@@ -48,31 +32,6 @@ func shardFiles(t *testing.T, n int) string {
 		require.NoError(t, os.WriteFile(key+".cls", []byte(fmt.Sprint(i%10)), 0o644))
 	}
 	return dir
-}
-
-// pythonShard writes src's files as a shard with Python's tarfile.
-func pythonShard(t *testing.T, src, out string) {
-	t.Helper()
-	py, err := exec.LookPath("python3")
-	require.NoError(t, err, "python3 writes the shards the webdataset library would")
-	cmd := exec.Command(py, "-c", webdatasetWriter, src, out)
-	b, err := cmd.CombinedOutput()
-	require.NoError(t, err, "%s", b)
-}
-
-// gnuShard writes src's files as a shard with GNU tar.
-func gnuShard(t *testing.T, src, out string) {
-	t.Helper()
-	entries, err := os.ReadDir(src)
-	require.NoError(t, err)
-	var names []string
-	for _, e := range entries {
-		names = append(names, e.Name())
-	}
-	list := filepath.Join(t.TempDir(), "list")
-	require.NoError(t, os.WriteFile(list, []byte(strings.Join(names, "\n")+"\n"), 0o644))
-	b, err := exec.Command("tar", "--format=gnu", "-cf", out, "-C", src, "-T", list).CombinedOutput()
-	require.NoError(t, err, "%s", b)
 }
 
 // shardSamples opens a shard through the registry, seeks to sample from,
@@ -101,9 +60,9 @@ func TestWebDatasetShardsFromTarfileAndGNUTar(t *testing.T) {
 	t.Setenv(readers.DecodeCacheEnv, t.TempDir())
 	src, dir := shardFiles(t, 2100), t.TempDir()
 	py, gnu, gz := filepath.Join(dir, "py.tar"), filepath.Join(dir, "gnu.tar"), filepath.Join(dir, "py.tar.gz")
-	pythonShard(t, src, py)
-	gnuShard(t, src, gnu)
-	pythonShard(t, src, gz)
+	testutil.PythonShard(t, src, py)
+	testutil.GNUShard(t, src, gnu)
+	testutil.PythonShard(t, src, gz)
 
 	want, n, counted := shardSamples(t, py, 0)
 	require.True(t, counted)
@@ -131,7 +90,7 @@ func TestWebDatasetShardsFromTarfileAndGNUTar(t *testing.T) {
 func TestWebDatasetShardOpensThroughTheOpener(t *testing.T) {
 	src, dir := shardFiles(t, 30), t.TempDir()
 	shard := filepath.Join(dir, "a.tar")
-	gnuShard(t, src, shard)
+	testutil.GNUShard(t, src, shard)
 	var opened []string
 	open := func(path string, flag int) (*os.File, error) {
 		opened = append(opened, path)
@@ -151,7 +110,7 @@ func TestWebDatasetShardOpensThroughTheOpener(t *testing.T) {
 func TestWebDatasetSkipsADamagedSample(t *testing.T) {
 	src, dir := shardFiles(t, 40), t.TempDir()
 	shard := filepath.Join(dir, "a.tar")
-	gnuShard(t, src, shard)
+	testutil.GNUShard(t, src, shard)
 	_, n, counted := shardSamples(t, shard, 0) // reads the spans, kept by the shard's identity
 	require.True(t, counted)
 	require.EqualValues(t, 40, n)
@@ -185,7 +144,7 @@ func TestShardSpansOutliveTheProcess(t *testing.T) {
 	t.Setenv(readers.DecodeCacheEnv, cache)
 	src, dir := shardFiles(t, 40), t.TempDir()
 	shard := filepath.Join(dir, "a.tar")
-	gnuShard(t, src, shard)
+	testutil.GNUShard(t, src, shard)
 	want, n, _ := shardSamples(t, shard, 0)
 	require.EqualValues(t, 40, n)
 	kept, err := filepath.Glob(filepath.Join(cache, "*.wds-index"))

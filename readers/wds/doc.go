@@ -13,10 +13,14 @@
 // LoD [[0, n]]). Members that are not regular files, and files without a
 // dot in their name, are not fields.
 //
-// Reader.Spans scans a shard's headers once and locates every sample and
-// field; a SpanReader then reads samples by those byte ranges (NextOnto
-// straight onto a tensor.Stack) without parsing a header again, which for
-// small members is most of a shard's cost. Spans encode for a cache
+// ScanSpans (scan.go) reads a shard's headers once and locates every sample
+// and field: the ustar, GNU and pax headers that Python's tarfile, GNU tar
+// and Go write are parsed there, at a small part of archive/tar's cost;
+// anything else goes to Reader.Spans, through archive/tar, which gives the
+// same spans (FuzzScanSpans) or says what is wrong. A SpanReader then
+// reads samples by those byte ranges (NextOnto straight onto a
+// tensor.Stack) without parsing a header again: for small members,
+// headers are most of a shard's cost. Spans encode for a cache
 // (MarshalBinary, UnmarshalSpans, checked in full).
 //
 // Sizes are checked before anything is allocated: a member may hold at

@@ -162,7 +162,7 @@ func (r *Reader) member(read bool) (*member, error) {
 		}
 		// tar reads headers exactly: the data starts here (r.src.n), and
 		// the next header after its last block.
-		r.hdr = (r.src.n + max(h.Size, 0) + block - 1) / block * block
+		r.hdr = (r.src.n + dataSize(h) + block - 1) / block * block
 		key, ext, ok := split(h.Name)
 		if h.Typeflag != tar.TypeReg || !ok {
 			continue
@@ -189,6 +189,16 @@ func (r *Reader) member(read bool) (*member, error) {
 		}
 		return m, nil
 	}
+}
+
+// dataSize is what tar reads of a member's data: none for the types that
+// are a header only, whatever their size field says.
+func dataSize(h *tar.Header) int64 {
+	switch h.Typeflag {
+	case tar.TypeLink, tar.TypeSymlink, tar.TypeChar, tar.TypeBlock, tar.TypeDir, tar.TypeFifo:
+		return 0
+	}
+	return max(h.Size, 0)
 }
 
 // split cuts a member's name into its key (the path up to the first dot
