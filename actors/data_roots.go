@@ -6,9 +6,11 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/actorfeed/actorfeed/readers"
+	"github.com/actorfeed/actorfeed/readers/objstore"
 )
 
 // dataRoots are a worker's data roots: the directories, symbolic links
@@ -16,14 +18,30 @@ import (
 // no path, and no symbolic link swapped in while a task runs, leads a
 // worker outside them: a check of the path followed by an open of it would
 // leave a window between the two.
+//
+// A root may be a prefix of objects, s3://bucket/prefix: the worker then
+// reads objects under it (with its own credentials), and none elsewhere.
 type dataRoots struct {
-	paths []string
-	roots []*os.Root
+	paths   []string
+	roots   []*os.Root
+	objects []string // s3://bucket/prefix/ roots, each ending in a slash
 }
 
 func openDataRoots(dirs []string) (*dataRoots, error) {
 	d := &dataRoots{}
 	for _, dir := range dirs {
+		if objstore.IsURL(dir) {
+			u, err := objstore.ParseURL(dir)
+			if err != nil {
+				d.close()
+				return nil, fmt.Errorf("actors: data root %s: %w", dir, err)
+			}
+			if u.Key != "" && !strings.HasSuffix(u.Key, "/") {
+				u.Key += "/"
+			}
+			d.objects = append(d.objects, u.String())
+			continue
+		}
 		abs, err := filepath.Abs(dir)
 		if err == nil {
 			abs, err = filepath.EvalSymlinks(abs)
@@ -91,6 +109,26 @@ func (d *dataRoots) open(path string, flag int) (*os.File, error) {
 	return f, nil
 }
 
+// object says whether url names an object under an object root. A key
+// with . or .. segments is refused: some servers resolve them as paths.
+func (d *dataRoots) object(url string) error {
+	u, err := objstore.ParseURL(url)
+	if err != nil {
+		return err
+	}
+	for _, seg := range strings.Split(u.Key, "/") {
+		if seg == "." || seg == ".." {
+			return fmt.Errorf("%w: %s has a %s segment", ErrOutsideRoots, url, seg)
+		}
+	}
+	for _, root := range d.objects {
+		if strings.HasPrefix(url, root) {
+			return nil
+		}
+	}
+	return d.outside(url)
+}
+
 // check says whether entry's file is under a root, symbolic links
 // resolved, for a WorkerOptions.Open of the user's own, which opens the
 // file by its path afterwards.
@@ -98,6 +136,9 @@ func (d *dataRoots) check(entry string) error {
 	_, path, err := readers.ParseEntry(entry)
 	if err != nil {
 		return err
+	}
+	if objstore.IsURL(path) {
+		return d.object(path)
 	}
 	if !filepath.IsAbs(path) {
 		return fmt.Errorf("%w: %s is not an absolute path", ErrOutsideRoots, path)
@@ -113,5 +154,5 @@ func (d *dataRoots) check(entry string) error {
 }
 
 func (d *dataRoots) outside(path string) error {
-	return fmt.Errorf("%w: %s (roots %s)", ErrOutsideRoots, path, strings.Join(d.paths, ", "))
+	return fmt.Errorf("%w: %s (roots %s)", ErrOutsideRoots, path, strings.Join(append(slices.Clone(d.paths), d.objects...), ", "))
 }

@@ -79,3 +79,22 @@ func TestDataRootsOpenOnlyInsideTheRoots(t *testing.T) {
 	require.NotErrorIs(t, err, ErrOutsideRoots)
 	require.ErrorContains(t, err, missing, "the error names the whole path")
 }
+
+// An object root lets a worker read the objects under its prefix, and no
+// others: not another prefix that starts alike, not another bucket, not a
+// key that climbs out with dot-dots.
+func TestObjectRootsHoldTheirPrefixOnly(t *testing.T) {
+	d, err := openDataRoots([]string{"s3://train/set", "s3://whole"})
+	require.NoError(t, err)
+	defer d.close()
+	for _, url := range []string{"s3://train/set/a.tar", "s3://train/set/sub/b.tar", "s3://whole/any/c.tar"} {
+		require.NoError(t, d.object(url), url)
+		require.NoError(t, d.check("wds:"+url), url)
+	}
+	for _, url := range []string{"s3://train/settle/a.tar", "s3://train/a.tar", "s3://other/set/a.tar",
+		"s3://train/set/../secret/a.tar", "s3://train/set/./a.tar"} {
+		require.ErrorIs(t, d.object(url), ErrOutsideRoots, url)
+	}
+	_, err = openDataRoots([]string{"s3:///nobucket"})
+	require.Error(t, err)
+}

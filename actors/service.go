@@ -16,6 +16,7 @@ import (
 
 	"github.com/actorfeed/actorfeed/messages"
 	"github.com/actorfeed/actorfeed/readers"
+	"github.com/actorfeed/actorfeed/readers/objstore"
 	"github.com/actorfeed/actorfeed/readers/order"
 )
 
@@ -214,8 +215,10 @@ func (p *Pipeline) serviceJob(stages []Stage) (*messages.ServiceJob, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrBadSpec, err)
 		}
-		if path, err = filepath.Abs(path); err != nil {
-			return nil, fmt.Errorf("%w: %s: %w", ErrBadSpec, e, err)
+		if !objstore.IsURL(path) { // an object's URL is the worker's to read, with its credentials
+			if path, err = filepath.Abs(path); err != nil {
+				return nil, fmt.Errorf("%w: %s: %w", ErrBadSpec, e, err)
+			}
 		}
 		if name != "" {
 			path = name + ":" + path

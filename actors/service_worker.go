@@ -15,6 +15,7 @@ import (
 
 	"github.com/actorfeed/actorfeed/messages"
 	"github.com/actorfeed/actorfeed/readers"
+	"github.com/actorfeed/actorfeed/readers/objstore"
 	"github.com/actorfeed/actorfeed/readers/order"
 	"github.com/actorfeed/actorfeed/supervisor"
 )
@@ -608,6 +609,11 @@ func (w *Worker) taskPipeline(m *messages.ServiceTask) ([]Stage, Options, error)
 	}
 	stages = append(stages, rest...)
 	open := func(ctx context.Context, entry string) (readers.Reader, error) {
+		if _, path, err := readers.ParseEntry(entry); err == nil && objstore.IsURL(path) {
+			if err := w.roots.object(path); err != nil {
+				return nil, err
+			}
+		}
 		if w.opts.Open == nil {
 			return readers.Open(entry, readers.OpenOptions{Open: w.roots.open})
 		}

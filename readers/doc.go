@@ -6,7 +6,9 @@
 // push into, WriteRecordFile, which writes the sample files that
 // RecordFile reads, the readers of WebDataset shards and TFRecord files
 // (stream_file.go), and the decode cache, where a gzip'd file a reader
-// seeks into is decoded once (decode_cache.go, docs/decode-cache.md).
+// seeks into is decoded once (decode_cache.go, docs/decode-cache.md). A
+// path may be an object's URL, s3://bucket/key, read through
+// readers/objstore (objects.go, docs/storage.md).
 //
 // # The contract
 //

@@ -9,6 +9,7 @@ import (
 
 	"github.com/actorfeed/actorfeed/internal/atomicfile"
 	"github.com/actorfeed/actorfeed/readers/format"
+	"github.com/actorfeed/actorfeed/readers/objstore"
 	"github.com/actorfeed/actorfeed/readers/recordio"
 	"github.com/actorfeed/actorfeed/readers/tfrecord"
 	"github.com/actorfeed/actorfeed/tensor"
@@ -41,6 +42,13 @@ type RecordFile struct {
 func OpenRecordFile(path string) (*RecordFile, error) { return openRecordFile(nil, path) }
 
 func openRecordFile(open format.Opener, path string) (*RecordFile, error) {
+	if objstore.IsURL(path) {
+		o, err := openObject(path)
+		if err != nil {
+			return nil, fmt.Errorf("recordio: %w", err)
+		}
+		return NewRecordFile(o, o.Size(), path, o), nil
+	}
 	f, size, err := format.OpenFileWith(open, "recordio", path)
 	if err != nil {
 		return nil, err

@@ -7,6 +7,7 @@ import (
 
 	"github.com/actorfeed/actorfeed/readers/format"
 	"github.com/actorfeed/actorfeed/readers/idx"
+	"github.com/actorfeed/actorfeed/readers/objstore"
 	"github.com/actorfeed/actorfeed/tensor"
 )
 
@@ -29,6 +30,9 @@ type idxFile struct {
 }
 
 func openIDX(path string, opts OpenOptions) (Reader, error) {
+	if objstore.IsURL(path) {
+		return nil, fmt.Errorf("idx: %s: IDX files are read from local disk only: copy it, or convert it (actorfeed convert)", path)
+	}
 	r := &idxFile{images: path, readImages: path, opener: opts.Open}
 	r.labels, _ = idx.CompanionLabels(path)
 	r.readLabels = r.labels

@@ -10,6 +10,7 @@ import (
 	"sync"
 
 	"github.com/actorfeed/actorfeed/readers/format"
+	"github.com/actorfeed/actorfeed/readers/objstore"
 )
 
 // Errors of the format registry.
@@ -156,7 +157,7 @@ func withParams(entry string) (f Format, params, path string, ok bool, err error
 // resolvePlain resolves "format:path" or a bare path; the caller holds the
 // lock.
 func resolvePlain(entry string) (Format, string, error) {
-	if prefix, rest, ok := strings.Cut(entry, ":"); ok && validFormatName(prefix) {
+	if prefix, rest, ok := strings.Cut(entry, ":"); ok && validFormatName(prefix) && !objstore.IsURL(entry) {
 		if rest == "" {
 			return Format{}, "", fmt.Errorf("%w: %q names format %q but no path", ErrBadEntry, entry, prefix)
 		}

@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/actorfeed/actorfeed/readers/format"
+	"github.com/actorfeed/actorfeed/readers/objstore"
 	"github.com/actorfeed/actorfeed/readers/tfrecord"
 	"github.com/actorfeed/actorfeed/readers/wds"
 	"github.com/actorfeed/actorfeed/tensor"
@@ -216,6 +217,15 @@ func tfrecordOf(params string) (*streamFormat, error) {
 
 func openStream(sf *streamFormat, path string, opts OpenOptions) (Reader, error) {
 	w := &streamFile{format: sf, path: path, read: path, opener: opts.Open}
+	if objstore.IsURL(path) {
+		w.source = func() (Source, error) {
+			o, err := openObject(path)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", sf.name, err)
+			}
+			return o, nil
+		}
+	}
 	if err := w.open(); err != nil {
 		return nil, err
 	}

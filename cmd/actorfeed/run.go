@@ -21,6 +21,7 @@ import (
 	"github.com/actorfeed/actorfeed/internal/atomicfile"
 	"github.com/actorfeed/actorfeed/readers"
 	"github.com/actorfeed/actorfeed/readers/format"
+	"github.com/actorfeed/actorfeed/readers/objstore"
 	"github.com/actorfeed/actorfeed/readers/order"
 	"github.com/actorfeed/actorfeed/readers/recordio"
 	"github.com/actorfeed/actorfeed/supervisor"
@@ -61,7 +62,8 @@ type runOptions struct {
 
 // runHelp is the run command's long help.
 const runHelp = `Runs open_files -> shuffle -> batch -> double buffer -> N devices over the
-files given with --data (paths or globs, each optionally prefixed format:), or
+files given with --data (paths, globs or s3://bucket/key URLs and patterns,
+each optionally prefixed format:; docs/storage.md), or
 any program written in YAML (--spec; docs/programs.md). Devices take --step per
 batch. It shows progress while it runs and ends with a summary: samples,
 batches, samples/s, each device's busy fraction and data-wait p50/p95,
@@ -236,7 +238,7 @@ func expand(entries []string) ([]string, error) {
 	seen := map[string]bool{}
 	add := func(entry, path string) {
 		key := path
-		if abs, err := filepath.Abs(path); err == nil {
+		if abs, err := filepath.Abs(path); err == nil && !objstore.IsURL(path) {
 			key = abs
 		}
 		if !seen[key] {
@@ -256,7 +258,7 @@ func expand(entries []string) ([]string, error) {
 			add(e, path)
 			continue
 		}
-		matches, err := filepath.Glob(path)
+		matches, err := glob(path)
 		if err != nil {
 			return nil, usageError{fmt.Errorf("--data %q: %w", e, err)}
 		}
@@ -275,6 +277,23 @@ func expand(entries []string) ([]string, error) {
 	}
 	return out, nil
 }
+
+// glob expands a pattern of files or of objects (s3://bucket/pattern).
+func glob(pattern string) ([]string, error) {
+	if !objstore.IsURL(pattern) {
+		return filepath.Glob(pattern)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), objectListing)
+	defer cancel()
+	s, err := objstore.Default(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return s.Glob(ctx, pattern)
+}
+
+// objectListing bounds listing a pattern's objects, every page and retry.
+const objectListing = 5 * time.Minute
 
 // flagProgram is the program the flags describe.
 func flagProgram(o runOptions, files []string) *program.Program {

@@ -92,7 +92,7 @@ batch afresh. It runs until SIGTERM, SIGINT or SIGHUP.`,
 	}
 	f := cmd.Flags()
 	o.node.flags(f, "127.0.0.1:7070", "host:port to listen on (port 0 picks a free one)")
-	f.StringSliceVar(&o.roots, "root", []string{"."}, "directories whose files trainers may have read (repeat or comma-separate)")
+	f.StringSliceVar(&o.roots, "root", []string{"."}, "directories whose files, or s3://bucket/prefix whose objects, trainers may have read (repeat or comma-separate)")
 	f.IntVar(&o.threads, "threads", 0, "file readers per task (default: the cores)")
 	f.DurationVar(&o.every, "progress-every", 10*time.Second, "interval of the status lines")
 	d := actors.DefaultWorkerLimits

@@ -1,0 +1,79 @@
+package main
+
+import (
+	"net/http"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/actorfeed/actorfeed/internal/s3server"
+)
+
+// A run over objects named by a glob delivers the batches of the same run
+// over the files on disk, id for id, through a store that throttles and
+// cuts bodies off; a bucket that is not there is one line naming it.
+func TestRunOverObjects(t *testing.T) {
+	data := genSet(t, 3, 3000)
+	srv := s3server.Start(t)
+	srv.Bucket(t, "train")
+	srv.PutFiles(t, "train", "set/", filepath.Join(data, "*.recordio"))
+	srv.Put(t, "train", "set/README", []byte("not matched"))
+	p := s3server.NewProxy(t, srv)
+	srv.Env(t, p.URL)
+	p.Faults = func(n int, r *http.Request) s3server.Fault {
+		switch {
+		case r.Method == http.MethodGet && n%5 == 2:
+			return s3server.Fault{Cut: 3000}
+		case n%9 == 4:
+			return s3server.Fault{Status: http.StatusServiceUnavailable}
+		}
+		return s3server.Fault{}
+	}
+	dir := t.TempDir()
+	_, stderr, code := execCLI(t, dir, runArgs(data, "local.jsonl")...)
+	require.Zero(t, code, stderr)
+	out, stderr, code := execCLI(t, dir, "run", "--data", "s3://train/set/*.recordio", "--passes", "3", "--batch", "32",
+		"--emit-ids", "objects.jsonl")
+	require.Zero(t, code, stderr)
+	require.Contains(t, out, "9000 samples")
+	local, err := os.ReadFile(filepath.Join(dir, "local.jsonl"))
+	require.NoError(t, err)
+	objects, err := os.ReadFile(filepath.Join(dir, "objects.jsonl"))
+	require.NoError(t, err)
+	require.Equal(t, string(local), string(objects))
+	require.Greater(t, p.Requests(), 10)
+
+	_, stderr, code = execCLI(t, dir, "run", "--data", "s3://nothere/set/a.recordio")
+	require.Equal(t, 1, code)
+	require.Contains(t, stderr, "s3://nothere/set/a.recordio")
+	require.Contains(t, stderr, "no such bucket")
+	_, stderr, code = execCLI(t, dir, "run", "--data", "s3://train/none/*.recordio")
+	require.Equal(t, 1, code)
+	require.Contains(t, stderr, "matches no file")
+}
+
+// A data service worker reads objects under its object roots with its own
+// credentials, the batches the trainer would read itself; an object under
+// no root is refused.
+func TestServiceWorkersReadObjects(t *testing.T) {
+	data := genSet(t, 3, 3000)
+	srv := s3server.Start(t)
+	srv.Bucket(t, "train")
+	srv.PutFiles(t, "train", "set/", filepath.Join(data, "*.recordio"))
+	srv.PutFiles(t, "train", "other/", filepath.Join(data, "*.recordio"))
+	srv.Env(t, srv.Endpoint)
+	dir := t.TempDir()
+	args := []string{"run", "--data", "s3://train/set/*.recordio", "--batch", "32", "--devices", "2", "--seed", "9"}
+	_, stderr, code := execCLI(t, dir, append(args, "--emit-ids", "local.jsonl")...)
+	require.Zero(t, code, stderr)
+	_, addr := startServe(t, dir, "s3://train/set")
+	_, stderr, code = execCLI(t, dir, append(args, "--emit-ids", "service.jsonl", "--service", addr)...)
+	require.Zero(t, code, stderr)
+	require.Equal(t, sortedLines(t, filepath.Join(dir, "local.jsonl")), sortedLines(t, filepath.Join(dir, "service.jsonl")))
+
+	_, stderr, code = execCLI(t, dir, "run", "--data", "s3://train/other/*.recordio", "--service", addr)
+	require.Equal(t, 1, code)
+	require.Contains(t, stderr, "outside the worker's data roots")
+}

@@ -1,0 +1,23 @@
+package readers
+
+import (
+	"context"
+	"time"
+
+	"github.com/actorfeed/actorfeed/readers/objstore"
+)
+
+// objectLookup bounds looking an object up, retries included: a format's
+// opener holds no context.
+const objectLookup = 2 * time.Minute
+
+// openObject opens the object at url through the process's store.
+func openObject(url string) (*objstore.Object, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), objectLookup)
+	defer cancel()
+	s, err := objstore.Default(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return s.Open(ctx, url)
+}

@@ -1,0 +1,117 @@
+package readers_test
+
+import (
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/actorfeed/actorfeed/internal/s3server"
+	"github.com/actorfeed/actorfeed/internal/testutil"
+	"github.com/actorfeed/actorfeed/readers"
+	"github.com/actorfeed/actorfeed/readers/objstore"
+	"github.com/actorfeed/actorfeed/tensor"
+)
+
+// allSamples reads every sample of entry.
+func allSamples(t *testing.T, entry string) []tensor.Slots {
+	t.Helper()
+	r, err := readers.Open(entry, readers.OpenOptions{})
+	require.NoError(t, err, entry)
+	defer r.Close()
+	var out []tensor.Slots
+	for s, err := range readers.All(t.Context(), r) {
+		require.NoError(t, err, entry)
+		out = append(out, s)
+	}
+	require.NotEmpty(t, out, entry)
+	return out
+}
+
+func requireSameSamples(t *testing.T, want, got []tensor.Slots, what string) {
+	t.Helper()
+	require.Len(t, got, len(want), what)
+	for i := range want {
+		require.True(t, want[i].Equal(got[i]), "%s: sample %d", what, i)
+	}
+}
+
+// RecordIO files, WebDataset shards and TFRecord files read from objects
+// as from the same files on disk: named by URL, bare or with a format,
+// through a store that cuts bodies off and throttles.
+func TestFormatsReadFromObjects(t *testing.T) {
+	srv := s3server.Start(t)
+	srv.Bucket(t, "data")
+	p := s3server.NewProxy(t, srv)
+	srv.Env(t, p.URL)
+	p.Faults = func(n int, r *http.Request) s3server.Fault {
+		switch {
+		case r.Method == http.MethodGet && n%7 == 3:
+			return s3server.Fault{Cut: 700}
+		case n%11 == 5:
+			return s3server.Fault{Status: http.StatusServiceUnavailable}
+		}
+		return s3server.Fault{}
+	}
+
+	rio := testutil.WriteRecords(t, filepath.Join(t.TempDir(), "part-0.recordio"), 4096, 3000,
+		func(r int) tensor.Slots { return testutil.Sample(0, r) })
+	src, dir := shardFiles(t, 300), t.TempDir()
+	shard := filepath.Join(dir, "shard-0.tar")
+	testutil.PythonShard(t, src, shard)
+	tf, tfgz := filepath.Join(dir, "part-0.tfrecord"), filepath.Join(dir, "part-0.tfrecord.gz")
+	tfrecordFile(t, tf, 200)
+	tfrecordFile(t, tfgz, 200)
+
+	for _, c := range []struct {
+		local, url string
+		n          uint64
+	}{
+		{rio, "s3://data/rio/part-0.recordio", 3000},
+		{"wds:" + shard, "wds:s3://data/wds/shard-0.tar", 300},
+		{shard, "s3://data/wds/shard-0.tar", 300},
+		{tf, "s3://data/tf/part-0.tfrecord", 200},
+		{tfgz, "s3://data/tf/part-0.tfrecord.gz", 200},
+	} {
+		local := strings.TrimPrefix(c.local, "wds:")
+		_, path, err := readers.ParseEntry(c.url)
+		require.NoError(t, err)
+		u, err := objstore.ParseURL(path)
+		require.NoError(t, err)
+		b, err := os.ReadFile(local)
+		require.NoError(t, err)
+		srv.Put(t, u.Bucket, u.Key, b)
+		if !strings.HasSuffix(c.url, ".tar") && !strings.HasSuffix(c.url, ".tfrecord") {
+			// RecordIO seeks by its chunk index in the pipeline; a gzip'd
+			// object is read forward.
+			requireSameSamples(t, allSamples(t, c.local), allSamples(t, c.url), c.url)
+			continue
+		}
+		for _, from := range []int{0, int(c.n) / 2} {
+			requireSameSamples(t, entrySamples(t, c.local, from, c.n), entrySamples(t, c.url, from, c.n), c.url)
+		}
+	}
+	require.Positive(t, p.Requests())
+}
+
+// An object that is not there, or a bucket, fails the open with one line
+// naming the URL; IDX files are read from disk only, and say so.
+func TestObjectsThatAreNotThere(t *testing.T) {
+	srv := s3server.Start(t)
+	srv.Bucket(t, "data")
+	srv.Env(t, srv.Endpoint)
+	for url, want := range map[string]error{
+		"s3://data/none.recordio":   objstore.ErrNoObject,
+		"s3://nodata/x.tar":         objstore.ErrNoBucket,
+		"tfrecord:s3://data/none.x": objstore.ErrNoObject,
+	} {
+		_, err := readers.Open(url, readers.OpenOptions{})
+		require.ErrorIs(t, err, want, url)
+		require.NotContains(t, err.Error(), "\n")
+	}
+	_, err := readers.Open("s3://data/train-images-idx3-ubyte", readers.OpenOptions{})
+	require.ErrorContains(t, err, "read from local disk only")
+}

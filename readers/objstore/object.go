@@ -1,0 +1,182 @@
+package objstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+)
+
+// Object is one version of an object, read by ranges. Its reads go on
+// until Close, which ends any under way. ReadAt is safe for concurrent
+// use; Read and Seek are not.
+type Object struct {
+	store  *Store
+	url    URL
+	size   int64
+	etag   string
+	ctx    context.Context
+	cancel context.CancelFunc
+	off    int64 // Read's and Seek's
+	// ahead holds the object's bytes from aheadAt on: Read reads ahead a
+	// range at a time, so that a reader's small reads (a TFRecord
+	// length, a gzip stream's buffer) are not a request each.
+	ahead   []byte
+	aheadAt int64
+}
+
+// readAhead is the range Read asks for at a time.
+const readAhead = 256 << 10
+
+// Open looks the object at url up: its size and the version (ETag) every
+// read of it then asks for.
+func (s *Store) Open(ctx context.Context, url string) (*Object, error) {
+	u, err := ParseURL(url)
+	if err != nil {
+		return nil, err
+	}
+	s.requests.Add(1)
+	head, err := s.client.HeadObject(ctx, &s3.HeadObjectInput{Bucket: &u.Bucket, Key: &u.Key})
+	if err != nil {
+		err = describe(u, err)
+		if errors.Is(err, ErrNoObject) && !s.bucketExists(ctx, u) {
+			err = fmt.Errorf("%s: %w", u, ErrNoBucket)
+		}
+		return nil, err
+	}
+	o := &Object{store: s, url: u, size: aws.ToInt64(head.ContentLength), etag: aws.ToString(head.ETag)}
+	// Reads come later, from readers that hold no context: Close ends them.
+	o.ctx, o.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	return o, nil
+}
+
+// bucketExists tells a missing bucket from a missing object, which a HEAD
+// of the object does not (its answer has no body).
+func (s *Store) bucketExists(ctx context.Context, u URL) bool {
+	s.requests.Add(1)
+	_, err := s.client.HeadBucket(ctx, &s3.HeadBucketInput{Bucket: &u.Bucket})
+	return err == nil || !errors.Is(describe(u, err), ErrNoObject)
+}
+
+// Size is the object's size in bytes.
+func (o *Object) Size() int64 { return o.size }
+
+// ETag is the version of the object that is read.
+func (o *Object) ETag() string { return o.etag }
+
+// URL names the object.
+func (o *Object) URL() string { return o.url.String() }
+
+// ReadAt reads len(p) bytes at off by ranged GETs of the version opened; a
+// body cut off is read on from the byte it reached. It returns io.EOF when
+// the object ends before p is full.
+func (o *Object) ReadAt(p []byte, off int64) (int, error) {
+	if off < 0 {
+		return 0, fmt.Errorf("%s: read at %d", o.url, off)
+	}
+	if off >= o.size {
+		return 0, io.EOF
+	}
+	want := p[:min(int64(len(p)), o.size-off)]
+	n := 0
+	for attempt := 1; len(want) > n; attempt++ {
+		got, err := o.get(want[n:], off+int64(n))
+		n += got
+		if err == nil {
+			continue
+		}
+		if !errors.Is(err, errBody) || attempt >= o.store.opts.Attempts {
+			return n, err
+		}
+		if err := sleep(o.ctx, o.store.backoff(attempt)); err != nil {
+			return n, fmt.Errorf("%s: %w", o.url, err)
+		}
+	}
+	if n < len(p) {
+		return n, io.EOF
+	}
+	return n, nil
+}
+
+// errBody marks a body cut off: what a read goes on from.
+var errBody = errors.New("reading an object's body")
+
+// get reads p from off in one ranged GET; the request itself is the SDK's
+// to retry.
+func (o *Object) get(p []byte, off int64) (int, error) {
+	o.store.requests.Add(1)
+	out, err := o.store.client.GetObject(o.ctx, &s3.GetObjectInput{
+		Bucket:  &o.url.Bucket,
+		Key:     &o.url.Key,
+		Range:   aws.String(fmt.Sprintf("bytes=%d-%d", off, off+int64(len(p))-1)),
+		IfMatch: aws.String(o.etag),
+	})
+	if err != nil {
+		return 0, describe(o.url, err)
+	}
+	defer out.Body.Close()
+	n, err := io.ReadFull(out.Body, p)
+	o.store.bytes.Add(int64(n))
+	if err != nil {
+		if o.ctx.Err() != nil {
+			return n, fmt.Errorf("%s: %w", o.url, o.ctx.Err())
+		}
+		return n, fmt.Errorf("%s at byte %d: %w: %w", o.url, off+int64(n), errBody, err)
+	}
+	return n, nil
+}
+
+// Read reads on from where the last Read or Seek left off.
+func (o *Object) Read(p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
+	if o.off >= o.size {
+		return 0, io.EOF
+	}
+	if o.off < o.aheadAt || o.off >= o.aheadAt+int64(len(o.ahead)) {
+		if len(p) >= readAhead {
+			n, err := o.ReadAt(p, o.off)
+			o.off += int64(n)
+			if n > 0 && errors.Is(err, io.EOF) {
+				err = nil
+			}
+			return n, err
+		}
+		if o.ahead == nil {
+			o.ahead = make([]byte, readAhead)
+		}
+		n, err := o.ReadAt(o.ahead[:min(readAhead, o.size-o.off)], o.off)
+		o.ahead, o.aheadAt = o.ahead[:n], o.off
+		if n == 0 {
+			return 0, err
+		}
+	}
+	n := copy(p, o.ahead[o.off-o.aheadAt:])
+	o.off += int64(n)
+	return n, nil
+}
+
+// Seek sets where Read reads on from.
+func (o *Object) Seek(offset int64, whence int) (int64, error) {
+	switch whence {
+	case io.SeekCurrent:
+		offset += o.off
+	case io.SeekEnd:
+		offset += o.size
+	}
+	if offset < 0 {
+		return 0, fmt.Errorf("%s: seek to %d", o.url, offset)
+	}
+	o.off = offset
+	return offset, nil
+}
+
+// Close ends the reads under way and any to come.
+func (o *Object) Close() error {
+	o.cancel()
+	return nil
+}

@@ -1,0 +1,203 @@
+package objstore_test
+
+import (
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/actorfeed/actorfeed/internal/s3server"
+	"github.com/actorfeed/actorfeed/readers/objstore"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// setup starts a server with one object, data, at s3://bkt/data, and a
+// proxy before it; the store reads through the proxy.
+func setup(t *testing.T, data []byte) (*s3server.Server, *s3server.Proxy, *objstore.Store) {
+	srv := s3server.Start(t)
+	srv.Bucket(t, "bkt")
+	srv.Put(t, "bkt", "data", data)
+	p := s3server.NewProxy(t, srv)
+	srv.Env(t, p.URL)
+	s, err := objstore.New(t.Context(), objstore.Options{Backoff: time.Millisecond})
+	require.NoError(t, err)
+	return srv, p, s
+}
+
+func random(n int) []byte {
+	b := make([]byte, n)
+	r := rand.New(rand.NewPCG(uint64(n), 7))
+	for i := range b {
+		b[i] = byte(r.Uint32())
+	}
+	return b
+}
+
+// An object reads by ranges as the bytes it holds, to its end.
+func TestReadsByRanges(t *testing.T) {
+	data := random(1 << 20)
+	_, _, s := setup(t, data)
+	o, err := s.Open(t.Context(), "s3://bkt/data")
+	require.NoError(t, err)
+	defer o.Close()
+	require.EqualValues(t, len(data), o.Size())
+	require.NotEmpty(t, o.ETag())
+	for _, at := range []int64{0, 1, 4095, 700_000, int64(len(data)) - 10} {
+		p := make([]byte, 4096)
+		n, err := o.ReadAt(p, at)
+		want := data[at:min(int(at)+4096, len(data))]
+		require.Equal(t, len(want), n)
+		require.Equal(t, want, p[:n])
+		if n < len(p) {
+			require.ErrorIs(t, err, io.EOF)
+		} else {
+			require.NoError(t, err)
+		}
+	}
+	all, err := io.ReadAll(io.NewSectionReader(o, 0, o.Size()))
+	require.NoError(t, err)
+	require.Equal(t, data, all)
+	requests, bytes := s.Stats()
+	require.Positive(t, requests)
+	require.GreaterOrEqual(t, bytes, int64(len(data)))
+}
+
+// A body cut off mid-object is read on from the byte it reached; an
+// answer of throttling or of a server error is asked again.
+func TestReadsGoOnThroughFaults(t *testing.T) {
+	data := random(300_000)
+	_, p, s := setup(t, data)
+	gets := 0
+	p.Faults = func(n int, r *http.Request) s3server.Fault {
+		if r.Method != http.MethodGet {
+			return s3server.Fault{}
+		}
+		gets++
+		switch gets {
+		case 1, 2:
+			return s3server.Fault{Status: http.StatusServiceUnavailable}
+		case 3:
+			return s3server.Fault{Status: http.StatusInternalServerError}
+		case 4, 5, 6:
+			return s3server.Fault{Cut: 50_000}
+		}
+		return s3server.Fault{}
+	}
+	o, err := s.Open(t.Context(), "s3://bkt/data")
+	require.NoError(t, err)
+	defer o.Close()
+	got := make([]byte, len(data))
+	n, err := o.ReadAt(got, 0)
+	require.NoError(t, err)
+	require.Equal(t, len(data), n)
+	require.Equal(t, data, got)
+	require.Equal(t, 7, gets, "3 answers retried, then 3 cut bodies read on, then the rest")
+	_, read := s.Stats()
+	require.Less(t, read, int64(len(data))+10_000, "what was read is not read again")
+}
+
+// A body cut off more often than Attempts is an error naming the object
+// and the byte it reached.
+func TestAttemptsAreBounded(t *testing.T) {
+	_, p, s := setup(t, random(100_000))
+	p.Faults = func(n int, r *http.Request) s3server.Fault {
+		if r.Method == http.MethodGet {
+			return s3server.Fault{Cut: 1000}
+		}
+		return s3server.Fault{}
+	}
+	o, err := s.Open(t.Context(), "s3://bkt/data")
+	require.NoError(t, err)
+	defer o.Close()
+	_, err = o.ReadAt(make([]byte, 100_000), 0)
+	require.ErrorContains(t, err, "s3://bkt/data at byte 5000")
+}
+
+// An object replaced after it was opened is an error naming it, never a
+// read of the new version.
+func TestAReplacedObjectIsAnError(t *testing.T) {
+	srv, _, s := setup(t, random(10_000))
+	o, err := s.Open(t.Context(), "s3://bkt/data")
+	require.NoError(t, err)
+	defer o.Close()
+	_, err = o.ReadAt(make([]byte, 100), 0)
+	require.NoError(t, err)
+	srv.Put(t, "bkt", "data", random(10_001))
+	_, err = o.ReadAt(make([]byte, 100), 0)
+	require.ErrorIs(t, err, objstore.ErrReplaced)
+	require.ErrorContains(t, err, "s3://bkt/data")
+}
+
+// What retrying cannot mend fails on the first answer: one line naming
+// the URL and the cause.
+func TestErrorsRetryingCannotMend(t *testing.T) {
+	_, p, s := setup(t, random(10))
+	for url, want := range map[string]error{"s3://bkt/nothing": objstore.ErrNoObject, "s3://nobucket/x": objstore.ErrNoBucket} {
+		before := p.Requests()
+		_, err := s.Open(t.Context(), url)
+		require.ErrorIs(t, err, want, url)
+		require.ErrorContains(t, err, url)
+		require.NotContains(t, err.Error(), "\n")
+		require.LessOrEqual(t, p.Requests()-before, 2, "%s: not retried", url)
+	}
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "wrong")
+	bad, err := objstore.New(t.Context(), objstore.Options{})
+	require.NoError(t, err)
+	before := p.Requests()
+	_, err = bad.Open(t.Context(), "s3://bkt/data")
+	require.ErrorIs(t, err, objstore.ErrDenied)
+	require.ErrorContains(t, err, "s3://bkt/data")
+	require.Equal(t, 1, p.Requests()-before, "not retried")
+}
+
+// A glob lists every page: more objects than a page holds, in key order,
+// only those that match.
+func TestGlobReadsEveryPage(t *testing.T) {
+	srv, p, s := setup(t, nil)
+	var want []string
+	for i := range 1100 {
+		key := fmt.Sprintf("set/shard-%05d.tar", i)
+		srv.Put(t, "bkt", key, nil)
+		want = append(want, "s3://bkt/"+key)
+	}
+	srv.Put(t, "bkt", "set/readme.txt", []byte("x"))
+	before := p.Requests()
+	got, err := s.Glob(t.Context(), "s3://bkt/set/shard-*.tar")
+	require.NoError(t, err)
+	require.Equal(t, want, got)
+	require.GreaterOrEqual(t, p.Requests()-before, 2, "two pages at least")
+	_, err = s.Glob(t.Context(), "s3://bkt/set/[")
+	require.ErrorContains(t, err, "syntax error in pattern")
+	none, err := s.Glob(t.Context(), "s3://bkt/other/*")
+	require.NoError(t, err)
+	require.Empty(t, none)
+	require.True(t, strings.HasPrefix(want[0], objstore.Scheme))
+}
+
+// Small reads in order are served from a range read ahead, not a request
+// each; a seek outside it reads a new one.
+func TestSmallReadsReadAhead(t *testing.T) {
+	data := random(600_000)
+	_, p, s := setup(t, data)
+	o, err := s.Open(t.Context(), "s3://bkt/data")
+	require.NoError(t, err)
+	defer o.Close()
+	before := p.Requests()
+	got, err := io.ReadAll(struct{ io.Reader }{o}) // 512-byte reads and up
+	require.NoError(t, err)
+	require.Equal(t, data, got)
+	require.Equal(t, 3, p.Requests()-before, "three 256 KiB ranges")
+	_, err = o.Seek(100, io.SeekStart)
+	require.NoError(t, err)
+	b := make([]byte, 10)
+	_, err = io.ReadFull(o, b)
+	require.NoError(t, err)
+	require.Equal(t, data[100:110], b)
+}

@@ -1,0 +1,159 @@
+package objstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/ratelimit"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/smithy-go"
+)
+
+// Errors a user can act on; each wraps the store's own error too.
+var (
+	ErrNoBucket = errors.New("no such bucket")
+	ErrNoObject = errors.New("no such object")
+	ErrDenied   = errors.New("access denied: check the credentials (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_PROFILE) and the bucket's permissions")
+	ErrReplaced = errors.New("the object was replaced while it was read (its ETag changed): restart the job on the new version")
+)
+
+// Options tune a Store.
+type Options struct {
+	// Attempts bounds the tries of a request, and of reading a body on
+	// from where it broke off (0: 5).
+	Attempts int
+	// Backoff is the most a first retry waits; each later one may wait
+	// twice as long as the one before, up to 20 times Backoff (0: 100 ms).
+	// Waits are drawn at random below that bound (full jitter).
+	Backoff time.Duration
+}
+
+// Store reads objects through one client.
+type Store struct {
+	client *s3.Client
+	opts   Options
+	// requests and bytes count what was asked of the store, and read.
+	requests, bytes atomic.Int64
+}
+
+// New makes a Store configured from the environment (package doc).
+func New(ctx context.Context, opts Options) (*Store, error) {
+	if opts.Attempts <= 0 {
+		opts.Attempts = 5
+	}
+	if opts.Backoff <= 0 {
+		opts.Backoff = 100 * time.Millisecond
+	}
+	s := &Store{opts: opts}
+	cfg, err := config.LoadDefaultConfig(ctx, config.WithRetryer(func() aws.Retryer {
+		return retry.NewStandard(func(o *retry.StandardOptions) {
+			o.MaxAttempts = opts.Attempts
+			o.Backoff = retry.BackoffDelayerFunc(func(attempt int, _ error) (time.Duration, error) {
+				return s.backoff(attempt), nil
+			})
+			// A job's many readers must not give up together because a
+			// shared bucket of retry tokens ran dry under throttling.
+			o.RateLimiter = ratelimit.None
+		})
+	}))
+	if err != nil {
+		return nil, fmt.Errorf("objstore: reading the AWS configuration: %w", err)
+	}
+	if cfg.Region == "" {
+		cfg.Region = "us-east-1" // what local servers answer to; S3 redirects
+	}
+	s.client = s3.NewFromConfig(cfg, func(o *s3.Options) {
+		o.UsePathStyle = o.BaseEndpoint != nil
+		// A range has no whole-object checksum to check: say nothing of it.
+		o.DisableLogOutputChecksumValidationSkipped = true
+	})
+	return s, nil
+}
+
+var shared struct {
+	sync.Mutex
+	env string // the AWS_ environment s was made in
+	s   *Store
+}
+
+// Default is the process's Store, made by New with default Options when
+// first asked for, and again when the AWS_ environment has changed since.
+func Default(ctx context.Context) (*Store, error) {
+	var env strings.Builder
+	for _, kv := range os.Environ() {
+		if strings.HasPrefix(kv, "AWS_") {
+			env.WriteString(kv + "\x00")
+		}
+	}
+	shared.Lock()
+	defer shared.Unlock()
+	if shared.s == nil || shared.env != env.String() {
+		s, err := New(ctx, Options{})
+		if err != nil {
+			return nil, err
+		}
+		shared.s, shared.env = s, env.String()
+	}
+	return shared.s, nil
+}
+
+// Stats are the requests made of the store and the bytes read from it.
+func (s *Store) Stats() (requests, bytes int64) { return s.requests.Load(), s.bytes.Load() }
+
+// backoff is the wait before retry attempt (1 the first).
+func (s *Store) backoff(attempt int) time.Duration {
+	bound := min(s.opts.Backoff<<min(attempt-1, 20), 20*s.opts.Backoff)
+	return time.Duration(rand.Int64N(int64(bound) + 1))
+}
+
+// sleep waits d or until ctx ends.
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// describe makes err, from op on u, one line a user can act on.
+func describe(u URL, err error) error {
+	var api smithy.APIError
+	code := ""
+	if errors.As(err, &api) {
+		code = api.ErrorCode()
+	}
+	var re *awshttp.ResponseError
+	status := 0
+	if errors.As(err, &re) {
+		status = re.HTTPStatusCode()
+	}
+	var kind error
+	switch {
+	case code == "NoSuchBucket":
+		kind = ErrNoBucket
+	case code == "NoSuchKey" || status == http.StatusNotFound:
+		kind = ErrNoObject
+	case status == http.StatusForbidden || code == "AccessDenied" || code == "InvalidAccessKeyId" || code == "SignatureDoesNotMatch":
+		kind = ErrDenied
+	case status == http.StatusPreconditionFailed || code == "PreconditionFailed":
+		kind = ErrReplaced
+	default:
+		return fmt.Errorf("%s: %w", u, err)
+	}
+	return fmt.Errorf("%s: %w (%w)", u, kind, err)
+}
