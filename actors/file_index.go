@@ -149,7 +149,8 @@ func (s *fileSource) indexCached(ctx context.Context, f int, opts Options) (file
 type fileIndex struct {
 	splits  []order.Split
 	records uint64
-	size    int64 // -1 when the reader does not tell
+	size    int64  // -1 when the reader does not tell
+	version string // an object's ETag; "" for a file
 }
 
 // splitsOf lists the splits of src's files, indexing threads files at a
@@ -198,6 +199,10 @@ feed:
 		fp.Records += x.records
 		h.Write([]byte(filepath.Base(src.names[f])))
 		h.Write(binary.LittleEndian.AppendUint64(binary.LittleEndian.AppendUint64(nil, uint64(x.size)), x.records))
+		if x.version != "" { // an object: a state resumes on the version it read
+			h.Write([]byte(x.version))
+			src.pin(f, x.version)
+		}
 	}
 	fp.Splits = len(splits)
 	h.Write(binary.LittleEndian.AppendUint64(nil, uint64(len(splits))))
@@ -242,6 +247,9 @@ func (s *fileSource) index(parent context.Context, f int, timeout time.Duration)
 	if sz, ok := r.(interface{ Size() int64 }); ok {
 		x.size = sz.Size()
 	}
+	if v, ok := r.(versioned); ok {
+		x.version = v.Version()
+	}
 	if ix, ok := r.(indexed); ok {
 		var rx *recordio.Index
 		err := w.guard(parent, func() (err error) { rx, err = ix.Index(); return err })
@@ -276,6 +284,11 @@ func (s *fileSource) index(parent context.Context, f int, timeout time.Duration)
 		x.records++
 	}
 	return splitRecords(f, x, x.records), nil
+}
+
+// versioned is a reader of an object, which says which version it reads.
+type versioned interface {
+	Version() string
 }
 
 // counted is a reader that knows how many records it holds without

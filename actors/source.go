@@ -8,6 +8,7 @@ import (
 
 	"github.com/actorfeed/actorfeed/messages"
 	"github.com/actorfeed/actorfeed/readers"
+	"github.com/actorfeed/actorfeed/readers/objstore"
 	"github.com/actorfeed/actorfeed/readers/recordio"
 	"github.com/actorfeed/actorfeed/tensor"
 )
@@ -23,6 +24,10 @@ type fileSource struct {
 
 	mu      sync.Mutex
 	indexes map[int]*recordio.Index
+	// versions are the objects' versions (ETags) the order was built on:
+	// a reader opened later on another version (the object was replaced)
+	// is refused, never read into the same order.
+	versions map[int]string
 }
 
 // indexed is a reader that can seek with a kept chunk index.
@@ -32,7 +37,7 @@ type indexed interface {
 }
 
 func newFileSource(entries []string, open func(context.Context, string) (readers.Reader, error)) (*fileSource, error) {
-	s := &fileSource{entries: entries, names: make([]string, len(entries)), open: open, indexes: map[int]*recordio.Index{}}
+	s := &fileSource{entries: entries, names: make([]string, len(entries)), open: open, indexes: map[int]*recordio.Index{}, versions: map[int]string{}}
 	if len(entries) > messages.MaxFiles {
 		return nil, fmt.Errorf("%w: %d files, at most %d", ErrBadSpec, len(entries), messages.MaxFiles)
 	}
@@ -77,9 +82,33 @@ func (s *fileSource) sampleKey(file, record int) string {
 // keyTimeout bounds opening a file to name a sample in an error.
 const keyTimeout = 5 * time.Second
 
+// pin records that file is read at version.
+func (s *fileSource) pin(file int, version string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.versions[file] = version
+}
+
+// sameVersion refuses r when it reads another version of file's object
+// than the order was built on.
+func (s *fileSource) sameVersion(file int, r readers.Reader) error {
+	s.mu.Lock()
+	want, pinned := s.versions[file]
+	s.mu.Unlock()
+	v, ok := r.(versioned)
+	if !pinned || !ok || v.Version() == want {
+		return nil
+	}
+	return fmt.Errorf("%s: %w (ETag %s, now %s)", s.names[file], objstore.ErrReplaced, want, v.Version())
+}
+
 func (s *fileSource) Open(ctx context.Context, file int, _ uint32, from uint64) (readers.Reader, error) {
 	r, err := s.open(ctx, s.entries[file])
 	if err != nil {
+		return nil, err
+	}
+	if err := s.sameVersion(file, r); err != nil {
+		r.Close()
 		return nil, err
 	}
 	if from == 0 {

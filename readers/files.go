@@ -282,6 +282,9 @@ func (r *RecordFile) SeekIndexed(x *recordio.Index, rec int) error {
 // Size is the file's size in bytes.
 func (r *RecordFile) Size() int64 { return r.size }
 
+// Version is the version of the object read (its ETag), "" for a file.
+func (r *RecordFile) Version() string { return versionOf(r.f) }
+
 // Position is the place of the last record returned.
 func (r *RecordFile) Position() recordio.Position { return r.sc.Position() }
 

@@ -21,3 +21,11 @@ func openObject(url string) (*objstore.Object, error) {
 	}
 	return s.Open(ctx, url)
 }
+
+// versionOf is the version (ETag) of the object src reads, "" for a file.
+func versionOf(src any) string {
+	if o, ok := src.(*objstore.Object); ok {
+		return o.ETag()
+	}
+	return ""
+}

@@ -272,6 +272,9 @@ func (w *streamFile) openSource() (Source, error) {
 	return fileSource{f, size}, nil
 }
 
+// Version is the version of the object read (its ETag), "" for a file.
+func (w *streamFile) Version() string { return versionOf(w.src) }
+
 func (w *streamFile) openerOf() format.Opener {
 	if w.read != w.path {
 		return nil

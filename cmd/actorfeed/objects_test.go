@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/actorfeed/actorfeed/actors"
 	"github.com/actorfeed/actorfeed/internal/s3server"
 )
 
@@ -38,6 +39,7 @@ func TestRunOverObjects(t *testing.T) {
 		"--emit-ids", "objects.jsonl")
 	require.Zero(t, code, stderr)
 	require.Contains(t, out, "9000 samples")
+	require.Regexp(t, `object store: [1-9][0-9]* requests, [0-9.]+ MB read`, out)
 	local, err := os.ReadFile(filepath.Join(dir, "local.jsonl"))
 	require.NoError(t, err)
 	objects, err := os.ReadFile(filepath.Join(dir, "objects.jsonl"))
@@ -76,4 +78,49 @@ func TestServiceWorkersReadObjects(t *testing.T) {
 	_, stderr, code = execCLI(t, dir, "run", "--data", "s3://train/other/*.recordio", "--service", addr)
 	require.Equal(t, 1, code)
 	require.Contains(t, stderr, "outside the worker's data roots")
+}
+
+// The metrics count the requests made of object stores and the bytes read.
+func TestObjectMetrics(t *testing.T) {
+	data := genSet(t, 2, 400)
+	srv := s3server.Start(t)
+	srv.Bucket(t, "train")
+	urls := srv.PutFiles(t, "train", "set/", filepath.Join(data, "*.recordio"))
+	srv.Env(t, srv.Endpoint)
+	sys := actors.NewSystem()
+	p, err := actors.NewDevices([]actors.Stage{actors.Files{Paths: urls}, actors.Batch{Size: 20}}, actors.Devices{N: 1}, actors.Options{System: sys})
+	require.NoError(t, err)
+	require.NoError(t, p.Run(t.Context()))
+	body := string(scrape(t, p))
+	require.Regexp(t, `actorfeed_object_requests_total [1-9]`, body)
+	require.Regexp(t, `actorfeed_object_bytes_total [1-9]`, body)
+	require.NoError(t, p.Close())
+}
+
+// An object replaced during a job fails it, naming the object, rather
+// than mixing two versions into one order; a state taken over the old
+// version does not resume over the new one.
+func TestAReplacedObjectStopsTheJob(t *testing.T) {
+	data := genSet(t, 2, 20000)
+	other := genSet(t, 2, 20000, "--seed", "77")
+	srv := s3server.Start(t)
+	srv.Bucket(t, "train")
+	srv.PutFiles(t, "train", "set/", filepath.Join(data, "*.recordio"))
+	srv.Env(t, srv.Endpoint)
+	dir := t.TempDir()
+	args := []string{"run", "--data", "s3://train/set/*.recordio", "--batch", "32"}
+	_, stderr, code := execCLI(t, dir, append(args, "--passes", "1", "--checkpoint", "state.json")...)
+	require.Zero(t, code, stderr)
+
+	p := start(t, dir, append(args, "--passes", "20", "--step", "1ms")...)
+	p.waitLine(t, "pipeline:")
+	srv.PutFiles(t, "train", "set/", filepath.Join(other, "*.recordio"))
+	code, _ = p.stop(t, 0) // waits for the end without a signal
+	require.Equal(t, 1, code, p.stdout.String())
+	require.Contains(t, p.stderr.String(), "s3://train/set/")
+	require.Contains(t, p.stderr.String(), "replaced")
+
+	_, stderr, code = execCLI(t, dir, append(args, "--passes", "2", "--resume", "state.json")...)
+	require.NotZero(t, code)
+	require.Contains(t, stderr, "another data set")
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/actorfeed/actorfeed/actors"
+	"github.com/actorfeed/actorfeed/readers/objstore"
 )
 
 // ---- Prometheus ----
@@ -26,6 +27,8 @@ type collector struct {
 	batches, instances, busy, waits *prometheus.Desc
 	// The service's workers (run --service).
 	wBatches, wBytes, wTasks, wLost, wAlive, wCredit, wReassigned *prometheus.Desc
+	// The object stores read (s3:// URLs), the process's.
+	oRequests, oBytes *prometheus.Desc
 }
 
 func newCollector(p func() *actors.Pipeline) *collector {
@@ -49,12 +52,14 @@ func newCollector(p func() *actors.Pipeline) *collector {
 		wCredit:   prometheus.NewDesc("actorfeed_service_worker_credit", "Batches a worker may send now: granted to its running attempts, not taken in yet.", wrk, nil),
 		wReassigned: prometheus.NewDesc("actorfeed_service_worker_reassigned_total",
 			"Tasks of a worker taken back and handed out again (lost with it, batches lost on the way, a restart of the service stage).", wrk, nil),
+		oRequests: prometheus.NewDesc("actorfeed_object_requests_total", "Requests made of object stores (s3:// URLs): lookups, listings, ranged reads, retries.", nil, nil),
+		oBytes:    prometheus.NewDesc("actorfeed_object_bytes_total", "Bytes read from object stores.", nil, nil),
 	}
 }
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.items, c.held, c.demand, c.restarts, c.batches, c.instances, c.busy, c.waits,
-		c.wBatches, c.wBytes, c.wTasks, c.wLost, c.wAlive, c.wCredit, c.wReassigned} {
+		c.wBatches, c.wBytes, c.wTasks, c.wLost, c.wAlive, c.wCredit, c.wReassigned, c.oRequests, c.oBytes} {
 		ch <- d
 	}
 }
@@ -64,6 +69,9 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	if p == nil {
 		return
 	}
+	requests, bytes := objstore.Totals()
+	ch <- prometheus.MustNewConstMetric(c.oRequests, prometheus.CounterValue, float64(requests))
+	ch <- prometheus.MustNewConstMetric(c.oBytes, prometheus.CounterValue, float64(bytes))
 	for _, s := range p.StageStats() {
 		ch <- prometheus.MustNewConstMetric(c.items, prometheus.CounterValue, float64(s.Items), s.Stage, s.Kind)
 		ch <- prometheus.MustNewConstMetric(c.held, prometheus.GaugeValue, float64(s.Held), s.Stage, s.Kind)

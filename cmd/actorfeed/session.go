@@ -22,6 +22,7 @@ import (
 	"github.com/actorfeed/actorfeed/internal/atomicfile"
 	"github.com/actorfeed/actorfeed/messages"
 	"github.com/actorfeed/actorfeed/readers"
+	"github.com/actorfeed/actorfeed/readers/objstore"
 )
 
 // session runs a pipeline's passes on its devices and keeps what a person
@@ -280,6 +281,9 @@ func (s *session) summary(w io.Writer) {
 	}
 	tw.Flush()
 	serviceSummary(w, s.p.ServiceWorkers(), secs)
+	if requests, bytes := objstore.Totals(); requests > 0 {
+		fmt.Fprintf(w, "object store: %d requests, %.1f MB read\n", requests, float64(bytes)/1e6)
+	}
 	if s.metricsURL != "" {
 		fmt.Fprintf(w, "metrics were served at %s\n", s.metricsURL)
 	}

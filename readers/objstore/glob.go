@@ -27,7 +27,7 @@ func (s *Store) Glob(ctx context.Context, pattern string) ([]string, error) {
 	var out []string
 	pages := s3.NewListObjectsV2Paginator(s.client, &s3.ListObjectsV2Input{Bucket: &u.Bucket, Prefix: &prefix})
 	for pages.HasMorePages() {
-		s.requests.Add(1)
+		s.asked()
 		page, err := pages.NextPage(ctx)
 		if err != nil {
 			return nil, describe(URL{Bucket: u.Bucket, Key: prefix}, err)

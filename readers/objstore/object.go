@@ -38,7 +38,7 @@ func (s *Store) Open(ctx context.Context, url string) (*Object, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.requests.Add(1)
+	s.asked()
 	head, err := s.client.HeadObject(ctx, &s3.HeadObjectInput{Bucket: &u.Bucket, Key: &u.Key})
 	if err != nil {
 		err = describe(u, err)
@@ -56,7 +56,7 @@ func (s *Store) Open(ctx context.Context, url string) (*Object, error) {
 // bucketExists tells a missing bucket from a missing object, which a HEAD
 // of the object does not (its answer has no body).
 func (s *Store) bucketExists(ctx context.Context, u URL) bool {
-	s.requests.Add(1)
+	s.asked()
 	_, err := s.client.HeadBucket(ctx, &s3.HeadBucketInput{Bucket: &u.Bucket})
 	return err == nil || !errors.Is(describe(u, err), ErrNoObject)
 }
@@ -88,8 +88,11 @@ func (o *Object) ReadAt(p []byte, off int64) (int, error) {
 		if err == nil {
 			continue
 		}
-		if !errors.Is(err, errBody) || attempt >= o.store.opts.Attempts {
+		if !errors.Is(err, errBody) {
 			return n, err
+		}
+		if attempt >= o.store.opts.Attempts {
+			return n, retryable{err}
 		}
 		if err := sleep(o.ctx, o.store.backoff(attempt)); err != nil {
 			return n, fmt.Errorf("%s: %w", o.url, err)
@@ -107,7 +110,7 @@ var errBody = errors.New("reading an object's body")
 // get reads p from off in one ranged GET; the request itself is the SDK's
 // to retry.
 func (o *Object) get(p []byte, off int64) (int, error) {
-	o.store.requests.Add(1)
+	o.store.asked()
 	out, err := o.store.client.GetObject(o.ctx, &s3.GetObjectInput{
 		Bucket:  &o.url.Bucket,
 		Key:     &o.url.Key,
@@ -119,7 +122,7 @@ func (o *Object) get(p []byte, off int64) (int, error) {
 	}
 	defer out.Body.Close()
 	n, err := io.ReadFull(out.Body, p)
-	o.store.bytes.Add(int64(n))
+	o.store.read(n)
 	if err != nil {
 		if o.ctx.Err() != nil {
 			return n, fmt.Errorf("%s: %w", o.url, o.ctx.Err())

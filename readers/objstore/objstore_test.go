@@ -1,6 +1,7 @@
 package objstore_test
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -118,6 +119,19 @@ func TestAttemptsAreBounded(t *testing.T) {
 	defer o.Close()
 	_, err = o.ReadAt(make([]byte, 100_000), 0)
 	require.ErrorContains(t, err, "s3://bkt/data at byte 5000")
+	require.True(t, transient(err), "a reader's supervisor may try again")
+
+	p.Faults = func(int, *http.Request) s3server.Fault { return s3server.Fault{Status: http.StatusServiceUnavailable} }
+	before := p.Requests()
+	_, err = s.Open(t.Context(), "s3://bkt/data")
+	require.ErrorContains(t, err, "s3://bkt/data")
+	require.True(t, transient(err))
+	require.Equal(t, 5, p.Requests()-before, "Attempts tries")
+}
+
+func transient(err error) bool {
+	var tr interface{ Transient() bool }
+	return errors.As(err, &tr) && tr.Transient()
 }
 
 // An object replaced after it was opened is an error naming it, never a
@@ -146,6 +160,7 @@ func TestErrorsRetryingCannotMend(t *testing.T) {
 		require.ErrorContains(t, err, url)
 		require.NotContains(t, err.Error(), "\n")
 		require.LessOrEqual(t, p.Requests()-before, 2, "%s: not retried", url)
+		require.False(t, transient(err), url)
 	}
 	t.Setenv("AWS_SECRET_ACCESS_KEY", "wrong")
 	bad, err := objstore.New(t.Context(), objstore.Options{})

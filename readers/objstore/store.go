@@ -112,6 +112,25 @@ func Default(ctx context.Context) (*Store, error) {
 // Stats are the requests made of the store and the bytes read from it.
 func (s *Store) Stats() (requests, bytes int64) { return s.requests.Load(), s.bytes.Load() }
 
+// total counts what every store of the process asked and read.
+var total struct{ requests, bytes atomic.Int64 }
+
+// Totals are the requests made of every store of the process, and the
+// bytes read from them.
+func Totals() (requests, bytes int64) { return total.requests.Load(), total.bytes.Load() }
+
+// asked counts a request.
+func (s *Store) asked() {
+	s.requests.Add(1)
+	total.requests.Add(1)
+}
+
+// read counts n bytes read.
+func (s *Store) read(n int) {
+	s.bytes.Add(int64(n))
+	total.bytes.Add(int64(n))
+}
+
 // backoff is the wait before retry attempt (1 the first).
 func (s *Store) backoff(attempt int) time.Duration {
 	bound := min(s.opts.Backoff<<min(attempt-1, 20), 20*s.opts.Backoff)
@@ -153,7 +172,18 @@ func describe(u URL, err error) error {
 	case status == http.StatusPreconditionFailed || code == "PreconditionFailed":
 		kind = ErrReplaced
 	default:
+		var spent *retry.MaxAttemptsError
+		if errors.As(err, &spent) {
+			return retryable{fmt.Errorf("%s: %w", u, err)}
+		}
 		return fmt.Errorf("%s: %w", u, err)
 	}
 	return fmt.Errorf("%s: %w (%w)", u, kind, err)
 }
+
+// retryable is an error a later try may mend, once the store's own tries
+// are spent: a reader's supervisor retries it (supervisor.Classify).
+type retryable struct{ error }
+
+func (r retryable) Transient() bool { return true }
+func (r retryable) Unwrap() error   { return r.error }
