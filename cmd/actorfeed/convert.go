@@ -54,14 +54,22 @@ Record i of the output is sample i of the input.`,
 				return usageError{fmt.Errorf("--shard-samples %d: want 1 to %d", perShard, maxShardSamples)}
 			}
 			if to != "recordio" {
-				n, shards, err := convertShards(cmd.Context(), path, out, perShard, shardFormats[to])
+				var n, shards int
+				err := toObjects(cmd.Context(), out, false, func(dir string) (err error) {
+					n, shards, err = convertShards(cmd.Context(), path, dir, perShard, shardFormats[to])
+					return err
+				})
 				if err != nil {
 					return err
 				}
 				fmt.Fprintf(cmd.OutOrStdout(), "wrote %d samples to %d shard(s) in %s\n", n, shards, out)
 				return nil
 			}
-			n, err := convertIDX(cmd.Context(), path, out, c)
+			var n int
+			err = toObjects(cmd.Context(), out, true, func(file string) (err error) {
+				n, err = convertIDX(cmd.Context(), path, file, c)
+				return err
+			})
 			if err != nil {
 				return err
 			}
@@ -69,7 +77,7 @@ Record i of the output is sample i of the input.`,
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&out, "out", "", "RecordIO file to write; with --to wds or tfrecord, the directory of the shards")
+	cmd.Flags().StringVar(&out, "out", "", "RecordIO file to write; with --to wds or tfrecord, the directory of the shards (either may be s3://bucket/key)")
 	cmd.Flags().StringVar(&to, "to", "recordio", "output format: recordio, wds (WebDataset shards of PNG images) or tfrecord (TFRecord shards of PNG images)")
 	cmd.Flags().StringVar(&comp, "compressor", "snappy", "chunk compression: none, snappy or gzip")
 	cmd.Flags().IntVar(&perShard, "shard-samples", 10000, "with --to wds or tfrecord: samples a shard")

@@ -51,10 +51,14 @@ or TFRecord files (image, label), sample i in shard i mod K.`,
 				return genImages(cmd, out, to, imageSet{files: s.files, samples: s.samples, size: size, seed: s.seed, format: to})
 			}
 			s.compressor = c
-			if err := s.fits(cmd.Context(), out); err != nil {
+			var paths []string
+			err = toObjects(cmd.Context(), out, false, func(dir string) error {
+				if err := s.fits(cmd.Context(), dir); err != nil {
+					return err
+				}
+				paths, err = s.write(cmd.Context(), dir)
 				return err
-			}
-			paths, err := s.write(cmd.Context(), out)
+			})
 			if err != nil {
 				return err
 			}
@@ -63,7 +67,7 @@ or TFRecord files (image, label), sample i in shard i mod K.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&out, "out", "", "directory to write the files to (created if missing)")
+	f.StringVar(&out, "out", "", "directory to write the files to (created if missing), or s3://bucket/prefix")
 	f.IntVar(&s.files, "files", 4, "number of files")
 	f.IntVar(&s.samples, "samples", 10000, "number of samples in all")
 	f.Uint64Var(&s.seed, "seed", 1, "seed of the data")
@@ -81,7 +85,7 @@ func genImages(cmd *cobra.Command, out, to string, s imageSet) error {
 	if err := checkInts(intFlag{"--image-size", s.size, 8, maxImageSize}, intFlag{"--samples", s.samples, s.files, 1 << 24}); err != nil {
 		return usageError{err}
 	}
-	if err := s.write(cmd.Context(), out); err != nil {
+	if err := toObjects(cmd.Context(), out, false, func(dir string) error { return s.write(cmd.Context(), dir) }); err != nil {
 		return err
 	}
 	fmt.Fprintf(cmd.OutOrStdout(), "wrote %d JPEG images in %d %s shards to %s\n", s.samples, s.files, to, out)

@@ -124,3 +124,46 @@ func TestAReplacedObjectStopsTheJob(t *testing.T) {
 	require.NotZero(t, code)
 	require.Contains(t, stderr, "another data set")
 }
+
+// gen and convert write to a bucket what they write to disk, each object
+// whole; a run reads it back as it reads the files.
+func TestGenAndConvertWriteObjects(t *testing.T) {
+	srv := s3server.Start(t)
+	srv.Bucket(t, "train")
+	srv.Env(t, srv.Endpoint)
+	dir := t.TempDir()
+	for _, args := range [][]string{
+		{"gen", "--out", "s3://train/gen", "--files", "3", "--samples", "3000"},
+		{"gen", "--out", "local", "--files", "3", "--samples", "3000"},
+		{"gen", "--out", "s3://train/jpg/", "--to", "wds", "--files", "2", "--samples", "20", "--image-size", "32"},
+	} {
+		_, stderr, code := execCLI(t, dir, args...)
+		require.Zero(t, code, "%v: %s", args, stderr)
+	}
+	for _, data := range []string{"s3://train/gen/*.recordio", "local/*.recordio"} {
+		_, stderr, code := execCLI(t, dir, "run", "--data", data, "--batch", "32", "--emit-ids", filepath.Base(filepath.Dir(data))+".jsonl")
+		require.Zero(t, code, stderr)
+	}
+	require.Equal(t, sortedLines(t, filepath.Join(dir, "local.jsonl")), sortedLines(t, filepath.Join(dir, "gen.jsonl")))
+	out, stderr, code := execCLI(t, dir, "run", "--data", "s3://train/jpg/*.tar", "--batch", "4")
+	require.Zero(t, code, stderr)
+	require.Contains(t, out, "20 samples")
+
+	images := filepath.Join(dir, "x-images-idx3-ubyte")
+	writeIDX(t, images, 20)
+	for _, args := range [][]string{
+		{"convert", images, "--out", "s3://train/fm/x.recordio"},
+		{"convert", images, "--to", "tfrecord", "--shard-samples", "8", "--out", "s3://train/fm/tf"},
+	} {
+		_, stderr, code := execCLI(t, dir, args...)
+		require.Zero(t, code, "%v: %s", args, stderr)
+	}
+	for _, data := range []string{"s3://train/fm/x.recordio", "s3://train/fm/tf/*.tfrecord"} {
+		out, stderr, code := execCLI(t, dir, "run", "--data", data, "--batch", "4")
+		require.Zero(t, code, "%s: %s", data, stderr)
+		require.Contains(t, out, "20 samples", data)
+	}
+	_, stderr, code = execCLI(t, dir, "convert", images, "--out", "s3://train/fm/")
+	require.Equal(t, 2, code)
+	require.Contains(t, stderr, "name the object")
+}

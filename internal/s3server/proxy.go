@@ -49,6 +49,7 @@ func NewProxy(t testing.TB, s *Server) *Proxy {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		f := p.fault(r)
 		if f.Status != 0 {
+			_, _ = io.Copy(io.Discard, r.Body) // as a server does: the client sees the answer, not a reset
 			w.Header().Set("Content-Type", "application/xml")
 			w.WriteHeader(f.Status)
 			_, _ = io.WriteString(w, `<?xml version="1.0" encoding="UTF-8"?><Error><Code>`+code(f.Status)+`</Code><Message>injected</Message></Error>`)

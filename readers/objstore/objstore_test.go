@@ -6,6 +6,8 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -215,4 +217,40 @@ func TestSmallReadsReadAhead(t *testing.T) {
 	_, err = io.ReadFull(o, b)
 	require.NoError(t, err)
 	require.Equal(t, data[100:110], b)
+}
+
+// An upload appears whole, by one PUT or by parts; one whose part fails
+// does not appear at all.
+func TestUploadsAppearWholeOrNotAtAll(t *testing.T) {
+	_, p, s := setup(t, nil)
+	dir := t.TempDir()
+	for _, n := range []int{1000, 20 << 20} {
+		data := random(n)
+		local := filepath.Join(dir, fmt.Sprint(n))
+		require.NoError(t, os.WriteFile(local, data, 0o644))
+		url := fmt.Sprintf("s3://bkt/up/%d", n)
+		require.NoError(t, s.Upload(t.Context(), url, local))
+		o, err := s.Open(t.Context(), url)
+		require.NoError(t, err)
+		got := make([]byte, n)
+		_, err = o.ReadAt(got, 0)
+		require.NoError(t, err)
+		require.Equal(t, data, got, "%d bytes", n)
+		o.Close()
+	}
+	parts := 0
+	p.Faults = func(n int, r *http.Request) s3server.Fault {
+		if r.Method == http.MethodPut && r.URL.Query().Has("partNumber") {
+			parts++
+			if r.URL.Query().Get("partNumber") == "2" {
+				return s3server.Fault{Status: http.StatusForbidden}
+			}
+		}
+		return s3server.Fault{}
+	}
+	require.Error(t, s.Upload(t.Context(), "s3://bkt/up/failed", filepath.Join(dir, fmt.Sprint(20<<20))))
+	require.GreaterOrEqual(t, parts, 2, "by parts")
+	_, err := s.Open(t.Context(), "s3://bkt/up/failed")
+	require.ErrorIs(t, err, objstore.ErrNoObject)
+	require.Error(t, s.Upload(t.Context(), "s3://bkt/up/", filepath.Join(dir, "1000")))
 }
