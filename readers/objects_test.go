@@ -12,7 +12,9 @@ import (
 	"github.com/actorfeed/actorfeed/internal/s3server"
 	"github.com/actorfeed/actorfeed/internal/testutil"
 	"github.com/actorfeed/actorfeed/readers"
+	"github.com/actorfeed/actorfeed/readers/format"
 	"github.com/actorfeed/actorfeed/readers/objstore"
+	"github.com/actorfeed/actorfeed/readers/recordio"
 	"github.com/actorfeed/actorfeed/tensor"
 )
 
@@ -114,4 +116,43 @@ func TestObjectsThatAreNotThere(t *testing.T) {
 	}
 	_, err := readers.Open("s3://data/train-images-idx3-ubyte", readers.OpenOptions{})
 	require.ErrorContains(t, err, "read from local disk only")
+}
+
+// A chunk that an index placed is read in one read, header and payload
+// (a request each, on an object store); damage since the index was read
+// is found as before.
+func TestAnIndexedChunkIsOneRead(t *testing.T) {
+	path := testutil.WriteRecords(t, filepath.Join(t.TempDir(), "a.recordio"), 4096, 3000,
+		func(r int) tensor.Slots { return testutil.Sample(0, r) })
+	f, err := os.Open(path)
+	require.NoError(t, err)
+	defer f.Close()
+	st, err := f.Stat()
+	require.NoError(t, err)
+	c := &countingReaderAt{f: f}
+	rf := readers.NewRecordFile(c, st.Size(), path, nil)
+	x, err := rf.Index()
+	require.NoError(t, err)
+	require.Greater(t, len(x.Chunks), 3)
+	chunk := x.Chunks[2]
+	c.reads = 0
+	require.NoError(t, rf.SeekIndexed(x, chunk.FirstRecord))
+	s, err := rf.Next(t.Context())
+	require.NoError(t, err)
+	require.True(t, testutil.Sample(0, chunk.FirstRecord).Equal(s))
+	require.Equal(t, 1, c.reads, "header and payload in one read")
+
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	b[chunk.Offset+recordio.HeaderSize+10] ^= 0xff
+	damaged := filepath.Join(t.TempDir(), "b.recordio")
+	require.NoError(t, os.WriteFile(damaged, b, 0o644))
+	g, err := os.Open(damaged)
+	require.NoError(t, err)
+	defer g.Close()
+	rg := readers.NewRecordFile(g, st.Size(), damaged, nil)
+	require.NoError(t, rg.SeekIndexed(x, chunk.FirstRecord))
+	_, err = rg.Next(t.Context())
+	require.ErrorIs(t, err, format.ErrCorrupt)
+	require.ErrorContains(t, err, "checksum")
 }

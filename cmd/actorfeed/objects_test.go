@@ -12,14 +12,23 @@ import (
 	"github.com/actorfeed/actorfeed/internal/s3server"
 )
 
+// serveSet serves the RecordIO files of data as objects under
+// s3://train/set/, and points the test's AWS environment at the server.
+func serveSet(t *testing.T, data string) (*s3server.Server, []string) {
+	t.Helper()
+	srv := s3server.Start(t)
+	srv.Bucket(t, "train")
+	urls := srv.PutFiles(t, "train", "set/", filepath.Join(data, "*.recordio"))
+	srv.Env(t, srv.Endpoint)
+	return srv, urls
+}
+
 // A run over objects named by a glob delivers the batches of the same run
 // over the files on disk, id for id, through a store that throttles and
 // cuts bodies off; a bucket that is not there is one line naming it.
 func TestRunOverObjects(t *testing.T) {
 	data := genSet(t, 3, 3000)
-	srv := s3server.Start(t)
-	srv.Bucket(t, "train")
-	srv.PutFiles(t, "train", "set/", filepath.Join(data, "*.recordio"))
+	srv, _ := serveSet(t, data)
 	srv.Put(t, "train", "set/README", []byte("not matched"))
 	p := s3server.NewProxy(t, srv)
 	srv.Env(t, p.URL)
@@ -61,11 +70,8 @@ func TestRunOverObjects(t *testing.T) {
 // no root is refused.
 func TestServiceWorkersReadObjects(t *testing.T) {
 	data := genSet(t, 3, 3000)
-	srv := s3server.Start(t)
-	srv.Bucket(t, "train")
-	srv.PutFiles(t, "train", "set/", filepath.Join(data, "*.recordio"))
+	srv, _ := serveSet(t, data)
 	srv.PutFiles(t, "train", "other/", filepath.Join(data, "*.recordio"))
-	srv.Env(t, srv.Endpoint)
 	dir := t.TempDir()
 	args := []string{"run", "--data", "s3://train/set/*.recordio", "--batch", "32", "--devices", "2", "--seed", "9"}
 	_, stderr, code := execCLI(t, dir, append(args, "--emit-ids", "local.jsonl")...)
@@ -82,11 +88,7 @@ func TestServiceWorkersReadObjects(t *testing.T) {
 
 // The metrics count the requests made of object stores and the bytes read.
 func TestObjectMetrics(t *testing.T) {
-	data := genSet(t, 2, 400)
-	srv := s3server.Start(t)
-	srv.Bucket(t, "train")
-	urls := srv.PutFiles(t, "train", "set/", filepath.Join(data, "*.recordio"))
-	srv.Env(t, srv.Endpoint)
+	_, urls := serveSet(t, genSet(t, 2, 400))
 	sys := actors.NewSystem()
 	p, err := actors.NewDevices([]actors.Stage{actors.Files{Paths: urls}, actors.Batch{Size: 20}}, actors.Devices{N: 1}, actors.Options{System: sys})
 	require.NoError(t, err)
@@ -103,10 +105,7 @@ func TestObjectMetrics(t *testing.T) {
 func TestAReplacedObjectStopsTheJob(t *testing.T) {
 	data := genSet(t, 2, 20000)
 	other := genSet(t, 2, 20000, "--seed", "77")
-	srv := s3server.Start(t)
-	srv.Bucket(t, "train")
-	srv.PutFiles(t, "train", "set/", filepath.Join(data, "*.recordio"))
-	srv.Env(t, srv.Endpoint)
+	srv, _ := serveSet(t, data)
 	dir := t.TempDir()
 	args := []string{"run", "--data", "s3://train/set/*.recordio", "--batch", "32"}
 	_, stderr, code := execCLI(t, dir, append(args, "--passes", "1", "--checkpoint", "state.json")...)

@@ -21,15 +21,16 @@ type Object struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	off    int64 // Read's and Seek's
-	// ahead holds the object's bytes from aheadAt on: Read reads ahead a
-	// range at a time, so that a reader's small reads (a TFRecord
-	// length, a gzip stream's buffer) are not a request each.
-	ahead   []byte
-	aheadAt int64
+	ahead  readAhead
+	// readBuf holds the object's bytes from readAt on: Read reads a range
+	// at a time, so that a reader's small reads (a TFRecord length, a gzip
+	// stream's buffer) are not a request each.
+	readBuf []byte
+	readAt  int64
 }
 
-// readAhead is the range Read asks for at a time.
-const readAhead = 256 << 10
+// readRange is the range Read asks for at a time.
+const readRange = 256 << 10
 
 // Open looks the object at url up: its size and the version (ETag) every
 // read of it then asks for.
@@ -71,8 +72,9 @@ func (o *Object) ETag() string { return o.etag }
 func (o *Object) URL() string { return o.url.String() }
 
 // ReadAt reads len(p) bytes at off by ranged GETs of the version opened; a
-// body cut off is read on from the byte it reached. It returns io.EOF when
-// the object ends before p is full.
+// body cut off is read on from the byte it reached. Reads that move
+// forward through the object are served from its read-ahead (ahead.go).
+// It returns io.EOF when the object ends before p is full.
 func (o *Object) ReadAt(p []byte, off int64) (int, error) {
 	if off < 0 {
 		return 0, fmt.Errorf("%s: read at %d", o.url, off)
@@ -81,9 +83,27 @@ func (o *Object) ReadAt(p []byte, off int64) (int, error) {
 		return 0, io.EOF
 	}
 	want := p[:min(int64(len(p)), o.size-off)]
+	n := o.ahead.serve(want, off)
+	if n < len(want) {
+		got, err := o.fetch(want[n:], off+int64(n))
+		n += got
+		if err != nil {
+			return n, err
+		}
+	}
+	o.ahead.next(o, off, off+int64(n))
+	if n < len(p) {
+		return n, io.EOF
+	}
+	return n, nil
+}
+
+// fetch reads exactly p at off (within the object), retrying a body cut
+// off from the byte it reached.
+func (o *Object) fetch(p []byte, off int64) (int, error) {
 	n := 0
-	for attempt := 1; len(want) > n; attempt++ {
-		got, err := o.get(want[n:], off+int64(n))
+	for attempt := 1; len(p) > n; attempt++ {
+		got, err := o.get(p[n:], off+int64(n))
 		n += got
 		if err == nil {
 			continue
@@ -97,9 +117,6 @@ func (o *Object) ReadAt(p []byte, off int64) (int, error) {
 		if err := sleep(o.ctx, o.store.backoff(attempt)); err != nil {
 			return n, fmt.Errorf("%s: %w", o.url, err)
 		}
-	}
-	if n < len(p) {
-		return n, io.EOF
 	}
 	return n, nil
 }
@@ -120,7 +137,13 @@ func (o *Object) get(p []byte, off int64) (int, error) {
 	if err != nil {
 		return 0, describe(o.url, err)
 	}
-	defer out.Body.Close()
+	defer func() {
+		// Read to the end, past the last byte asked for: a body closed
+		// before its end closes its connection, and every GET would then
+		// dial a new one.
+		_, _ = io.Copy(io.Discard, out.Body)
+		out.Body.Close()
+	}()
 	n, err := io.ReadFull(out.Body, p)
 	o.store.read(n)
 	if err != nil {
@@ -140,8 +163,8 @@ func (o *Object) Read(p []byte) (int, error) {
 	if o.off >= o.size {
 		return 0, io.EOF
 	}
-	if o.off < o.aheadAt || o.off >= o.aheadAt+int64(len(o.ahead)) {
-		if len(p) >= readAhead {
+	if o.off < o.readAt || o.off >= o.readAt+int64(len(o.readBuf)) {
+		if len(p) >= readRange {
 			n, err := o.ReadAt(p, o.off)
 			o.off += int64(n)
 			if n > 0 && errors.Is(err, io.EOF) {
@@ -149,16 +172,16 @@ func (o *Object) Read(p []byte) (int, error) {
 			}
 			return n, err
 		}
-		if o.ahead == nil {
-			o.ahead = make([]byte, readAhead)
+		if o.readBuf == nil {
+			o.readBuf = make([]byte, readRange)
 		}
-		n, err := o.ReadAt(o.ahead[:min(readAhead, o.size-o.off)], o.off)
-		o.ahead, o.aheadAt = o.ahead[:n], o.off
+		n, err := o.ReadAt(o.readBuf[:min(readRange, o.size-o.off)], o.off)
+		o.readBuf, o.readAt = o.readBuf[:n], o.off
 		if n == 0 {
 			return 0, err
 		}
 	}
-	n := copy(p, o.ahead[o.off-o.aheadAt:])
+	n := copy(p, o.readBuf[o.off-o.readAt:])
 	o.off += int64(n)
 	return n, nil
 }
@@ -178,8 +201,10 @@ func (o *Object) Seek(offset int64, whence int) (int64, error) {
 	return offset, nil
 }
 
-// Close ends the reads under way and any to come.
+// Close ends the reads under way and any to come, and waits for the
+// read-ahead's.
 func (o *Object) Close() error {
 	o.cancel()
+	o.ahead.wait()
 	return nil
 }

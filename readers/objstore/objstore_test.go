@@ -172,6 +172,14 @@ func TestErrorsRetryingCannotMend(t *testing.T) {
 	require.ErrorIs(t, err, objstore.ErrDenied)
 	require.ErrorContains(t, err, "s3://bkt/data")
 	require.Equal(t, 1, p.Requests()-before, "not retried")
+
+	t.Setenv("AWS_ACCESS_KEY_ID", "")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "")
+	none, err := objstore.New(t.Context(), objstore.Options{})
+	require.NoError(t, err)
+	_, err = none.Open(t.Context(), "s3://bkt/data")
+	require.ErrorIs(t, err, objstore.ErrNoCreds)
+	require.ErrorContains(t, err, "s3://bkt/data")
 }
 
 // A glob lists every page: more objects than a page holds, in key order,
@@ -198,10 +206,10 @@ func TestGlobReadsEveryPage(t *testing.T) {
 	require.True(t, strings.HasPrefix(want[0], objstore.Scheme))
 }
 
-// Small reads in order are served from a range read ahead, not a request
-// each; a seek outside it reads a new one.
+// Small reads in order are served from a range at a time, and once they
+// run on, from windows read ahead; a seek outside them reads a new range.
 func TestSmallReadsReadAhead(t *testing.T) {
-	data := random(600_000)
+	data := random(2_000_000)
 	_, p, s := setup(t, data)
 	o, err := s.Open(t.Context(), "s3://bkt/data")
 	require.NoError(t, err)
@@ -210,7 +218,7 @@ func TestSmallReadsReadAhead(t *testing.T) {
 	got, err := io.ReadAll(struct{ io.Reader }{o}) // 512-byte reads and up
 	require.NoError(t, err)
 	require.Equal(t, data, got)
-	require.Equal(t, 3, p.Requests()-before, "three 256 KiB ranges")
+	require.Equal(t, 5, p.Requests()-before, "three 256 KiB ranges, then the rest in two windows read ahead")
 	_, err = o.Seek(100, io.SeekStart)
 	require.NoError(t, err)
 	b := make([]byte, 10)

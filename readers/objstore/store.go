@@ -19,6 +19,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/smithy-go"
+	"github.com/aws/smithy-go/logging"
 )
 
 // Errors a user can act on; each wraps the store's own error too.
@@ -27,6 +28,7 @@ var (
 	ErrNoObject = errors.New("no such object")
 	ErrDenied   = errors.New("access denied: check the credentials (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_PROFILE) and the bucket's permissions")
 	ErrReplaced = errors.New("the object was replaced while it was read (its ETag changed): restart the job on the new version")
+	ErrNoCreds  = errors.New("no credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE")
 )
 
 // Options tune a Store.
@@ -57,7 +59,9 @@ func New(ctx context.Context, opts Options) (*Store, error) {
 		opts.Backoff = 100 * time.Millisecond
 	}
 	s := &Store{opts: opts}
-	cfg, err := config.LoadDefaultConfig(ctx, config.WithRetryer(func() aws.Retryer {
+	// The SDK's own log lines (an instance metadata service that is not
+	// there, say) would break the one line an error is to the user.
+	cfg, err := config.LoadDefaultConfig(ctx, config.WithLogger(logging.Nop{}), config.WithRetryer(func() aws.Retryer {
 		return retry.NewStandard(func(o *retry.StandardOptions) {
 			o.MaxAttempts = opts.Attempts
 			o.Backoff = retry.BackoffDelayerFunc(func(attempt int, _ error) (time.Duration, error) {
@@ -163,6 +167,8 @@ func describe(u URL, err error) error {
 	}
 	var kind error
 	switch {
+	case strings.Contains(err.Error(), "get identity: "): // the SDK found no credentials; it has no error type for it
+		kind = ErrNoCreds
 	case code == "NoSuchBucket":
 		kind = ErrNoBucket
 	case code == "NoSuchKey" || status == http.StatusNotFound:

@@ -35,8 +35,12 @@ type chunkReader struct {
 	name       string
 	maxDecoded int
 
-	hdr     [HeaderSize]byte
-	stored  []byte
+	hdr    [HeaderSize]byte
+	stored []byte
+	// ahead, when not nil, is the chunk at aheadAt read whole, header and
+	// payload, by one read (prefetch): header and load read it from there.
+	ahead   []byte
+	aheadAt int64
 	decoded []byte // the last decoded payload; its capacity is kept for the next
 	starts  []int  // offsets of the records in cur
 	cur     []byte // the loaded chunk's decoded payload
@@ -97,7 +101,7 @@ const pooledBytes = 4 * DefaultMaxChunkBytes
 // again.
 func (c *chunkReader) release() {
 	b := &chunkBuffers{stored: c.stored[:0], decoded: c.decoded[:0], starts: c.starts[:0], snappy: c.snappy, gzip: c.gzip}
-	c.stored, c.decoded, c.starts, c.cur, c.snappy, c.gzip = nil, nil, nil, nil, nil, nil
+	c.stored, c.decoded, c.starts, c.cur, c.snappy, c.gzip, c.ahead = nil, nil, nil, nil, nil, nil, nil
 	if b.size() == 0 && b.snappy == nil && b.gzip == nil {
 		return
 	}
@@ -123,7 +127,9 @@ func (c *chunkReader) header(k int, off int64) (h Header, parsed bool, err error
 	if c.size-off < HeaderSize {
 		return Header{}, false, c.fail(k, off, format.Truncated("chunk header has %d of %d bytes", c.size-off, HeaderSize))
 	}
-	if _, err := c.r.ReadAt(c.hdr[:], off); err != nil {
+	if c.ahead != nil && c.aheadAt == off {
+		copy(c.hdr[:], c.ahead)
+	} else if _, err := c.r.ReadAt(c.hdr[:], off); err != nil {
 		return Header{}, false, c.fail(k, off, readErr(err, "chunk header"))
 	}
 	h, ok := parseHeader(c.hdr[:])
@@ -137,6 +143,27 @@ func (c *chunkReader) header(k int, off int64) (h Header, parsed bool, err error
 		return h, true, c.fail(k, off, format.Corrupt("unknown compressor %d", uint32(h.Compressor)))
 	}
 	return h, true, nil
+}
+
+// prefetch reads chunk info, whose header an index gave, header and
+// payload in one read, which header and load then take their bytes from:
+// one request a chunk where a read is a request (an object store). What
+// the read gets is checked as the two reads' bytes would be; a read that
+// fails, or a chunk too large, is left to them, which say what is wrong.
+func (c *chunkReader) prefetch(info ChunkInfo) {
+	c.ahead = nil
+	n := HeaderSize + int64(info.StoredSize)
+	if info.StoredSize == 0 || n > c.size-info.Offset || int64(info.StoredSize) > c.maxStored(info.Compressor) {
+		return
+	}
+	if int64(cap(c.stored)) < n {
+		c.stored = make([]byte, n)
+	}
+	buf := c.stored[:n]
+	if _, err := c.r.ReadAt(buf, info.Offset); err != nil {
+		return
+	}
+	c.ahead, c.aheadAt = buf, info.Offset
 }
 
 // readErr turns a failed ReadAt of a range that the size said was there into
@@ -155,12 +182,17 @@ func (c *chunkReader) load(info ChunkInfo) error {
 		return c.fail(info.Index, info.Offset, format.Corrupt("chunk of %d stored bytes exceeds the %d-byte limit", info.StoredSize, c.maxStored(info.Compressor)))
 	}
 	n := int(info.StoredSize)
-	if cap(c.stored) < n {
-		c.stored = make([]byte, n)
-	}
-	c.stored = c.stored[:n]
-	if _, err := c.r.ReadAt(c.stored, info.Offset+HeaderSize); err != nil {
-		return c.fail(info.Index, info.Offset, readErr(err, "chunk payload"))
+	if c.ahead != nil && c.aheadAt == info.Offset && len(c.ahead) == HeaderSize+n {
+		c.stored, c.ahead = c.ahead[HeaderSize:], nil
+	} else {
+		c.ahead = nil
+		if cap(c.stored) < n {
+			c.stored = make([]byte, n)
+		}
+		c.stored = c.stored[:n]
+		if _, err := c.r.ReadAt(c.stored, info.Offset+HeaderSize); err != nil {
+			return c.fail(info.Index, info.Offset, readErr(err, "chunk payload"))
+		}
 	}
 	if sum := crc32.ChecksumIEEE(c.stored); sum != info.Checksum {
 		return c.fail(info.Index, info.Offset, format.Corrupt("checksum %#08x does not match header %#08x", sum, info.Checksum))
@@ -347,6 +379,9 @@ type Scanner struct {
 	bad    ChunkInfo // where the damage err reports starts
 	skip   skipKind  // how SkipChunk gets past it
 	seg    segment   // the markers seen, to prove the file whole at its end
+	// hint is the chunk Reset started at as an index gave it: its header
+	// and payload are read in one read (chunkReader.prefetch).
+	hint ChunkInfo
 }
 
 // skipKind is how far a Scanner's damage reaches.
@@ -379,8 +414,9 @@ func (s *Scanner) Release() {
 // the file) and clears its error, keeping its buffers: a new pass over the
 // same file allocates nothing.
 func (s *Scanner) Reset(start ChunkInfo) {
+	hint := start
 	start.Header = Header{}
-	*s = Scanner{c: s.c, next: start, loaded: ChunkInfo{Index: -1}}
+	*s = Scanner{c: s.c, next: start, loaded: ChunkInfo{Index: -1}, hint: hint}
 }
 
 // Scan advances to the next record. It returns false at the end of the file
@@ -390,6 +426,10 @@ func (s *Scanner) Scan() bool {
 		return false
 	}
 	for s.i >= s.n {
+		if s.hint.StoredSize > 0 && s.hint.Offset == s.next.Offset && s.hint.Index == s.next.Index {
+			s.c.prefetch(s.hint)
+			s.hint = ChunkInfo{}
+		}
 		h, _, err := s.c.header(s.next.Index, s.next.Offset)
 		if errors.Is(err, io.EOF) && s.seg.completeness() == CutShort {
 			err = s.c.cutShort(s.next.Index)
