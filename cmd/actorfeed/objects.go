@@ -49,13 +49,12 @@ func toObjects(ctx context.Context, out string, file bool, write func(local stri
 	if err != nil {
 		return err
 	}
-	prefix := strings.TrimSuffix(out, "/") + "/"
-	if u.Key == "" {
-		prefix = out
+	if u.Key != "" && !strings.HasSuffix(u.Key, "/") {
+		u.Key += "/"
 	}
 	for _, e := range entries {
 		if e.Type().IsRegular() {
-			if err := s.Upload(ctx, prefix+e.Name(), filepath.Join(dir, e.Name())); err != nil {
+			if err := s.Upload(ctx, u.String()+e.Name(), filepath.Join(dir, e.Name())); err != nil {
 				return err
 			}
 		}

@@ -129,11 +129,13 @@ func TestAReplacedObjectStopsTheJob(t *testing.T) {
 func TestGenAndConvertWriteObjects(t *testing.T) {
 	srv := s3server.Start(t)
 	srv.Bucket(t, "train")
+	srv.Bucket(t, "whole")
 	srv.Env(t, srv.Endpoint)
 	dir := t.TempDir()
 	for _, args := range [][]string{
 		{"gen", "--out", "s3://train/gen", "--files", "3", "--samples", "3000"},
 		{"gen", "--out", "local", "--files", "3", "--samples", "3000"},
+		{"gen", "--out", "s3://whole", "--files", "2", "--samples", "10"},
 		{"gen", "--out", "s3://train/jpg/", "--to", "wds", "--files", "2", "--samples", "20", "--image-size", "32"},
 	} {
 		_, stderr, code := execCLI(t, dir, args...)
@@ -144,7 +146,10 @@ func TestGenAndConvertWriteObjects(t *testing.T) {
 		require.Zero(t, code, stderr)
 	}
 	require.Equal(t, sortedLines(t, filepath.Join(dir, "local.jsonl")), sortedLines(t, filepath.Join(dir, "gen.jsonl")))
-	out, stderr, code := execCLI(t, dir, "run", "--data", "s3://train/jpg/*.tar", "--batch", "4")
+	out, stderr, code := execCLI(t, dir, "run", "--data", "s3://whole/*.recordio", "--batch", "4")
+	require.Zero(t, code, stderr)
+	require.Contains(t, out, "10 samples", "a bucket's top level")
+	out, stderr, code = execCLI(t, dir, "run", "--data", "s3://train/jpg/*.tar", "--batch", "4")
 	require.Zero(t, code, stderr)
 	require.Contains(t, out, "20 samples")
 

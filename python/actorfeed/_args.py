@@ -33,7 +33,7 @@ def _bool(name, v):
 
 def data_entries(data):
     """The files or globs of data, each optionally format:path; each must
-    name a file now."""
+    name a file now, unless it is an object's URL (s3://bucket/key)."""
     entries = [data] if isinstance(data, (str, os.PathLike)) else data
     if not isinstance(entries, (list, tuple)) or not entries:
         raise ValueError("data must be a path, a glob, or a non-empty list of them, not %r" % (data,))
@@ -48,7 +48,9 @@ def data_entries(data):
             path = rest
         elif e.startswith("tfrecord(") and "):" in e:
             path = e.split("):", 1)[1]
-        if glob.has_magic(path):
+        if path.startswith("s3://"):
+            pass  # an object, or a pattern of them: the feed lists and opens them, and says what is wrong
+        elif glob.has_magic(path):
             if not glob.glob(path):
                 raise ValueError("data: %s matches no file" % e)
         elif not os.path.isfile(path):

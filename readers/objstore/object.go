@@ -128,12 +128,15 @@ var errBody = errors.New("reading an object's body")
 // to retry.
 func (o *Object) get(p []byte, off int64) (int, error) {
 	o.store.asked()
-	out, err := o.store.client.GetObject(o.ctx, &s3.GetObjectInput{
-		Bucket:  &o.url.Bucket,
-		Key:     &o.url.Key,
-		Range:   aws.String(fmt.Sprintf("bytes=%d-%d", off, off+int64(len(p))-1)),
-		IfMatch: aws.String(o.etag),
-	})
+	in := &s3.GetObjectInput{
+		Bucket: &o.url.Bucket,
+		Key:    &o.url.Key,
+		Range:  aws.String(fmt.Sprintf("bytes=%d-%d", off, off+int64(len(p))-1)),
+	}
+	if o.etag != "" { // a store that gives no ETag cannot pin a version
+		in.IfMatch = aws.String(o.etag)
+	}
+	out, err := o.store.client.GetObject(o.ctx, in)
 	if err != nil {
 		return 0, describe(o.url, err)
 	}
