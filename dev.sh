@@ -8,7 +8,8 @@
 #   ./dev.sh race     every test under the race detector
 #   ./dev.sh lint     gofmt, go vet, staticcheck (pinned in go.mod's tools)
 #   ./dev.sh bench [go test flags]   every benchmark (CI: -race -benchtime=1x)
-#   ./dev.sh sim      the fault-injection, preemption and network scenarios
+#   ./dev.sh sim      the fault-injection, preemption, network and
+#                     object-store scenarios
 #   ./dev.sh fuzz     short runs of every fuzz target (FUZZTIME overrides)
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -84,6 +85,9 @@ sim)
   go run ./cmd/actorfeed sim --preempt --scenarios 1000 --seed "$seed" --parallel 4
   echo "== the data service under network faults: a hostile trainer beside a well-behaved one, then 300 scenarios (docs/distributed.md)"
   go run ./cmd/actorfeed sim --network --scenarios 300 --seed "$seed" --parallel 4
+  echo "== object stores: reads of s3:// objects through throttling, server errors and cut bodies, against disk (docs/storage.md)"
+  s3_gateway
+  go run ./cmd/actorfeed sim --object-store --scenarios 150 --seed "$seed"
   ;;
 fuzz)
   # Budgets are counts of executions (10 s to 2 min each here, most of it

@@ -39,17 +39,17 @@ type RecordFile struct {
 }
 
 // OpenRecordFile opens a RecordIO file of encoded instances.
-func OpenRecordFile(path string) (*RecordFile, error) { return openRecordFile(nil, path) }
+func OpenRecordFile(path string) (*RecordFile, error) { return openRecordFile(OpenOptions{}, path) }
 
-func openRecordFile(open format.Opener, path string) (*RecordFile, error) {
+func openRecordFile(opts OpenOptions, path string) (*RecordFile, error) {
 	if objstore.IsURL(path) {
-		o, err := openObject(path)
+		o, err := openObject(opts.Objects, path)
 		if err != nil {
 			return nil, fmt.Errorf("recordio: %w", err)
 		}
 		return NewRecordFile(o, o.Size(), path, o), nil
 	}
-	f, size, err := format.OpenFileWith(open, "recordio", path)
+	f, size, err := format.OpenFileWith(opts.Open, "recordio", path)
 	if err != nil {
 		return nil, err
 	}
@@ -66,7 +66,7 @@ func NewRecordFile(r io.ReaderAt, size int64, name string, c io.Closer) *RecordF
 }
 
 func openRecordIO(path string, opts OpenOptions) (Reader, error) {
-	return openRecordFile(opts.Open, path)
+	return openRecordFile(opts, path)
 }
 
 // Samples yields sample(0), ..., sample(n-1), for WriteRecordFile; it stops

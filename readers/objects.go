@@ -11,13 +11,15 @@ import (
 // opener holds no context.
 const objectLookup = 2 * time.Minute
 
-// openObject opens the object at url through the process's store.
-func openObject(url string) (*objstore.Object, error) {
+// openObject opens the object at url through s, or the process's store.
+func openObject(s *objstore.Store, url string) (*objstore.Object, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), objectLookup)
 	defer cancel()
-	s, err := objstore.Default(ctx)
-	if err != nil {
-		return nil, err
+	if s == nil {
+		var err error
+		if s, err = objstore.Default(ctx); err != nil {
+			return nil, err
+		}
 	}
 	return s.Open(ctx, url)
 }

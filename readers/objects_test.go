@@ -49,7 +49,7 @@ func TestFormatsReadFromObjects(t *testing.T) {
 	srv.Bucket(t, "data")
 	p := s3server.NewProxy(t, srv)
 	srv.Env(t, p.URL)
-	p.Faults = func(n int, r *http.Request) s3server.Fault {
+	p.SetFaults(func(n int, r *http.Request) s3server.Fault {
 		switch {
 		case r.Method == http.MethodGet && n%7 == 3:
 			return s3server.Fault{Cut: 700}
@@ -57,7 +57,7 @@ func TestFormatsReadFromObjects(t *testing.T) {
 			return s3server.Fault{Status: http.StatusServiceUnavailable}
 		}
 		return s3server.Fault{}
-	}
+	})
 
 	rio := testutil.WriteRecords(t, filepath.Join(t.TempDir(), "part-0.recordio"), 4096, 3000,
 		func(r int) tensor.Slots { return testutil.Sample(0, r) })

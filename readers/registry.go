@@ -33,6 +33,9 @@ type OpenOptions struct {
 	// Params are the entry's format parameters, "format(params):path"
 	// (a TFRecord file's features); Open sets them from the entry.
 	Params string
+	// Objects reads s3:// URLs (objstore.Default, from the environment,
+	// when nil).
+	Objects *objstore.Store
 }
 
 // OpenFunc opens one file of a format as a Reader of instances.

@@ -35,6 +35,7 @@ type simOptions struct {
 	parallel    int
 	preempt     bool
 	network     bool
+	objects     bool // object-store scenarios (sim/objsim)
 	inProcess   bool // --network's workers as nodes in this process
 	deadlineSet bool
 	whatIf      whatIfOptions
@@ -141,6 +142,12 @@ func (o *simOptions) run(cmd *cobra.Command) error {
 	if o.scenarios < 0 || o.deadline <= 0 || o.parallel < 1 || (o.show != "" && o.show != "all" && o.show != "fail") {
 		return usageError{fmt.Errorf("--scenarios must not be negative, --deadline and --parallel must be positive, --show is all or fail")}
 	}
+	if o.objects {
+		if o.preempt || o.network {
+			return usageError{fmt.Errorf("--object-store excludes --preempt and --network")}
+		}
+		return runObjSim(cmd.Context(), cmd.OutOrStdout(), *o)
+	}
 	if o.network {
 		if o.preempt {
 			return usageError{fmt.Errorf("--network and --preempt exclude each other")}
@@ -163,6 +170,7 @@ func (o *simOptions) flags(f *pflag.FlagSet) {
 	f.StringVar(&o.show, "show", "", "rows of the table: all or fail (default all up to 100 scenarios)")
 	f.BoolVar(&o.preempt, "preempt", false, "preempt and resume every scenario's job, as ranks of a trainer")
 	f.BoolVar(&o.network, "network", false, "run data-service scenarios instead: workers behind fault-injecting proxies (docs/distributed.md)")
+	f.BoolVar(&o.objects, "object-store", false, "run object-store scenarios instead: s3:// reads through throttling, errors and cut bodies (docs/storage.md; needs versitygw)")
 	f.BoolVar(&o.inProcess, "workers-in-process", false, "--network: run the workers as nodes in this process, not as actorfeed serve processes")
 	f.IntVar(&o.parallel, "parallel", 1, "scenarios run at a time")
 	f.StringVar(&o.whatIf.spec, "spec", "", "run this YAML program (docs/programs.md) under --faults instead of generated scenarios")

@@ -11,8 +11,6 @@ import (
 	"net/url"
 	"sync"
 	"testing"
-
-	"github.com/stretchr/testify/require"
 )
 
 // Fault is what a Proxy does to one request.
@@ -21,21 +19,34 @@ type Fault struct {
 	Cut    int64 // pass it on, but cut the answer's body off after this many bytes (0: do not)
 }
 
-// Proxy passes requests to a server, doing to each what its Faults says.
+// Proxy passes requests to a server, doing to each what SetFaults says.
 type Proxy struct {
 	URL string
 	mu  sync.Mutex
-	// Faults is asked, under the proxy's lock, what to do to the n-th
-	// request (from 0) with this method.
-	Faults   func(n int, r *http.Request) Fault
+	// faults is asked, under the proxy's lock, what to do to the n-th
+	// request (from 0) since SetFaults.
+	faults   func(n int, r *http.Request) Fault
 	requests int
+	srv      *httptest.Server
 }
 
 // NewProxy starts a proxy to s until the test ends.
 func NewProxy(t testing.TB, s *Server) *Proxy {
 	t.Helper()
+	p, err := StartProxy(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	return p
+}
+
+// StartProxy starts a proxy to s until Close.
+func StartProxy(s *Server) (*Proxy, error) {
 	target, err := url.Parse(s.Endpoint)
-	require.NoError(t, err)
+	if err != nil {
+		return nil, err
+	}
 	p := &Proxy{}
 	rp := httputil.NewSingleHostReverseProxy(target)
 	rp.ErrorLog = log.New(io.Discard, "", 0) // a cut body is the point, not news
@@ -46,7 +57,7 @@ func NewProxy(t testing.TB, s *Server) *Proxy {
 		}
 		return nil
 	}
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	p.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		f := p.fault(r)
 		if f.Status != 0 {
 			_, _ = io.Copy(io.Discard, r.Body) // as a server does: the client sees the answer, not a reset
@@ -60,9 +71,19 @@ func NewProxy(t testing.TB, s *Server) *Proxy {
 		}
 		rp.ServeHTTP(w, r)
 	}))
-	t.Cleanup(srv.Close)
-	p.URL = srv.URL
-	return p
+	p.URL = p.srv.URL
+	return p, nil
+}
+
+// Close stops the proxy.
+func (p *Proxy) Close() { p.srv.Close() }
+
+// SetFaults sets what the proxy does to each request from now on, its
+// count started again.
+func (p *Proxy) SetFaults(f func(n int, r *http.Request) Fault) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.faults, p.requests = f, 0
 }
 
 // Requests is how many requests the proxy has had.
@@ -77,10 +98,10 @@ func (p *Proxy) fault(r *http.Request) Fault {
 	defer p.mu.Unlock()
 	n := p.requests
 	p.requests++
-	if p.Faults == nil {
+	if p.faults == nil {
 		return Fault{}
 	}
-	return p.Faults(n, r)
+	return p.faults(n, r)
 }
 
 func code(status int) string {

@@ -1,13 +1,16 @@
 // Package s3server starts Versity's S3 gateway (a server people run in
-// production, over a directory) on 127.0.0.1 for tests, and a proxy in
-// front of it that injects the faults object stores have: throttling,
-// errors, bodies cut off mid-object. Only tests import it.
+// production, over a directory) on 127.0.0.1 for tests and for the object
+// store scenarios of sim/objsim, and a proxy in front of it that injects
+// the faults object stores have: throttling, errors, bodies cut off
+// mid-object.
 package s3server
 
 import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
+	"fmt"
 	"go/build"
 	"net"
 	"os"
@@ -20,7 +23,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
-	"github.com/stretchr/testify/require"
 )
 
 // Module is what .ci/run installs: go install Module@Version.
@@ -41,57 +43,83 @@ type Server struct {
 	Endpoint string // http://127.0.0.1:port
 	Dir      string // its buckets are directories here
 	client   *s3.Client
+	stop     func()
 }
 
-// Binary finds versitygw: $ACTORFEED_VERSITYGW, then PATH, then Go's bin
-// directory. Without it a test fails under CI, and skips elsewhere.
-func Binary(t testing.TB) string {
-	t.Helper()
+// Find finds versitygw: $ACTORFEED_VERSITYGW, then PATH, then Go's bin
+// directory.
+func Find() (string, error) {
 	if p := os.Getenv("ACTORFEED_VERSITYGW"); p != "" {
-		return p
+		return p, nil
 	}
 	if p, err := exec.LookPath("versitygw"); err == nil {
-		return p
+		return p, nil
 	}
 	p := filepath.Join(build.Default.GOPATH, "bin", "versitygw")
 	if _, err := os.Stat(p); err == nil {
+		return p, nil
+	}
+	return "", errors.New("versitygw (Versity's S3 gateway) is not installed: go install " + Module + "@" + Version)
+}
+
+// Binary is Find for a test: without the gateway it fails under CI, and
+// skips elsewhere.
+func Binary(t testing.TB) string {
+	t.Helper()
+	p, err := Find()
+	if err == nil {
 		return p
 	}
-	msg := "Versity's S3 gateway is not installed: go install " + Module + "@" + Version
 	if os.Getenv("CI") != "" {
-		t.Fatal(msg)
+		t.Fatal(err)
 	}
-	t.Skip(msg)
+	t.Skip(err)
 	return ""
 }
 
 // Start runs a gateway over a new directory until the test ends.
 func Start(t testing.TB) *Server {
 	t.Helper()
-	bin, dir := Binary(t), t.TempDir()
-	for range 3 { // a port found free can be taken before the gateway binds it
-		if s := start(t, bin, dir); s != nil {
-			return s
-		}
+	s, err := Launch(Binary(t), t.TempDir())
+	if err != nil {
+		t.Fatal(err)
 	}
-	t.Fatal("versitygw did not start on any of 3 ports")
-	return nil
+	t.Cleanup(s.Close)
+	return s
 }
 
-// start runs the gateway on a free port; nil when it exits before it
-// listens.
-func start(t testing.TB, bin, dir string) *Server {
+// Launch runs the gateway bin over dir until Close.
+func Launch(bin, dir string) (*Server, error) {
+	var errs []error
+	for range 3 { // a port found free can be taken before the gateway binds it
+		s, err := launch(bin, dir)
+		if err == nil {
+			return s, nil
+		}
+		errs = append(errs, err)
+	}
+	return nil, fmt.Errorf("versitygw did not start: %w", errors.Join(errs...))
+}
+
+// launch runs the gateway on a free port.
+func launch(bin, dir string) (*Server, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
+	if err != nil {
+		return nil, err
+	}
 	addr := l.Addr().String()
-	require.NoError(t, l.Close())
+	l.Close()
 	cmd := exec.Command(bin, "--access", AccessKey, "--secret", SecretKey, "--region", Region,
 		"--port", addr, "posix", dir) // its banner (not printed under --quiet) says it listens
 	out, err := cmd.StdoutPipe()
-	require.NoError(t, err)
+	if err != nil {
+		return nil, err
+	}
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
-	require.NoError(t, cmd.Start())
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
 	listening := make(chan bool, 1)
 	drained := make(chan struct{})
 	go func() { // the banner says when it listens; the rest is drained
@@ -108,25 +136,28 @@ func start(t testing.TB, bin, dir string) *Server {
 			listening <- false
 		}
 	}()
-	stop := func() {
+	s := &Server{Endpoint: "http://" + addr, Dir: dir, stop: func() {
 		_ = cmd.Process.Kill()
 		<-drained
 		_ = cmd.Wait()
-	}
+	}}
+	t := time.NewTimer(30 * time.Second)
+	defer t.Stop()
 	select {
 	case ok := <-listening:
 		if !ok {
-			stop()
-			t.Logf("versitygw on %s exited: %s", addr, stderr.String())
-			return nil
+			s.stop()
+			return nil, fmt.Errorf("versitygw on %s exited: %s", addr, stderr.String())
 		}
-	case <-time.After(30 * time.Second):
-		stop()
-		t.Fatalf("versitygw on %s did not listen within 30 s: %s", addr, stderr.String())
+	case <-t.C:
+		s.stop()
+		return nil, fmt.Errorf("versitygw on %s did not listen within 30 s: %s", addr, stderr.String())
 	}
-	t.Cleanup(stop)
-	return &Server{Endpoint: "http://" + addr, Dir: dir}
+	return s, nil
 }
+
+// Close stops the gateway.
+func (s *Server) Close() { s.stop() }
 
 // Env points the AWS environment of the test at endpoint (the server's,
 // or a proxy's) with the server's keys, and away from the user's files.
@@ -159,15 +190,24 @@ func (s *Server) Client() *s3.Client {
 // Bucket makes a bucket.
 func (s *Server) Bucket(t testing.TB, name string) {
 	t.Helper()
-	_, err := s.Client().CreateBucket(context.Background(), &s3.CreateBucketInput{Bucket: &name})
-	require.NoError(t, err)
+	if err := s.MakeBucket(context.Background(), name); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// MakeBucket makes a bucket.
+func (s *Server) MakeBucket(ctx context.Context, name string) error {
+	_, err := s.Client().CreateBucket(ctx, &s3.CreateBucketInput{Bucket: &name})
+	return err
 }
 
 // Put writes an object.
 func (s *Server) Put(t testing.TB, bucket, key string, data []byte) {
 	t.Helper()
 	_, err := s.Client().PutObject(context.Background(), &s3.PutObjectInput{Bucket: &bucket, Key: &key, Body: bytes.NewReader(data)})
-	require.NoError(t, err)
+	if err != nil {
+		t.Fatal(err)
+	}
 }
 
 // PutFiles writes the files matching pattern as objects named by their
@@ -175,12 +215,15 @@ func (s *Server) Put(t testing.TB, bucket, key string, data []byte) {
 func (s *Server) PutFiles(t testing.TB, bucket, prefix, pattern string) []string {
 	t.Helper()
 	files, err := filepath.Glob(pattern)
-	require.NoError(t, err)
-	require.NotEmpty(t, files, pattern)
+	if err != nil || len(files) == 0 {
+		t.Fatalf("%s: no files (%v)", pattern, err)
+	}
 	var urls []string
 	for _, f := range files {
 		b, err := os.ReadFile(f)
-		require.NoError(t, err)
+		if err != nil {
+			t.Fatal(err)
+		}
 		key := prefix + filepath.Base(f)
 		s.Put(t, bucket, key, b)
 		urls = append(urls, "s3://"+bucket+"/"+key)

@@ -78,7 +78,7 @@ func TestReadsGoOnThroughFaults(t *testing.T) {
 	data := random(300_000)
 	_, p, s := setup(t, data)
 	gets := 0
-	p.Faults = func(n int, r *http.Request) s3server.Fault {
+	p.SetFaults(func(n int, r *http.Request) s3server.Fault {
 		if r.Method != http.MethodGet {
 			return s3server.Fault{}
 		}
@@ -92,7 +92,7 @@ func TestReadsGoOnThroughFaults(t *testing.T) {
 			return s3server.Fault{Cut: 50_000}
 		}
 		return s3server.Fault{}
-	}
+	})
 	o, err := s.Open(t.Context(), "s3://bkt/data")
 	require.NoError(t, err)
 	defer o.Close()
@@ -110,12 +110,12 @@ func TestReadsGoOnThroughFaults(t *testing.T) {
 // and the byte it reached.
 func TestAttemptsAreBounded(t *testing.T) {
 	_, p, s := setup(t, random(100_000))
-	p.Faults = func(n int, r *http.Request) s3server.Fault {
+	p.SetFaults(func(n int, r *http.Request) s3server.Fault {
 		if r.Method == http.MethodGet {
 			return s3server.Fault{Cut: 1000}
 		}
 		return s3server.Fault{}
-	}
+	})
 	o, err := s.Open(t.Context(), "s3://bkt/data")
 	require.NoError(t, err)
 	defer o.Close()
@@ -123,7 +123,7 @@ func TestAttemptsAreBounded(t *testing.T) {
 	require.ErrorContains(t, err, "s3://bkt/data at byte 5000")
 	require.True(t, transient(err), "a reader's supervisor may try again")
 
-	p.Faults = func(int, *http.Request) s3server.Fault { return s3server.Fault{Status: http.StatusServiceUnavailable} }
+	p.SetFaults(func(int, *http.Request) s3server.Fault { return s3server.Fault{Status: http.StatusServiceUnavailable} })
 	before := p.Requests()
 	_, err = s.Open(t.Context(), "s3://bkt/data")
 	require.ErrorContains(t, err, "s3://bkt/data")
@@ -247,7 +247,7 @@ func TestUploadsAppearWholeOrNotAtAll(t *testing.T) {
 		o.Close()
 	}
 	parts := 0
-	p.Faults = func(n int, r *http.Request) s3server.Fault {
+	p.SetFaults(func(n int, r *http.Request) s3server.Fault {
 		if r.Method == http.MethodPut && r.URL.Query().Has("partNumber") {
 			parts++
 			if r.URL.Query().Get("partNumber") == "2" {
@@ -255,7 +255,7 @@ func TestUploadsAppearWholeOrNotAtAll(t *testing.T) {
 			}
 		}
 		return s3server.Fault{}
-	}
+	})
 	require.Error(t, s.Upload(t.Context(), "s3://bkt/up/failed", filepath.Join(dir, fmt.Sprint(20<<20))))
 	require.GreaterOrEqual(t, parts, 2, "by parts")
 	_, err := s.Open(t.Context(), "s3://bkt/up/failed")

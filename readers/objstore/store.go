@@ -17,6 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/smithy-go"
 	"github.com/aws/smithy-go/logging"
@@ -40,6 +41,9 @@ type Options struct {
 	// twice as long as the one before, up to 20 times Backoff (0: 100 ms).
 	// Waits are drawn at random below that bound (full jitter).
 	Backoff time.Duration
+	// Endpoint, AccessKey and SecretKey, when set, name a store and the
+	// keys to it in place of the environment's (a simulation's server).
+	Endpoint, AccessKey, SecretKey string
 }
 
 // Store reads objects through one client.
@@ -61,7 +65,14 @@ func New(ctx context.Context, opts Options) (*Store, error) {
 	s := &Store{opts: opts}
 	// The SDK's own log lines (an instance metadata service that is not
 	// there, say) would break the one line an error is to the user.
-	cfg, err := config.LoadDefaultConfig(ctx, config.WithLogger(logging.Nop{}), config.WithRetryer(func() aws.Retryer {
+	load := []func(*config.LoadOptions) error{config.WithLogger(logging.Nop{})}
+	if opts.AccessKey != "" {
+		load = append(load, config.WithCredentialsProvider(credentials.NewStaticCredentialsProvider(opts.AccessKey, opts.SecretKey, "")))
+	}
+	if opts.Endpoint != "" {
+		load = append(load, config.WithBaseEndpoint(opts.Endpoint))
+	}
+	cfg, err := config.LoadDefaultConfig(ctx, append(load, config.WithRetryer(func() aws.Retryer {
 		return retry.NewStandard(func(o *retry.StandardOptions) {
 			o.MaxAttempts = opts.Attempts
 			o.Backoff = retry.BackoffDelayerFunc(func(attempt int, _ error) (time.Duration, error) {
@@ -71,7 +82,7 @@ func New(ctx context.Context, opts Options) (*Store, error) {
 			// shared bucket of retry tokens ran dry under throttling.
 			o.RateLimiter = ratelimit.None
 		})
-	}))
+	}))...)
 	if err != nil {
 		return nil, fmt.Errorf("objstore: reading the AWS configuration: %w", err)
 	}

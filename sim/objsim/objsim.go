@@ -1,0 +1,214 @@
+// Package objsim runs object-store scenarios: a pipeline reads its files
+// as objects of a real S3 server (Versity's gateway) through a proxy that
+// answers with throttling and server errors, and cuts bodies off mid-object,
+// at rates drawn per scenario. Its batches must be those of the same
+// pipeline over the same files on disk: each sample once, in the same
+// order, in every pass.
+package objsim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+
+	"github.com/actorfeed/actorfeed/actors"
+	"github.com/actorfeed/actorfeed/internal/s3server"
+	"github.com/actorfeed/actorfeed/readers"
+	"github.com/actorfeed/actorfeed/readers/objstore"
+	"github.com/actorfeed/actorfeed/sim/internal/records"
+)
+
+// Scenario is a data set, a pipeline over it and the store's faults.
+type Scenario struct {
+	Seed                  uint64
+	Files, Records, Chunk int
+	Batch, Window, Passes int
+	// Throttle, Errors and Cuts are the shares of requests answered 503
+	// SlowDown, answered 500, and passed on with the body cut off after
+	// CutAt bytes.
+	Throttle, Errors, Cuts float64
+	CutAt                  int64
+}
+
+// Generate draws the scenario of seed: 2 to 4 files of a few hundred
+// records, one or two passes, and up to a fifth of the requests failing.
+func Generate(seed uint64) Scenario {
+	rng := rand.New(rand.NewPCG(seed, 0x6f626a656374)) // "object"
+	return Scenario{Seed: seed, Files: 2 + rng.IntN(3), Records: 100 + rng.IntN(500), Chunk: 512 << rng.IntN(4),
+		Batch: []int{4, 8, 16, 32}[rng.IntN(4)], Window: []int{0, 16, 64}[rng.IntN(3)], Passes: 1 + rng.IntN(2),
+		Throttle: 0.1 * rng.Float64(), Errors: 0.05 * rng.Float64(), Cuts: 0.1 * rng.Float64(), CutAt: int64(1 + rng.IntN(4096))}
+}
+
+// Describe is the scenario in a line.
+func (sc Scenario) Describe() string {
+	return fmt.Sprintf("seed %d: %d files x %d records (chunks of %d B), batch %d, window %d, %d pass(es); requests: %.0f%% throttled, %.0f%% 500, %.0f%% cut at %d B",
+		sc.Seed, sc.Files, sc.Records, sc.Chunk, sc.Batch, sc.Window, sc.Passes, 100*sc.Throttle, 100*sc.Errors, 100*sc.Cuts, sc.CutAt)
+}
+
+// Result is what a scenario's run found.
+type Result struct {
+	Scenario   Scenario
+	Violations []string
+	Requests   int // made of the proxy
+	Duration   time.Duration
+}
+
+// Passed reports whether the run found nothing wrong.
+func (r Result) Passed() bool { return len(r.Violations) == 0 }
+
+// Env is a gateway, a proxy before it and a store that reads through the
+// proxy, shared by the scenarios of a run (one at a time).
+type Env struct {
+	srv   *s3server.Server
+	proxy *s3server.Proxy
+	store *objstore.Store
+	dir   string
+	n     int // scenarios run: each has a bucket of its own
+}
+
+// Start starts the gateway (found by s3server.Find) and the proxy.
+func Start(ctx context.Context) (*Env, error) {
+	bin, err := s3server.Find()
+	if err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp("", "actorfeed-objsim-")
+	if err != nil {
+		return nil, err
+	}
+	e := &Env{dir: dir}
+	if err = os.Mkdir(filepath.Join(dir, "store"), 0o755); err == nil {
+		e.srv, err = s3server.Launch(bin, filepath.Join(dir, "store"))
+	}
+	if err == nil {
+		e.proxy, err = s3server.StartProxy(e.srv)
+	}
+	if err == nil {
+		e.store, err = objstore.New(ctx, objstore.Options{Endpoint: e.proxy.URL, AccessKey: s3server.AccessKey,
+			SecretKey: s3server.SecretKey, Backoff: time.Millisecond})
+	}
+	if err != nil {
+		e.Close()
+		return nil, err
+	}
+	return e, nil
+}
+
+// Close stops the proxy and the gateway and removes their files.
+func (e *Env) Close() {
+	if e.proxy != nil {
+		e.proxy.Close()
+	}
+	if e.srv != nil {
+		e.srv.Close()
+	}
+	os.RemoveAll(e.dir)
+}
+
+// Run writes sc's data set to disk and to a bucket of its own, reads it
+// both ways, the objects through the faults, and compares the batches.
+func Run(ctx context.Context, e *Env, sc Scenario) (res Result) {
+	res.Scenario = sc
+	start := time.Now()
+	defer func() { res.Duration = time.Since(start) }()
+	fail := func(err error) Result {
+		res.Violations = append(res.Violations, err.Error())
+		return res
+	}
+	e.n++
+	bucket := fmt.Sprintf("scenario-%d", e.n)
+	e.proxy.SetFaults(nil)
+	if err := e.srv.MakeBucket(ctx, bucket); err != nil {
+		return fail(err)
+	}
+	local := filepath.Join(e.dir, bucket)
+	if err := os.MkdirAll(local, 0o755); err != nil {
+		return fail(err)
+	}
+	var paths, urls []string
+	for f := range sc.Files {
+		path := filepath.Join(local, fmt.Sprintf("part-%d.recordio", f))
+		url := fmt.Sprintf("s3://%s/part-%d.recordio", bucket, f)
+		if err := records.Write(path, f, sc.Records, sc.Chunk, false); err != nil {
+			return fail(err)
+		}
+		if err := e.store.Upload(ctx, url, path); err != nil {
+			return fail(err)
+		}
+		paths, urls = append(paths, path), append(urls, url)
+	}
+	want, err := passes(ctx, sc, paths, nil)
+	if err != nil {
+		return fail(fmt.Errorf("the run from disk: %w", err))
+	}
+	rng := rand.New(rand.NewPCG(sc.Seed, 0x6661756c7473)) // "faults"
+	e.proxy.SetFaults(func(int, *http.Request) s3server.Fault {
+		switch x := rng.Float64(); {
+		case x < sc.Throttle:
+			return s3server.Fault{Status: http.StatusServiceUnavailable}
+		case x < sc.Throttle+sc.Errors:
+			return s3server.Fault{Status: http.StatusInternalServerError}
+		case x < sc.Throttle+sc.Errors+sc.Cuts:
+			return s3server.Fault{Cut: sc.CutAt}
+		}
+		return s3server.Fault{}
+	})
+	got, err := passes(ctx, sc, urls, e.store)
+	res.Requests = e.proxy.Requests()
+	e.proxy.SetFaults(nil)
+	if err != nil {
+		return fail(fmt.Errorf("the run from objects: %w", err))
+	}
+	for p := range want {
+		if p >= len(got) || !slices.EqualFunc(want[p], got[p], slices.Equal[[]uint64]) {
+			res.Violations = append(res.Violations, fmt.Sprintf("pass %d: the batches from objects differ from those from disk", p))
+		}
+	}
+	return res
+}
+
+// passes reads sc.Passes passes of the pipeline over paths, opening
+// objects through store, and returns each batch's ids.
+func passes(ctx context.Context, sc Scenario, paths []string, store *objstore.Store) ([][][]uint64, error) {
+	chain := []actors.Stage{actors.Files{Paths: paths, Threads: 2}}
+	if sc.Window > 0 {
+		chain = append(chain, actors.Shuffle{Window: sc.Window, Seed: sc.Seed})
+	}
+	chain = append(chain, actors.Batch{Size: sc.Batch})
+	open := func(_ context.Context, entry string) (readers.Reader, error) {
+		return readers.Open(entry, readers.OpenOptions{Objects: store})
+	}
+	p, err := actors.New(chain, actors.Options{GroupSize: 8, Open: open})
+	if err != nil {
+		return nil, err
+	}
+	defer p.Close()
+	var out [][][]uint64
+	for pass := range sc.Passes {
+		if pass > 0 {
+			if err := p.Reset(); err != nil {
+				return out, err
+			}
+		}
+		var batches [][]uint64
+		for {
+			it, err := p.Next(ctx)
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				return out, err
+			}
+			batches = append(batches, slices.Clone(it.IDs))
+		}
+		out = append(out, batches)
+	}
+	return out, nil
+}

@@ -1,0 +1,33 @@
+package objsim_test
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/actorfeed/actorfeed/internal/s3server"
+	"github.com/actorfeed/actorfeed/sim/objsim"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// Drawn scenarios read from objects through their faults the batches they
+// read from disk; a store that fails every request fails the scenario
+// rather than passing it or hanging.
+func TestScenariosReadAsFromDisk(t *testing.T) {
+	s3server.Binary(t) // skips, or fails under CI, without the gateway
+	e, err := objsim.Start(t.Context())
+	require.NoError(t, err)
+	defer e.Close()
+	for seed := range uint64(4) {
+		sc := objsim.Generate(seed)
+		res := objsim.Run(t.Context(), e, sc)
+		require.True(t, res.Passed(), "%s: %v", sc.Describe(), res.Violations)
+		require.Positive(t, res.Requests)
+	}
+	sc := objsim.Generate(9)
+	sc.Throttle, sc.Errors, sc.Cuts = 1, 0, 0
+	res := objsim.Run(t.Context(), e, sc)
+	require.False(t, res.Passed(), "every request throttled")
+}
