@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"net"
 	"os"
@@ -18,6 +17,7 @@ import (
 	"github.com/actorfeed/actorfeed/actors/service"
 	"github.com/actorfeed/actorfeed/readers/order"
 	"github.com/actorfeed/actorfeed/sim"
+	"github.com/actorfeed/actorfeed/sim/internal/batches"
 	"github.com/actorfeed/actorfeed/sim/internal/records"
 )
 
@@ -294,30 +294,11 @@ func netPasses(ctx context.Context, sc Scenario, paths []string, c *cluster) ([]
 		return nil, err
 	}
 	defer p.Close()
-	var passes [][][]uint64
-	for pass := range sc.Passes {
-		if pass > 0 {
-			if err := p.Reset(); err != nil {
-				return passes, err
-			}
-		}
-		var batches [][]uint64
-		for {
-			it, err := p.Next(ctx)
-			if errors.Is(err, io.EOF) {
-				break
-			}
-			if err != nil {
-				return passes, err
-			}
-			batches = append(batches, it.IDs)
-			if c != nil {
-				c.took(p)
-			}
-		}
-		passes = append(passes, batches)
+	var took func()
+	if c != nil {
+		took = func() { c.took(p) }
 	}
-	return passes, nil
+	return batches.Passes(ctx, p, sc.Passes, took)
 }
 
 // cluster is a scenario's nodes: the client behind the proxy back, each

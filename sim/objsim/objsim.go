@@ -8,9 +8,7 @@ package objsim
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"net/http"
 	"os"
@@ -22,6 +20,7 @@ import (
 	"github.com/actorfeed/actorfeed/internal/s3server"
 	"github.com/actorfeed/actorfeed/readers"
 	"github.com/actorfeed/actorfeed/readers/objstore"
+	"github.com/actorfeed/actorfeed/sim/internal/batches"
 	"github.com/actorfeed/actorfeed/sim/internal/records"
 )
 
@@ -190,25 +189,5 @@ func passes(ctx context.Context, sc Scenario, paths []string, store *objstore.St
 		return nil, err
 	}
 	defer p.Close()
-	var out [][][]uint64
-	for pass := range sc.Passes {
-		if pass > 0 {
-			if err := p.Reset(); err != nil {
-				return out, err
-			}
-		}
-		var batches [][]uint64
-		for {
-			it, err := p.Next(ctx)
-			if errors.Is(err, io.EOF) {
-				break
-			}
-			if err != nil {
-				return out, err
-			}
-			batches = append(batches, slices.Clone(it.IDs))
-		}
-		out = append(out, batches)
-	}
-	return out, nil
+	return batches.Passes(ctx, p, sc.Passes, nil)
 }
