@@ -1,15 +1,19 @@
 package main
 
 import (
+	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/actorfeed/actorfeed/actors"
 	"github.com/actorfeed/actorfeed/internal/s3server"
+	"github.com/actorfeed/actorfeed/internal/testutil"
 )
 
 // serveSet serves the RecordIO files of data as objects under
@@ -153,4 +157,20 @@ func TestGenAndConvertWriteObjects(t *testing.T) {
 	_, stderr, code = execCLI(t, dir, "convert", images, "--out", "s3://train/fm/")
 	require.Equal(t, 2, code)
 	require.Contains(t, stderr, "name the object")
+}
+
+// The README's bucket section runs as written: a gateway on this machine,
+// shards written into it, a run over them.
+func TestREADMEBucketRuns(t *testing.T) {
+	testutil.FashionDir(t)
+	bin := s3server.Binary(t)
+	t.Setenv("PATH", filepath.Dir(bin)+string(os.PathListSeparator)+os.Getenv("PATH"))
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	port := l.Addr().(*net.TCPAddr).Port
+	require.NoError(t, l.Close())
+	t.Setenv("PORT", fmt.Sprint(port))
+	out := runREADMEBlock(t, "a bucket", func(b string) bool { return strings.Contains(b, "versitygw") })
+	require.Contains(t, out, "20000 samples")
+	require.Regexp(t, `object store: [1-9][0-9]* requests`, out)
 }
