@@ -57,6 +57,15 @@ func Checked(r Reader, specs []SlotSpec) Reader {
 	return &checked{Reader: r, specs: specs}
 }
 
+// Version is the version of the object read (its ETag), "" for a file:
+// the pipeline pins a job to the versions it indexed, checked or not.
+func (c *checked) Version() string {
+	if v, ok := c.Reader.(interface{ Version() string }); ok {
+		return v.Version()
+	}
+	return ""
+}
+
 func (c *checked) Next(ctx context.Context) (tensor.Slots, error) {
 	item, err := c.Reader.Next(ctx)
 	if err != nil {

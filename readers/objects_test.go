@@ -97,6 +97,13 @@ func TestFormatsReadFromObjects(t *testing.T) {
 		}
 	}
 	require.Positive(t, p.Requests())
+
+	// A reader whose slots are declared still says which version it reads,
+	// which the pipeline pins a job to.
+	r, err := readers.Open("s3://data/rio/part-0.recordio", readers.OpenOptions{Slots: []readers.SlotSpec{{}, {}}})
+	require.NoError(t, err)
+	defer r.Close()
+	require.NotEmpty(t, r.(interface{ Version() string }).Version())
 }
 
 // An object that is not there, or a bucket, fails the open with one line

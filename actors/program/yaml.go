@@ -16,6 +16,7 @@ import (
 
 	"github.com/actorfeed/actorfeed/actors"
 	"github.com/actorfeed/actorfeed/readers"
+	"github.com/actorfeed/actorfeed/readers/objstore"
 	"github.com/actorfeed/actorfeed/readers/order"
 )
 
@@ -256,7 +257,8 @@ func (y specYAML) mainOps() []opYAML {
 // ResolvePaths makes the relative file paths of the startup program's
 // file readers (open_files' file_names, create_recordio_file_reader's
 // filename) relative to dir, the directory of the spec file, so that a spec
-// means the same files from wherever it is run. A format: prefix is kept.
+// means the same files from wherever it is run. A format: prefix is kept;
+// an object's URL is left as it is.
 func (s *Spec) ResolvePaths(dir string) {
 	resolve := func(v any) any {
 		e, ok := v.(string)
@@ -264,7 +266,7 @@ func (s *Spec) ResolvePaths(dir string) {
 			return v
 		}
 		name, path, err := readers.ParseEntry(e)
-		if err != nil || path == "" || filepath.IsAbs(path) {
+		if err != nil || path == "" || filepath.IsAbs(path) || objstore.IsURL(path) {
 			return v
 		}
 		if path = filepath.Join(dir, path); name != "" {

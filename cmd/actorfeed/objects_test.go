@@ -174,3 +174,23 @@ func TestREADMEBucketRuns(t *testing.T) {
 	require.Contains(t, out, "20000 samples")
 	require.Regexp(t, `object store: [1-9][0-9]* requests`, out)
 }
+
+// A YAML spec names objects as it names files, its slots declared; the
+// URLs are not taken for paths relative to the spec.
+func TestSpecOverObjects(t *testing.T) {
+	_, urls := serveSet(t, genSet(t, 2, 600))
+	spec := filepath.Join(t.TempDir(), "p.yaml")
+	require.NoError(t, os.WriteFile(spec, []byte(fmt.Sprintf(`startup:
+  - op: open_files
+    out: files
+    attrs:
+      file_names: [%s, %s]
+      shapes: [[1, 28, 28], [1]]
+      dtypes: [uint8, int64]
+  - {op: create_batch_reader, in: files, out: reader, attrs: {batch_size: 32}}
+devices: {n: 1}
+`, urls[0], urls[1])), 0o644))
+	out, err := cli(t, "run", "--spec", spec)
+	require.NoError(t, err)
+	require.Contains(t, out, "600 samples")
+}

@@ -25,7 +25,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 )
 
-// Module is what .ci/run installs: go install Module@Version.
+// Module and Version are what dev.sh installs: go install Module@Version.
 const (
 	Module  = "github.com/versity/versitygw/cmd/versitygw"
 	Version = "v1.8.0"

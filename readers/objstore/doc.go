@@ -17,7 +17,10 @@
 // retrying cannot mend (no bucket, no object, no permission, wrong
 // credentials) fails at once with one line naming the URL.
 //
-// Glob lists a pattern's matches over all pages of a listing.
+// Reads that go on where the last ended are read ahead in bounded windows
+// (ahead.go); Glob lists a pattern's matches over all pages of a listing;
+// Upload writes an object whole or not at all (one PUT, or a multipart
+// upload aborted on failure). Stats and Totals count requests and bytes.
 //
 // objstore imports no other package of this module.
 package objstore
