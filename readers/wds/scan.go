@@ -160,8 +160,7 @@ func (s *scanner) header() (scanned, error) {
 		return scanned{}, errIrregular
 	}
 	h.start = s.off
-	_, err = s.data(h.size)
-	return h, err
+	return h, s.skip(h.size)
 }
 
 // block reads the header block at s.off and moves past it; io.EOF where
@@ -190,22 +189,25 @@ func (s *scanner) block() ([]byte, error) {
 	return nil, io.EOF
 }
 
-// data reads n bytes of data at s.off (the shard must hold them, and their
-// padding) and moves past them.
+// data reads the n bytes of a pax header's records at s.off (at most
+// scanNear: header refuses more) and moves past them and their padding.
 func (s *scanner) data(n int64) ([]byte, error) {
+	b, err := s.bytes(s.off, int(n))
+	if err != nil {
+		return nil, err
+	}
+	return b, s.skip(n)
+}
+
+// skip moves past n bytes of a member's data and their padding, which the
+// shard must hold; nothing is read.
+func (s *scanner) skip(n int64) error {
 	padded := (n + block - 1) / block * block
 	if padded > s.size-s.off {
-		return nil, errIrregular
-	}
-	var b []byte
-	if n <= scanNear {
-		var err error
-		if b, err = s.bytes(s.off, int(n)); err != nil {
-			return nil, err
-		}
+		return errIrregular
 	}
 	s.off += padded
-	return b, nil
+	return nil
 }
 
 // bytes is the n bytes at off, a view of the window: errIrregular where
