@@ -16,7 +16,7 @@ func runObjSim(ctx context.Context, out io.Writer, o simOptions) error {
 		return err
 	}
 	defer e.Close()
-	fmt.Fprintf(out, "running %d object-store scenarios: s3:// reads through throttling, server errors and cut bodies, against the same reads from disk\n", o.scenarios)
+	fmt.Fprintf(out, "running %d object-store scenarios: s3:// reads through throttling, server errors, cut bodies, stalls, dropped connections and delays, against the same reads from disk\n", o.scenarios)
 	failed, requests := 0, 0
 	for i := range o.scenarios {
 		if err := ctx.Err(); err != nil {

@@ -11,12 +11,21 @@ import (
 	"net/url"
 	"sync"
 	"testing"
+	"time"
 )
 
 // Fault is what a Proxy does to one request.
 type Fault struct {
 	Status int   // answer this status (with an S3 error body) instead of passing the request on
 	Cut    int64 // pass it on, but cut the answer's body off after this many bytes (0: do not)
+	// Stall passes the request on, but sends nothing of the answer's body
+	// after this many bytes until the client hangs up (0: do not).
+	Stall int64
+	// Delay waits this long, or until the client hangs up, before doing
+	// the rest: a Delay longer than the client waits is a stalled server.
+	Delay time.Duration
+	// Drop closes the connection without an answer.
+	Drop bool
 }
 
 // Proxy passes requests to a server, doing to each what SetFaults says.
@@ -52,13 +61,20 @@ func StartProxy(s *Server) (*Proxy, error) {
 	rp.ErrorLog = log.New(io.Discard, "", 0) // a cut body is the point, not news
 	rp.FlushInterval = -1                    // so that a body is cut after its headers and bytes went out
 	rp.ModifyResponse = func(resp *http.Response) error {
-		if cut, ok := resp.Request.Context().Value(cutKey{}).(int64); ok && cut > 0 {
-			resp.Body = &cutBody{r: resp.Body, left: cut}
+		if f, ok := resp.Request.Context().Value(faultKey{}).(Fault); ok && (f.Cut > 0 || f.Stall > 0) {
+			resp.Body = &cutBody{r: resp.Body, left: max(f.Cut, f.Stall), stall: f.Stall > 0, ctx: resp.Request.Context()}
 		}
 		return nil
 	}
 	p.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		f := p.fault(r)
+		if f.Delay > 0 && !wait(r.Context(), f.Delay) {
+			return
+		}
+		if f.Drop {
+			drop(w)
+			return
+		}
 		if f.Status != 0 {
 			_, _ = io.Copy(io.Discard, r.Body) // as a server does: the client sees the answer, not a reset
 			w.Header().Set("Content-Type", "application/xml")
@@ -66,8 +82,8 @@ func StartProxy(s *Server) (*Proxy, error) {
 			_, _ = io.WriteString(w, `<?xml version="1.0" encoding="UTF-8"?><Error><Code>`+code(f.Status)+`</Code><Message>injected</Message></Error>`)
 			return
 		}
-		if f.Cut > 0 {
-			r = r.WithContext(withCut(r.Context(), f.Cut))
+		if f.Cut > 0 || f.Stall > 0 {
+			r = r.WithContext(context.WithValue(r.Context(), faultKey{}, f))
 		}
 		rp.ServeHTTP(w, r)
 	}))
@@ -114,17 +130,43 @@ func code(status int) string {
 	return "InjectedFault"
 }
 
-// cutBody ends a body with an error after left bytes: the reverse proxy
-// then aborts the connection, as a reset mid-object does.
+// wait waits d, and reports false if the client hung up first.
+func wait(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// drop closes the connection under w without a word.
+func drop(w http.ResponseWriter) {
+	conn, _, err := http.NewResponseController(w).Hijack()
+	if err == nil {
+		conn.Close()
+	}
+}
+
+// cutBody ends a body after left bytes: with an error, on which the
+// reverse proxy aborts the connection as a reset mid-object does, or, to
+// stall, by waiting for the client to hang up.
 type cutBody struct {
-	r    io.ReadCloser
-	left int64
+	r     io.ReadCloser
+	left  int64
+	stall bool
+	ctx   context.Context
 }
 
 var errCut = errors.New("s3server: body cut off")
 
 func (c *cutBody) Read(p []byte) (int, error) {
 	if c.left <= 0 {
+		if c.stall {
+			<-c.ctx.Done()
+		}
 		return 0, errCut
 	}
 	if int64(len(p)) > c.left {
@@ -137,8 +179,4 @@ func (c *cutBody) Read(p []byte) (int, error) {
 
 func (c *cutBody) Close() error { return c.r.Close() }
 
-type cutKey struct{}
-
-func withCut(ctx context.Context, n int64) context.Context {
-	return context.WithValue(ctx, cutKey{}, n)
-}
+type faultKey struct{}

@@ -13,7 +13,8 @@
 // (ErrReplaced), never a mix of two versions. A request that fails in a
 // way retrying can mend (5xx, throttling, a refused or reset connection)
 // is retried by the SDK with backoff; a body cut off mid-read is read on
-// from the byte it reached, with backoff, up to Options.Attempts. What
+// from the byte it reached, with backoff, up to Options.Attempts. A
+// connection silent for Options.Stall is given up and tried again alike. What
 // retrying cannot mend (no bucket, no object, no permission, wrong
 // credentials) fails at once with one line naming the URL.
 //

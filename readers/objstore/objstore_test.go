@@ -24,12 +24,16 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // setup starts a server with one object, data, at s3://bkt/data, and a
 // proxy before it; the store reads through the proxy.
 func setup(t *testing.T, data []byte) (*s3server.Server, *s3server.Proxy, *objstore.Store) {
+	return setupWith(t, data, objstore.Options{Backoff: time.Millisecond})
+}
+
+func setupWith(t *testing.T, data []byte, opts objstore.Options) (*s3server.Server, *s3server.Proxy, *objstore.Store) {
 	srv := s3server.Start(t)
 	srv.Bucket(t, "bkt")
 	srv.Put(t, "bkt", "data", data)
 	p := s3server.NewProxy(t, srv)
 	srv.Env(t, p.URL)
-	s, err := objstore.New(t.Context(), objstore.Options{Backoff: time.Millisecond})
+	s, err := objstore.New(t.Context(), opts)
 	require.NoError(t, err)
 	return srv, p, s
 }
@@ -102,6 +106,47 @@ func TestReadsGoOnThroughFaults(t *testing.T) {
 	require.Equal(t, len(data), n)
 	require.Equal(t, data, got)
 	require.Equal(t, 7, gets, "3 answers retried, then 3 cut bodies read on, then the rest")
+	_, read := s.Stats()
+	require.Less(t, read, int64(len(data))+10_000, "what was read is not read again")
+}
+
+// A server that stops answering, or stops sending a body, or drops the
+// connection, holds no read for good: the request is tried again, a body
+// read on from the byte it reached.
+func TestStallsAndDropsAreTriedAgain(t *testing.T) {
+	data := random(300_000)
+	_, p, s := setupWith(t, data, objstore.Options{Backoff: time.Millisecond, Stall: 200 * time.Millisecond})
+	heads, gets := 0, 0
+	p.SetFaults(func(n int, r *http.Request) s3server.Fault {
+		switch r.Method {
+		case http.MethodHead:
+			if heads++; heads == 1 {
+				return s3server.Fault{Delay: time.Hour}
+			}
+		case http.MethodGet:
+			switch gets++; gets {
+			case 1:
+				return s3server.Fault{Drop: true}
+			case 2:
+				return s3server.Fault{Delay: time.Hour}
+			case 3:
+				return s3server.Fault{Stall: 50_000}
+			case 4:
+				return s3server.Fault{Delay: 10 * time.Millisecond, Stall: 120_000}
+			}
+		}
+		return s3server.Fault{}
+	})
+	o, err := s.Open(t.Context(), "s3://bkt/data")
+	require.NoError(t, err)
+	defer o.Close()
+	got := make([]byte, len(data))
+	n, err := o.ReadAt(got, 0)
+	require.NoError(t, err)
+	require.Equal(t, len(data), n)
+	require.Equal(t, data, got)
+	require.Equal(t, 2, heads, "a HEAD with no answer asked again")
+	require.Equal(t, 5, gets, "a dropped and an unanswered GET asked again, two stalled bodies read on")
 	_, read := s.Stats()
 	require.Less(t, read, int64(len(data))+10_000, "what was read is not read again")
 }

@@ -41,6 +41,10 @@ type Options struct {
 	// twice as long as the one before, up to 20 times Backoff (0: 100 ms).
 	// Waits are drawn at random below that bound (full jitter).
 	Backoff time.Duration
+	// Stall bounds how long a connection may send nothing while an answer
+	// is awaited or read: the request is then tried again, a body read on
+	// from the byte it reached (0: 30 s).
+	Stall time.Duration
 	// Endpoint, AccessKey and SecretKey, when set, name a store and the
 	// keys to it in place of the environment's (a simulation's server).
 	Endpoint, AccessKey, SecretKey string
@@ -62,10 +66,19 @@ func New(ctx context.Context, opts Options) (*Store, error) {
 	if opts.Backoff <= 0 {
 		opts.Backoff = 100 * time.Millisecond
 	}
+	if opts.Stall <= 0 {
+		opts.Stall = 30 * time.Second
+	}
 	s := &Store{opts: opts}
-	// The SDK's own log lines (an instance metadata service that is not
-	// there, say) would break the one line an error is to the user.
-	load := []func(*config.LoadOptions) error{config.WithLogger(logging.Nop{})}
+	load := []func(*config.LoadOptions) error{
+		// The SDK's own log lines (an instance metadata service that is
+		// not there, say) would break the one line an error is to the user.
+		config.WithLogger(logging.Nop{}),
+		// A server that stops sending would otherwise hold a reader, and
+		// so the job, for good: the SDK's read timeout is reset by every
+		// byte that arrives, so a slow answer is not cut off.
+		config.WithHTTPClient(awshttp.NewBuildableClient().WithReadTimeout(opts.Stall)),
+	}
 	if opts.AccessKey != "" {
 		load = append(load, config.WithCredentialsProvider(credentials.NewStaticCredentialsProvider(opts.AccessKey, opts.SecretKey, "")))
 	}

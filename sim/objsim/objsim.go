@@ -1,7 +1,8 @@
 // Package objsim runs object-store scenarios: a pipeline reads its files
 // as objects of a real S3 server (Versity's gateway) through a proxy that
-// answers with throttling and server errors, and cuts bodies off mid-object,
-// at rates drawn per scenario. Its batches must be those of the same
+// answers with throttling and server errors, cuts bodies off mid-object,
+// stalls answers and bodies, drops connections and delays answers, at
+// rates drawn per scenario. Its batches must be those of the same
 // pipeline over the same files on disk: each sample once, in the same
 // order, in every pass.
 package objsim
@@ -34,7 +35,18 @@ type Scenario struct {
 	// CutAt bytes.
 	Throttle, Errors, Cuts float64
 	CutAt                  int64
+	// Stalls, Drops and Delays are the shares of requests whose answer
+	// stops after StallAt bytes of its body (0: before its headers) until
+	// the store gives up on it, whose connection is closed unanswered, and
+	// that are answered after Delay.
+	Stalls, Drops, Delays float64
+	StallAt               int64
+	Delay                 time.Duration
 }
+
+// stallAfter is how long the scenarios' store waits on a silent
+// connection: short, so that a stall costs the run little.
+const stallAfter = 250 * time.Millisecond
 
 // Generate draws the scenario of seed: 2 to 4 files of a few hundred
 // records, one or two passes, and up to a fifth of the requests failing.
@@ -42,13 +54,16 @@ func Generate(seed uint64) Scenario {
 	rng := rand.New(rand.NewPCG(seed, 0x6f626a656374)) // "object"
 	return Scenario{Seed: seed, Files: 2 + rng.IntN(3), Records: 100 + rng.IntN(500), Chunk: 512 << rng.IntN(4),
 		Batch: []int{4, 8, 16, 32}[rng.IntN(4)], Window: []int{0, 16, 64}[rng.IntN(3)], Passes: 1 + rng.IntN(2),
-		Throttle: 0.1 * rng.Float64(), Errors: 0.05 * rng.Float64(), Cuts: 0.1 * rng.Float64(), CutAt: int64(1 + rng.IntN(4096))}
+		Throttle: 0.1 * rng.Float64(), Errors: 0.05 * rng.Float64(), Cuts: 0.1 * rng.Float64(), CutAt: int64(1 + rng.IntN(4096)),
+		Stalls: 0.03 * rng.Float64(), Drops: 0.05 * rng.Float64(), Delays: 0.1 * rng.Float64(),
+		StallAt: int64(rng.IntN(4096)), Delay: time.Duration(1+rng.IntN(20)) * time.Millisecond}
 }
 
 // Describe is the scenario in a line.
 func (sc Scenario) Describe() string {
-	return fmt.Sprintf("seed %d: %d files x %d records (chunks of %d B), batch %d, window %d, %d pass(es); requests: %.0f%% throttled, %.0f%% 500, %.0f%% cut at %d B",
-		sc.Seed, sc.Files, sc.Records, sc.Chunk, sc.Batch, sc.Window, sc.Passes, 100*sc.Throttle, 100*sc.Errors, 100*sc.Cuts, sc.CutAt)
+	return fmt.Sprintf("seed %d: %d files x %d records (chunks of %d B), batch %d, window %d, %d pass(es); requests: %.0f%% throttled, %.0f%% 500, %.0f%% cut at %d B, %.0f%% stalled at %d B, %.0f%% dropped, %.0f%% delayed %v",
+		sc.Seed, sc.Files, sc.Records, sc.Chunk, sc.Batch, sc.Window, sc.Passes, 100*sc.Throttle, 100*sc.Errors, 100*sc.Cuts, sc.CutAt,
+		100*sc.Stalls, sc.StallAt, 100*sc.Drops, 100*sc.Delays, sc.Delay)
 }
 
 // Result is what a scenario's run found.
@@ -91,7 +106,7 @@ func Start(ctx context.Context) (*Env, error) {
 	}
 	if err == nil {
 		e.store, err = objstore.New(ctx, objstore.Options{Endpoint: e.proxy.URL, AccessKey: s3server.AccessKey,
-			SecretKey: s3server.SecretKey, Backoff: time.Millisecond})
+			SecretKey: s3server.SecretKey, Backoff: time.Millisecond, Stall: stallAfter})
 	}
 	if err != nil {
 		e.Close()
@@ -147,18 +162,7 @@ func Run(ctx context.Context, e *Env, sc Scenario) (res Result) {
 	if err != nil {
 		return fail(fmt.Errorf("the run from disk: %w", err))
 	}
-	rng := rand.New(rand.NewPCG(sc.Seed, 0x6661756c7473)) // "faults"
-	e.proxy.SetFaults(func(int, *http.Request) s3server.Fault {
-		switch x := rng.Float64(); {
-		case x < sc.Throttle:
-			return s3server.Fault{Status: http.StatusServiceUnavailable}
-		case x < sc.Throttle+sc.Errors:
-			return s3server.Fault{Status: http.StatusInternalServerError}
-		case x < sc.Throttle+sc.Errors+sc.Cuts:
-			return s3server.Fault{Cut: sc.CutAt}
-		}
-		return s3server.Fault{}
-	})
+	e.proxy.SetFaults(sc.faults())
 	got, err := passes(ctx, sc, urls, e.store)
 	res.Requests = e.proxy.Requests()
 	e.proxy.SetFaults(nil)
@@ -171,6 +175,40 @@ func Run(ctx context.Context, e *Env, sc Scenario) (res Result) {
 		}
 	}
 	return res
+}
+
+// faults draws what the proxy does to each request, from sc's rates.
+func (sc Scenario) faults() func(int, *http.Request) s3server.Fault {
+	rng := rand.New(rand.NewPCG(sc.Seed, 0x6661756c7473)) // "faults"
+	kinds := []struct {
+		share float64
+		fault s3server.Fault
+	}{
+		{sc.Throttle, s3server.Fault{Status: http.StatusServiceUnavailable}},
+		{sc.Errors, s3server.Fault{Status: http.StatusInternalServerError}},
+		{sc.Cuts, s3server.Fault{Cut: sc.CutAt}},
+		{sc.Stalls, stall(sc.StallAt)},
+		{sc.Drops, s3server.Fault{Drop: true}},
+		{sc.Delays, s3server.Fault{Delay: sc.Delay}},
+	}
+	return func(int, *http.Request) s3server.Fault {
+		x := rng.Float64()
+		for _, k := range kinds {
+			if x < k.share {
+				return k.fault
+			}
+			x -= k.share
+		}
+		return s3server.Fault{}
+	}
+}
+
+// stall is a stall after at bytes of the body; at 0, before the answer.
+func stall(at int64) s3server.Fault {
+	if at == 0 {
+		return s3server.Fault{Delay: time.Hour}
+	}
+	return s3server.Fault{Stall: at}
 }
 
 // passes reads sc.Passes passes of the pipeline over paths, opening

@@ -13,8 +13,8 @@ import (
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // Drawn scenarios read from objects through their faults the batches they
-// read from disk; a store that fails every request fails the scenario
-// rather than passing it or hanging.
+// read from disk; a store that fails or stalls every request fails the
+// scenario rather than passing it or hanging.
 func TestScenariosReadAsFromDisk(t *testing.T) {
 	s3server.Binary(t) // skips, or fails under CI, without the gateway
 	e, err := objsim.Start(t.Context())
@@ -30,4 +30,7 @@ func TestScenariosReadAsFromDisk(t *testing.T) {
 	sc.Throttle, sc.Errors, sc.Cuts = 1, 0, 0
 	res := objsim.Run(t.Context(), e, sc)
 	require.False(t, res.Passed(), "every request throttled")
+	sc.Throttle, sc.Stalls, sc.StallAt = 0, 1, 0
+	res = objsim.Run(t.Context(), e, sc)
+	require.False(t, res.Passed(), "every request stalled")
 }
