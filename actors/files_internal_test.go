@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"runtime"
 	"testing"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -40,4 +41,21 @@ func TestFilesGrantsReadersWhatItsFlushFreed(t *testing.T) {
 	require.EqualValues(t, 7, d.Epoch)
 	require.EqualValues(t, 3, d.N, "a buffer's worth")
 	require.Equal(t, 3, c.work[0].outstanding)
+}
+
+// Readers of objects wait on the network, not on a core: by default there
+// are at least ObjectThreads of them, so that requests overlap; a count
+// the user gives, and the pieces of work there are, still bound them.
+func TestObjectsGetReadersForTheirRoundTrips(t *testing.T) {
+	local := Files{Paths: []string{"recordio:/data/a.recordio"}}
+	objects := Files{Paths: []string{"/data/a.recordio", "recordio:s3://bkt/b.recordio"}}
+	threads, _ := local.readers(1000)
+	require.Equal(t, runtime.NumCPU(), threads)
+	threads, _ = objects.readers(1000)
+	require.Equal(t, max(runtime.NumCPU(), ObjectThreads), threads)
+	threads, _ = objects.readers(3)
+	require.Equal(t, min(3, max(runtime.NumCPU(), ObjectThreads)), threads)
+	objects.Threads = 2
+	threads, _ = objects.readers(1000)
+	require.Equal(t, 2, threads)
 }

@@ -7,12 +7,14 @@ import (
 	"fmt"
 	"math"
 	"runtime"
+	"slices"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/actorfeed/actorfeed/internal/faults"
 	"github.com/actorfeed/actorfeed/readers"
+	"github.com/actorfeed/actorfeed/readers/objstore"
 	"github.com/actorfeed/actorfeed/supervisor"
 )
 
@@ -46,9 +48,10 @@ type Stage interface{ kind() string }
 // rank's share. Building the pipeline reads every file's chunk index.
 type Files struct {
 	Paths []string
-	// Threads is thread_num; default NumCPU, and never more readers than
-	// pieces of work: in the order the readers share the files' splits
-	// (RecordIO chunks), with AnyOrder each reads whole files.
+	// Threads is thread_num; default NumCPU, at least ObjectThreads when
+	// a path is an object's URL, and never more readers than pieces of
+	// work: in the order the readers share the files' splits (RecordIO
+	// chunks), with AnyOrder each reads whole files.
 	Threads int
 	// Buffer is buffer_size, in groups of Options.GroupSize samples;
 	// default 3 * Threads, as upstream, and Threads in the order: there the
@@ -410,6 +413,19 @@ func validateStage(where string, s Stage, first, last bool) error {
 	return nil
 }
 
+// ObjectThreads is the least number of file readers by default when a
+// Files stage reads objects: a reader of an object waits out a request's
+// round trip at every split it is dealt (the order deals them shuffled, so
+// there is no run to read ahead of), and those waits are hidden only by
+// other readers' requests in flight.
+const ObjectThreads = 8
+
+// readsObject reports whether entry names an object rather than a file.
+func readsObject(entry string) bool {
+	_, path, err := readers.ParseEntry(entry)
+	return err == nil && objstore.IsURL(path)
+}
+
 // readers is the stage's file readers and buffer, defaults applied, for
 // work that comes in pieces pieces: in the order a reader is handed pieces
 // of files (the order's splits, so the readers of one file read it side by
@@ -418,6 +434,9 @@ func (s Files) readers(pieces int) (threads, buffer int) {
 	threads, buffer = s.Threads, s.Buffer
 	if threads == 0 {
 		threads = runtime.NumCPU()
+		if slices.ContainsFunc(s.Paths, readsObject) {
+			threads = max(threads, ObjectThreads)
+		}
 	}
 	threads = max(1, min(threads, pieces))
 	if buffer == 0 {

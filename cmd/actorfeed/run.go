@@ -129,7 +129,7 @@ func (o *runOptions) pipelineFlags(f *pflag.FlagSet) {
 	f.IntVar(&o.shuffle, "shuffle", 1024, "shuffle window (0 keeps the order)")
 	f.StringVar(&o.mapName, "map", "", "a map to run on every batch, after the batch stage (normalize: uint8 images to float32 in [0, 1]; decode(size=224,crop=random,flip,normalize=imagenet): decode and augment each sample's JPEG or PNG, docs/formats.md); with --service, on the workers")
 	f.Uint64Var(&o.seed, "seed", 1, "shuffle seed")
-	f.IntVar(&o.threads, "threads", 0, "file-reader threads: in the order they share the files' chunks, with --any-order a file each (default #cpus, at most the chunks or files)")
+	f.IntVar(&o.threads, "threads", 0, "file-reader threads: in the order they share the files' chunks, with --any-order a file each (default #cpus, at least 8 over s3:// objects, at most the chunks or files)")
 	f.IntVar(&o.lanes, "lanes", 0, "copies of the batch and map stages, run side by side to use more cores, each taking its turn at the order's batches; the order does not change. "+
 		"Each lane past the first holds a few batches more: its stages' and its links' windows (docs/memory.md). "+
 		"Default: a lane a core while the data has 16 MiB a lane (min(#cpus, data/16 MiB)); 1 with --spec, --service or --any-order")
