@@ -15,6 +15,7 @@ import (
 	"github.com/actorfeed/actorfeed/internal/atomicfile"
 	"github.com/actorfeed/actorfeed/readers/format"
 	"github.com/actorfeed/actorfeed/readers/idx"
+	"github.com/actorfeed/actorfeed/readers/objstore"
 	"github.com/actorfeed/actorfeed/readers/tfrecord"
 	"github.com/actorfeed/actorfeed/readers/wds"
 )
@@ -26,8 +27,9 @@ import (
 // (docs/decode-cache.md). The first reader that seeks into one decodes it whole into an
 // uncompressed copy, checked as a read checks it, and it and every later
 // reader seek in that. A copy is named by what identifies the file as it
-// is (its path, size, modification time, device and inode), so a changed
-// file gets a copy of its own; it is written whole or not at all.
+// is (its path, size, modification time, device and inode; an object's
+// URL, ETag and size), so a changed file gets a copy of its own; it is
+// written whole or not at all.
 
 // DecodeCacheEnv is the environment variable that places the decode cache:
 // a directory, or "off". Unset, it is actorfeed/decoded in the user's
@@ -79,47 +81,46 @@ func decodedCopy(formatName, path string, open format.Opener, decode decoder) (s
 	if magic, _ := br.Peek(2); len(magic) < 2 || magic[0] != 0x1f || magic[1] != 0x8b {
 		return path, nil
 	}
-	dst, err := copyPath(path, f)
+	id, err := identity(path, f)
 	if err != nil {
 		return "", err
 	}
+	return decodeOnce(id, path, br, size, decode)
+}
+
+// decodeOnce is the path of the decoded copy of the gzip'd content id,
+// read from src (size bytes, name in errors), made by decode now if it is
+// not there.
+func decodeOnce(id, name string, src io.Reader, size int64, decode decoder) (string, error) {
+	dir, err := cacheDir()
+	if err != nil {
+		return "", err
+	}
+	base := strings.TrimSuffix(name[strings.LastIndexByte(name, '/')+1:], ".gz")
+	dst := filepath.Join(dir, id+"-"+base)
 	mu, _ := decoding.LoadOrStore(dst, &sync.Mutex{})
 	mu.(*sync.Mutex).Lock()
 	defer mu.(*sync.Mutex).Unlock()
 	if st, err := os.Stat(dst); err == nil && st.Mode().IsRegular() {
 		return dst, nil
 	}
-	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", err
 	}
 	limit := int64(MaxDecodedBytes)
 	var fs syscall.Statfs_t
-	if err := syscall.Statfs(filepath.Dir(dst), &fs); err == nil {
+	if err := syscall.Statfs(dir, &fs); err == nil {
 		// Copies, however many, leave a tenth of the file system free.
 		reserve := max(int64(fs.Blocks)*fs.Bsize/10, 1<<30)
 		limit = min(limit, max(int64(fs.Bavail)*fs.Bsize-reserve, 0))
 	}
 	err = atomicfile.Write(dst, func(w io.Writer) error {
-		return decode(w, br, size, path, limit)
+		return decode(w, src, size, name, limit)
 	})
 	if err != nil {
-		return "", fmt.Errorf("readers: decoding %s into %s: %w", path, dst, err)
+		return "", fmt.Errorf("readers: decoding %s into %s: %w", name, dst, err)
 	}
 	return dst, nil
-}
-
-// copyPath is where the decoded copy of path, open as f, goes: the cache
-// directory, the file's identity, and its own name without its .gz.
-func copyPath(path string, f *os.File) (string, error) {
-	dir, err := cacheDir()
-	if err != nil {
-		return "", err
-	}
-	id, err := identity(path, f)
-	if err != nil {
-		return "", err
-	}
-	return filepath.Join(dir, id+"-"+strings.TrimSuffix(filepath.Base(path), ".gz")), nil
 }
 
 // cacheDir is the decode cache's directory.
@@ -178,6 +179,13 @@ func keepIndex(sf *streamFormat, id string, ix streamIndex) {
 		_, err := w.Write(b)
 		return err
 	})
+}
+
+// objectIdentity names an object's version: a hash of its URL, ETag and
+// size. A replaced object has another ETag, so another identity.
+func objectIdentity(o *objstore.Object) string {
+	h := sha256.Sum256(fmt.Appendf(nil, "%s\x00%s\x00%d", o.URL(), o.ETag(), o.Size()))
+	return hex.EncodeToString(h[:16])
 }
 
 // identity names the content of path, open as f, as it stands: a hash of

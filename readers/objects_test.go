@@ -163,3 +163,62 @@ func TestAnIndexedChunkIsOneRead(t *testing.T) {
 	require.ErrorIs(t, err, format.ErrCorrupt)
 	require.ErrorContains(t, err, "checksum")
 }
+
+// A gzip'd shard or TFRecord object is decoded once into the decode cache,
+// and a raw shard's spans are kept there, by the object's version: a
+// second reader that seeks into the object reads it neither whole nor
+// forward, and says the version it reads. A replaced object is another
+// version, read afresh.
+func TestObjectsAreDecodedAndIndexedOnce(t *testing.T) {
+	t.Setenv(readers.DecodeCacheEnv, t.TempDir())
+	srv := s3server.Start(t)
+	srv.Bucket(t, "data")
+	store, err := objstore.New(t.Context(), objstore.Options{Endpoint: srv.Endpoint, AccessKey: s3server.AccessKey, SecretKey: s3server.SecretKey})
+	require.NoError(t, err)
+	src, dir := shardFiles(t, 300), t.TempDir()
+	tar, tgz, tfgz := filepath.Join(dir, "s.tar"), filepath.Join(dir, "s.tar.gz"), filepath.Join(dir, "p.tfrecord.gz")
+	testutil.PythonShard(t, src, tar)
+	testutil.PythonShard(t, src, tgz)
+	tfrecordFile(t, tfgz, 300)
+	read := func(url string, from int) ([]tensor.Slots, string) {
+		r, err := readers.Open(url, readers.OpenOptions{Objects: store})
+		require.NoError(t, err, url)
+		defer r.Close()
+		require.NoError(t, r.(interface{ Seek(int) error }).Seek(from), url)
+		var out []tensor.Slots
+		for s, err := range readers.All(t.Context(), r) {
+			require.NoError(t, err, url)
+			out = append(out, s)
+		}
+		return out, r.(interface{ Version() string }).Version()
+	}
+	for _, local := range []string{tgz, tfgz, tar} {
+		b, err := os.ReadFile(local)
+		require.NoError(t, err)
+		url := "s3://data/" + filepath.Base(local)
+		etag := srv.Put(t, "data", filepath.Base(local), b)
+		want := entrySamples(t, local, 100, 300)
+		got, version := read(url, 100)
+		requireSameSamples(t, want, got, url)
+		require.Equal(t, etag, version, url)
+
+		_, before := store.Stats()
+		got, version = read(url, 100)
+		_, after := store.Stats()
+		requireSameSamples(t, want, got, url)
+		require.Equal(t, etag, version, url)
+		if local == tar {
+			require.Less(t, after-before, int64(len(b))*3/4, "%s: the spans are not scanned again", url)
+		} else {
+			require.Less(t, after-before, int64(len(b))/10, "%s: the object is not read forward again", url)
+		}
+	}
+	other := filepath.Join(dir, "other.tar.gz")
+	testutil.PythonShard(t, shardFiles(t, 120), other)
+	b, err := os.ReadFile(other)
+	require.NoError(t, err)
+	etag := srv.Put(t, "data", "s.tar.gz", b)
+	got, version := read("s3://data/s.tar.gz", 20)
+	require.Equal(t, etag, version)
+	requireSameSamples(t, entrySamples(t, other, 20, 120), got, "the replaced object")
+}

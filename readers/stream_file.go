@@ -140,6 +140,8 @@ type streamFile struct {
 	src        Source
 	f          *os.File    // the file src reads, when it is one: its identity keys the index
 	ix         streamIndex // the raw file's index, once read
+	version    string      // the object's ETag, once read from a decoded copy of it
+	noCopy     bool        // a decoded copy was made but could not be opened
 	r          stream
 	gzipped    bool
 	closed     bool
@@ -240,6 +242,13 @@ func (w *streamFile) open() error {
 	var magic [2]byte
 	n, _ := src.ReadAt(magic[:], 0)
 	w.src, w.gzipped = src, n == 2 && magic[0] == 0x1f && magic[1] == 0x8b
+	if _, object := src.(*objstore.Object); object && w.gzipped {
+		// An object read forward would be fetched again at every open and
+		// every Reset: its decoded copy is read from the start instead.
+		if w.useDecoded(); !w.gzipped {
+			return nil
+		}
+	}
 	if !w.gzipped && w.format.byIndex != nil {
 		ix, err := w.index()
 		if err != nil {
@@ -273,7 +282,25 @@ func (w *streamFile) openSource() (Source, error) {
 }
 
 // Version is the version of the object read (its ETag), "" for a file.
-func (w *streamFile) Version() string { return versionOf(w.src) }
+func (w *streamFile) Version() string {
+	if w.version != "" {
+		return w.version
+	}
+	return versionOf(w.src)
+}
+
+// id names what src reads as it stands, for the indexes and copies kept
+// of it: a file's identity, an object version's; "" for OpenStream's
+// source, which nothing names.
+func (w *streamFile) id() (string, error) {
+	if w.f != nil {
+		return identity(w.read, w.f)
+	}
+	if o, ok := w.src.(*objstore.Object); ok {
+		return objectIdentity(o), nil
+	}
+	return "", nil
+}
 
 func (w *streamFile) openerOf() format.Opener {
 	if w.read != w.path {
@@ -444,12 +471,11 @@ func (w *streamFile) index() (streamIndex, error) {
 	if w.ix != nil {
 		return w.ix, nil
 	}
-	var id string
-	if w.f != nil {
-		var err error
-		if id, err = identity(w.read, w.f); err != nil {
-			return nil, err
-		}
+	id, err := w.id()
+	if err != nil {
+		return nil, err
+	}
+	if id != "" {
 		if ix, ok := streamIndexes.Load(w.format.name + ":" + id); ok {
 			w.ix = ix.(streamIndex)
 			return w.ix, nil
@@ -462,7 +488,6 @@ func (w *streamFile) index() (streamIndex, error) {
 	}
 	r := io.NewSectionReader(w.src, 0, w.src.Size())
 	var ix streamIndex
-	var err error
 	if w.format.index != nil {
 		ix, err = w.format.index(r, w.path)
 	} else {
@@ -487,20 +512,33 @@ var streamIndexes sync.Map
 
 // useDecoded reopens the reader on the file's decoded copy, at sample 0,
 // when one can be had (not for OpenStream's source); otherwise it leaves
-// it as it was.
+// it as it was. An object's copy is of the version opened, and the reader
+// goes on naming that version.
 func (w *streamFile) useDecoded() {
-	if w.source != nil {
+	o, object := w.src.(*objstore.Object)
+	if w.noCopy || w.source != nil && !object {
 		return
 	}
-	read, err := decodedCopy(w.format.name, w.path, w.opener, w.format.decode)
+	var read string
+	var err error
+	if object {
+		if _, err = o.Seek(0, io.SeekStart); err == nil { // the stream read on from where it was
+			read, err = decodeOnce(objectIdentity(o), w.path, o, o.Size(), w.format.decode)
+		}
+	} else {
+		read, err = decodedCopy(w.format.name, w.path, w.opener, w.format.decode)
+	}
 	if err != nil {
 		return
 	}
-	was := w.read
+	was, source := w.read, w.source
 	w.close()
-	w.read, w.ix = read, nil
+	w.read, w.ix, w.source = read, nil, nil
+	if object {
+		w.version = o.ETag()
+	}
 	if w.open() != nil {
-		w.read = was
+		w.read, w.source, w.version, w.noCopy = was, source, "", true
 		w.open()
 	}
 }

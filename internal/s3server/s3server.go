@@ -202,12 +202,13 @@ func (s *Server) MakeBucket(ctx context.Context, name string) error {
 }
 
 // Put writes an object.
-func (s *Server) Put(t testing.TB, bucket, key string, data []byte) {
+func (s *Server) Put(t testing.TB, bucket, key string, data []byte) (etag string) {
 	t.Helper()
-	_, err := s.Client().PutObject(context.Background(), &s3.PutObjectInput{Bucket: &bucket, Key: &key, Body: bytes.NewReader(data)})
+	out, err := s.Client().PutObject(context.Background(), &s3.PutObjectInput{Bucket: &bucket, Key: &key, Body: bytes.NewReader(data)})
 	if err != nil {
 		t.Fatal(err)
 	}
+	return aws.ToString(out.ETag)
 }
 
 // PutFiles writes the files matching pattern as objects named by their
