@@ -175,6 +175,11 @@ func (r *SpanReader) Next() (tensor.Slots, error) {
 	if k == 0 || r.sp.rel[i*k] == irregular {
 		return r.viaTar(i)
 	}
+	if err := r.hold(i, k); errors.Is(err, errCutOff) {
+		return r.viaTar(i)
+	} else if err != nil {
+		return nil, fmt.Errorf("wds: %s: sample %d: %w", r.name, i, err)
+	}
 	slots := make(tensor.Slots, k)
 	for f, ext := range r.sp.fields {
 		off := r.sp.starts[i] + int64(r.sp.rel[i*k+f])
@@ -206,10 +211,13 @@ func (r *SpanReader) NextOnto(st *tensor.Stack) (tensor.Slots, error) {
 			r.shapes[f], r.lods[f] = tensor.Shape{0}, tensor.LoD{{0, 0}}
 		}
 	}
+	if r.hold(i, k) != nil {
+		return r.Next() // which says what is wrong
+	}
 	for f, ext := range r.sp.fields {
 		data, err := r.read(r.sp.starts[i]+int64(r.sp.rel[i*k+f]), int(r.sp.size[i*k+f]))
 		if err != nil || !r.view(f, ext, data) {
-			return r.Next() // which says what is wrong
+			return r.Next()
 		}
 	}
 	if !st.Append(r.views) {
@@ -246,6 +254,21 @@ func (r *SpanReader) view(f int, ext string, data []byte) bool {
 
 // one is a scalar field's shape, shared by every view of one.
 var one = tensor.Shape{1}
+
+// hold moves the window, if it must, to hold every field of sample i (k
+// fields) at once, so that reading them moves it no more: the views of
+// the fields read first stay the sample's bytes, and a shard whose members
+// lie in another order than the fields is not fetched once a field.
+func (r *SpanReader) hold(i, k int) error {
+	start := r.sp.starts[i]
+	lo, hi := int64(math.MaxInt64), int64(0)
+	for f := range k {
+		at := start + int64(r.sp.rel[i*k+f])
+		lo, hi = min(lo, at), max(hi, at+int64(r.sp.size[i*k+f]))
+	}
+	_, err := r.read(lo, int(hi-lo))
+	return err
+}
 
 // errCutOff is a span past the shard's end.
 var errCutOff = errors.New("past the end")

@@ -9,6 +9,7 @@ import (
 	"hash/crc32"
 	"io"
 	"math"
+	"math/rand/v2"
 	"os"
 	"slices"
 	"strings"
@@ -250,6 +251,7 @@ func FuzzShard(f *testing.F) {
 func FuzzSpans(f *testing.F) {
 	f.Add(shard(f, samples(2, false)...))
 	f.Add(shard(f, samples(1, true)...))
+	f.Add(shard(f, file{"a.txt", []byte("one")}, file{"a.jpg", []byte("two")}, file{"b.txt", []byte("3")}, file{"b.jpg", []byte("4")}))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		sp, err := wds.NewReader(bytes.NewReader(b), "fuzz.tar").Spans()
 		if err != nil {
@@ -257,6 +259,8 @@ func FuzzSpans(f *testing.F) {
 		}
 		r := wds.NewReader(bytes.NewReader(b), "fuzz.tar")
 		sr := wds.NewSpanReader(bytes.NewReader(b), int64(len(b)), "fuzz.tar", sp)
+		so := wds.NewSpanReader(bytes.NewReader(b), int64(len(b)), "fuzz.tar", sp)
+		st := tensor.NewStack(max(sp.Len(), 1))
 		for i := range sp.Len() {
 			_, want, werr := r.Next()
 			got, err := sr.Next()
@@ -265,6 +269,13 @@ func FuzzSpans(f *testing.F) {
 			}
 			if werr == nil && !want.Equal(got) {
 				t.Fatalf("sample %d: tar reads %v, the spans %v", i, want, got)
+			}
+			stacked, err := so.NextOnto(st)
+			if werr == nil && err == nil && stacked == nil {
+				stacked, err = st.Row(st.Len() - 1)
+			}
+			if (werr == nil) != (err == nil) || werr == nil && !want.Equal(stacked) {
+				t.Fatalf("sample %d: tar reads %v (%v), onto a stack %v (%v)", i, want, werr, stacked, err)
 			}
 			if r.Broken() {
 				return
@@ -433,4 +444,60 @@ func FuzzUnmarshalSpans(f *testing.F) {
 			}
 		}
 	})
+}
+
+// countedReaderAt counts the bytes read from it.
+type countedReaderAt struct {
+	b     []byte
+	bytes int
+}
+
+func (c *countedReaderAt) ReadAt(p []byte, off int64) (int, error) {
+	n, err := bytes.NewReader(c.b).ReadAt(p, off)
+	c.bytes += n
+	return n, err
+}
+
+// Samples read onto a stack keep their own bytes where a sample straddles
+// the reader's window and its fields lie in the tar in another order than
+// the slots (txt before jpg; slots jpg, txt): moving the window for one
+// field must not change another already viewed. And the window is read
+// once, not once a field.
+func TestStackedSamplesStraddlingTheWindow(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	random := func() []byte {
+		b := make([]byte, 1000+rng.IntN(9000))
+		for i := range b {
+			b[i] = byte(rng.Uint32())
+		}
+		return b
+	}
+	const n = 150
+	var files []file
+	for i := range n {
+		key := fmt.Sprintf("s%04d", i)
+		files = append(files, file{key + ".txt", random()}, file{key + ".jpg", random()})
+	}
+	b := shard(t, files...)
+	sp := spansOf(t, b)
+	require.Equal(t, []string{"jpg", "txt"}, sp.Fields())
+	src := &countedReaderAt{b: b}
+	sr := wds.NewSpanReader(src, int64(len(b)), "s.tar", sp)
+	st := tensor.NewStack(n)
+	for i := range n {
+		out, err := sr.NextOnto(st)
+		require.NoError(t, err)
+		require.Nil(t, out, "sample %d stacks", i)
+	}
+	r := wds.NewReader(bytes.NewReader(b), "s.tar")
+	for i := range n {
+		_, want, err := r.Next()
+		require.NoError(t, err)
+		row, err := st.Row(i)
+		require.NoError(t, err)
+		require.Equal(t, want[0].Bytes()[:16], row[0].Bytes()[:16], "sample %d jpg", i)
+		require.Equal(t, want[1].Bytes()[:16], row[1].Bytes()[:16], "sample %d txt", i)
+		require.True(t, want.Equal(row), "sample %d", i)
+	}
+	require.Less(t, src.bytes, len(b)+len(b)/10, "the shard is read about once")
 }
