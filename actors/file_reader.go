@@ -357,7 +357,11 @@ func (fr *fileRead) close() {
 func (fr *fileRead) open() error {
 	for {
 		err := fr.openAt()
-		if err == nil || fr.c.policy != supervisor.SkipCorrupt || !errors.Is(err, format.ErrCorrupt) {
+		if err == nil {
+			fr.bound()
+			return nil
+		}
+		if fr.c.policy != supervisor.SkipCorrupt || !errors.Is(err, format.ErrCorrupt) {
 			return err
 		}
 		cs, ok := fr.c.src.(interface {
@@ -379,6 +383,14 @@ func (fr *fileRead) open() error {
 		if fr.to > 0 && end >= fr.to {
 			return nil
 		}
+	}
+}
+
+// bound tells the reader where the run's assignment ends, when it can use
+// that: an object's read-ahead then fetches nothing past it.
+func (fr *fileRead) bound() {
+	if b, ok := fr.r.(interface{ ReadUntil(record int) }); ok {
+		b.ReadUntil(int(fr.to))
 	}
 }
 

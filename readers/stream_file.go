@@ -403,6 +403,21 @@ func (w *streamFile) Seek(n int) error {
 	return w.seekRaw(n)
 }
 
+// ReadUntil says the reader will read no sample from n on (n <= 0: it
+// reads to the end): an object's read-ahead then stops where sample n
+// starts.
+func (w *streamFile) ReadUntil(n int) {
+	o, ok := w.src.(*objstore.Object)
+	if !ok || w.ix == nil {
+		return
+	}
+	until := int64(0)
+	if starts := w.ix.Starts(); n > 0 && n < len(starts) {
+		until = starts[n]
+	}
+	o.ReadUntil(until)
+}
+
 // seekRaw seeks a raw file to sample n; n past the last is its end.
 func (w *streamFile) seekRaw(n int) error {
 	ix, err := w.index()

@@ -22,6 +22,7 @@ type readAhead struct {
 	lastEnd int64     // where the last read ended
 	run     int       // reads in a row, each where the last ended
 	span    int       // the largest read seen
+	until   int64     // where the reader means to stop (0: nowhere said)
 	wg      sync.WaitGroup
 }
 
@@ -101,8 +102,12 @@ func (a *readAhead) next(o *Object, off, end int64) {
 	if k := len(a.wins); k > 0 {
 		from = a.wins[k-1].at + int64(a.wins[k-1].size)
 	}
-	for len(a.wins) < 2 && from < o.size && from-end < int64(size) {
-		w := &window{at: from, size: int(min(int64(size), o.size-from)), done: make(chan struct{})}
+	stop := o.size
+	if a.until > end { // a bound the reader has not passed yet
+		stop = min(stop, a.until)
+	}
+	for len(a.wins) < 2 && from < stop && from-end < int64(size) {
+		w := &window{at: from, size: int(min(int64(size), stop-from)), done: make(chan struct{})}
 		a.wins = append(a.wins, w)
 		from += int64(w.size)
 		a.wg.Add(1)
@@ -114,6 +119,13 @@ func (a *readAhead) next(o *Object, off, end int64) {
 			w.buf, w.err = buf[:n], err
 		}()
 	}
+}
+
+// bound says the reader means to stop reading at byte until.
+func (a *readAhead) bound(until int64) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.until = until
 }
 
 // wait waits for the windows being fetched (Close has ended them).

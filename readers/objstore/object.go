@@ -158,6 +158,12 @@ func (o *Object) get(p []byte, off int64) (int, error) {
 	return n, nil
 }
 
+// ReadUntil says that the reader means to stop at byte until: the
+// read-ahead fetches nothing from there on, until a read passes it. A
+// reader dealt a stretch of an object (a split of a shard) so wastes no
+// windows past the stretch's end.
+func (o *Object) ReadUntil(until int64) { o.ahead.bound(until) }
+
 // Read reads on from where the last Read or Seek left off.
 func (o *Object) Read(p []byte) (int, error) {
 	if len(p) == 0 {

@@ -272,6 +272,32 @@ func TestSmallReadsReadAhead(t *testing.T) {
 	require.Equal(t, data[100:110], b)
 }
 
+// A reader that says where it stops gets nothing read ahead past that;
+// one that says nothing gets windows beyond its last read.
+func TestReadAheadStopsWhereTheReaderDoes(t *testing.T) {
+	data := random(4_000_000)
+	_, _, s := setup(t, data)
+	read := func(until int64) int64 {
+		o, err := s.Open(t.Context(), "s3://bkt/data")
+		require.NoError(t, err)
+		if until > 0 {
+			o.ReadUntil(until)
+		}
+		_, before := s.Stats()
+		buf := make([]byte, 100_000)
+		for off := int64(0); off < 1_500_000; off += int64(len(buf)) {
+			_, err := o.ReadAt(buf, off)
+			require.NoError(t, err)
+			require.Equal(t, data[off:off+int64(len(buf))], buf)
+		}
+		require.NoError(t, o.Close()) // waits for the windows in flight
+		_, after := s.Stats()
+		return after - before
+	}
+	require.EqualValues(t, 1_500_000, read(1_500_000), "nothing read past the bound")
+	require.Greater(t, read(0), int64(1_500_000), "windows read ahead past the last read")
+}
+
 // An upload appears whole, by one PUT or by parts; one whose part fails
 // does not appear at all.
 func TestUploadsAppearWholeOrNotAtAll(t *testing.T) {
