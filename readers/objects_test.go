@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/actorfeed/actorfeed/internal/s3server"
+	"github.com/actorfeed/actorfeed/internal/s3server/s3servertest"
 	"github.com/actorfeed/actorfeed/internal/testutil"
 	"github.com/actorfeed/actorfeed/readers"
 	"github.com/actorfeed/actorfeed/readers/format"
@@ -45,9 +46,9 @@ func requireSameSamples(t *testing.T, want, got []tensor.Slots, what string) {
 // as from the same files on disk: named by URL, bare or with a format,
 // through a store that cuts bodies off and throttles.
 func TestFormatsReadFromObjects(t *testing.T) {
-	srv := s3server.Start(t)
+	srv := s3servertest.Start(t)
 	srv.Bucket(t, "data")
-	p := s3server.NewProxy(t, srv)
+	p := s3servertest.NewProxy(t, srv)
 	srv.Env(t, p.URL)
 	p.SetFaults(func(n int, r *http.Request) s3server.Fault {
 		switch {
@@ -109,7 +110,7 @@ func TestFormatsReadFromObjects(t *testing.T) {
 // An object that is not there, or a bucket, fails the open with one line
 // naming the URL; IDX files are read from disk only, and say so.
 func TestObjectsThatAreNotThere(t *testing.T) {
-	srv := s3server.Start(t)
+	srv := s3servertest.Start(t)
 	srv.Bucket(t, "data")
 	srv.Env(t, srv.Endpoint)
 	for url, want := range map[string]error{
@@ -171,7 +172,7 @@ func TestAnIndexedChunkIsOneRead(t *testing.T) {
 // version, read afresh.
 func TestObjectsAreDecodedAndIndexedOnce(t *testing.T) {
 	t.Setenv(readers.DecodeCacheEnv, t.TempDir())
-	srv := s3server.Start(t)
+	srv := s3servertest.Start(t)
 	srv.Bucket(t, "data")
 	store, err := objstore.New(t.Context(), objstore.Options{Endpoint: srv.Endpoint, AccessKey: s3server.AccessKey, SecretKey: s3server.SecretKey})
 	require.NoError(t, err)

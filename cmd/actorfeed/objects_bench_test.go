@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/actorfeed/actorfeed/actors"
-	"github.com/actorfeed/actorfeed/internal/s3server"
+	"github.com/actorfeed/actorfeed/internal/s3server/s3servertest"
 	"github.com/actorfeed/actorfeed/internal/testutil"
 	"github.com/actorfeed/actorfeed/readers/recordio"
 )
@@ -23,7 +23,7 @@ func BenchmarkObjectStoreRatio(b *testing.B) {
 	local := filepath.Join(b.TempDir(), "train.recordio")
 	_, err := convertIDX(b.Context(), filepath.Join(testutil.FashionDir(b), "train-images-idx3-ubyte.gz"), local, recordio.Snappy)
 	require.NoError(b, err)
-	srv := s3server.Start(b)
+	srv := s3servertest.Start(b)
 	srv.Bucket(b, "bench")
 	urls := srv.PutFiles(b, "bench", "fm/", local)
 	srv.Env(b, srv.Endpoint)

@@ -17,14 +17,15 @@ import (
 
 	"github.com/actorfeed/actorfeed/actors"
 	"github.com/actorfeed/actorfeed/internal/s3server"
+	"github.com/actorfeed/actorfeed/internal/s3server/s3servertest"
 	"github.com/actorfeed/actorfeed/internal/testutil"
 )
 
 // serveSet serves the RecordIO files of data as objects under
 // s3://train/set/, and points the test's AWS environment at the server.
-func serveSet(t *testing.T, data string) (*s3server.Server, []string) {
+func serveSet(t *testing.T, data string) (*s3servertest.Server, []string) {
 	t.Helper()
-	srv := s3server.Start(t)
+	srv := s3servertest.Start(t)
 	srv.Bucket(t, "train")
 	urls := srv.PutFiles(t, "train", "set/", filepath.Join(data, "*.recordio"))
 	srv.Env(t, srv.Endpoint)
@@ -38,7 +39,7 @@ func TestRunOverObjects(t *testing.T) {
 	data := genSet(t, 3, 3000)
 	srv, _ := serveSet(t, data)
 	srv.Put(t, "train", "set/README", []byte("not matched"))
-	p := s3server.NewProxy(t, srv)
+	p := s3servertest.NewProxy(t, srv)
 	srv.Env(t, p.URL)
 	p.SetFaults(func(n int, r *http.Request) s3server.Fault {
 		switch {
@@ -114,7 +115,7 @@ func TestAReplacedObjectStopsTheJob(t *testing.T) {
 // gen and convert write to a bucket what they write to disk, each object
 // whole; a run reads it back as it reads the files.
 func TestGenAndConvertWriteObjects(t *testing.T) {
-	srv := s3server.Start(t)
+	srv := s3servertest.Start(t)
 	srv.Bucket(t, "train")
 	srv.Bucket(t, "whole")
 	srv.Env(t, srv.Endpoint)
@@ -167,7 +168,7 @@ func TestGenAndConvertWriteObjects(t *testing.T) {
 // shards written into it, a run over them.
 func TestREADMEBucketRuns(t *testing.T) {
 	testutil.FashionDir(t)
-	bin := s3server.Binary(t)
+	bin := s3servertest.Binary(t)
 	t.Setenv("PATH", filepath.Dir(bin)+string(os.PathListSeparator)+os.Getenv("PATH"))
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
@@ -203,7 +204,7 @@ devices: {n: 1}
 // sample's fields are fetched in one window, whatever their order in the
 // tar, and a reader's read-ahead stops where the split it was dealt ends.
 func TestAShuffledPassFetchesAShardOnce(t *testing.T) {
-	srv := s3server.Start(t)
+	srv := s3servertest.Start(t)
 	srv.Bucket(t, "train")
 	srv.Env(t, srv.Endpoint)
 	dir := t.TempDir()

@@ -10,7 +10,6 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"sync"
-	"testing"
 	"time"
 )
 
@@ -37,17 +36,6 @@ type Proxy struct {
 	faults   func(n int, r *http.Request) Fault
 	requests int
 	srv      *httptest.Server
-}
-
-// NewProxy starts a proxy to s until the test ends.
-func NewProxy(t testing.TB, s *Server) *Proxy {
-	t.Helper()
-	p, err := StartProxy(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(p.Close)
-	return p
 }
 
 // StartProxy starts a proxy to s until Close.

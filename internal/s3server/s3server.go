@@ -1,8 +1,9 @@
 // Package s3server starts Versity's S3 gateway (a server people run in
 // production, over a directory) on 127.0.0.1 for tests and for the object
 // store scenarios of sim/objsim, and a proxy in front of it that injects
-// the faults object stores have: throttling, errors, bodies cut off
-// mid-object.
+// the faults object stores have: throttling, errors, bodies cut off or
+// stalled mid-object, dropped connections, delays. Its s3servertest runs
+// them for a test.
 package s3server
 
 import (
@@ -17,7 +18,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -60,32 +60,6 @@ func Find() (string, error) {
 		return p, nil
 	}
 	return "", errors.New("versitygw (Versity's S3 gateway) is not installed: go install " + Module + "@" + Version)
-}
-
-// Binary is Find for a test: without the gateway it fails under CI, and
-// skips elsewhere.
-func Binary(t testing.TB) string {
-	t.Helper()
-	p, err := Find()
-	if err == nil {
-		return p
-	}
-	if os.Getenv("CI") != "" {
-		t.Fatal(err)
-	}
-	t.Skip(err)
-	return ""
-}
-
-// Start runs a gateway over a new directory until the test ends.
-func Start(t testing.TB) *Server {
-	t.Helper()
-	s, err := Launch(Binary(t), t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(s.Close)
-	return s
 }
 
 // Launch runs the gateway bin over dir until Close.
@@ -159,20 +133,6 @@ func launch(bin, dir string) (*Server, error) {
 // Close stops the gateway.
 func (s *Server) Close() { s.stop() }
 
-// Env points the AWS environment of the test at endpoint (the server's,
-// or a proxy's) with the server's keys, and away from the user's files.
-func (s *Server) Env(t testing.TB, endpoint string) {
-	t.Helper()
-	for k, v := range map[string]string{
-		"AWS_ACCESS_KEY_ID": AccessKey, "AWS_SECRET_ACCESS_KEY": SecretKey, "AWS_SESSION_TOKEN": "",
-		"AWS_REGION": Region, "AWS_ENDPOINT_URL": endpoint, "AWS_PROFILE": "",
-		"AWS_CONFIG_FILE": filepath.Join(s.Dir, "no-config"), "AWS_SHARED_CREDENTIALS_FILE": filepath.Join(s.Dir, "no-credentials"),
-		"AWS_EC2_METADATA_DISABLED": "true",
-	} {
-		t.Setenv(k, v)
-	}
-}
-
 // Client is a client of the server with its keys, for a test's set-up.
 func (s *Server) Client() *s3.Client {
 	if s.client != nil {
@@ -187,47 +147,8 @@ func (s *Server) Client() *s3.Client {
 	return s.client
 }
 
-// Bucket makes a bucket.
-func (s *Server) Bucket(t testing.TB, name string) {
-	t.Helper()
-	if err := s.MakeBucket(context.Background(), name); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // MakeBucket makes a bucket.
 func (s *Server) MakeBucket(ctx context.Context, name string) error {
 	_, err := s.Client().CreateBucket(ctx, &s3.CreateBucketInput{Bucket: &name})
 	return err
-}
-
-// Put writes an object.
-func (s *Server) Put(t testing.TB, bucket, key string, data []byte) (etag string) {
-	t.Helper()
-	out, err := s.Client().PutObject(context.Background(), &s3.PutObjectInput{Bucket: &bucket, Key: &key, Body: bytes.NewReader(data)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return aws.ToString(out.ETag)
-}
-
-// PutFiles writes the files matching pattern as objects named by their
-// base names under prefix, and returns their URLs.
-func (s *Server) PutFiles(t testing.TB, bucket, prefix, pattern string) []string {
-	t.Helper()
-	files, err := filepath.Glob(pattern)
-	if err != nil || len(files) == 0 {
-		t.Fatalf("%s: no files (%v)", pattern, err)
-	}
-	var urls []string
-	for _, f := range files {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		key := prefix + filepath.Base(f)
-		s.Put(t, bucket, key, b)
-		urls = append(urls, "s3://"+bucket+"/"+key)
-	}
-	return urls
 }

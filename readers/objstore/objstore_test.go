@@ -16,6 +16,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/actorfeed/actorfeed/internal/s3server"
+	"github.com/actorfeed/actorfeed/internal/s3server/s3servertest"
 	"github.com/actorfeed/actorfeed/readers/objstore"
 )
 
@@ -23,15 +24,15 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // setup starts a server with one object, data, at s3://bkt/data, and a
 // proxy before it; the store reads through the proxy.
-func setup(t *testing.T, data []byte) (*s3server.Server, *s3server.Proxy, *objstore.Store) {
+func setup(t *testing.T, data []byte) (*s3servertest.Server, *s3server.Proxy, *objstore.Store) {
 	return setupWith(t, data, objstore.Options{Backoff: time.Millisecond})
 }
 
-func setupWith(t *testing.T, data []byte, opts objstore.Options) (*s3server.Server, *s3server.Proxy, *objstore.Store) {
-	srv := s3server.Start(t)
+func setupWith(t *testing.T, data []byte, opts objstore.Options) (*s3servertest.Server, *s3server.Proxy, *objstore.Store) {
+	srv := s3servertest.Start(t)
 	srv.Bucket(t, "bkt")
 	srv.Put(t, "bkt", "data", data)
-	p := s3server.NewProxy(t, srv)
+	p := s3servertest.NewProxy(t, srv)
 	srv.Env(t, p.URL)
 	s, err := objstore.New(t.Context(), opts)
 	require.NoError(t, err)

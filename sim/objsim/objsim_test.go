@@ -6,7 +6,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
-	"github.com/actorfeed/actorfeed/internal/s3server"
+	"github.com/actorfeed/actorfeed/internal/s3server/s3servertest"
 	"github.com/actorfeed/actorfeed/sim/objsim"
 )
 
@@ -16,7 +16,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // read from disk; a store that fails or stalls every request fails the
 // scenario rather than passing it or hanging.
 func TestScenariosReadAsFromDisk(t *testing.T) {
-	s3server.Binary(t) // skips, or fails under CI, without the gateway
+	s3servertest.Binary(t) // skips, or fails under CI, without the gateway
 	e, err := objsim.Start(t.Context())
 	require.NoError(t, err)
 	defer e.Close()
