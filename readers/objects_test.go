@@ -1,7 +1,6 @@
 package readers_test
 
 import (
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -50,15 +49,7 @@ func TestFormatsReadFromObjects(t *testing.T) {
 	srv.Bucket(t, "data")
 	p := s3servertest.NewProxy(t, srv)
 	srv.Env(t, p.URL)
-	p.SetFaults(func(n int, r *http.Request) s3server.Fault {
-		switch {
-		case r.Method == http.MethodGet && n%7 == 3:
-			return s3server.Fault{Cut: 700}
-		case n%11 == 5:
-			return s3server.Fault{Status: http.StatusServiceUnavailable}
-		}
-		return s3server.Fault{}
-	})
+	p.SetFaults(s3servertest.Rhythm{Cut: 7, CutAt: 700, Throttle: 11}.Faults)
 
 	rio := testutil.WriteRecords(t, filepath.Join(t.TempDir(), "part-0.recordio"), 4096, 3000,
 		func(r int) tensor.Slots { return testutil.Sample(0, r) })

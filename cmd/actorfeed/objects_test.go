@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -16,7 +15,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/actorfeed/actorfeed/actors"
-	"github.com/actorfeed/actorfeed/internal/s3server"
 	"github.com/actorfeed/actorfeed/internal/s3server/s3servertest"
 	"github.com/actorfeed/actorfeed/internal/testutil"
 )
@@ -41,15 +39,7 @@ func TestRunOverObjects(t *testing.T) {
 	srv.Put(t, "train", "set/README", []byte("not matched"))
 	p := s3servertest.NewProxy(t, srv)
 	srv.Env(t, p.URL)
-	p.SetFaults(func(n int, r *http.Request) s3server.Fault {
-		switch {
-		case r.Method == http.MethodGet && n%5 == 2:
-			return s3server.Fault{Cut: 3000}
-		case n%9 == 4:
-			return s3server.Fault{Status: http.StatusServiceUnavailable}
-		}
-		return s3server.Fault{}
-	})
+	p.SetFaults(s3servertest.Rhythm{Cut: 5, CutAt: 3000, Throttle: 9}.Faults)
 	dir := t.TempDir()
 	_, stderr, code := execCLI(t, dir, runArgs(data, "local.jsonl")...)
 	require.Zero(t, code, stderr)

@@ -6,6 +6,7 @@ package s3servertest
 import (
 	"bytes"
 	"context"
+	"net/http"
 	"os"
 	"path/filepath"
 	"testing"
@@ -107,4 +108,25 @@ func (s *Server) PutFiles(t testing.TB, bucket, prefix, pattern string) []string
 		urls = append(urls, "s3://"+bucket+"/"+key)
 	}
 	return urls
+}
+
+// Rhythm is a store flaky in a fixed rhythm, for a proxy's SetFaults: a
+// GET's body is cut off after CutAt bytes when its number n has n%Cut ==
+// Cut/2, and request n is otherwise answered 503 SlowDown when
+// n%Throttle == Throttle/2 (0: never).
+type Rhythm struct {
+	Cut      int
+	CutAt    int64
+	Throttle int
+}
+
+// Faults is the fault of request n.
+func (y Rhythm) Faults(n int, r *http.Request) s3server.Fault {
+	switch {
+	case y.Cut > 0 && r.Method == http.MethodGet && n%y.Cut == y.Cut/2:
+		return s3server.Fault{Cut: y.CutAt}
+	case y.Throttle > 0 && n%y.Throttle == y.Throttle/2:
+		return s3server.Fault{Status: http.StatusServiceUnavailable}
+	}
+	return s3server.Fault{}
 }
