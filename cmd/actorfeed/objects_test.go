@@ -100,6 +100,7 @@ func TestAReplacedObjectStopsTheJob(t *testing.T) {
 	_, stderr, code = execCLI(t, dir, append(args, "--passes", "2", "--resume", "state.json")...)
 	require.NotZero(t, code)
 	require.Contains(t, stderr, "another data set")
+	require.Contains(t, stderr, "an object replaced (its ETag changed)", stderr)
 }
 
 // gen and convert write to a bucket what they write to disk, each object
