@@ -32,7 +32,8 @@ func serveSet(t *testing.T, data string) (*s3servertest.Server, []string) {
 
 // A run over objects named by a glob delivers the batches of the same run
 // over the files on disk, id for id, through a store that throttles and
-// cuts bodies off; a bucket that is not there is one line naming it.
+// cuts bodies off, and so does each rank's share; a bucket that is not
+// there is one line naming it.
 func TestRunOverObjects(t *testing.T) {
 	data := genSet(t, 3, 3000)
 	srv, _ := serveSet(t, data)
@@ -54,6 +55,19 @@ func TestRunOverObjects(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, string(local), string(objects))
 	require.Greater(t, p.Requests(), 10)
+	for rank := range 2 { // each rank's share as from disk
+		r := []string{"--world", "2", "--rank", fmt.Sprint(rank)}
+		_, stderr, code := execCLI(t, dir, runArgs(data, "local-rank.jsonl", r...)...)
+		require.Zero(t, code, stderr)
+		_, stderr, code = execCLI(t, dir, append([]string{"run", "--data", "s3://train/set/*.recordio", "--passes", "3", "--batch", "32",
+			"--emit-ids", "objects-rank.jsonl"}, r...)...)
+		require.Zero(t, code, stderr)
+		local, err := os.ReadFile(filepath.Join(dir, "local-rank.jsonl"))
+		require.NoError(t, err)
+		objects, err := os.ReadFile(filepath.Join(dir, "objects-rank.jsonl"))
+		require.NoError(t, err)
+		require.Equal(t, string(local), string(objects), "rank %d", rank)
+	}
 
 	_, stderr, code = execCLI(t, dir, "run", "--data", "s3://nothere/set/a.recordio")
 	require.Equal(t, 1, code)
