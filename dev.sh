@@ -85,7 +85,7 @@ sim)
   go run ./cmd/actorfeed sim --preempt --scenarios 1000 --seed "$seed" --parallel 4
   echo "== the data service under network faults: a hostile trainer beside a well-behaved one, then 300 scenarios (docs/distributed.md)"
   go run ./cmd/actorfeed sim --network --scenarios 300 --seed "$seed" --parallel 4
-  echo "== object stores: reads of s3:// objects through throttling, server errors and cut bodies, against disk (docs/storage.md)"
+  echo "== object stores: reads of s3:// objects through throttling, server errors, cut and stalled bodies, drops and delays, against disk (docs/storage.md)"
   s3_gateway
   go run ./cmd/actorfeed sim --object-store --scenarios 150 --seed "$seed"
   ;;
