@@ -83,7 +83,10 @@ func launch(bin, dir string) (*Server, error) {
 	}
 	addr := l.Addr().String()
 	l.Close()
-	cmd := exec.Command(bin, "--access", AccessKey, "--secret", SecretKey, "--region", Region,
+	// Keep-alive, as S3 and any server run for throughput keep it: without
+	// it the gateway closes the connection after every answer, and each
+	// request dials anew.
+	cmd := exec.Command(bin, "--access", AccessKey, "--secret", SecretKey, "--region", Region, "--keep-alive",
 		"--port", addr, "posix", dir) // its banner (not printed under --quiet) says it listens
 	out, err := cmd.StdoutPipe()
 	if err != nil {
