@@ -98,6 +98,15 @@ func TestReadsGoOnThroughFaults(t *testing.T) {
 		}
 		return s3server.Fault{}
 	})
+	readWhole(t, s, data)
+	require.Equal(t, 7, gets, "3 answers retried, then 3 cut bodies read on, then the rest")
+	_, read := s.Stats()
+	require.Less(t, read, int64(len(data))+10_000, "what was read is not read again")
+}
+
+// readWhole reads s3://bkt/data in one ReadAt, and requires data.
+func readWhole(t *testing.T, s *objstore.Store, data []byte) {
+	t.Helper()
 	o, err := s.Open(t.Context(), "s3://bkt/data")
 	require.NoError(t, err)
 	defer o.Close()
@@ -106,9 +115,6 @@ func TestReadsGoOnThroughFaults(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, len(data), n)
 	require.Equal(t, data, got)
-	require.Equal(t, 7, gets, "3 answers retried, then 3 cut bodies read on, then the rest")
-	_, read := s.Stats()
-	require.Less(t, read, int64(len(data))+10_000, "what was read is not read again")
 }
 
 // A server that stops answering, or stops sending a body, or drops the
@@ -138,14 +144,7 @@ func TestStallsAndDropsAreTriedAgain(t *testing.T) {
 		}
 		return s3server.Fault{}
 	})
-	o, err := s.Open(t.Context(), "s3://bkt/data")
-	require.NoError(t, err)
-	defer o.Close()
-	got := make([]byte, len(data))
-	n, err := o.ReadAt(got, 0)
-	require.NoError(t, err)
-	require.Equal(t, len(data), n)
-	require.Equal(t, data, got)
+	readWhole(t, s, data)
 	require.Equal(t, 2, heads, "a HEAD with no answer asked again")
 	require.Equal(t, 5, gets, "a dropped and an unanswered GET asked again, two stalled bodies read on")
 	_, read := s.Stats()
