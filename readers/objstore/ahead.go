@@ -103,7 +103,7 @@ func (a *readAhead) next(o *Object, off, end int64) {
 		from = a.wins[k-1].at + int64(a.wins[k-1].size)
 	}
 	stop := o.size
-	if a.until > end { // a bound the reader has not passed yet
+	if a.until >= end { // a bound the reader has not passed yet
 		stop = min(stop, a.until)
 	}
 	for len(a.wins) < 2 && from < stop && from-end < int64(size) {
