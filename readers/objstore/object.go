@@ -43,8 +43,8 @@ func (s *Store) Open(ctx context.Context, url string) (*Object, error) {
 	head, err := s.client.HeadObject(ctx, &s3.HeadObjectInput{Bucket: &u.Bucket, Key: &u.Key})
 	if err != nil {
 		err = describe(u, err)
-		if errors.Is(err, ErrNoObject) && !s.bucketExists(ctx, u) {
-			err = fmt.Errorf("%s: %w", u, ErrNoBucket)
+		if errors.Is(err, ErrNoObject) {
+			err = s.whyNotFound(ctx, u, err)
 		}
 		return nil, err
 	}
@@ -54,12 +54,18 @@ func (s *Store) Open(ctx context.Context, url string) (*Object, error) {
 	return o, nil
 }
 
-// bucketExists tells a missing bucket from a missing object, which a HEAD
-// of the object does not (its answer has no body).
-func (s *Store) bucketExists(ctx context.Context, u URL) bool {
+// whyNotFound says why a HEAD of u found nothing (err): a HEAD's answer
+// has no body, so no error code, and a missing bucket, a missing object
+// and, on some servers (Versity's gateway), an unknown access key all
+// answer 404. A GET of the first byte answers with the code.
+func (s *Store) whyNotFound(ctx context.Context, u URL, err error) error {
 	s.asked()
-	_, err := s.client.HeadBucket(ctx, &s3.HeadBucketInput{Bucket: &u.Bucket})
-	return err == nil || !errors.Is(describe(u, err), ErrNoObject)
+	out, gerr := s.client.GetObject(ctx, &s3.GetObjectInput{Bucket: &u.Bucket, Key: &u.Key, Range: aws.String("bytes=0-0")})
+	if gerr == nil {
+		out.Body.Close()
+		return err
+	}
+	return describe(u, gerr)
 }
 
 // Size is the object's size in bytes.

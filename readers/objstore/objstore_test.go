@@ -104,6 +104,34 @@ func TestReadsGoOnThroughFaults(t *testing.T) {
 	require.Less(t, read, int64(len(data))+10_000, "what was read is not read again")
 }
 
+// Keys may come from the shared credentials file, by profile, and the
+// session's token with them; a profile that is not there is an error
+// naming the object.
+func TestCredentialsFromTheSharedFile(t *testing.T) {
+	data := random(1000)
+	setup(t, data)
+	file := filepath.Join(t.TempDir(), "credentials")
+	require.NoError(t, os.WriteFile(file, []byte(fmt.Sprintf("[default]\naws_access_key_id = nobody\naws_secret_access_key = nothing\n\n[train]\naws_access_key_id = %s\naws_secret_access_key = %s\n",
+		s3server.AccessKey, s3server.SecretKey)), 0o600))
+	t.Setenv("AWS_ACCESS_KEY_ID", "")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "")
+	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", file)
+	t.Setenv("AWS_PROFILE", "train")
+	s, err := objstore.New(t.Context(), objstore.Options{})
+	require.NoError(t, err)
+	readWhole(t, s, data)
+
+	t.Setenv("AWS_PROFILE", "")
+	s, err = objstore.New(t.Context(), objstore.Options{})
+	require.NoError(t, err)
+	_, err = s.Open(t.Context(), "s3://bkt/data")
+	require.ErrorIs(t, err, objstore.ErrDenied, "the default profile's keys are not the server's")
+
+	t.Setenv("AWS_PROFILE", "absent")
+	_, err = objstore.New(t.Context(), objstore.Options{})
+	require.ErrorContains(t, err, "absent")
+}
+
 // readWhole reads s3://bkt/data in one ReadAt, and requires data.
 func readWhole(t *testing.T, s *objstore.Store, data []byte) {
 	t.Helper()

@@ -195,9 +195,15 @@ func describe(u URL, err error) error {
 		kind = ErrNoCreds
 	case code == "NoSuchBucket":
 		kind = ErrNoBucket
-	case code == "NoSuchKey" || status == http.StatusNotFound:
+	case code == "NoSuchKey":
 		kind = ErrNoObject
-	case status == http.StatusForbidden || code == "AccessDenied" || code == "InvalidAccessKeyId" || code == "SignatureDoesNotMatch":
+	// Keys the server does not know: AWS says InvalidAccessKeyId (403),
+	// Versity's gateway XAdminUserNotFound with a 404, before the status.
+	case code == "AccessDenied" || code == "InvalidAccessKeyId" || code == "SignatureDoesNotMatch" || code == "XAdminUserNotFound":
+		kind = ErrDenied
+	case status == http.StatusNotFound:
+		kind = ErrNoObject
+	case status == http.StatusForbidden:
 		kind = ErrDenied
 	case status == http.StatusPreconditionFailed || code == "PreconditionFailed":
 		kind = ErrReplaced
