@@ -214,3 +214,34 @@ func TestObjectsAreDecodedAndIndexedOnce(t *testing.T) {
 	require.Equal(t, etag, version)
 	requireSameSamples(t, entrySamples(t, other, 20, 120), got, "the replaced object")
 }
+
+// With the decode cache off, a gzip'd object is read forward, and a reader
+// that seeks into it reads the samples there, as from the file on disk.
+func TestAGzipObjectSeeksWithoutTheCache(t *testing.T) {
+	t.Setenv(readers.DecodeCacheEnv, "off")
+	srv := s3servertest.Start(t)
+	srv.Bucket(t, "data")
+	srv.Env(t, srv.Endpoint)
+	tgz := filepath.Join(t.TempDir(), "s.tar.gz")
+	testutil.PythonShard(t, shardFiles(t, 300), tgz)
+	b, err := os.ReadFile(tgz)
+	require.NoError(t, err)
+	srv.Put(t, "data", "s.tar.gz", b)
+	fromSample := func(entry string, from int) []tensor.Slots {
+		r, err := readers.Open(entry, readers.OpenOptions{})
+		require.NoError(t, err, entry)
+		defer r.Close()
+		_, err = r.Next(t.Context())
+		require.NoError(t, err, entry)
+		require.NoError(t, r.(interface{ Seek(int) error }).Seek(from), entry)
+		var got []tensor.Slots
+		for s, err := range readers.All(t.Context(), r) {
+			require.NoError(t, err, entry)
+			got = append(got, s)
+		}
+		return got
+	}
+	want := fromSample(tgz, 100)
+	require.Len(t, want, 200)
+	requireSameSamples(t, want, fromSample("s3://data/s.tar.gz", 100), "from sample 100")
+}

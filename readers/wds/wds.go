@@ -40,6 +40,7 @@ type member struct {
 	start          int64 // of its data
 	size           int64
 	data           []byte // nil until read
+	read           bool   // data was read (a Skip reads none)
 }
 
 // NewReader reads the shard in r (uncompressed tar), which starts at
@@ -120,6 +121,13 @@ func (r *Reader) sample(read bool) ([]*member, error) {
 	}
 	first := r.look
 	r.look = nil
+	if first != nil && read && !first.read {
+		// Read ahead by a Skip, which reads no data: the tar reader still
+		// stands at it, since nothing was read after it.
+		if err := r.readData(first); err != nil {
+			return nil, err
+		}
+	}
 	if first == nil {
 		m, err := r.member(read)
 		if err != nil {
@@ -173,22 +181,32 @@ func (r *Reader) member(read bool) (*member, error) {
 			return nil, r.broken
 		}
 		if read {
-			// ReadAll grows as data arrives: a size the header overstates
-			// costs no more than the bytes there are.
-			m.data, err = io.ReadAll(io.LimitReader(r.tr, h.Size))
-			if err == nil && int64(len(m.data)) < h.Size {
-				err = io.ErrUnexpectedEOF
-			}
-			if err != nil && !r.src.failed(err) {
-				err = format.Truncated("data cut off: %v", err)
-			}
-			if err != nil {
-				r.broken = r.fail(r.next, h.Name, at, err)
-				return nil, r.broken
+			if err := r.readData(m); err != nil {
+				return nil, err
 			}
 		}
 		return m, nil
 	}
+}
+
+// readData reads m's data, the tar reader standing at m.
+func (r *Reader) readData(m *member) error {
+	// ReadAll grows as data arrives: a size the header overstates costs no
+	// more than the bytes there are.
+	var err error
+	m.data, err = io.ReadAll(io.LimitReader(r.tr, m.size))
+	if err == nil && int64(len(m.data)) < m.size {
+		err = io.ErrUnexpectedEOF
+	}
+	if err != nil && !r.src.failed(err) {
+		err = format.Truncated("data cut off: %v", err)
+	}
+	if err != nil {
+		r.broken = r.fail(r.next, m.name, m.off, err)
+		return r.broken
+	}
+	m.read = true
+	return nil
 }
 
 // dataSize is what tar reads of a member's data: none for the types that
