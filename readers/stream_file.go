@@ -1,6 +1,7 @@
 package readers
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -537,9 +538,9 @@ func (w *streamFile) useDecoded() {
 	var read string
 	var err error
 	if object {
-		if _, err = o.Seek(0, io.SeekStart); err == nil { // the stream read on from where it was
-			read, err = decodeOnce(objectIdentity(o), w.path, o, o.Size(), w.format.decode)
-		}
+		// Its own reader: the stream, if any, reads on from where it is.
+		src := bufio.NewReaderSize(io.NewSectionReader(o, 0, o.Size()), 256<<10)
+		read, err = decodeOnce(objectIdentity(o), w.path, src, o.Size(), w.format.decode)
 	} else {
 		read, err = decodedCopy(w.format.name, w.path, w.opener, w.format.decode)
 	}
