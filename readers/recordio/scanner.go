@@ -240,12 +240,18 @@ func (c *chunkReader) decompress(comp Compressor) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	// Decode into the buffer kept from earlier chunks. Only a chunk that
-	// outgrows it is measured first, by decoding it to nowhere, and then
-	// decoded again into a buffer of exactly its size: a stream that
-	// decompresses beyond the limit (a gzip bomb) is refused having
-	// allocated nothing, and a large chunk never costs a doubling buffer's
-	// slack. The decoded bytes a reader holds are so at most the limit.
+	// Decode into the buffer kept from earlier chunks, grown first to the
+	// size the payload's framing declares when that is within the limit.
+	// Only a chunk that still outgrows it is measured, by decoding it to
+	// nowhere, and then decoded again into a buffer of exactly its size: a
+	// stream that decompresses beyond the limit (a gzip bomb) is refused
+	// having allocated nothing, and a large chunk never costs a doubling
+	// buffer's slack. The decoded bytes a reader holds are so at most the
+	// limit.
+	if n := declaredSize(comp, c.stored); n > int64(cap(c.decoded)) && n <= int64(c.maxDecoded) {
+		c.decoded = nil
+		c.decoded = make([]byte, 0, min(int64(c.maxDecoded), n+n/4))
+	}
 	n, err := io.ReadFull(zr, c.decoded[:cap(c.decoded)])
 	switch {
 	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
