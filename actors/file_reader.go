@@ -12,6 +12,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/actorfeed/actorfeed/internal/pause"
 	"github.com/actorfeed/actorfeed/messages"
 	"github.com/actorfeed/actorfeed/readers"
 	"github.com/actorfeed/actorfeed/readers/format"
@@ -562,7 +563,7 @@ func (fr *fileRead) recover(err error) error {
 	if fr.tries++; fr.tries >= max(c.retry.Attempts, 1) {
 		return fmt.Errorf("%w after %d attempts at record %d: %w", supervisor.ErrRetriesExhausted, fr.tries, fr.rec, err)
 	}
-	if werr := wait(fr.ctx, c.retry.Delay(fr.tries-1, nil)); werr != nil {
+	if werr := pause.Sleep(fr.ctx, c.retry.Delay(fr.tries-1, nil)); werr != nil {
 		return werr
 	}
 	fr.r.Close()
@@ -682,18 +683,6 @@ func (w *watchdog) close() {
 		if w.timer != nil {
 			w.timer.Stop()
 		}
-	}
-}
-
-// wait sleeps d unless ctx ends first.
-func wait(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
 	}
 }
 

@@ -211,3 +211,11 @@ func (c LeakCheck) Check(sys *actor.ActorSystem) error {
 	}
 	return errors.Join(errs...)
 }
+
+// head is the first five of xs, and how many more.
+func head(xs []string) []string {
+	if len(xs) > 5 {
+		return append(xs[:5:5], fmt.Sprintf("... %d more", len(xs)-5))
+	}
+	return xs
+}

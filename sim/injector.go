@@ -276,21 +276,6 @@ func (in *Injector) Windows() []Window {
 	return append(out, in.Injected().Stalls...)
 }
 
-// sleep waits d or until ctx ends.
-func sleep(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return nil
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
-}
-
 // Open wraps next (actors.OpenFile when nil) so that the files the
 // schedule's file faults target are read through them. File faults apply
 // to RecordIO files, WebDataset shards and TFRecord files; opening another

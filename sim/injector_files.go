@@ -8,8 +8,10 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/actorfeed/actorfeed/internal/pause"
 	"github.com/actorfeed/actorfeed/readers"
 	"github.com/actorfeed/actorfeed/readers/format"
+	"github.com/actorfeed/actorfeed/sim/internal/faultfile"
 )
 
 // openFile opens the RecordIO file at path through the schedule's file
@@ -32,10 +34,10 @@ func (in *Injector) openStream(ctx context.Context, entry, formatName, path stri
 }
 
 // source opens the file at path through the schedule's file faults.
-func (in *Injector) source(ctx context.Context, formatName, path string) (faultSource, error) {
+func (in *Injector) source(ctx context.Context, formatName, path string) (faultfile.Source, error) {
 	fh, size, err := format.OpenFile(formatName, path)
 	if err != nil {
-		return faultSource{}, err
+		return faultfile.Source{}, err
 	}
 	in.mu.Lock()
 	for i, f := range in.faults {
@@ -48,7 +50,7 @@ func (in *Injector) source(ctx context.Context, formatName, path string) (faultS
 		}
 	}
 	in.mu.Unlock()
-	return faultSource{io.NewSectionReader(&injectedFile{in: in, path: path, f: fh, ctx: ctx, size: size}, 0, size), fh}, nil
+	return faultfile.New(&injectedFile{in: in, path: path, f: fh, ctx: ctx, size: size}, size, fh), nil
 }
 
 // injectedFile is one opened file, read through the schedule.
@@ -129,7 +131,7 @@ func (ff *injectedFile) ReadAt(p []byte, off int64) (int, error) {
 	}
 	in := ff.in
 	act := in.onRead(ff.path)
-	if err := sleep(ff.ctx, act.delay); err != nil {
+	if err := pause.Sleep(ff.ctx, act.delay); err != nil {
 		return 0, err
 	}
 	switch {
@@ -137,7 +139,7 @@ func (ff *injectedFile) ReadAt(p []byte, off int64) (int, error) {
 		<-ff.ctx.Done()
 		return 0, ff.ctx.Err()
 	case act.stallUntil > 0:
-		if err := sleep(ff.ctx, time.Until(in.start.Add(act.stallUntil))); err != nil {
+		if err := pause.Sleep(ff.ctx, time.Until(in.start.Add(act.stallUntil))); err != nil {
 			return 0, err
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/actorfeed/actorfeed/actors"
+	"github.com/actorfeed/actorfeed/internal/pause"
 )
 
 // BeforeMessage implements faults.Injector: a stage of the kind a panic
@@ -97,7 +98,7 @@ func (in *Injector) Step(step actors.StepFunc) actors.StepFunc {
 			panic(fmt.Sprintf("sim: injected crash of device %d", dev))
 		}
 		if act.stallUntil > 0 {
-			if err := sleep(ctx, time.Until(in.start.Add(act.stallUntil))); err != nil {
+			if err := pause.Sleep(ctx, time.Until(in.start.Add(act.stallUntil))); err != nil {
 				return err
 			}
 		}
@@ -113,6 +114,6 @@ func (in *Injector) Step(step actors.StepFunc) actors.StepFunc {
 			in.delay += slow
 			in.mu.Unlock()
 		}
-		return sleep(ctx, slow)
+		return pause.Sleep(ctx, slow)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/actorfeed/actorfeed/actors"
 	"github.com/actorfeed/actorfeed/actors/program"
 	"github.com/actorfeed/actorfeed/readers"
+	"github.com/actorfeed/actorfeed/sim/internal/bound"
 )
 
 // ErrWhatIf is wrapped by the errors of WhatIf.Run that come before any
@@ -258,7 +259,7 @@ func (pl plan) bound(o actors.Options) int {
 	if batch == 0 {
 		return 0
 	}
-	return linksBound(o, o.GroupSize, batch, multi, pl.feed.N, prefetch) + lanesBound(o, o.GroupSize, batch)
+	return bound.Links(o, o.GroupSize, batch, multi, pl.feed.N, prefetch) + bound.Lanes(o, o.GroupSize, batch)
 }
 
 // readTimeout scales the pipeline's read timeout with the schedule, so

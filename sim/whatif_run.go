@@ -9,7 +9,11 @@ import (
 
 	"github.com/actorfeed/actorfeed/actors"
 	"github.com/actorfeed/actorfeed/actors/program"
+	"github.com/actorfeed/actorfeed/internal/pause"
 )
+
+// errHang marks a run that did not end within its deadline.
+var errHang = errors.New("sim: hang")
 
 // runOnce runs the program once in mode, with seed's faults in runFaults,
 // and checks it against ref (nil: no exactly-once check).
@@ -196,7 +200,7 @@ func (m *meter) inner(step time.Duration) actors.StepFunc {
 		m.mu.Lock()
 		m.began[d] = time.Now()
 		m.mu.Unlock()
-		return sleep(ctx, step)
+		return pause.Sleep(ctx, step)
 	}
 }
 

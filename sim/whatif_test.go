@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -58,7 +59,7 @@ func TestWhatIfCountsWhatItsFaultsCost(t *testing.T) {
   - {kind: slow-device, device: 1, dist: {fixed: 1ms}}
 `),
 		Seed: 1, Runs: 2, Baseline: true,
-		Options: actors.Options{OnCorrupt: supervisor.SkipCorrupt, Retry: sim.DefaultRetry()},
+		Options: actors.Options{OnCorrupt: supervisor.SkipCorrupt, Retry: supervisor.Backoff{Initial: time.Millisecond, Max: 4 * time.Millisecond, Attempts: 8}},
 	}.Run(ctx)
 	require.NoError(t, err)
 	require.Len(t, res.Runs, 2)
@@ -167,7 +168,7 @@ func TestWhatIfFaultsOnTFRecordFiles(t *testing.T) {
   - {kind: latency, files: part-1.tfrecord, dist: {fixed: 1ms}}
 `),
 		Seed: 1, Runs: 1,
-		Options: actors.Options{Retry: sim.DefaultRetry()},
+		Options: actors.Options{Retry: supervisor.Backoff{Initial: time.Millisecond, Max: 4 * time.Millisecond, Attempts: 8}},
 	}.Run(ctx)
 	require.NoError(t, err)
 	r := res.Runs[0]

@@ -22,6 +22,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/actorfeed/actorfeed/sim"
+	"github.com/actorfeed/actorfeed/sim/scenario"
 )
 
 type simOptions struct {
@@ -246,24 +247,24 @@ func runSim(ctx context.Context, out io.Writer, o simOptions) error {
 
 // simScenarios are the scenarios o asks for: the replayed one, or the
 // regressions and o.scenarios generated ones.
-func simScenarios(o simOptions) ([]sim.Scenario, error) {
+func simScenarios(o simOptions) ([]scenario.Scenario, error) {
 	if o.replaySet {
 		sc, err := replayed(o.replay, o.preempt)
 		if err != nil {
 			return nil, err
 		}
-		return []sim.Scenario{sc}, nil
+		return []scenario.Scenario{sc}, nil
 	}
-	var scenarios []sim.Scenario
-	generate := sim.Generate
+	var scenarios []scenario.Scenario
+	generate := scenario.Generate
 	if o.preempt {
-		generate = sim.GeneratePreemption
+		generate = scenario.GeneratePreemption
 	}
 	switch {
 	case o.regressions && o.preempt:
-		scenarios = append(scenarios, sim.PreemptRegressions()...)
+		scenarios = append(scenarios, scenario.PreemptRegressions()...)
 	case o.regressions:
-		scenarios = append(scenarios, sim.Regressions()...)
+		scenarios = append(scenarios, scenario.Regressions()...)
 	}
 	for k := range o.scenarios {
 		scenarios = append(scenarios, generate(o.seed+uint64(k)))
@@ -274,7 +275,7 @@ func simScenarios(o simOptions) ([]sim.Scenario, error) {
 // printScenario writes a scenario's row (every row with all, a failed one
 // otherwise), and under it, for a failed or replayed one, its shape,
 // schedule, error and violations.
-func printScenario(out io.Writer, tw *tabwriter.Writer, sc sim.Scenario, res sim.Result, all, replayed bool) {
+func printScenario(out io.Writer, tw *tabwriter.Writer, sc scenario.Scenario, res scenario.Result, all, replayed bool) {
 	if all || res.Verdict != sim.Pass {
 		// A long list of faults goes on under itself, so rows fit 100 columns.
 		lines := strings.Split(wrapList(firedList(res.Fired), 32), "\n")
@@ -322,12 +323,12 @@ func leftGoroutines(out io.Writer, before goleak.Option, failed []string) []stri
 // runScenarios runs the scenarios, o.parallel at a time, and returns one
 // channel per scenario that yields its result (closed without one when ctx
 // ended first).
-func runScenarios(ctx context.Context, scenarios []sim.Scenario, o simOptions) []chan sim.Result {
-	results := make([]chan sim.Result, len(scenarios))
+func runScenarios(ctx context.Context, scenarios []scenario.Scenario, o simOptions) []chan scenario.Result {
+	results := make([]chan scenario.Result, len(scenarios))
 	for i := range results {
-		results[i] = make(chan sim.Result, 1)
+		results[i] = make(chan scenario.Result, 1)
 	}
-	opts := sim.Options{Deadline: o.deadline, NoLeakCheck: o.parallel > 1}
+	opts := scenario.Options{Deadline: o.deadline, NoLeakCheck: o.parallel > 1}
 	next := make(chan int)
 	var wg sync.WaitGroup
 	for range o.parallel {
@@ -337,7 +338,7 @@ func runScenarios(ctx context.Context, scenarios []sim.Scenario, o simOptions) [
 					// Goroutines inherit the label, so a leak checked once
 					// at the end still names its scenario (startedBy).
 					pprof.Do(ctx, pprof.Labels(scenarioLabel, scenarioName(scenarios[i])), func(ctx context.Context) {
-						results[i] <- sim.Run(ctx, scenarios[i], opts)
+						results[i] <- scenario.Run(ctx, scenarios[i], opts)
 					})
 				}
 				close(results[i])
@@ -356,7 +357,7 @@ func runScenarios(ctx context.Context, scenarios []sim.Scenario, o simOptions) [
 
 // scenarioName is how the table, the replay line and the leak check name a
 // scenario: a regression by its name, a random one by its seed.
-func scenarioName(sc sim.Scenario) string {
+func scenarioName(sc scenario.Scenario) string {
 	if sc.Name != "" {
 		return sc.Name
 	}
@@ -366,7 +367,7 @@ func scenarioName(sc sim.Scenario) string {
 // verdict is a row's verdict: a pass whose run ended in the error its
 // faults made due is marked (the table's legend says so), so that
 // "samples 0, pass" reads right.
-func verdict(res sim.Result) string {
+func verdict(res scenario.Result) string {
 	if res.Verdict == sim.Pass && res.Err != nil {
 		return "pass*"
 	}
@@ -374,21 +375,21 @@ func verdict(res sim.Result) string {
 }
 
 // replayed is the scenario --replay names: a seed, or a regression's name.
-func replayed(what string, preempt bool) (sim.Scenario, error) {
+func replayed(what string, preempt bool) (scenario.Scenario, error) {
 	if seed, err := strconv.ParseUint(strings.TrimPrefix(what, "seed "), 10, 64); err == nil {
 		if preempt {
-			return sim.GeneratePreemption(seed), nil
+			return scenario.GeneratePreemption(seed), nil
 		}
-		return sim.Generate(seed), nil
+		return scenario.Generate(seed), nil
 	}
 	var names []string
-	for _, sc := range append(sim.Regressions(), sim.PreemptRegressions()...) {
+	for _, sc := range append(scenario.Regressions(), scenario.PreemptRegressions()...) {
 		if sc.Name == what {
 			return sc, nil
 		}
 		names = append(names, sc.Name)
 	}
-	return sim.Scenario{}, fmt.Errorf("--replay %q is neither a seed nor a regression (%s)", what, strings.Join(names, ", "))
+	return scenario.Scenario{}, fmt.Errorf("--replay %q is neither a seed nor a regression (%s)", what, strings.Join(names, ", "))
 }
 
 // scenarioLabel is the profiler label runScenarios runs each scenario

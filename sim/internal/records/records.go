@@ -1,8 +1,8 @@
 // Package records writes the data sets the simulator's scenarios read:
 // RecordIO files, WebDataset shards or TFRecord files whose records say
 // which file and record they are, so a consumer can check that data and
-// ids travel together. It is sim's and
-// its harnesses' (sim/netsim), and no one else's.
+// ids travel together. It is sim's scenario harnesses' (sim/scenario,
+// sim/netsim, sim/objsim), and no one else's.
 package records
 
 import (

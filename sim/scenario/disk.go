@@ -1,10 +1,9 @@
-package sim
+package scenario
 
 import (
 	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"maps"
 	"math/rand/v2"
 	"os"
@@ -18,6 +17,8 @@ import (
 	"github.com/actorfeed/actorfeed/readers/recordio"
 	"github.com/actorfeed/actorfeed/readers/tfrecord"
 	"github.com/actorfeed/actorfeed/readers/wds"
+	"github.com/actorfeed/actorfeed/sim"
+	"github.com/actorfeed/actorfeed/sim/internal/faultfile"
 	"github.com/actorfeed/actorfeed/sim/internal/records"
 )
 
@@ -42,7 +43,7 @@ func dataset(dir string, sc Scenario) (paths []string, damaged, cut []map[int]bo
 	// breaks), each chunk at most once (a second flip of the same byte
 	// would repair it).
 	for _, fl := range sc.Faults {
-		if fl.Kind != FlipChunk {
+		if fl.Kind != sim.FlipChunk {
 			continue
 		}
 		flip := flipChunk
@@ -60,7 +61,7 @@ func dataset(dir string, sc Scenario) (paths []string, damaged, cut []map[int]bo
 		}
 	}
 	for _, fl := range sc.Faults {
-		if fl.Kind == Truncate && cut[fl.File] == nil {
+		if fl.Kind == sim.Truncate && cut[fl.File] == nil {
 			recs, err := truncateLastChunk(paths[fl.File])
 			if err != nil {
 				return nil, nil, nil, err
@@ -170,7 +171,7 @@ type disk struct {
 	reads []int
 	rngs  []*rand.Rand
 	fired map[int]bool // fault index -> fired (faults that fire once)
-	count map[FaultKind]int
+	count map[sim.FaultKind]int
 }
 
 // entries are the entries that read the scenario's files (records.Entry).
@@ -184,7 +185,7 @@ func entries(sh Shape, paths []string) []string {
 
 // newDisk reads the files the entries name through faults.
 func newDisk(paths []string, faults []Fault, seed uint64) *disk {
-	d := &disk{paths: paths, faults: faults, reads: make([]int, len(paths)), fired: map[int]bool{}, count: map[FaultKind]int{}}
+	d := &disk{paths: paths, faults: faults, reads: make([]int, len(paths)), fired: map[int]bool{}, count: map[sim.FaultKind]int{}}
 	for f := range paths {
 		d.rngs = append(d.rngs, rand.New(rand.NewPCG(seed, uint64(f)+1)))
 	}
@@ -202,17 +203,17 @@ func (d *disk) open(ctx context.Context, entry string) (readers.Reader, error) {
 	if err != nil {
 		return nil, err
 	}
-	source := func() (faultSource, error) {
+	source := func() (faultfile.Source, error) {
 		fh, err := os.Open(path)
 		if err != nil {
-			return faultSource{}, err
+			return faultfile.Source{}, err
 		}
 		st, err := fh.Stat()
 		if err != nil {
 			fh.Close()
-			return faultSource{}, err
+			return faultfile.Source{}, err
 		}
-		return faultSource{io.NewSectionReader(&faultyFile{d: d, file: file, f: fh, ctx: ctx}, 0, st.Size()), fh}, nil
+		return faultfile.New(&faultyFile{d: d, file: file, f: fh, ctx: ctx}, st.Size(), fh), nil
 	}
 	if name != "recordio" {
 		return readers.OpenStream(entry, func() (readers.Source, error) { return source() })
@@ -221,17 +222,8 @@ func (d *disk) open(ctx context.Context, entry string) (readers.Reader, error) {
 	if err != nil {
 		return nil, err
 	}
-	return readers.NewRecordFile(src, src.Size(), path, src.f), nil
+	return readers.NewRecordFile(src, src.Size(), path, src), nil
 }
-
-// faultSource is an opened file read through faults (a scenario's or a
-// schedule's), as readers.OpenStream and RecordFile read it.
-type faultSource struct {
-	*io.SectionReader
-	f *os.File
-}
-
-func (s faultSource) Close() error { return s.f.Close() }
 
 // fire counts a fault that fired; mu is held.
 func (d *disk) fire(i int) {
@@ -259,24 +251,24 @@ func (ff *faultyFile) ReadAt(p []byte, off int64) (int, error) {
 			continue
 		}
 		switch f.Kind {
-		case ReadError:
+		case sim.ReadError:
 			if n == f.N && !d.fired[i] {
 				d.fire(i)
 				fail = true
 			}
-		case ReadErrorP:
+		case sim.ReadErrorP:
 			if d.rngs[ff.file].Float64() < f.P {
 				d.count[f.Kind]++
 				fail = true
 			}
-		case Latency:
+		case sim.Latency:
 			delay += f.Delay
-		case ShortRead:
+		case sim.ShortRead:
 			if n == f.N && !d.fired[i] && len(p) > 1 {
 				d.fire(i)
 				short = true
 			}
-		case StallRead:
+		case sim.StallRead:
 			if n == f.N && !d.fired[i] {
 				d.fire(i)
 				stall = true
@@ -301,7 +293,7 @@ func (ff *faultyFile) ReadAt(p []byte, off int64) (int, error) {
 }
 
 // counts returns how often each file-system fault fired.
-func (d *disk) counts() map[FaultKind]int {
+func (d *disk) counts() map[sim.FaultKind]int {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return maps.Clone(d.count)

@@ -1,4 +1,4 @@
-package sim
+package scenario
 
 import (
 	"cmp"
@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/actorfeed/actorfeed/actors"
+	"github.com/actorfeed/actorfeed/sim"
 	"github.com/actorfeed/actorfeed/sim/internal/records"
 )
 
@@ -51,28 +52,9 @@ type Shape struct {
 	Format string
 }
 
-// FaultKind names a fault.
-type FaultKind string
-
-// The faults a scenario can inject.
-const (
-	ReadError   FaultKind = "read-error"   // EIO at the Nth read of a file (once)
-	ReadErrorP  FaultKind = "read-error-p" // EIO with probability P per read of a file
-	Latency     FaultKind = "latency"      // every read of a file takes Delay more
-	ShortRead   FaultKind = "short-read"   // the Nth read of a file returns part of its bytes and EAGAIN
-	StallRead   FaultKind = "stall-read"   // the Nth read of a file blocks until the reader's context ends
-	FlipChunk   FaultKind = "flip-chunk"   // a byte of chunk Chunk of a file is flipped on disk
-	Truncate    FaultKind = "truncate"     // a file loses the end of its last chunk on disk
-	StagePanic  FaultKind = "panic"        // a stage of kind Kind panics at its Nth message
-	PanicStorm  FaultKind = "panic-storm"  // a stage of kind Kind panics on Count messages in a row from its Nth
-	SlowDevice  FaultKind = "slow-device"  // device Device's steps take Delay plus up to Delay more
-	StallDevice FaultKind = "stall-device" // device Device's Nth step takes Delay
-	PanicDevice FaultKind = "panic-device" // device Device's Nth step panics
-)
-
 // Fault is one injected fault; which fields matter depends on Kind.
 type Fault struct {
-	Kind   FaultKind
+	Kind   sim.FaultKind
 	File   int
 	N      int
 	P      float64
@@ -85,25 +67,25 @@ type Fault struct {
 
 func (f Fault) String() string {
 	switch f.Kind {
-	case ReadError, ShortRead, StallRead:
+	case sim.ReadError, sim.ShortRead, sim.StallRead:
 		return fmt.Sprintf("%s(file %d, read %d)", f.Kind, f.File, f.N)
-	case ReadErrorP:
+	case sim.ReadErrorP:
 		return fmt.Sprintf("%s(file %d, p %.2f)", f.Kind, f.File, f.P)
-	case Latency:
+	case sim.Latency:
 		return fmt.Sprintf("%s(file %d, %v)", f.Kind, f.File, f.Delay)
-	case FlipChunk:
+	case sim.FlipChunk:
 		return fmt.Sprintf("%s(file %d, chunk %d)", f.Kind, f.File, f.Chunk)
-	case Truncate:
+	case sim.Truncate:
 		return fmt.Sprintf("%s(file %d)", f.Kind, f.File)
-	case StagePanic:
+	case sim.StagePanic:
 		return fmt.Sprintf("%s(%s, message %d)", f.Kind, f.Stage, f.N)
-	case PanicStorm:
+	case sim.PanicStorm:
 		return fmt.Sprintf("%s(%s, messages %d..%d)", f.Kind, f.Stage, f.N, f.N+f.Count-1)
-	case SlowDevice:
+	case sim.SlowDevice:
 		return fmt.Sprintf("%s(device %d, %v)", f.Kind, f.Device, f.Delay)
-	case StallDevice:
+	case sim.StallDevice:
 		return fmt.Sprintf("%s(device %d, step %d, %v)", f.Kind, f.Device, f.N, f.Delay)
-	case PanicDevice:
+	case sim.PanicDevice:
 		return fmt.Sprintf("%s(device %d, step %d)", f.Kind, f.Device, f.N)
 	}
 	return string(f.Kind)
@@ -230,7 +212,7 @@ func Generate(seed uint64) Scenario {
 		f, ok := drawFault(rng, sh, kinds, faults)
 		// A stream file cut short cannot be indexed: its damaged tail is
 		// RecordIO's alone (docs/reliability.md).
-		if ok && !(f.Kind == Truncate && sh.Format != "") {
+		if ok && !(f.Kind == sim.Truncate && sh.Format != "") {
 			faults = append(faults, f)
 		}
 	}
@@ -290,34 +272,34 @@ func drawFault(rng *rand.Rand, sh Shape, kinds []string, faults []Fault) (Fault,
 	file := rng.IntN(sh.Files)
 	switch k := rng.IntN(100); {
 	case k < 12:
-		return Fault{Kind: ReadError, File: file, N: 1 + rng.IntN(20)}, true
+		return Fault{Kind: sim.ReadError, File: file, N: 1 + rng.IntN(20)}, true
 	case k < 20:
 		// At most one per file, and rare: the first reopen after an error
 		// reads every chunk header, so until the index is kept each try
 		// risks the error once per chunk of the file.
-		if slices.ContainsFunc(faults, func(f Fault) bool { return f.Kind == ReadErrorP && f.File == file }) {
+		if slices.ContainsFunc(faults, func(f Fault) bool { return f.Kind == sim.ReadErrorP && f.File == file }) {
 			return Fault{}, false
 		}
-		return Fault{Kind: ReadErrorP, File: file, P: 0.001 + 0.004*rng.Float64()}, true
+		return Fault{Kind: sim.ReadErrorP, File: file, P: 0.001 + 0.004*rng.Float64()}, true
 	case k < 27:
-		return Fault{Kind: Latency, File: file, Delay: time.Duration(20+rng.IntN(280)) * time.Microsecond}, true
+		return Fault{Kind: sim.Latency, File: file, Delay: time.Duration(20+rng.IntN(280)) * time.Microsecond}, true
 	case k < 34:
-		return Fault{Kind: ShortRead, File: file, N: 1 + rng.IntN(20)}, true
+		return Fault{Kind: sim.ShortRead, File: file, N: 1 + rng.IntN(20)}, true
 	case k < 40:
-		return Fault{Kind: StallRead, File: file, N: 1 + rng.IntN(20)}, true
+		return Fault{Kind: sim.StallRead, File: file, N: 1 + rng.IntN(20)}, true
 	case k < 48:
-		return Fault{Kind: FlipChunk, File: file, Chunk: rng.IntN(8)}, true
+		return Fault{Kind: sim.FlipChunk, File: file, Chunk: rng.IntN(8)}, true
 	case k < 51:
-		return Fault{Kind: Truncate, File: file}, true
+		return Fault{Kind: sim.Truncate, File: file}, true
 	case k < 75:
-		return Fault{Kind: StagePanic, Stage: kinds[rng.IntN(len(kinds))], N: 1 + rng.IntN(60)}, true
+		return Fault{Kind: sim.StagePanic, Stage: kinds[rng.IntN(len(kinds))], N: 1 + rng.IntN(60)}, true
 	case k < 78:
-		return Fault{Kind: PanicStorm, Stage: kinds[rng.IntN(len(kinds))], N: 1 + rng.IntN(10), Count: stormLength}, true
+		return Fault{Kind: sim.PanicStorm, Stage: kinds[rng.IntN(len(kinds))], N: 1 + rng.IntN(10), Count: stormLength}, true
 	case k < 86:
-		return Fault{Kind: SlowDevice, Device: rng.IntN(sh.Devices), Delay: time.Duration(20+rng.IntN(300)) * time.Microsecond}, true
+		return Fault{Kind: sim.SlowDevice, Device: rng.IntN(sh.Devices), Delay: time.Duration(20+rng.IntN(300)) * time.Microsecond}, true
 	case k < 93:
-		return Fault{Kind: StallDevice, Device: rng.IntN(sh.Devices), N: 1 + rng.IntN(10), Delay: time.Duration(5+rng.IntN(20)) * time.Millisecond}, true
+		return Fault{Kind: sim.StallDevice, Device: rng.IntN(sh.Devices), N: 1 + rng.IntN(10), Delay: time.Duration(5+rng.IntN(20)) * time.Millisecond}, true
 	default:
-		return Fault{Kind: PanicDevice, Device: rng.IntN(sh.Devices), N: 1 + rng.IntN(10)}, true
+		return Fault{Kind: sim.PanicDevice, Device: rng.IntN(sh.Devices), N: 1 + rng.IntN(10)}, true
 	}
 }

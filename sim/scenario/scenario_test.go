@@ -1,30 +1,25 @@
-package sim_test
+package scenario_test
 
 import (
 	"context"
 	"testing"
 
 	"github.com/stretchr/testify/require"
-	"go.uber.org/goleak"
 
-	"github.com/actorfeed/actorfeed/internal/harness/leakcheck"
 	"github.com/actorfeed/actorfeed/sim"
+	"github.com/actorfeed/actorfeed/sim/scenario"
 )
 
-// Pipelines leave goroutines that end a little after Close (leakcheck);
-// any other goroutine left fails.
-func TestMain(m *testing.M) { goleak.VerifyTestMain(leakcheck.Settled(m), leakcheck.Options()...) }
-
-func requirePass(t *testing.T, sc sim.Scenario) sim.Result {
+func requirePass(t *testing.T, sc scenario.Scenario) scenario.Result {
 	t.Helper()
-	res := sim.Run(context.Background(), sc, sim.Options{})
+	res := scenario.Run(context.Background(), sc, scenario.Options{})
 	require.Equal(t, sim.Pass, res.Verdict, "%s (seed %d): %s; faults %s: %v (error %v)",
 		sc.Name, sc.Seed, sc.Describe(), sc.DescribeFaults(), res.Violations, res.Err)
 	return res
 }
 
 func TestRegressions(t *testing.T) {
-	for _, sc := range sim.Regressions() {
+	for _, sc := range scenario.Regressions() {
 		t.Run(sc.Name, func(t *testing.T) { requirePass(t, sc) })
 	}
 }
@@ -32,13 +27,13 @@ func TestRegressions(t *testing.T) {
 // The CLI's CI step runs hundreds more; under the race detector a sample.
 func TestGeneratedScenarios(t *testing.T) {
 	for seed := uint64(1); seed <= 30; seed++ {
-		requirePass(t, sim.Generate(seed))
+		requirePass(t, scenario.Generate(seed))
 	}
 }
 
 func TestReplayGivesTheSameScheduleAndVerdict(t *testing.T) {
 	for _, seed := range []uint64{7, 42, 1234} {
-		a, b := sim.Generate(seed), sim.Generate(seed)
+		a, b := scenario.Generate(seed), scenario.Generate(seed)
 		require.Equal(t, a, b, "seed %d", seed)
 		ra, rb := requirePass(t, a), requirePass(t, b)
 		require.Equal(t, ra.Verdict, rb.Verdict)
@@ -47,14 +42,14 @@ func TestReplayGivesTheSameScheduleAndVerdict(t *testing.T) {
 			require.Equal(t, ra.Fired[k], rb.Fired[k], "seed %d: %s", seed, k)
 		}
 	}
-	require.NotEqual(t, sim.Generate(1), sim.Generate(2))
+	require.NotEqual(t, scenario.Generate(1), scenario.Generate(2))
 }
 
 // A damaged file under the fail policy ends the run with an error, and the
 // checker expects exactly that.
 func TestDamageUnderFailPolicyIsAnError(t *testing.T) {
-	sc := sim.Regressions()[0]
-	sc.Faults = []sim.Fault{{Kind: sim.FlipChunk, File: 0, Chunk: 0}}
+	sc := scenario.Regressions()[0]
+	sc.Faults = []scenario.Fault{{Kind: sim.FlipChunk, File: 0, Chunk: 0}}
 	res := requirePass(t, sc)
 	require.Error(t, res.Err)
 }
@@ -67,9 +62,9 @@ func TestDamageUnderFailPolicyIsAnError(t *testing.T) {
 // other ranks.
 func TestPreemptedScenarios(t *testing.T) {
 	for _, seed := range []uint64{1, 2, 3, 4, 5, 6, 7, 8, 195, 450, 692, 827, 1132, 1403} {
-		sc := sim.GeneratePreemption(seed)
+		sc := scenario.GeneratePreemption(seed)
 		require.NotNil(t, sc.Preempt)
 		requirePass(t, sc)
 	}
-	require.Equal(t, sim.GeneratePreemption(9), sim.GeneratePreemption(9), "a seed is a scenario")
+	require.Equal(t, scenario.GeneratePreemption(9), scenario.GeneratePreemption(9), "a seed is a scenario")
 }

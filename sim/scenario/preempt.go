@@ -1,4 +1,4 @@
-package sim
+package scenario
 
 import (
 	"cmp"
@@ -17,6 +17,7 @@ import (
 	"github.com/actorfeed/actorfeed/internal/registered"
 	"github.com/actorfeed/actorfeed/messages"
 	"github.com/actorfeed/actorfeed/readers/order"
+	"github.com/actorfeed/actorfeed/sim"
 )
 
 // Preemption is how a scenario's job is stopped and resumed: it starts as
@@ -70,9 +71,9 @@ func GeneratePreemption(seed uint64) Scenario {
 	sh.AnyOrder, sh.DropLast, sh.DropPartial = false, false, false
 	sc.Faults = slices.DeleteFunc(sc.Faults, func(f Fault) bool {
 		switch f.Kind {
-		case PanicStorm, Truncate, ReadErrorP:
+		case sim.PanicStorm, sim.Truncate, sim.ReadErrorP:
 			return true
-		case FlipChunk:
+		case sim.FlipChunk:
 			return !sh.Skip
 		}
 		return false
@@ -176,7 +177,7 @@ type segment struct {
 	own     bool           // the rank resumes from its own state alone
 	stop    *Stop
 	live    bool // faults injected (the reference runs have none but the damage)
-	fired   map[FaultKind]int
+	fired   map[sim.FaultKind]int
 }
 
 // run runs the segment.
@@ -200,7 +201,7 @@ func (g segment) run(ctx context.Context) ([]delivered, *actors.State, error) {
 	}
 	// Stopped by index where a batch of holes cannot keep the count of
 	// committed batches from reaching the stop.
-	damage := slices.ContainsFunc(g.sc.Faults, func(f Fault) bool { return f.Kind == FlipChunk })
+	damage := slices.ContainsFunc(g.sc.Faults, func(f Fault) bool { return f.Kind == sim.FlipChunk })
 	h := &stopHook{stop: g.stop, rank: g.rank, byIndex: g.stop != nil && g.stop.World != g.world && !damage}
 	// A rank past the stop's epoch (it finished its share, the others had
 	// not) waits there for the others: a synchronous job's ranks never
@@ -242,7 +243,7 @@ func (g segment) run(ctx context.Context) ([]delivered, *actors.State, error) {
 		err = errors.Join(err, errors.New(strings.Join(msgs, "; ")))
 	}
 	if g.fired != nil {
-		for _, m := range []map[FaultKind]int{dev.fired(), panics.fired()} {
+		for _, m := range []map[sim.FaultKind]int{dev.fired(), panics.fired()} {
 			for k, v := range m {
 				g.fired[k] += v
 			}
@@ -505,7 +506,7 @@ func runPreempted(ctx context.Context, sc Scenario, paths []string, damaged []ma
 	n, err := runPreempt(ctx, sc, paths, damaged, o, violate, res.Fired)
 	res.Samples = n
 	if ctx.Err() != nil {
-		res.Verdict, res.Violations = Stopped, nil
+		res.Verdict, res.Violations = sim.Stopped, nil
 		return
 	}
 	if err != nil {
@@ -522,7 +523,7 @@ func runPreempted(ctx context.Context, sc Scenario, paths []string, damaged []ma
 // runPreempt runs a preempted job to its end, and its uninterrupted
 // references, and checks what they delivered.
 func runPreempt(ctx context.Context, sc Scenario, paths []string, damaged []map[int]bool, o Options, violate violation,
-	fired map[FaultKind]int) (int, error) {
+	fired map[sim.FaultKind]int) (int, error) {
 	pre := sc.Preempt
 	d := newDisk(entries(sc.Shape, paths), sc.Faults, sc.Seed)
 	defer func() {

@@ -1,7 +1,6 @@
-package sim
+package scenario
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -18,10 +17,13 @@ import (
 
 	"github.com/actorfeed/actorfeed/actors"
 	"github.com/actorfeed/actorfeed/internal/faults"
+	"github.com/actorfeed/actorfeed/internal/pause"
 	"github.com/actorfeed/actorfeed/internal/registered"
 	"github.com/actorfeed/actorfeed/messages"
 	"github.com/actorfeed/actorfeed/readers/format"
 	"github.com/actorfeed/actorfeed/readers/order"
+	"github.com/actorfeed/actorfeed/sim"
+	"github.com/actorfeed/actorfeed/sim/internal/bound"
 	"github.com/actorfeed/actorfeed/sim/internal/records"
 	"github.com/actorfeed/actorfeed/supervisor"
 	"github.com/actorfeed/actorfeed/tensor"
@@ -87,27 +89,16 @@ func (o *Options) EnsureDefaults() {
 	}
 }
 
-// Verdict is a run's outcome.
-type Verdict string
-
-const (
-	Pass Verdict = "pass"
-	Fail Verdict = "FAIL"
-	// Stopped is the verdict of a scenario whose caller's ctx ended before
-	// it did (an interrupt): it says nothing about the invariants.
-	Stopped Verdict = "stopped"
-)
-
 // Result is what Run found.
 type Result struct {
 	Scenario   Scenario
-	Verdict    Verdict
+	Verdict    sim.Verdict
 	Violations []string
 	Err        error // the error the pipeline ended with, if any
 	Restarts   int
 	Skipped    uint64
-	Fired      map[FaultKind]int // faults that fired, by kind
-	Samples    int               // consumed in all passes
+	Fired      map[sim.FaultKind]int // faults that fired, by kind
+	Samples    int                   // consumed in all passes
 	Duration   time.Duration
 }
 
@@ -156,15 +147,15 @@ func (l *ledger) order() map[int][][]uint64 {
 // Run runs a scenario and checks the invariants. It never panics and
 // returns within the deadline plus a bounded shutdown.
 func Run(ctx context.Context, sc Scenario, o Options) (res Result) {
-	res = Result{Scenario: sc, Verdict: Pass, Fired: map[FaultKind]int{}}
+	res = Result{Scenario: sc, Verdict: sim.Pass, Fired: map[sim.FaultKind]int{}}
 	start := time.Now()
 	defer func() { res.Duration = time.Since(start) }()
 	violate := violation(func(format string, args ...any) {
 		res.Violations = append(res.Violations, fmt.Sprintf(format, args...))
 	})
 	defer func() {
-		if len(res.Violations) > 0 && res.Verdict != Stopped {
-			res.Verdict = Fail
+		if len(res.Violations) > 0 && res.Verdict != sim.Stopped {
+			res.Verdict = sim.Fail
 		}
 	}()
 	o.EnsureDefaults()
@@ -196,7 +187,7 @@ func Run(ctx context.Context, sc Scenario, o Options) (res Result) {
 	if ctx.Err() != nil {
 		// Interrupted by the caller, not by the scenario's own deadline: a
 		// pass cut short is no hang, and nothing else can be judged.
-		res.Verdict, res.Violations = Stopped, nil
+		res.Verdict, res.Violations = sim.Stopped, nil
 		return res
 	}
 	for _, v := range run.violations {
@@ -277,7 +268,7 @@ func expectFrom(sc Scenario, damaged, cut []map[int]bool) expectation {
 	}
 	e.errorDue = anyDamage && !sh.Skip
 	for _, f := range sc.Faults {
-		e.storm = e.storm || f.Kind == PanicStorm
+		e.storm = e.storm || f.Kind == sim.PanicStorm
 	}
 	return e
 }
@@ -431,7 +422,7 @@ func equalOrders(a, b map[int][][]uint64) bool {
 func staticOnly(faults []Fault) []Fault {
 	var out []Fault
 	for _, f := range faults {
-		if f.Kind == FlipChunk || f.Kind == Truncate {
+		if f.Kind == sim.FlipChunk || f.Kind == sim.Truncate {
 			out = append(out, f)
 		}
 	}
@@ -446,7 +437,7 @@ type outcome struct {
 	restarts   int
 	skipped    uint64
 	samples    int
-	fired      map[FaultKind]int
+	fired      map[sim.FaultKind]int
 	violations []string
 }
 
@@ -485,10 +476,10 @@ func execute(ctx context.Context, sc Scenario, paths []string, o Options, live b
 		}
 		return l, out
 	}
-	bound := liveBound(sh, opts)
+	limit := liveBound(sh, opts)
 	rctx, cancel := context.WithTimeout(ctx, o.Deadline)
 	defer cancel()
-	out.err = runPasses(rctx, p, sh.Passes, bound, &out.violations)
+	out.err = runPasses(rctx, p, sh.Passes, limit, &out.violations)
 	st := p.Stats()
 	out.restarts, out.skipped = st.Restarts, st.Skipped
 	for _, dv := range st.Devices {
@@ -524,9 +515,9 @@ func scheduledPanics(scheduled []Fault) *stagePanics {
 	panics := &stagePanics{}
 	for _, f := range scheduled {
 		switch f.Kind {
-		case StagePanic:
+		case sim.StagePanic:
 			panics.at = append(panics.at, panicAt{kind: f.Kind, PanicAt: faults.PanicAt{Kind: f.Stage, N: int64(f.N)}})
-		case PanicStorm:
+		case sim.PanicStorm:
 			for k := range f.Count {
 				panics.at = append(panics.at, panicAt{kind: f.Kind, PanicAt: faults.PanicAt{Kind: f.Stage, N: int64(f.N + k)}})
 			}
@@ -577,7 +568,7 @@ func pipelineOptions(sh Shape, o Options, sys *actor.ActorSystem, d *disk, panic
 // panicAt is a stage panic of a fault of kind kind.
 type panicAt struct {
 	faults.PanicAt
-	kind FaultKind
+	kind sim.FaultKind
 }
 
 // stagePanics injects the scenario's stage panics and counts those that
@@ -585,7 +576,7 @@ type panicAt struct {
 type stagePanics struct {
 	at    []panicAt
 	mu    sync.Mutex
-	count map[FaultKind]int
+	count map[sim.FaultKind]int
 }
 
 func (s *stagePanics) BeforeMessage(stage, kind string, n int64, msg any) {
@@ -593,7 +584,7 @@ func (s *stagePanics) BeforeMessage(stage, kind string, n int64, msg any) {
 		if n == p.N && p.Kind == kind {
 			s.mu.Lock()
 			if s.count == nil {
-				s.count = map[FaultKind]int{}
+				s.count = map[sim.FaultKind]int{}
 			}
 			s.count[p.kind]++
 			s.mu.Unlock()
@@ -602,7 +593,7 @@ func (s *stagePanics) BeforeMessage(stage, kind string, n int64, msg any) {
 	}
 }
 
-func (s *stagePanics) fired() map[FaultKind]int {
+func (s *stagePanics) fired() map[sim.FaultKind]int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return maps.Clone(s.count)
@@ -632,33 +623,7 @@ func chain(sc Scenario, paths []string) []actors.Stage {
 // devices'; with lanes, every lane's batch stage and the merge stage's
 // queues.
 func liveBound(sh Shape, o actors.Options) int {
-	return linksBound(o, sh.Group, sh.Batch, sh.MultiPass > 0, sh.Devices, 2) + lanesBound(o, sh.Group, sh.Batch)
-}
-
-// lanesBound is what lanes add to linksBound: every lane's batch stage but
-// the first, and what the merge stage holds, its link's window per lane
-// and its unsent batches. Nothing grows with the data: the lanes take
-// turns item by item.
-func lanesBound(o actors.Options, group, batch int) int {
-	if o.Lanes <= 1 {
-		return 0
-	}
-	capacity, window := cmp.Or(o.Capacity, 2), cmp.Or(o.Window, 2)
-	return (o.Lanes-1)*(capacity+window*((group+batch-1)/batch)) + o.Lanes*window + capacity
-}
-
-// linksBound is liveBound for a pipeline of groups of group samples,
-// batches of batch, perhaps a multi-pass stage, and devices lanes of a
-// double buffer with window prefetch.
-func linksBound(o actors.Options, group, batch int, multiPass bool, devices, prefetch int) int {
-	// Options' documented defaults where the caller keeps them.
-	capacity, window := cmp.Or(o.Capacity, 2), cmp.Or(o.Window, 2)
-	b := capacity + window*((group+batch-1)/batch)
-	if multiPass {
-		b += capacity + window
-	}
-	// The lanes, the next pass read ahead, and queued at the devices.
-	return b + devices*(2*prefetch+max(prefetch, actors.MinConsumerQueue))
+	return bound.Links(o, sh.Group, sh.Batch, sh.MultiPass > 0, sh.Devices, 2) + bound.Lanes(o, sh.Group, sh.Batch)
 }
 
 // devices are the scenario's device steps: they check each batch, record it
@@ -672,12 +637,12 @@ type devices struct {
 	steps  []int
 	rngs   []*rand.Rand
 	done   map[int]bool
-	count  map[FaultKind]int
+	count  map[sim.FaultKind]int
 	errors []string
 }
 
 func newDevices(sc Scenario, faults []Fault) *devices {
-	d := &devices{sc: sc, faults: faults, steps: make([]int, sc.Shape.Devices), done: map[int]bool{}, count: map[FaultKind]int{}}
+	d := &devices{sc: sc, faults: faults, steps: make([]int, sc.Shape.Devices), done: map[int]bool{}, count: map[sim.FaultKind]int{}}
 	for k := range sc.Shape.Devices {
 		d.rngs = append(d.rngs, rand.New(rand.NewPCG(sc.Seed, 1000+uint64(k))))
 	}
@@ -690,22 +655,22 @@ func (d *devices) step(l *ledger) actors.StepFunc {
 		d.mu.Lock()
 		d.steps[dev]++
 		n := d.steps[dev]
-		var pause time.Duration
+		var delay time.Duration
 		var crash bool
 		for i, f := range d.faults {
 			if f.Device != dev {
 				continue
 			}
 			switch f.Kind {
-			case SlowDevice:
-				pause += f.Delay + time.Duration(d.rngs[dev].Int64N(int64(f.Delay)+1))
-			case StallDevice:
+			case sim.SlowDevice:
+				delay += f.Delay + time.Duration(d.rngs[dev].Int64N(int64(f.Delay)+1))
+			case sim.StallDevice:
 				if n == f.N && !d.done[i] {
 					d.done[i] = true
 					d.count[f.Kind]++
-					pause += f.Delay
+					delay += f.Delay
 				}
-			case PanicDevice:
+			case sim.PanicDevice:
 				if n == f.N && !d.done[i] {
 					d.done[i] = true
 					d.count[f.Kind]++
@@ -726,7 +691,7 @@ func (d *devices) step(l *ledger) actors.StepFunc {
 		if crash {
 			panic(fmt.Sprintf("sim: device %d fails at step %d", dev, n))
 		}
-		if err := sleep(ctx, pause); err != nil {
+		if err := pause.Sleep(ctx, delay); err != nil {
 			return err
 		}
 		l.add(it.Pass, dev, it.Seq, it.IDs)
@@ -757,7 +722,7 @@ func (d *devices) violations() []string {
 	return slices.Clone(d.errors)
 }
 
-func (d *devices) fired() map[FaultKind]int {
+func (d *devices) fired() map[sim.FaultKind]int {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return maps.Clone(d.count)
