@@ -368,7 +368,7 @@ func (a *consumerActor) runDevice(ctx context.Context, gen uint64) {
 			if ctx.Err() != nil {
 				return
 			}
-			c.pipe.fail(&StageError{Stage: c.name, Offset: -1, Record: -1, Class: classify(err), Err: err})
+			c.pipe.fail(&StageError{Stage: c.name, Offset: -1, Record: -1, Class: Classify(err), Err: err})
 			return
 		}
 		busy := time.Since(start)

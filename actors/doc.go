@@ -30,10 +30,10 @@
 // Options.Lanes copies the batch and map stages over the cores, between a
 // deal and a merge stage (lanes.go). Options.Service runs the stages before
 // the double buffer on data service workers (service.go, service_client.go;
-// Worker, service_worker.go, is the other end; actors/service carries them
-// over Proto.Actor remote). Options.OnCorrupt skips corrupt records and
-// chunks, counted in Stats (corrupt.go). The Max* limits (limits.go) and
-// WorkerLimits bound the sizes a spec, a state or a trainer may ask for.
+// the worker, the other end, and the nodes that carry both over Proto.Actor
+// remote are actors/service's). Options.OnCorrupt skips corrupt records
+// and chunks, counted in Stats (corrupt.go). The Max* limits (limits.go)
+// bound the sizes a spec or a state may ask for.
 package actors
 
 // actors may import tensor, readers (and readers/order and

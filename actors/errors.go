@@ -105,7 +105,9 @@ func className(c messages.ErrorClass) string {
 	return "failure"
 }
 
-func classify(err error) messages.ErrorClass {
+// Classify is the class a Failure message gives err: a panic for restarts
+// past the supervisor's intensity, else supervisor.Classify's.
+func Classify(err error) messages.ErrorClass {
 	if errors.Is(err, supervisor.ErrRestartIntensity) {
 		return messages.ErrorClass_ERROR_CLASS_PANIC
 	}

@@ -193,7 +193,7 @@ feed:
 		}
 		if errs[f] != nil {
 			return nil, Fingerprint{}, &StageError{Stage: "0-" + KindFiles, File: src.names[f], Offset: offsetOf(errs[f]), Record: -1,
-				Class: classify(errs[f]), Err: fmt.Errorf("indexing the file: %w", errs[f])}
+				Class: Classify(errs[f]), Err: fmt.Errorf("indexing the file: %w", errs[f])}
 		}
 		splits = append(splits, x.splits...)
 		fp.Records += x.records

@@ -214,7 +214,7 @@ func (a *workerActor) drain() {
 	if c.failed != nil && c.out.fail == nil {
 		c.out.fail = failure(c.name, c.src.Name(c.file), c.failed.offset, c.failed.err)
 		c.pipe.record(c.name, &StageError{Stage: c.name, File: c.src.Name(c.file), Offset: c.failed.offset,
-			Record: c.failed.record, Class: classify(c.failed.err), Err: c.failed.err})
+			Record: c.failed.record, Class: Classify(c.failed.err), Err: c.failed.err})
 	}
 	if c.ended != nil && c.out.end == nil {
 		c.out.end = &messages.End{Pass: c.pass, Count: c.ended.Count, Skipped: c.ended.Skipped}

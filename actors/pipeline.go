@@ -13,6 +13,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	cmap "github.com/orcaman/concurrent-map"
 
+	"github.com/actorfeed/actorfeed/messages"
 	"github.com/actorfeed/actorfeed/readers"
 	"github.com/actorfeed/actorfeed/supervisor"
 )
@@ -164,17 +165,37 @@ func (p *Pipeline) Next(ctx context.Context) (Item, error) {
 		return Item{}, err
 	}
 	defer p.leave()
+	b, err := p.take(ctx)
+	if err != nil {
+		return Item{}, err
+	}
+	return p.sinks[0].toItem(b)
+}
+
+// NextWire is Next for a data service worker (actors/service): the next
+// batch as it travels between nodes, its tensors left encoded; io.EOF at
+// the end of the pass.
+func (p *Pipeline) NextWire(ctx context.Context) (*messages.Batch, error) {
+	if err := p.enter(); err != nil {
+		return nil, err
+	}
+	defer p.leave()
+	return p.take(ctx)
+}
+
+// take is the first sink's next batch; io.EOF at the end of the pass.
+func (p *Pipeline) take(ctx context.Context) (*messages.Batch, error) {
 	b, err := p.sinks[0].take(ctx)
 	if err != nil {
-		return Item{}, p.shutdownErr(err)
+		return nil, p.shutdownErr(err)
 	}
 	if b == nil {
 		p.mu.Lock()
 		p.drained, p.drainedPass = true, p.sinks[0].passOf()
 		p.mu.Unlock()
-		return Item{}, io.EOF
+		return nil, io.EOF
 	}
-	return p.sinks[0].toItem(b)
+	return b, nil
 }
 
 // Recycle gives the storage of an item Next returned back to the batch

@@ -182,5 +182,5 @@ func (m *relayMachine) room() int { return m.capacity - m.out.unsent() }
 
 // failure builds the wire form of a stage error.
 func failure(stage, file string, offset int64, err error) *messages.Failure {
-	return &messages.Failure{Stage: stage, File: file, Offset: offset, Class: classify(err), Cause: fmt.Sprint(err)}
+	return &messages.Failure{Stage: stage, File: file, Offset: offset, Class: Classify(err), Cause: fmt.Sprint(err)}
 }

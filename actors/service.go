@@ -20,6 +20,22 @@ import (
 	"github.com/actorfeed/actorfeed/readers/order"
 )
 
+// WorkerName is the name of a worker's actor on its node: a Service
+// pipeline sends its tasks to WorkerName at every worker's address.
+const WorkerName = "actorfeed-worker"
+
+// DefaultMaxMessage is a worker's MaxMessage (service.WorkerOptions)'s default: a batch of 64
+// samples of 224x224x3 bytes is 9.6 MB.
+const DefaultMaxMessage = 64 << 20
+
+// The leases a worker takes (Service.Lease): a shorter one would have it
+// drop live sessions between two ticks of its own, a longer one keep a
+// dead client's tasks for hours.
+const (
+	MinLease = 100 * time.Millisecond
+	MaxLease = time.Hour
+)
+
 // Service runs the stages of a pipeline before its double buffer (file
 // readers, open_files, the order's shuffle and the batch stage) on worker
 // nodes, `actorfeed serve` or a Worker, that read the same files: a shared

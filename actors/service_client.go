@@ -9,6 +9,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/actorfeed/actorfeed/internal/ticker"
 	"github.com/actorfeed/actorfeed/messages"
 )
 
@@ -17,7 +18,7 @@ type serviceTick struct{}
 
 type serviceActor struct {
 	c    *serviceCell
-	tick *ticker
+	tick *ticker.Ticker
 }
 
 func (a *serviceActor) Receive(ctx actor.Context) {
@@ -29,10 +30,10 @@ func (a *serviceActor) Receive(ctx actor.Context) {
 	case *actor.Started:
 		a.onStarted(ctx, box)
 	case *actor.Restarting:
-		a.tick.stop()
+		a.tick.Stop()
 		return
 	case *actor.Stopping:
-		a.tick.stop()
+		a.tick.Stop()
 		a.closeSessions(ctx)
 		c.probes.Wait() // within their dial timeout
 		return
@@ -79,7 +80,7 @@ func (a *serviceActor) Receive(ctx actor.Context) {
 // attempt in flight starts again, fenced, from what was handed on.
 func (a *serviceActor) onStarted(ctx actor.Context, box *outbox) {
 	c := a.c
-	a.tick = startTicker(ctx.ActorSystem().Root, c.cfg.Lease/4, ctx.Self(), serviceTick{})
+	a.tick = ticker.Start(ctx.ActorSystem().Root, c.cfg.Lease/4, ctx.Self(), serviceTick{})
 	if c.restarted() {
 		for _, t := range c.tasks[c.head:] {
 			if t.worker >= 0 && !t.complete {

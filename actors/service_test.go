@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/actorfeed/actorfeed/actors"
+	"github.com/actorfeed/actorfeed/actors/service"
 	"github.com/actorfeed/actorfeed/internal/faults"
 	"github.com/actorfeed/actorfeed/internal/testutil"
 	"github.com/actorfeed/actorfeed/messages"
@@ -51,7 +52,7 @@ func TestServiceInOneSystemDeliversExactlyOnce(t *testing.T) {
 	run := func(t *testing.T, faults faults.Injector) ([][][]uint64, actors.Stats) {
 		sys := actors.NewSystem()
 		defer sys.Shutdown()
-		w, err := actors.StartWorker(sys, actors.WorkerOptions{Roots: []string{filepath.Dir(paths[0])}, Threads: 2})
+		w, err := service.StartWorker(sys, service.WorkerOptions{Roots: []string{filepath.Dir(paths[0])}, Threads: 2})
 		require.NoError(t, err)
 		opts := actors.Options{System: sys, GroupSize: 8, Service: &actors.Service{Workers: []string{sys.Address()}, Lease: time.Hour}}
 		opts.Faults = faults
@@ -114,7 +115,7 @@ func TestServiceResumesFromItsState(t *testing.T) {
 
 	sys := actors.NewSystem()
 	defer sys.Shutdown()
-	w, err := actors.StartWorker(sys, actors.WorkerOptions{Roots: []string{filepath.Dir(paths[0])}})
+	w, err := service.StartWorker(sys, service.WorkerOptions{Roots: []string{filepath.Dir(paths[0])}})
 	require.NoError(t, err)
 	defer func() { require.NoError(t, w.Close()) }()
 	var got [][]uint64
@@ -182,7 +183,7 @@ func TestServiceRunsNamedMapsOnItsWorkers(t *testing.T) {
 	want := values(actors.Options{GroupSize: 8})
 	sys := actors.NewSystem()
 	defer sys.Shutdown()
-	w, err := actors.StartWorker(sys, actors.WorkerOptions{Roots: []string{filepath.Dir(paths[0])}, Maps: map[string]actors.MapFunc{"plus": plus}})
+	w, err := service.StartWorker(sys, service.WorkerOptions{Roots: []string{filepath.Dir(paths[0])}, Maps: map[string]actors.MapFunc{"plus": plus}})
 	require.NoError(t, err)
 	svc := &actors.Service{Workers: []string{sys.Address()}, Lease: time.Hour}
 	require.Equal(t, want, values(actors.Options{System: sys, GroupSize: 8, Service: svc}))
@@ -193,7 +194,7 @@ func TestServiceRunsNamedMapsOnItsWorkers(t *testing.T) {
 	_, err = actors.New(unnamed, actors.Options{System: sys, Service: svc})
 	require.ErrorIs(t, err, actors.ErrBadSpec)
 
-	w, err = actors.StartWorker(sys, actors.WorkerOptions{Roots: []string{filepath.Dir(paths[0])}})
+	w, err = service.StartWorker(sys, service.WorkerOptions{Roots: []string{filepath.Dir(paths[0])}})
 	require.NoError(t, err)
 	defer w.Close()
 	p, err := actors.New(chain, actors.Options{System: sys, GroupSize: 8, Service: svc})
@@ -212,7 +213,7 @@ func TestServicePadsShardsAsOneProcess(t *testing.T) {
 	paths := testutil.WriteFiles(t, 4, 1000, 400) // 4,000 records: 3 ranks of 1,334, tasks of 208 before the tail
 	sys := actors.NewSystem()
 	defer sys.Shutdown()
-	w, err := actors.StartWorker(sys, actors.WorkerOptions{Roots: []string{filepath.Dir(paths[0])}})
+	w, err := service.StartWorker(sys, service.WorkerOptions{Roots: []string{filepath.Dir(paths[0])}})
 	require.NoError(t, err)
 	defer func() { require.NoError(t, w.Close()) }()
 	type batch struct {
@@ -269,11 +270,11 @@ func TestServiceWorkersShowStateAndCredit(t *testing.T) {
 // files' directory, and a pipeline of serviceChain(paths) on it (an hour's
 // lease, credit 0 for the default); the worker and system end with the
 // test.
-func inSystemService(t *testing.T, paths []string, credit int) (*actors.Pipeline, *actors.Worker) {
+func inSystemService(t *testing.T, paths []string, credit int) (*actors.Pipeline, *service.Worker) {
 	t.Helper()
 	sys := actors.NewSystem()
 	t.Cleanup(sys.Shutdown)
-	w, err := actors.StartWorker(sys, actors.WorkerOptions{Roots: []string{filepath.Dir(paths[0])}, Threads: 2})
+	w, err := service.StartWorker(sys, service.WorkerOptions{Roots: []string{filepath.Dir(paths[0])}, Threads: 2})
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, w.Close()) })
 	p, err := actors.New(serviceChain(paths), actors.Options{System: sys, GroupSize: 8,
@@ -303,7 +304,7 @@ func TestServiceListsTheChunksItsWorkersSkipped(t *testing.T) {
 
 	sys := actors.NewSystem()
 	defer sys.Shutdown()
-	w, err := actors.StartWorker(sys, actors.WorkerOptions{Roots: []string{filepath.Dir(paths[0])}, Threads: 2})
+	w, err := service.StartWorker(sys, service.WorkerOptions{Roots: []string{filepath.Dir(paths[0])}, Threads: 2})
 	require.NoError(t, err)
 	defer w.Close()
 	p, err := actors.New(serviceChain(paths), actors.Options{System: sys, GroupSize: 8, OnCorrupt: supervisor.SkipCorrupt,
@@ -366,7 +367,7 @@ func TestServiceWorkersMakeSampleMapsByName(t *testing.T) {
 		}
 		return stamp, nil
 	}
-	w, err := actors.StartWorker(sys, actors.WorkerOptions{Roots: []string{filepath.Dir(paths[0])}, SampleMaps: made})
+	w, err := service.StartWorker(sys, service.WorkerOptions{Roots: []string{filepath.Dir(paths[0])}, SampleMaps: made})
 	require.NoError(t, err)
 	defer w.Close()
 	svc := &actors.Service{Workers: []string{sys.Address()}, Lease: time.Hour}

@@ -104,11 +104,11 @@ type Scope struct {
 	// policy, fault injection, ...).
 	Options actors.Options
 	// Maps are the functions create_map_reader names; a Service's workers
-	// run them by the same names (actors.WorkerOptions.Maps).
+	// run them by the same names (service.WorkerOptions.Maps).
 	Maps map[string]actors.MapFunc
 	// SampleMaps makes the function of a name Maps lacks, one that sees
 	// its samples (actors.Map.Samples), as "decode(size=224)"; the
-	// workers make it the same way (actors.WorkerOptions.SampleMaps).
+	// workers make it the same way (service.WorkerOptions.SampleMaps).
 	SampleMaps func(name string) (actors.SampleMapFunc, error)
 	// anyMap lets create_map_reader name maps the scope does not have:
 	// a spec is checked on a scope that starts nothing, before the maps

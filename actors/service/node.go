@@ -131,7 +131,7 @@ var RemoteLeaks = []string{
 type Node struct {
 	sys    *actor.ActorSystem
 	remote *remote.Remote
-	worker *actors.Worker
+	worker *Worker
 	once   sync.Once
 	err    error
 }
@@ -306,9 +306,9 @@ func (n *Node) System() *actor.ActorSystem { return n.sys }
 // Address is the host:port peers reach the node at.
 func (n *Node) Address() string { return n.sys.Address() }
 
-// Serve starts a worker on the node (actors.StartWorker).
-func (n *Node) Serve(opts actors.WorkerOptions) (*actors.Worker, error) {
-	w, err := actors.StartWorker(n.sys, opts)
+// Serve starts a worker on the node (StartWorker).
+func (n *Node) Serve(opts WorkerOptions) (*Worker, error) {
+	w, err := StartWorker(n.sys, opts)
 	if err != nil {
 		return nil, err
 	}

@@ -81,7 +81,7 @@ func serveWorker(root string) int {
 	spend, _ := time.ParseDuration(os.Getenv(workerWork))
 	n, err := service.Listen(cfg)
 	if err == nil {
-		_, err = n.Serve(actors.WorkerOptions{Roots: []string{root}, Threads: 2, MaxMessage: cfg.MaxMessage,
+		_, err = n.Serve(service.WorkerOptions{Roots: []string{root}, Threads: 2, MaxMessage: cfg.MaxMessage,
 			Maps: map[string]actors.MapFunc{"work": work(spend)}})
 	}
 	if err != nil {
@@ -472,13 +472,13 @@ func TestServiceTakesBusyWorkersInItsStride(t *testing.T) {
 	ctx := testutil.Context(t)
 	paths := testutil.WriteFiles(t, 12, 200, 50)
 	want := reference(t, ctx, paths, 2)
-	var ws []*actors.Worker
+	var ws []*service.Worker
 	var addrs []string
 	for range 2 {
 		n, err := service.Listen(service.Config{})
 		require.NoError(t, err)
 		t.Cleanup(func() { require.NoError(t, n.Close()) })
-		w, err := n.Serve(actors.WorkerOptions{Roots: []string{filepath.Dir(paths[0])}, Threads: 2, Limits: actors.WorkerLimits{TasksPerClient: 1}})
+		w, err := n.Serve(service.WorkerOptions{Roots: []string{filepath.Dir(paths[0])}, Threads: 2, Limits: service.WorkerLimits{TasksPerClient: 1}})
 		require.NoError(t, err)
 		ws, addrs = append(ws, w), append(addrs, n.Address())
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/actorfeed/actorfeed/actors"
+	"github.com/actorfeed/actorfeed/actors/service"
 	"github.com/actorfeed/actorfeed/internal/registered"
 	"github.com/actorfeed/actorfeed/sim"
 )
@@ -69,7 +70,7 @@ func TestServiceWorkersAreObserved(t *testing.T) {
 	require.NoError(t, err)
 	sys := actors.NewSystem()
 	defer sys.Shutdown()
-	w, err := actors.StartWorker(sys, actors.WorkerOptions{Roots: []string{dir}})
+	w, err := service.StartWorker(sys, service.WorkerOptions{Roots: []string{dir}})
 	require.NoError(t, err)
 	p, err := actors.NewDevices([]actors.Stage{actors.Files{Paths: paths}, actors.Batch{Size: 20}}, actors.Devices{N: 2},
 		actors.Options{System: sys, Service: &actors.Service{Workers: []string{sys.Address()}}})

@@ -54,7 +54,7 @@ type serveOptions struct {
 	threads    int
 	every      time.Duration
 	checkLeaks bool
-	limits     actors.WorkerLimits
+	limits     service.WorkerLimits
 }
 
 func newServe() *cobra.Command {
@@ -95,7 +95,7 @@ batch afresh. It runs until SIGTERM, SIGINT or SIGHUP.`,
 	f.StringSliceVar(&o.roots, "root", []string{"."}, "directories whose files, or s3://bucket/prefix whose objects, trainers may have read (repeat or comma-separate)")
 	f.IntVar(&o.threads, "threads", 0, "file readers per task (default: the cores)")
 	f.DurationVar(&o.every, "progress-every", 10*time.Second, "interval of the status lines")
-	d := actors.DefaultWorkerLimits
+	d := service.DefaultWorkerLimits
 	f.IntVar(&o.limits.Sessions, "max-sessions", d.Sessions, "sessions open at once, all trainers'; past it a trainer is told the worker is busy")
 	f.IntVar(&o.limits.SessionsPerClient, "max-sessions-per-trainer", d.SessionsPerClient, "sessions open at once of one trainer (by its node's address)")
 	f.IntVar(&o.limits.Tasks, "max-tasks", d.Tasks, "tasks running at once, all trainers'")
@@ -112,7 +112,7 @@ func serve(ctx context.Context, out io.Writer, o serveOptions) error {
 	if err != nil {
 		return err
 	}
-	w, err := node.Serve(actors.WorkerOptions{Roots: o.roots, Threads: o.threads, MaxMessage: o.node.maxMessage, Maps: builtinMaps, SampleMaps: sampleMaps, Limits: o.limits})
+	w, err := node.Serve(service.WorkerOptions{Roots: o.roots, Threads: o.threads, MaxMessage: o.node.maxMessage, Maps: builtinMaps, SampleMaps: sampleMaps, Limits: o.limits})
 	if err != nil {
 		node.Close()
 		return err
@@ -139,7 +139,7 @@ func serve(ctx context.Context, out io.Writer, o serveOptions) error {
 	}
 }
 
-func printWorker(out io.Writer, st actors.WorkerStats) {
+func printWorker(out io.Writer, st service.WorkerStats) {
 	fmt.Fprintf(out, "worker: %d session(s), %d task(s) done, %d failed, %d running, %d batches sent, %.1f MB, %d file indexes from its cache, %d busy answers\n",
 		st.Sessions, st.Tasks, st.Failed, st.Running, st.Batches, float64(st.Bytes)/1e6, st.IndexHits, st.Busy)
 }

@@ -180,7 +180,7 @@ func hostileJob(paths []string) (*messages.ServiceJob, []byte, error) {
 // limits allow: sessions, a refusal for every bad lease, and batches (a
 // task's first credit and one grant, of the tasks a client may run).
 func (c hostileCounts) check(workers int) []string {
-	lim := actors.DefaultWorkerLimits
+	lim := service.DefaultWorkerLimits
 	var bad []string
 	if c.Sessions > workers*lim.SessionsPerClient {
 		bad = append(bad, fmt.Sprintf("the hostile trainer got %d sessions on %d workers, above %d a worker", c.Sessions, workers, lim.SessionsPerClient))

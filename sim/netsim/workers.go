@@ -6,7 +6,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/actorfeed/actorfeed/actors"
 	"github.com/actorfeed/actorfeed/actors/service"
 	"github.com/actorfeed/actorfeed/internal/serveproc"
 )
@@ -108,7 +107,7 @@ type inProcessWorker struct {
 func startInProcessWorker(px *Proxy, root string) (*inProcessWorker, error) {
 	n, err := retryPort(func(addr string) (*service.Node, error) { return behind(px, addr) })
 	if err == nil {
-		if _, err = n.Serve(actors.WorkerOptions{Roots: []string{root}, Threads: 2}); err != nil {
+		if _, err = n.Serve(service.WorkerOptions{Roots: []string{root}, Threads: 2}); err != nil {
 			n.Close()
 		}
 	}

@@ -1,10 +1,11 @@
-package actors
+package service
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -13,20 +14,14 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/actorfeed/actorfeed/actors"
+	"github.com/actorfeed/actorfeed/internal/ticker"
 	"github.com/actorfeed/actorfeed/messages"
 	"github.com/actorfeed/actorfeed/readers"
 	"github.com/actorfeed/actorfeed/readers/objstore"
 	"github.com/actorfeed/actorfeed/readers/order"
 	"github.com/actorfeed/actorfeed/supervisor"
 )
-
-// WorkerName is the name of a worker's actor on its node: a Service
-// pipeline sends its tasks to WorkerName at every worker's address.
-const WorkerName = "actorfeed-worker"
-
-// DefaultMaxMessage is WorkerOptions.MaxMessage's default: a batch of 64
-// samples of 224x224x3 bytes is 9.6 MB.
-const DefaultMaxMessage = 64 << 20
 
 // ErrOutsideRoots is wrapped when a task names a file outside the data
 // roots a worker was started with: the worker opens none of its files.
@@ -50,11 +45,11 @@ type WorkerOptions struct {
 	// resolved, was found under a root, and opens it by that path.
 	Open func(ctx context.Context, entry string) (readers.Reader, error)
 	// Maps are the map functions clients may name (Map.Name, XMap.Name).
-	Maps map[string]MapFunc
+	Maps map[string]actors.MapFunc
 	// SampleMaps makes the function of a name that Maps lacks, one that
 	// sees its samples (Map.Samples): a name with parameters, say, as
 	// "decode(size=224)"; nil, or an error, refuses the name.
-	SampleMaps func(name string) (SampleMapFunc, error)
+	SampleMaps func(name string) (actors.SampleMapFunc, error)
 	// Limits bound what clients may make the worker hold; zero fields take
 	// DefaultWorkerLimits'.
 	Limits WorkerLimits
@@ -93,14 +88,6 @@ func (l WorkerLimits) withDefaults() WorkerLimits {
 	return l
 }
 
-// The leases a worker takes (Service.Lease): a shorter one would have it
-// drop live sessions between two ticks of its own, a longer one keep a
-// dead client's tasks for hours.
-const (
-	MinLease = 100 * time.Millisecond
-	MaxLease = time.Hour
-)
-
 // Worker makes the batches of the tasks Service pipelines send it, each
 // task in a pipeline of its own (file readers, open_files, the order's
 // shuffle, batch) resumed at the task's positions, and sends them back
@@ -113,7 +100,7 @@ type Worker struct {
 	local *actor.ActorSystem
 	// indexes keeps the files' indexes from task to task: each task is a
 	// pipeline that would otherwise index every file of its job again.
-	indexes *IndexCache
+	indexes *actors.IndexCache
 	pid     *actor.PID
 	opts    WorkerOptions
 	roots   *dataRoots
@@ -153,10 +140,10 @@ func StartWorker(sys *actor.ActorSystem, opts WorkerOptions) (*Worker, error) {
 		opts.Threads = runtime.NumCPU()
 	}
 	if opts.MaxMessage <= 0 {
-		opts.MaxMessage = DefaultMaxMessage
+		opts.MaxMessage = actors.DefaultMaxMessage
 	}
 	if len(opts.Roots) == 0 {
-		return nil, fmt.Errorf("%w: a worker needs at least one data root", ErrBadSpec)
+		return nil, fmt.Errorf("%w: a worker needs at least one data root", actors.ErrBadSpec)
 	}
 	opts.Limits = opts.Limits.withDefaults()
 	roots, err := openDataRoots(opts.Roots)
@@ -165,10 +152,10 @@ func StartWorker(sys *actor.ActorSystem, opts WorkerOptions) (*Worker, error) {
 	}
 	w := &Worker{sys: sys, opts: opts, roots: roots}
 	w.ctx, w.stop = context.WithCancel(context.Background())
-	w.local = NewSystem()
-	w.indexes = NewIndexCache(0)
+	w.local = actors.NewSystem()
+	w.indexes = actors.NewIndexCache(0)
 	core := &nodeWorkerActor{w: w, sessions: map[string]*wSession{}, perClient: map[string]int{}}
-	pid, err := sys.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return core }), WorkerName)
+	pid, err := sys.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return core }), actors.WorkerName)
 	if err != nil {
 		w.stop()
 		w.local.Shutdown()
@@ -279,17 +266,17 @@ type nodeWorkerActor struct {
 	w         *Worker
 	sessions  map[string]*wSession
 	perClient map[string]int // sessions by client address
-	ticks     *ticker
+	ticks     *ticker.Ticker
 }
 
 func (a *nodeWorkerActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
-		a.ticks = startTicker(ctx.ActorSystem().Root, workerTickEvery, ctx.Self(), workerTick{})
+		a.ticks = ticker.Start(ctx.ActorSystem().Root, workerTickEvery, ctx.Self(), workerTick{})
 	case *actor.Restarting:
-		a.ticks.stop()
+		a.ticks.Stop()
 	case *actor.Stopping:
-		a.ticks.stop()
+		a.ticks.Stop()
 		for id := range a.sessions {
 			a.drop(id)
 		}
@@ -331,8 +318,8 @@ func (a *nodeWorkerActor) Receive(ctx actor.Context) {
 func (a *nodeWorkerActor) hello(ctx actor.Context, m *messages.ServiceHello) {
 	lease := time.Duration(m.LeaseMs) * time.Millisecond
 	switch mine := int64(a.w.opts.MaxMessage); {
-	case lease < MinLease || lease > MaxLease:
-		a.busy(ctx, m.Session, 0, 0, true, fmt.Sprintf("a lease of %v: this worker takes leases from %v to %v (Service.Lease, the spec's service.lease)", lease, MinLease, MaxLease))
+	case lease < actors.MinLease || lease > actors.MaxLease:
+		a.busy(ctx, m.Session, 0, 0, true, fmt.Sprintf("a lease of %v: this worker takes leases from %v to %v (actors.Service.Lease, the spec's service.lease)", lease, actors.MinLease, actors.MaxLease))
 		return
 	case m.MaxMessage != 0 && m.MaxMessage != mine:
 		a.busy(ctx, m.Session, 0, 0, true, fmt.Sprintf("this worker's --max-message is %d bytes, the trainer's %d: set the same on every node", mine, m.MaxMessage))
@@ -366,7 +353,7 @@ func (a *nodeWorkerActor) session(ctx actor.Context, id string) (*wSession, stri
 			return nil, fmt.Sprintf("busy: %d sessions open, %d of them this client's (at most %d, and %d a client)",
 				len(a.sessions), a.perClient[from], lim.Sessions, lim.SessionsPerClient)
 		}
-		s = &wSession{client: ctx.Sender(), from: from, lease: DefaultLease, attempts: map[uint64]*wAttempt{}}
+		s = &wSession{client: ctx.Sender(), from: from, lease: actors.DefaultLease, attempts: map[uint64]*wAttempt{}}
 		// Not watched: a watcher is told when its watchee stops, and a
 		// client gone is then dialled in vain (see actors.Service's lose).
 		// A session ends with its lease instead.
@@ -510,11 +497,11 @@ func (w *Worker) run(ctx context.Context, client *actor.PID, m *messages.Service
 	}
 	if err != nil {
 		w.failed.Add(1)
-		var se *StageError
+		var se *actors.StageError
 		if errors.As(err, &se) {
 			end.Failure = &messages.Failure{Stage: se.Stage, File: se.File, Offset: se.Offset, Class: se.Class, Cause: err.Error()}
 		} else {
-			end.Failure = &messages.Failure{Class: classify(err), Offset: -1, Cause: err.Error()}
+			end.Failure = &messages.Failure{Class: actors.Classify(err), Offset: -1, Cause: err.Error()}
 		}
 		return end
 	}
@@ -524,37 +511,37 @@ func (w *Worker) run(ctx context.Context, client *actor.PID, m *messages.Service
 }
 
 // produce runs the task's pipeline, sending batches from index m.Skip on.
-func (w *Worker) produce(ctx context.Context, client *actor.PID, m *messages.ServiceTask, at *wAttempt) (uint32, Stats, error) {
+func (w *Worker) produce(ctx context.Context, client *actor.PID, m *messages.ServiceTask, at *wAttempt) (uint32, actors.Stats, error) {
 	stages, opts, err := w.taskPipeline(m)
 	if err != nil {
-		return 0, Stats{}, err
+		return 0, actors.Stats{}, err
 	}
-	p, err := NewContext(ctx, stages, opts)
+	p, err := actors.NewContext(ctx, stages, opts)
 	if err != nil {
-		return 0, Stats{}, err
+		return 0, actors.Stats{}, err
 	}
 	defer p.Close()
 	var index uint32
 	for ; ; index++ {
-		b, err := p.sinks[0].take(ctx)
-		if err != nil {
-			return 0, Stats{}, p.shutdownErr(err)
-		}
-		if b == nil {
+		b, err := p.NextWire(ctx)
+		if errors.Is(err, io.EOF) {
 			return index, p.Stats(), nil
+		}
+		if err != nil {
+			return 0, actors.Stats{}, err
 		}
 		if index < m.Skip {
 			continue
 		}
 		if err := at.await(ctx, uint64(index)); err != nil {
-			return 0, Stats{}, err
+			return 0, actors.Stats{}, err
 		}
 		sb := &messages.ServiceBatch{Session: m.Session, Task: m.Task, Attempt: m.Attempt, Index: index,
 			Batch: &messages.Batch{Slots: b.Slots, Parts: b.Parts, Rows: b.Rows, Ids: b.Ids, Position: b.Position, Positions: b.Positions, Padding: b.Padding}}
 		size := proto.Size(sb)
 		if size > w.opts.MaxMessage {
-			return 0, Stats{}, fmt.Errorf("%w: batch %d of a task is %d bytes on the wire, above the worker's bound of %d (raise --max-message on every node)",
-				ErrBadSpec, index, size, w.opts.MaxMessage)
+			return 0, actors.Stats{}, fmt.Errorf("%w: batch %d of a task is %d bytes on the wire, above the worker's bound of %d (raise --max-message on every node)",
+				actors.ErrBadSpec, index, size, w.opts.MaxMessage)
 		}
 		w.sys.Root.Send(client, sb)
 		at.sent.Store(index + 1) // after the send: a heartbeat counting it leaves after it
@@ -565,7 +552,7 @@ func (w *Worker) produce(ctx context.Context, client *actor.PID, m *messages.Ser
 
 // corruptOf is the damaged chunks a task's pipeline skipped, each named
 // by its file's index in the job, as the client numbers them.
-func corruptOf(list []CorruptChunk, job *messages.ServiceJob) []*messages.CorruptChunk {
+func corruptOf(list []actors.CorruptChunk, job *messages.ServiceJob) []*messages.CorruptChunk {
 	if len(list) == 0 {
 		return nil
 	}
@@ -586,26 +573,26 @@ func corruptOf(list []CorruptChunk, job *messages.ServiceJob) []*messages.Corrup
 
 // taskPipeline is the chain and options of a task's pipeline: the client's
 // stages up to batch, resumed at the task's state.
-func (w *Worker) taskPipeline(m *messages.ServiceTask) ([]Stage, Options, error) {
+func (w *Worker) taskPipeline(m *messages.ServiceTask) ([]actors.Stage, actors.Options, error) {
 	job := m.GetJob()
 	if job == nil || len(job.Files) == 0 || job.Batch == 0 {
-		return nil, Options{}, fmt.Errorf("%w: a task with no files or batch size", ErrBadSpec)
+		return nil, actors.Options{}, fmt.Errorf("%w: a task with no files or batch size", actors.ErrBadSpec)
 	}
-	var st State
+	var st actors.State
 	if err := json.Unmarshal(m.State, &st); err != nil {
-		return nil, Options{}, fmt.Errorf("%w: a task's state: %w", ErrState, err)
+		return nil, actors.Options{}, fmt.Errorf("%w: a task's state: %w", actors.ErrState, err)
 	}
 	policy, err := supervisor.ParseCorruptPolicy(job.OnCorrupt)
 	if err != nil {
-		return nil, Options{}, fmt.Errorf("%w: %w", ErrBadSpec, err)
+		return nil, actors.Options{}, fmt.Errorf("%w: %w", actors.ErrBadSpec, err)
 	}
-	stages := []Stage{Files{Paths: job.Files, Threads: w.opts.Threads}}
+	stages := []actors.Stage{actors.Files{Paths: job.Files, Threads: w.opts.Threads}}
 	if job.Shuffled {
-		stages = append(stages, Shuffle{Window: int(job.Window), Seed: job.Seed})
+		stages = append(stages, actors.Shuffle{Window: int(job.Window), Seed: job.Seed})
 	}
 	rest, err := w.jobStages(job)
 	if err != nil {
-		return nil, Options{}, err
+		return nil, actors.Options{}, err
 	}
 	stages = append(stages, rest...)
 	open := func(ctx context.Context, entry string) (readers.Reader, error) {
@@ -624,12 +611,12 @@ func (w *Worker) taskPipeline(m *messages.ServiceTask) ([]Stage, Options, error)
 	}
 	rem, err := order.ParseRemainder(st.Remainder)
 	if err != nil {
-		return nil, Options{}, fmt.Errorf("%w: a task's state: %w", ErrState, err)
+		return nil, actors.Options{}, fmt.Errorf("%w: a task's state: %w", actors.ErrState, err)
 	}
 	// The state's rank among its layout's: rank 0 of 1 for a task's own
 	// positions, the client's for a tail of padding.
-	shard := Shard{Rank: st.Rank, World: st.Layout.World, Remainder: rem}
-	return stages, Options{System: w.local, Indexes: w.indexes, GroupSize: int(job.GroupSize), GroupBytes: int(job.GroupBytes), OnCorrupt: policy, Open: open, Resume: []State{st},
+	shard := actors.Shard{Rank: st.Rank, World: st.Layout.World, Remainder: rem}
+	return stages, actors.Options{System: w.local, Indexes: w.indexes, GroupSize: int(job.GroupSize), GroupBytes: int(job.GroupBytes), OnCorrupt: policy, Open: open, Resume: []actors.State{st},
 		Shard: shard}, nil
 }
 
@@ -637,43 +624,43 @@ func (w *Worker) taskPipeline(m *messages.ServiceTask) ([]Stage, Options, error)
 // its maps, found by name.
 // mapNamed is the function a task's map stage names: in Maps, or made by
 // SampleMaps.
-func (w *Worker) mapNamed(name string) (MapFunc, SampleMapFunc, error) {
+func (w *Worker) mapNamed(name string) (actors.MapFunc, actors.SampleMapFunc, error) {
 	if fn := w.opts.Maps[name]; fn != nil {
 		return fn, nil, nil
 	}
 	if w.opts.SampleMaps != nil {
 		samples, err := w.opts.SampleMaps(name)
 		if err != nil {
-			return nil, nil, fmt.Errorf("%w: map %q: %w", ErrBadSpec, name, err)
+			return nil, nil, fmt.Errorf("%w: map %q: %w", actors.ErrBadSpec, name, err)
 		}
 		return nil, samples, nil
 	}
-	return nil, nil, fmt.Errorf("%w: this worker has no map named %q (WorkerOptions.Maps)", ErrBadSpec, name)
+	return nil, nil, fmt.Errorf("%w: this worker has no map named %q (WorkerOptions.Maps)", actors.ErrBadSpec, name)
 }
 
-func (w *Worker) jobStages(job *messages.ServiceJob) ([]Stage, error) {
-	var out []Stage
+func (w *Worker) jobStages(job *messages.ServiceJob) ([]actors.Stage, error) {
+	var out []actors.Stage
 	for _, st := range job.Stages {
 		switch st.Kind {
-		case KindBatch:
-			out = append(out, Batch{Size: int(job.Batch), DropLast: job.DropLast})
+		case actors.KindBatch:
+			out = append(out, actors.Batch{Size: int(job.Batch), DropLast: job.DropLast})
 			continue
-		case KindMap, KindXMap:
+		case actors.KindMap, actors.KindXMap:
 		default:
-			return nil, fmt.Errorf("%w: a task's stage of kind %q", ErrBadSpec, st.Kind)
+			return nil, fmt.Errorf("%w: a task's stage of kind %q", actors.ErrBadSpec, st.Kind)
 		}
 		fn, samples, err := w.mapNamed(st.Name)
 		if err != nil {
 			return nil, err
 		}
-		if st.Kind == KindMap {
-			out = append(out, Map{Fn: fn, Samples: samples, Name: st.Name})
+		if st.Kind == actors.KindMap {
+			out = append(out, actors.Map{Fn: fn, Samples: samples, Name: st.Name})
 		} else {
-			out = append(out, XMap{Fn: fn, Samples: samples, Name: st.Name, Workers: int(st.Workers)})
+			out = append(out, actors.XMap{Fn: fn, Samples: samples, Name: st.Name, Workers: int(st.Workers)})
 		}
 	}
 	if len(out) == 0 { // a job of a client that names no stages: batch only
-		out = append(out, Batch{Size: int(job.Batch), DropLast: job.DropLast})
+		out = append(out, actors.Batch{Size: int(job.Batch), DropLast: job.DropLast})
 	}
 	return out, nil
 }

@@ -1,4 +1,4 @@
-package actors
+package ticker
 
 import (
 	"testing"
@@ -6,15 +6,20 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
 )
+
+// Stop must join the ticking goroutine: none is left.
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 type tock struct{}
 
-// A ticker sends until stopped, and stop returns once its goroutine is gone
+// A Ticker sends until stopped, and Stop returns once its goroutine is gone
 // (the package's goleak check sees none left); stopping twice, or a nil
-// ticker, does nothing.
+// Ticker, does nothing.
 func TestTickerSendsUntilStopped(t *testing.T) {
-	sys := NewSystem()
+	sys := actor.NewActorSystem()
+	defer sys.Shutdown()
 	got := make(chan struct{}, 16)
 	pid := sys.Root.Spawn(actor.PropsFromFunc(func(ctx actor.Context) {
 		if _, ok := ctx.Message().(tock); ok {
@@ -24,13 +29,13 @@ func TestTickerSendsUntilStopped(t *testing.T) {
 			}
 		}
 	}))
-	tk := startTicker(sys.Root, time.Millisecond, pid, tock{})
+	tk := Start(sys.Root, time.Millisecond, pid, tock{})
 	for range 3 {
 		<-got
 	}
-	tk.stop()
-	tk.stop()
-	var none *ticker
-	none.stop()
+	tk.Stop()
+	tk.Stop()
+	var none *Ticker
+	none.Stop()
 	require.NoError(t, sys.Root.StopFuture(pid).Wait())
 }
