@@ -24,8 +24,9 @@ import (
 // pipeline sends its tasks to WorkerName at every worker's address.
 const WorkerName = "actorfeed-worker"
 
-// DefaultMaxMessage is a worker's MaxMessage (service.WorkerOptions)'s default: a batch of 64
-// samples of 224x224x3 bytes is 9.6 MB.
+// DefaultMaxMessage bounds a batch on the wire unless a worker's options
+// (actors/service.WorkerOptions) say otherwise: a batch of 64 samples of
+// 224x224x3 bytes is 9.6 MB.
 const DefaultMaxMessage = 64 << 20
 
 // The leases a worker takes (Service.Lease): a shorter one would have it

@@ -34,7 +34,7 @@ func openDataRoots(dirs []string) (*dataRoots, error) {
 			u, err := objstore.ParseURL(dir)
 			if err != nil {
 				d.close()
-				return nil, fmt.Errorf("actors: data root %s: %w", dir, err)
+				return nil, fmt.Errorf("service: data root %s: %w", dir, err)
 			}
 			if u.Key != "" && !strings.HasSuffix(u.Key, "/") {
 				u.Key += "/"
@@ -52,7 +52,7 @@ func openDataRoots(dirs []string) (*dataRoots, error) {
 		}
 		if err != nil {
 			d.close()
-			return nil, fmt.Errorf("actors: data root %s: %w", dir, err)
+			return nil, fmt.Errorf("service: data root %s: %w", dir, err)
 		}
 		d.paths, d.roots = append(d.paths, abs), append(d.roots, root)
 	}
@@ -145,7 +145,7 @@ func (d *dataRoots) check(entry string) error {
 	}
 	real, err := filepath.EvalSymlinks(path)
 	if err != nil {
-		return fmt.Errorf("actors: %s: %w", path, err)
+		return fmt.Errorf("service: %s: %w", path, err)
 	}
 	if _, _, ok := d.under(real); !ok {
 		return d.outside(path)

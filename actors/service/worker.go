@@ -25,7 +25,7 @@ import (
 
 // ErrOutsideRoots is wrapped when a task names a file outside the data
 // roots a worker was started with: the worker opens none of its files.
-var ErrOutsideRoots = errors.New("actors: the file is outside the worker's data roots")
+var ErrOutsideRoots = errors.New("service: the file is outside the worker's data roots")
 
 // WorkerOptions configure a Worker.
 type WorkerOptions struct {
@@ -35,8 +35,9 @@ type WorkerOptions struct {
 	// Threads is how many file readers each task runs; default NumCPU.
 	Threads int
 	// MaxMessage bounds a batch's bytes on the wire: a larger one fails its
-	// task with an error that names the bound. Default DefaultMaxMessage;
-	// the node's receive limit must be above it (actors/service does so).
+	// task with an error that names the bound. Default
+	// actors.DefaultMaxMessage; the node's receive limit must be above it
+	// (a Node's is).
 	MaxMessage int
 	// Open opens files with formats of one's own. By default a worker
 	// opens every file through its roots (os.Root), so that no symbolic
@@ -72,7 +73,7 @@ type WorkerLimits struct {
 }
 
 // DefaultWorkerLimits are WorkerOptions.Limits' defaults. With
-// DefaultMaxMessage, the batches a worker may have sent and not had
+// actors.DefaultMaxMessage, the batches a worker may have sent and not had
 // credited back are at most Tasks x Credit x MaxMessage.
 var DefaultWorkerLimits = WorkerLimits{Sessions: 256, SessionsPerClient: 16, Tasks: 64, TasksPerClient: 16, Credit: 64}
 
@@ -129,12 +130,12 @@ type WorkerStats struct {
 	Batches  int64 // sent
 	Bytes    int64 // of the batches sent
 	// IndexHits counts the files whose index a task found in the worker's
-	// cache (IndexCache) instead of reading it.
+	// cache (actors.IndexCache) instead of reading it.
 	IndexHits int64
 }
 
-// StartWorker spawns a worker's actor, named WorkerName, in sys: a node's
-// system (actors/service), so that clients on other nodes reach it.
+// StartWorker spawns a worker's actor, named actors.WorkerName, in sys: a
+// Node's system, so that clients on other nodes reach it.
 func StartWorker(sys *actor.ActorSystem, opts WorkerOptions) (*Worker, error) {
 	if opts.Threads <= 0 {
 		opts.Threads = runtime.NumCPU()
@@ -160,7 +161,7 @@ func StartWorker(sys *actor.ActorSystem, opts WorkerOptions) (*Worker, error) {
 		w.stop()
 		w.local.Shutdown()
 		w.roots.close()
-		return nil, fmt.Errorf("actors: spawning the worker: %w", err)
+		return nil, fmt.Errorf("service: spawning the worker: %w", err)
 	}
 	w.pid = pid
 	return w, nil
