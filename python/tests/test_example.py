@@ -4,18 +4,30 @@ Fashion-MNIST should, and every sample of every epoch was trained on
 exactly once."""
 
 import os
+import socket
 import subprocess
 import sys
+import uuid
 
 from conftest import REPO
 
 EXAMPLE = os.path.join(REPO, "python", "examples", "train_fashion_mnist.py")
 
 
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 def torchrun(nproc, *args):
     # Debian's torch 1.13 on Python 3.11 cannot parse the launcher's
-    # default --redirects and --tee of 0, so both are given.
-    return subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(nproc),
+    # default --redirects and --tee of 0, so both are given. --standalone's
+    # rendezvous is always localhost:29400: two suites on one machine
+    # would join each other's jobs, so each job takes a port of its own.
+    rdzv = ["--nnodes", "1", "--rdzv_backend", "c10d", "--rdzv_endpoint", "127.0.0.1:%d" % free_port(),
+            "--rdzv_id", uuid.uuid4().hex]
+    return subprocess.run([sys.executable, "-m", "torch.distributed.run", *rdzv, "--nproc_per_node", str(nproc),
                            "--redirects", "1", "--tee", "1", "--log_dir", args[-1] + "-logs-%d" % nproc, EXAMPLE]
                           + list(args[:-1]) + ["--out", args[-1]], capture_output=True, text=True, timeout=600)
 
