@@ -528,7 +528,13 @@ func TestGenWritesJPEGShards(t *testing.T) {
 		msg, err = cli(t, "run", "--data", to+":"+filepath.Join(out, "shard-*"), "--batch", "8", "--map", fmt.Sprintf("decode(size=16,slot=%d,flip)", image), "--progress-every", "1h")
 		require.NoError(t, err)
 		require.Contains(t, msg, "30 samples in 4 batches")
+		// WebDataset's shard lists: braces, here before a glob.
+		msg, err = cli(t, "run", "--data", to+":"+filepath.Join(out, "shard-00000{0..2}*"), "--batch", "8", "--progress-every", "1h")
+		require.NoError(t, err)
+		require.Contains(t, msg, "30 samples in 4 batches")
 	}
+	_, err := cli(t, "run", "--data", "wds:"+filepath.Join(dir, "wds", "shard-{000000..000003}.tar"), "--progress-every", "1h")
+	require.ErrorContains(t, err, "shard-000003.tar", "a shard the braces name that is not there")
 	// A damaged image's error names its shard and its key.
 	shard := filepath.Join(dir, "wds", "shard-000001.tar")
 	b, err := os.ReadFile(shard)

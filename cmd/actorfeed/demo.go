@@ -71,7 +71,7 @@ summary of the run. It fails when the final test accuracy is below
 		},
 	}
 	f := cmd.Flags()
-	f.Var(entriesValue{&o.data}, "data", "training files or globs (format:path; records of a [1,28,28] uint8 image and a label); default Fashion-MNIST or synthetic")
+	f.Var(entriesValue{&o.data}, "data", "training files, globs or braces (format:path; records of a [1,28,28] uint8 image and a label); default Fashion-MNIST or synthetic")
 	f.StringSliceVar(&o.test, "test", nil, "test files or globs, with --data")
 	f.IntVar(&o.batch, "batch", 64, "batch size per device")
 	f.IntVar(&o.shuffle, "shuffle", 4096, "shuffle window")

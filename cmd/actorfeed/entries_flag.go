@@ -9,18 +9,18 @@ import (
 )
 
 // entriesValue is --data: entries given one a flag or separated by commas,
-// a comma inside a format's parameters or a shape's brackets
-// ("tfrecord(image=bytes,box=float[2,2]):a.tfrecord") being part of the
-// entry. pflag's string slices split on every comma.
+// a comma inside a format's parameters, a shape's brackets or braces
+// ("tfrecord(image=bytes,box=float[2,2]):a.tfrecord", "{a,b}.tar") being
+// part of the entry. pflag's string slices split on every comma.
 type entriesValue struct{ list *[]string }
 
 func (v entriesValue) Set(s string) error {
 	depth, start := 0, 0
 	for i, c := range s {
 		switch c {
-		case '(', '[':
+		case '(', '[', '{':
 			depth++
-		case ')', ']':
+		case ')', ']', '}':
 			depth--
 		case ',':
 			if depth == 0 {

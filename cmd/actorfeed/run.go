@@ -123,7 +123,7 @@ func (o *runOptions) flags(f *pflag.FlagSet) {
 // pipelineFlags registers the flags that shape the pipeline, which feed
 // shares with run (checkPipeline checks them).
 func (o *runOptions) pipelineFlags(f *pflag.FlagSet) {
-	f.Var(entriesValue{&o.data}, "data", "files or globs to read, each optionally format:path (repeat or comma-separate)")
+	f.Var(entriesValue{&o.data}, "data", "files or globs to read, each optionally format:path; braces as WebDataset's shard lists, shard-{000000..000099}.tar (repeat or comma-separate)")
 	f.StringVar(&o.features, "features", "", "the features to read from TFRecord files, name=kind[shape],... (kind bytes, float or int64; docs/formats.md); default: a file's first record's")
 	f.IntVar(&o.batch, "batch", 64, "batch size")
 	f.IntVar(&o.shuffle, "shuffle", 1024, "shuffle window (0 keeps the order)")
@@ -228,8 +228,9 @@ func checkInts(flags ...intFlag) error {
 	return nil
 }
 
-// expand resolves --data: globs are expanded (a pattern that matches
-// nothing is an error), plain paths are kept as given, and a file named
+// expand resolves --data: braces are expanded first (WebDataset's
+// "shard-{000000..000099}.tar"), then globs (a pattern that matches
+// nothing is an error); plain paths are kept as given, and a file named
 // twice (by overlapping globs, or a glob and a path) is read once. A glob
 // without a format prefix whose pattern names no format ('data/*') leaves
 // the format to each file it matches.
@@ -246,36 +247,50 @@ func expand(entries []string) ([]string, error) {
 			out = append(out, entry)
 		}
 	}
-	for _, e := range entries {
-		name, path, err := readers.ParseEntry(e)
+	for _, braced := range entries {
+		each, err := expandBraces(braced)
 		if err != nil {
-			if !strings.ContainsAny(e, "*?[") || strings.Contains(e, ":") {
-				return nil, usageError{fmt.Errorf("--data %q: %w", e, err)}
+			return nil, usageError{fmt.Errorf("--data %q: %w", braced, err)}
+		}
+		for _, e := range each {
+			if err := expandEntry(e, add); err != nil {
+				return nil, err
 			}
-			name, path = "", e // each match names its own format
-		}
-		if !strings.ContainsAny(path, "*?[") {
-			add(e, path)
-			continue
-		}
-		matches, err := glob(path)
-		if err != nil {
-			return nil, usageError{fmt.Errorf("--data %q: %w", e, err)}
-		}
-		if len(matches) == 0 {
-			return nil, fmt.Errorf("--data %q matches no file", e)
-		}
-		for _, m := range matches {
-			entry := m
-			if name != "" {
-				entry = name + ":" + m
-			} else if _, _, err := readers.ParseEntry(m); err != nil {
-				return nil, fmt.Errorf("--data %q matches %s: %w", e, m, err)
-			}
-			add(entry, m)
 		}
 	}
 	return out, nil
+}
+
+// expandEntry adds the files of entry e: itself, or its glob's matches.
+func expandEntry(e string, add func(entry, path string)) error {
+	name, path, err := readers.ParseEntry(e)
+	if err != nil {
+		if !strings.ContainsAny(e, "*?[") || strings.Contains(e, ":") {
+			return usageError{fmt.Errorf("--data %q: %w", e, err)}
+		}
+		name, path = "", e // each match names its own format
+	}
+	if !strings.ContainsAny(path, "*?[") {
+		add(e, path)
+		return nil
+	}
+	matches, err := glob(path)
+	if err != nil {
+		return usageError{fmt.Errorf("--data %q: %w", e, err)}
+	}
+	if len(matches) == 0 {
+		return fmt.Errorf("--data %q matches no file", e)
+	}
+	for _, m := range matches {
+		entry := m
+		if name != "" {
+			entry = name + ":" + m
+		} else if _, _, err := readers.ParseEntry(m); err != nil {
+			return fmt.Errorf("--data %q matches %s: %w", e, m, err)
+		}
+		add(entry, m)
+	}
+	return nil
 }
 
 // glob expands a pattern of files or of objects (s3://bucket/pattern).

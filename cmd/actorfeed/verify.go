@@ -57,7 +57,7 @@ func newVerifyIDs() *cobra.Command {
 		},
 	}
 	f := cmd.Flags()
-	f.Var(entriesValue{&o.data}, "data", "the files the job read, as run's --data (paths or globs, each optionally format:path)")
+	f.Var(entriesValue{&o.data}, "data", "the files the job read, as run's --data (paths, globs or braces, each optionally format:path)")
 	f.IntVar(&o.epochs, "epochs", 0, "the epochs the job ran: any of 0 .. N-1 missing is lost (0: the epochs the files name)")
 	f.IntVar(&o.show, "show", 5, "ids of each kind to show per epoch")
 	return cmd

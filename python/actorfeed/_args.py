@@ -5,6 +5,8 @@ import glob
 import os
 import re
 
+from . import _braces
+
 MAPS = ("normalize",)
 FORMATS = ("recordio", "idx", "wds", "tfrecord")
 SHUFFLE_WINDOW = 4096  # shuffle=True: samples permuted together
@@ -32,31 +34,40 @@ def _bool(name, v):
 
 
 def data_entries(data):
-    """The files or globs of data, each optionally format:path; each must
-    name a file now, unless it is an object's URL (s3://bucket/key)."""
+    """The files or globs of data, each optionally format:path, braces
+    expanded ("shard-{000000..000099}.tar", as WebDataset's lists); each
+    must name a file now, unless it is an object's URL (s3://bucket/key)."""
     entries = [data] if isinstance(data, (str, os.PathLike)) else data
     if not isinstance(entries, (list, tuple)) or not entries:
         raise ValueError("data must be a path, a glob, or a non-empty list of them, not %r" % (data,))
     out = []
-    for e in entries:
-        if not isinstance(e, (str, os.PathLike)):
-            raise ValueError("data: %r is not a path" % (e,))
-        e = os.fspath(e)
-        path = e
-        prefix, sep, rest = e.partition(":")
-        if sep and prefix in FORMATS:
-            path = rest
-        elif e.startswith("tfrecord(") and "):" in e:
-            path = e.split("):", 1)[1]
-        if path.startswith("s3://"):
-            pass  # an object, or a pattern of them: the feed lists and opens them, and says what is wrong
-        elif glob.has_magic(path):
-            if not glob.glob(path):
-                raise ValueError("data: %s matches no file" % e)
-        elif not os.path.isfile(path):
-            raise ValueError("data: %s is not a file" % e)
-        out.append(e)
+    for braced in entries:
+        if not isinstance(braced, (str, os.PathLike)):
+            raise ValueError("data: %r is not a path" % (braced,))
+        try:
+            each = _braces.expand(os.fspath(braced))
+        except ValueError as err:
+            raise ValueError("data: %s" % err) from None
+        out += [_data_entry(e) for e in each]
     return out
+
+
+def _data_entry(e):
+    """e, checked: a file, a glob that matches one, or an object's URL."""
+    path = e
+    prefix, sep, rest = e.partition(":")
+    if sep and prefix in FORMATS:
+        path = rest
+    elif e.startswith("tfrecord(") and "):" in e:
+        path = e.split("):", 1)[1]
+    if path.startswith("s3://"):
+        pass  # an object, or a pattern of them: the feed lists and opens them, and says what is wrong
+    elif glob.has_magic(path):
+        if not glob.glob(path):
+            raise ValueError("data: %s matches no file" % e)
+    elif not os.path.isfile(path):
+        raise ValueError("data: %s is not a file" % e)
+    return e
 
 
 _FEATURE = re.compile(r"^\s*[^()\[\],=:\s][^()\[\],=:]*=\s*(bytes|(float|int64)\s*(\[\s*(\d+\s*(,\s*\d+\s*)*)?\])?)\s*$")

@@ -47,7 +47,8 @@ def test_bad_arguments_are_refused_before_any_process(data, kwargs, message):
 
 
 @pytest.mark.parametrize("data_arg,message", [
-    ([], "data must be"), ("/nonexistent/x.recordio", "is not a file"), ("/nonexistent/*.recordio", "matches no file")])
+    ([], "data must be"), ("/nonexistent/x.recordio", "is not a file"), ("/nonexistent/*.recordio", "matches no file"),
+    ("/nonexistent/x-{0,1}.recordio", "x-0.recordio is not a file"), ("x-{0..9.recordio", "leaves the brace")])
 def test_bad_data_is_refused(data_arg, message):
     with pytest.raises(ValueError, match=message):
         actorfeed.Loader(data_arg, batch_size=8)

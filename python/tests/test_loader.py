@@ -49,6 +49,13 @@ def test_every_sample_once_and_epochs_differ(data):
         assert epoch_ids(loader) == e0, "an epoch is a function of the seed and its number"
 
 
+def test_braces_name_files_as_webdataset_lists_do(data):
+    """"part-0000{0..3}.recordio" is the glob's data, in the same order."""
+    braced = data.replace("*.recordio", "part-0000{0..3}.recordio")
+    with actorfeed.Loader(data, batch_size=100, seed=1) as a, actorfeed.Loader(braced, batch_size=100, seed=1) as b:
+        assert [a.sample_names(x["ids"]) for x in a] == [b.sample_names(x["ids"]) for x in b]
+
+
 def test_arrays_are_named_views_of_the_ring(data):
     with actorfeed.Loader(data, batch_size=32, shuffle=False, names=["image", "label"], slots=3) as loader:
         b = next(iter(loader))

@@ -1,0 +1,75 @@
+"""WebDataset's shard lists: "shard-{000000..000099}.tar" and "{a,b}", as
+Python's braceexpand (and `actorfeed run --data`) expand them, so that a
+Loader's data is checked path by path before any process starts."""
+
+import re
+
+MAX_EXPANSIONS = 1 << 20  # as the CLI's: far past any data set's shards
+_RANGE = re.compile(r"^(-?\d+)\.\.(-?\d+)(?:\.\.(\d+))?$")
+
+
+def expand(s):
+    """The paths s stands for: itself without braces. Raises ValueError for
+    a brace left open or closed unopened, a bad range, or more than
+    MAX_EXPANSIONS paths."""
+    open_, close = _first_brace(s)
+    if open_ < 0:
+        return [s]
+    alts = _alternatives(s[open_ + 1:close])
+    rest = expand(s[close + 1:])
+    if len(alts) * len(rest) > MAX_EXPANSIONS:
+        raise ValueError("%r gives more than %d paths" % (s, MAX_EXPANSIONS))
+    return [s[:open_] + a + r for a in alts for r in rest]
+
+
+def _first_brace(s):
+    depth, open_ = 0, -1
+    for i, c in enumerate(s):
+        if c == "{":
+            if depth == 0:
+                open_ = i
+            depth += 1
+        elif c == "}":
+            depth -= 1
+            if depth < 0:
+                raise ValueError("%r closes a brace at %d that it did not open" % (s, i))
+            if depth == 0:
+                return open_, i
+    if depth > 0:
+        raise ValueError("%r leaves the brace at %d open" % (s, open_))
+    return -1, -1
+
+
+def _alternatives(body):
+    parts, depth, start = [], 0, 0
+    for i, c in enumerate(body):
+        if c == "{":
+            depth += 1
+        elif c == "}":
+            depth -= 1
+        elif c == "," and depth == 0:
+            parts.append(body[start:i])
+            start = i + 1
+    m = _RANGE.match(body)
+    if not parts and m:
+        return _numbers(body, *m.groups())
+    literal = not parts
+    out = []
+    for part in parts + [body[start:]]:
+        each = expand(part)
+        if len(out) + len(each) > MAX_EXPANSIONS:
+            raise ValueError("{%s} gives more than %d paths" % (body, MAX_EXPANSIONS))
+        out += ["{%s}" % e for e in each] if literal else each
+    return out
+
+
+def _numbers(body, first, last, step):
+    a, b, by = int(first), int(last), int(step or 1)
+    if by <= 0 or not (-(1 << 63) <= a < (1 << 63) and -(1 << 63) <= b < (1 << 63)):
+        raise ValueError("{%s}: want {first..last} or {first..last..step}, integers, the step above 0" % body)
+    if abs(b - a) // by >= MAX_EXPANSIONS:
+        raise ValueError("{%s} gives more than %d paths" % (body, MAX_EXPANSIONS))
+    padded = any(len(n.lstrip("-")) > 1 and n.lstrip("-")[0] == "0" for n in (first, last))
+    width = max(len(first), len(last)) if padded else 0
+    sign = 1 if b >= a else -1
+    return ["%0*d" % (width, a + sign * i * by) for i in range(abs(b - a) // by + 1)]
