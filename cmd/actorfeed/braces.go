@@ -9,8 +9,14 @@ import (
 )
 
 // maxBraceExpansions bounds what one entry's braces expand to: a million
-// paths is well past any data set's shards, and its strings stay small.
-const maxBraceExpansions = 1 << 20
+// paths is well past any data set's shards. maxBracedBytes bounds an
+// entry with braces (Linux's PATH_MAX), and so the work its nesting costs
+// and the bytes its paths take.
+const (
+	maxBraceExpansions = 1 << 20
+	maxBracedBytes     = 4096
+	maxExpandedBytes   = 64 << 20 // all the paths of one entry
+)
 
 var errBraces = errors.New("bad braces")
 
@@ -24,20 +30,26 @@ var braceRange = regexp.MustCompile(`^(-?\d+)\.\.(-?\d+)(?:\.\.(\d+))?$`)
 // follow one another; one with neither a comma nor a range is kept as it
 // is. A string without braces is itself.
 func expandBraces(s string) ([]string, error) {
-	open, close, err := firstBrace(s)
+	open, end, err := firstBrace(s)
 	if err != nil || open < 0 {
 		return []string{s}, err
 	}
-	alts, err := braceAlternatives(s[open+1 : close])
+	if len(s) > maxBracedBytes {
+		return nil, fmt.Errorf("%w: %.40q... is %d bytes, more than a path may be (%d)", errBraces, s, len(s), maxBracedBytes)
+	}
+	alts, err := braceAlternatives(s[open+1 : end])
 	if err != nil {
 		return nil, err
 	}
-	rest, err := expandBraces(s[close+1:])
+	rest, err := expandBraces(s[end+1:])
 	if err != nil {
 		return nil, err
 	}
 	if len(alts)*len(rest) > maxBraceExpansions {
 		return nil, fmt.Errorf("%w: %q gives more than %d paths", errBraces, s, maxBraceExpansions)
+	}
+	if n := expandedBytes(open, alts, rest); n > maxExpandedBytes {
+		return nil, fmt.Errorf("%w: %q gives paths of %d bytes in all, more than %d", errBraces, s, n, maxExpandedBytes)
 	}
 	out := make([]string, 0, len(alts)*len(rest))
 	for _, a := range alts {
@@ -48,9 +60,21 @@ func expandBraces(s string) ([]string, error) {
 	return out, nil
 }
 
+// expandedBytes is the bytes of the paths a prefix of n bytes, one of alts
+// and one of rest make, all of them.
+func expandedBytes(n int, alts, rest []string) int {
+	sum := func(xs []string) (t int) {
+		for _, x := range xs {
+			t += len(x)
+		}
+		return t
+	}
+	return len(alts)*len(rest)*n + sum(alts)*len(rest) + sum(rest)*len(alts)
+}
+
 // firstBrace finds the first "{" and the "}" that closes it, -1 without
 // braces; a brace left open or closed without opening is an error.
-func firstBrace(s string) (open, close int, err error) {
+func firstBrace(s string) (open, end int, err error) {
 	depth, open := 0, -1
 	for i, c := range s {
 		switch c {

@@ -71,7 +71,9 @@ func TestBadBracesSayWhatIsWrong(t *testing.T) {
 		"s-{0..99999999999999999999}": "want {first..last}",
 		"s-{0..2000000}":              "more than 1048576 paths",
 		"{0..1023}{0..1023}{0,1}":     "more than 1048576 paths",
-		"s-{-9223372036854775808..9223372036854775807}": "more than 1048576 paths",
+		"s-{-9223372036854775808..9223372036854775807}":       "more than 1048576 paths",
+		strings.Repeat("d/", 1000) + "{0..99999}":             "more than 67108864",
+		strings.Repeat("{", 3000) + strings.Repeat("}", 3000): "more than a path may be",
 	} {
 		_, err := expandBraces(in)
 		require.ErrorIs(t, err, errBraces, in)

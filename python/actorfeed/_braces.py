@@ -5,6 +5,8 @@ Loader's data is checked path by path before any process starts."""
 import re
 
 MAX_EXPANSIONS = 1 << 20  # as the CLI's: far past any data set's shards
+MAX_BRACED_BYTES = 4096  # an entry with braces: a path's most (PATH_MAX)
+MAX_EXPANDED_BYTES = 64 << 20  # all the paths of one entry
 _RANGE = re.compile(r"^(-?\d+)\.\.(-?\d+)(?:\.\.(\d+))?$")
 
 
@@ -15,10 +17,15 @@ def expand(s):
     open_, close = _first_brace(s)
     if open_ < 0:
         return [s]
+    if len(s) > MAX_BRACED_BYTES:
+        raise ValueError("%.40r... is %d bytes, more than a path may be (%d)" % (s, len(s), MAX_BRACED_BYTES))
     alts = _alternatives(s[open_ + 1:close])
     rest = expand(s[close + 1:])
     if len(alts) * len(rest) > MAX_EXPANSIONS:
         raise ValueError("%r gives more than %d paths" % (s, MAX_EXPANSIONS))
+    total = len(alts) * len(rest) * open_ + sum(map(len, alts)) * len(rest) + sum(map(len, rest)) * len(alts)
+    if total > MAX_EXPANDED_BYTES:
+        raise ValueError("%r gives paths of %d bytes in all, more than %d" % (s, total, MAX_EXPANDED_BYTES))
     return [s[:open_] + a + r for a in alts for r in rest]
 
 

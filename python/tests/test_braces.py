@@ -26,7 +26,8 @@ def test_braces_expand_as_braceexpand_does(pattern):
 
 @pytest.mark.parametrize("pattern,message", [
     ("s-{0..9", "leaves the brace"), ("s-}", "did not open"), ("s-{0..9..0}", "step above 0"),
-    ("s-{0..2000000}", "more than 1048576 paths"), ("{0..1023}{0..1023}{0,1}", "more than 1048576 paths")])
+    ("s-{0..2000000}", "more than 1048576 paths"), ("{0..1023}{0..1023}{0,1}", "more than 1048576 paths"),
+    ("d/" * 1000 + "{0..99999}", "more than 67108864"), ("{" * 3000 + "}" * 3000, "more than a path may be")])
 def test_bad_braces_say_what_is_wrong(pattern, message):
     with pytest.raises(ValueError, match=message):
         _braces.expand(pattern)
