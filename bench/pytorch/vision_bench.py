@@ -1,6 +1,6 @@
 """Decode and augmentation of the same JPEG shards, in one run: actorfeed's
 decode map against Pillow with torchvision's transforms in a DataLoader
-(docs/images.md). Each contender runs one epoch in a process of its own,
+(docs/images.md; figures in docs/performance.md). Each contender runs one epoch in a process of its own,
 the contenders taking turns, --rounds times; one core is one CPU by
 affinity (taskset), so that no library's threads reach past it.
 

@@ -9,8 +9,9 @@ import (
 // the layout of the output: PIL's two-pass bilinear resampling (a
 // triangle filter widened by the factor when it shrinks, so that it
 // averages every source pixel rather than sampling four), done in
-// float32 straight into the batch: x/image/draw's resize, then the
-// normalisation, cost twice as much (docs/images.md).
+// float32 straight into the batch: x/image/draw's resize into an image,
+// then a pass to normalise it, made and walked an image a sample more
+// (docs/images.md).
 
 // taps is one pass's filter: output i reads in[first[i] : first[i]+n[i]]
 // with the weights w[i*k : i*k+n[i]].
