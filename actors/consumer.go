@@ -230,14 +230,19 @@ func (a *consumerActor) onEnd(box *outbox, m *messages.End) {
 	c.in.ended = true
 	c.mu.Lock()
 	current := m.Pass == c.pass
-	if current {
+	c.mu.Unlock()
+	if !current {
+		return
+	}
+	// The pipeline notes the end (Stats.Skipped) before a reader of Next
+	// can see it: one who reads Stats after io.EOF reads the pass's.
+	c.pipe.passEnded(c.name, m)
+	c.mu.Lock()
+	if m.Pass == c.pass {
 		c.end = m
 		c.signal()
 	}
 	c.mu.Unlock()
-	if current {
-		c.pipe.passEnded(c.name, m)
-	}
 }
 
 // onFailure ends the pipeline with the upstream's failure.
