@@ -10,10 +10,12 @@ import (
 
 // CorruptChunk is a damaged part of a file that the pipeline skipped under
 // supervisor.SkipCorrupt: a chunk that failed its checksum or whose header
-// cannot be trusted, or a file's tail past the last whole chunk.
+// cannot be trusted, a file's tail past the last whole chunk, or a sample
+// whose data a map could not read (an image that does not decode: Offset
+// -1, Records 1, Err naming the sample).
 type CorruptChunk struct {
 	File   string
-	Offset int64 // where the damage starts in the file
+	Offset int64 // where the damage starts in the file; -1 for a sample
 	// Records is what the damaged part held by its header, -1 where that
 	// count cannot be trusted or there is no header.
 	Records int
@@ -41,13 +43,17 @@ type corruptLog struct {
 type corruptKey struct {
 	file   string
 	offset int64
+	sample string // a sample's error, which names it; "" for a chunk
 }
 
 // note lists c unless it was met before.
 func (l *corruptLog) note(c CorruptChunk) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	k := corruptKey{c.File, c.Offset}
+	k := corruptKey{file: c.File, offset: c.Offset}
+	if c.Offset < 0 && c.Err != nil {
+		k.sample = c.Err.Error()
+	}
 	if _, ok := l.seen[k]; ok {
 		return
 	}

@@ -25,6 +25,7 @@ type fanoutMachine struct {
 	window      int  // prefetch per lane
 	dropPartial bool // drop the last step when it has fewer than n items
 	readsAhead  bool // reads the next pass ahead (the double buffer)
+	deals       bool // deals to lanes, whose counts of skipped records the merge adds
 	pass        uint32
 	running     bool
 	routed      uint64            // items routed this pass
@@ -206,6 +207,11 @@ func (c *fanoutMachine) end(m *messages.End) {
 	c.partial = nil
 	for i := range c.outs {
 		c.outs[i].end = &messages.End{Pass: c.pass, Count: c.outs[i].produced(), Skipped: c.skipped}
+		if c.deals && i > 0 {
+			// Lane 0 carries the count; the merge adds each lane's, which
+			// also count the samples their maps dropped.
+			c.outs[i].end.Skipped = 0
+		}
 	}
 }
 

@@ -35,7 +35,7 @@ func (p *Pipeline) planDeal(first int) spawnable {
 	name := fmt.Sprintf("%d-%s", first, KindDeal)
 	lanes, window := p.pipe.opts.Lanes, p.pipe.opts.Window
 	c := &cell{name: name, kind: KindDeal, pipe: p.pipe}
-	fc := &fanoutMachine{name: name, outs: make([]outlet, lanes), window: window, fx: stageEffects(c)}
+	fc := &fanoutMachine{name: name, outs: make([]outlet, lanes), window: window, deals: true, fx: stageEffects(c)}
 	fc.in.window = int64(lanes * window)
 	p.cells = append(p.cells, c)
 	return spawnable{name: name, cell: c, deal: true, producer: func(up *actor.PID, _ []*actor.PID) actor.Actor {

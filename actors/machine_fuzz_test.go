@@ -47,7 +47,7 @@ func FuzzMergeMachine(f *testing.F) {
 		fz := newLinkFuzz(m, pids, ins, []*outlet{&m.out})
 		fz.fresh = func(s *messages.Subscribe) bool { return m.out.classify(s) == freshSub }
 		fz.reset = func() bool {
-			return m.turn == 0 && m.skipped == 0 && !slices.ContainsFunc(m.queues, func(q []*messages.Batch) bool { return len(q) > 0 })
+			return m.turn == 0 && !slices.ContainsFunc(m.skipped, func(n uint64) bool { return n != 0 }) && !slices.ContainsFunc(m.queues, func(q []*messages.Batch) bool { return len(q) > 0 })
 		}
 		fz.inTurn = true
 		fz.run(t, ops)

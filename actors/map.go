@@ -1,9 +1,12 @@
 package actors
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/actorfeed/actorfeed/messages"
+	"github.com/actorfeed/actorfeed/readers/format"
+	"github.com/actorfeed/actorfeed/supervisor"
 	"github.com/actorfeed/actorfeed/tensor"
 )
 
@@ -28,7 +31,12 @@ type Samples struct {
 
 // SampleMapFunc is a MapFunc that also sees which samples it maps, so
 // that its random choices can be drawn from (seed, epoch, sample): the
-// same after a restart or a resume, another in another epoch.
+// same after a restart or a resume, another in another epoch. A map that
+// cannot read some samples' data (an image that does not decode) returns
+// its result for every sample with a *format.BadSamples error naming
+// them: under Options.OnCorrupt SkipCorrupt the stage drops those rows
+// and counts them with the skipped records (Stats.Skipped, Stats.Corrupt);
+// otherwise the pipeline fails with the error.
 type SampleMapFunc func(Samples, tensor.Slots) (tensor.Slots, error)
 
 // sampleMap is a Map's or XMap's function as a SampleMapFunc.
@@ -46,6 +54,7 @@ type mapLogic struct {
 	// recycles: the devices step this stage's items and hand their
 	// storage back, for the next item's result (Samples.Storage).
 	recycles bool
+	dropped  uint64 // samples dropped since the relay last counted them
 }
 
 func (l *mapLogic) start(pass uint32)               { l.pass = pass }
@@ -56,11 +65,21 @@ func (l *mapLogic) take(b *messages.Batch) ([]*messages.Batch, error) {
 	if l.recycles {
 		storage = l.storage
 	}
-	o, err := apply(l.pipe, l.fn, l.pass, b, storage)
+	o, dropped, err := apply(l.pipe, l.fn, l.pass, b, storage)
 	if err != nil {
 		return nil, err
 	}
+	l.dropped += uint64(dropped)
 	return []*messages.Batch{o}, nil
+}
+
+// takeDropped is what the stage dropped since it was last asked: the relay
+// counts it with the skipped records in the same step as the items it
+// pushes, so a restart counts nothing twice.
+func (l *mapLogic) takeDropped() uint64 {
+	n := l.dropped
+	l.dropped = 0
+	return n
 }
 
 // storage is the smallest slot of a recycled batch that holds size bytes,
@@ -76,22 +95,33 @@ func (l *mapLogic) storage(size int) []byte {
 }
 
 // apply runs fn on one item, giving the result the item's ids and pass.
-func apply(pipe *shared, fn SampleMapFunc, pass uint32, b *messages.Batch, storage func(int) []byte) (*messages.Batch, error) {
-	slots, err := b.ToSlots()
+// Under the skip policy, the samples fn could not read leave the item
+// (dropSamples); dropped counts them.
+func apply(pipe *shared, fn SampleMapFunc, pass uint32, b *messages.Batch, storage func(int) []byte) (o *messages.Batch, dropped int, err error) {
+	in, err := b.ToSlots()
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
-	slots, err = fn(Samples{Epoch: pipe.itemEpoch(b, pass), IDs: b.Ids, Name: pipe.sampleName, Storage: storage}, slots)
-	if err != nil {
-		return nil, fmt.Errorf("actors: map: %w", err)
+	slots, err := fn(Samples{Epoch: pipe.itemEpoch(b, pass), IDs: b.Ids, Name: pipe.sampleName, Storage: storage}, in)
+	ids := b.Ids
+	bad, isBad := errors.AsType[*format.BadSamples](err)
+	if isBad && slots != nil && pipe.opts.OnCorrupt == supervisor.SkipCorrupt {
+		if slots, ids, err = dropSamples(in, slots, ids, bad); err == nil {
+			pipe.noteBadSamples(bad, b.Ids)
+		}
 	}
-	o, err := messages.FromSlots(slots, b.Ids)
 	if err != nil {
-		return nil, fmt.Errorf("actors: map must keep the number of instances: %w", err)
+		return nil, 0, fmt.Errorf("actors: map: %w", err)
+	}
+	if o, err = messages.FromSlots(slots, ids); err != nil {
+		return nil, 0, fmt.Errorf("actors: map must keep the number of instances: %w", err)
 	}
 	o.Pass = pass
 	keepPlace(o, b)
-	return o, nil
+	if len(ids) < len(b.Ids) {
+		o.Padding, o.Cuts = placeWithout(b, bad.Rows)
+	}
+	return o, len(b.Ids) - len(ids), nil
 }
 
 // keepPlace gives dst, made from src, src's place in the order.

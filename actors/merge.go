@@ -23,9 +23,9 @@ type mergeMachine struct {
 	queues   [][]*messages.Batch
 	queue    int // batches a lane may have queued here: its link's window
 	out      outlet
-	capacity int    // merged batches held unsent before merging pauses
-	turn     uint64 // batches merged this pass: the next is lane turn mod K's
-	skipped  uint64
+	capacity int      // merged batches held unsent before merging pauses
+	turn     uint64   // batches merged this pass: the next is lane turn mod K's
+	skipped  []uint64 // each lane's End's count; a replayed End counts once
 	// dropLast, size: the lanes' batch stages keep the last, short batch,
 	// so that every item leaves as one; the merge drops it.
 	dropLast bool
@@ -37,7 +37,7 @@ type mergeMachine struct {
 // names, each queueing up to queue batches here.
 func newMergeMachine(name string, lasts []string, queue, capacity int) *mergeMachine {
 	m := &mergeMachine{name: name, lanes: map[string]int{}, ins: make([]inlet, len(lasts)),
-		queues: make([][]*messages.Batch, len(lasts)), queue: queue, capacity: capacity}
+		queues: make([][]*messages.Batch, len(lasts)), queue: queue, capacity: capacity, skipped: make([]uint64, len(lasts))}
 	for l, last := range lasts {
 		m.lanes[last] = l
 		m.ins[l] = inlet{window: int64(queue), epoch: uint64(l), stride: uint64(len(lasts))}
@@ -147,7 +147,7 @@ func (m *mergeMachine) onLane(box *outbox, msg any) bool {
 			return false
 		}
 		m.ins[l].ended = true
-		m.skipped = max(m.skipped, b.Skipped) // the deal stage told every lane the same
+		m.skipped[l] = b.Skipped // the deal stage's count in lane 0, each lane's maps' own
 	case *messages.Failure:
 		l := m.lane(b.Epoch)
 		if !m.ins[l].current(b.Epoch) {
@@ -170,7 +170,8 @@ func (m *mergeMachine) begin(box *outbox) {
 		}
 		m.queues[l] = q[:0]
 	}
-	m.turn, m.skipped = 0, 0
+	m.turn = 0
+	clear(m.skipped)
 	for l := range m.ins {
 		m.ins[l].subscribe(box, m.out.pass, 0, m.room(l))
 	}
@@ -205,7 +206,11 @@ func (m *mergeMachine) merge() error {
 			}
 		}
 		if m.drained() {
-			m.out.end = &messages.End{Pass: m.out.pass, Count: m.out.produced(), Skipped: m.skipped}
+			var skipped uint64
+			for _, n := range m.skipped {
+				skipped += n
+			}
+			m.out.end = &messages.End{Pass: m.out.pass, Count: m.out.produced(), Skipped: skipped}
 		}
 		return nil
 	}

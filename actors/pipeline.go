@@ -484,10 +484,12 @@ type Stats struct {
 	// fresh allocations.
 	RecycledGroups int
 	// Skipped is the number of corrupt records skipped in the current pass,
+	// samples a map could not read (SampleMapFunc) among them,
 	// known once the pass has ended (0 before).
 	Skipped uint64
-	// Corrupt lists the damaged chunks skipped so far in any pass, each
-	// once, at most the first 100; CorruptChunks counts them all.
+	// Corrupt lists the damaged chunks, and the samples a map could not
+	// read, skipped so far in any pass, each once, at most the first 100;
+	// CorruptChunks counts them all.
 	Corrupt       []CorruptChunk
 	CorruptChunks int
 	// Devices holds one entry per device.

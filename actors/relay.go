@@ -33,7 +33,7 @@ type relay struct {
 	in       inlet
 	out      outlet
 	capacity int    // produced items held unsent before intake pauses
-	skipped  uint64 // corrupt records skipped upstream in this pass
+	skipped  uint64 // corrupt records skipped upstream in this pass, and samples a map dropped
 }
 
 // linkResult says what onLink did with a message.
@@ -145,6 +145,9 @@ func (m *relayMachine) onItem(box *outbox, msg any) (bool, error) {
 		if err != nil {
 			m.fail(box, err)
 			return false, err
+		}
+		if d, ok := m.logic.(interface{ takeDropped() uint64 }); ok {
+			m.skipped += d.takeDropped() // with the items that lack them
 		}
 		m.push(out)
 	case *messages.End:

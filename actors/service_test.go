@@ -373,3 +373,37 @@ func TestServiceWorkersMakeSampleMapsByName(t *testing.T) {
 	svc := &actors.Service{Workers: []string{sys.Address()}, Lease: time.Hour}
 	require.Equal(t, want, values(actors.Options{System: sys, GroupSize: 8, Service: svc}))
 }
+
+// Samples a worker's map cannot read are dropped there under the skip
+// policy, counted once in the pipeline's Skipped and listed in Corrupt,
+// named by the pipeline's own file names, as in one process.
+func TestServiceWorkersDropTheSamplesTheirMapsCannotRead(t *testing.T) {
+	ctx := testutil.Context(t)
+	paths := testutil.WriteFiles(t, 2, 100, 40)
+	bad := func(id uint64) bool { _, r := messages.SplitID(id); return r%17 == 3 }
+	var want []uint64
+	for _, id := range allIDs(2, 100) {
+		if !bad(id) {
+			want = append(want, id)
+		}
+	}
+	sys := actors.NewSystem()
+	defer sys.Shutdown()
+	made := func(name string) (actors.SampleMapFunc, error) { return badSampleMap(bad, 0), nil }
+	w, err := service.StartWorker(sys, service.WorkerOptions{Roots: []string{filepath.Dir(paths[0])}, SampleMaps: made})
+	require.NoError(t, err)
+	defer w.Close()
+	chain := []actors.Stage{actors.Files{Paths: paths}, actors.Shuffle{Window: 32, Seed: 5}, actors.Batch{Size: 8},
+		actors.Map{Samples: badSampleMap(bad, 0), Name: "bad"}, actors.DoubleBuffer{Window: 8}}
+	p, err := actors.New(chain, actors.Options{System: sys, GroupSize: 8, OnCorrupt: supervisor.SkipCorrupt,
+		Service: &actors.Service{Workers: []string{sys.Address()}, Lease: time.Hour}})
+	require.NoError(t, err)
+	ids := readPass(t, ctx, p, func(it actors.Item) { checkDoubled(t, it) })
+	requireExactlyOnce(t, want, ids)
+	st := p.Stats()
+	require.NoError(t, p.Close())
+	require.EqualValues(t, 200-len(want), st.Skipped)
+	require.Equal(t, 200-len(want), st.CorruptChunks)
+	require.Contains(t, []string{paths[0], paths[1]}, st.Corrupt[0].File)
+	require.Contains(t, st.Corrupt[0].Err.Error(), "not an image")
+}

@@ -44,6 +44,7 @@ type job struct {
 type mapped struct {
 	run, seq uint64
 	item     *messages.Batch
+	dropped  int // samples the function could not read, dropped (apply)
 	err      error
 	panic    any // the function panicked: the stage restarts
 }
@@ -146,7 +147,7 @@ func (m *xmapMachine) onResult(box *outbox, r *mapped) (bool, error) {
 			m.fail(box, r.err)
 			return false, r.err
 		}
-		m.push(r.item)
+		m.push(r)
 		m.pushed[r.seq] = true
 		for m.pushed[m.base] {
 			delete(m.pushed, m.base)
@@ -160,16 +161,19 @@ func (m *xmapMachine) onResult(box *outbox, r *mapped) (bool, error) {
 			m.fail(box, w.err)
 			return false, w.err
 		}
-		m.push(w.item)
+		m.push(w)
 		delete(m.waiting, m.base)
 		m.base++
 	}
 	return true, nil
 }
 
-func (m *xmapMachine) push(b *messages.Batch) {
-	m.out.push(b)
-	m.fx.made(b)
+// push hands a result on, counting the samples its function dropped
+// with the skipped records: a result is pushed once, whatever restarts.
+func (m *xmapMachine) push(r *mapped) {
+	m.out.push(r.item)
+	m.fx.made(r.item)
+	m.skipped += uint64(r.dropped)
 }
 
 // maybeEnd ends the pass downstream once the upstream ended and every
@@ -278,7 +282,7 @@ func (a *xmapActor) work(j job, pass uint32) (m *mapped) {
 			m.item, m.err, m.panic = nil, nil, fmt.Sprintf("xmap function: %v", r)
 		}
 	}()
-	m.item, m.err = apply(a.c.pipe, a.fn, pass, j.item, nil)
+	m.item, m.dropped, m.err = apply(a.c.pipe, a.fn, pass, j.item, nil)
 	return m
 }
 

@@ -545,6 +545,13 @@ func TestGenWritesJPEGShards(t *testing.T) {
 	require.NoError(t, os.WriteFile(shard, b, 0o644))
 	_, err = cli(t, "run", "--data", "wds:"+filepath.Join(dir, "wds", "shard-*"), "--batch", "8", "--map", "decode(size=16,slot=1)", "--progress-every", "1h")
 	require.ErrorContains(t, err, "sample 00000007 (record 2) of "+shard)
+	// Under --on-corrupt skip the image's sample leaves its batch, counted.
+	msg, err := cli(t, "run", "--data", "wds:"+filepath.Join(dir, "wds", "shard-*"), "--batch", "8", "--map", "decode(size=16,slot=1)",
+		"--on-corrupt", "skip", "--progress-every", "1h")
+	require.NoError(t, err)
+	require.Contains(t, msg, "29 samples in 4 batches")
+	require.Contains(t, msg, "skipped records 1 (last pass)")
+	require.Contains(t, msg, "skipped 1 sample(s) a map could not read; the first: sample 00000007 (record 2) of "+shard+": vision: not a decodable image")
 	for args, want := range map[string]string{"--to png": `--to "png": want recordio, wds or tfrecord`, "--to wds --image-size 2": "--image-size 2"} {
 		_, err := cli(t, append([]string{"gen", "--out", dir}, strings.Fields(args)...)...)
 		require.ErrorContains(t, err, want)

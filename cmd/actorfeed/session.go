@@ -493,19 +493,22 @@ func serviceSummary(w io.Writer, workers []actors.ServiceWorker, secs float64) {
 	}
 }
 
-// corruptSummary says which damaged chunks were skipped (--on-corrupt
-// skip), each once whatever the passes: how many, the records they held
-// by their headers, and the first.
+// corruptSummary says which damaged chunks, and samples a map could not
+// read, were skipped (--on-corrupt skip), each once whatever the passes:
+// how many, the records the chunks held by their headers, and the first.
 func corruptSummary(w io.Writer, listed []actors.CorruptChunk, n int) {
 	if n == 0 {
 		return
 	}
-	records, unknown := 0, 0
+	chunks, samples, records, unknown := 0, 0, 0, 0
 	for _, c := range listed {
-		if c.Records < 0 {
-			unknown++
-		} else {
-			records += c.Records
+		switch {
+		case c.Offset < 0:
+			samples++
+		case c.Records < 0:
+			chunks, unknown = chunks+1, unknown+1
+		default:
+			chunks, records = chunks+1, records+c.Records
 		}
 	}
 	held := fmt.Sprintf("%d records", records)
@@ -515,5 +518,16 @@ func corruptSummary(w io.Writer, listed []actors.CorruptChunk, n int) {
 	if n > len(listed) {
 		held += fmt.Sprintf(", in the first %d", len(listed))
 	}
-	fmt.Fprintf(w, "skipped %d damaged chunk(s) (%s by their headers); the first: %v\n", n, held, listed[0].Err)
+	var what string
+	switch {
+	case samples == 0:
+		what = fmt.Sprintf("%d damaged chunk(s) (%s by their headers)", n, held)
+	case chunks == 0 && n == len(listed):
+		what = fmt.Sprintf("%d sample(s) a map could not read", n)
+	case n == len(listed):
+		what = fmt.Sprintf("%d damaged chunk(s) (%s by their headers) and %d sample(s) a map could not read", chunks, held, samples)
+	default:
+		what = fmt.Sprintf("%d damaged chunk(s) and sample(s) a map could not read", n)
+	}
+	fmt.Fprintf(w, "skipped %s; the first: %v\n", what, listed[0].Err)
 }

@@ -69,6 +69,26 @@ def test_corrupt_records_skipped_on_request(corrupt):
     assert 0 < n < 2000
 
 
+def test_an_undecodable_image_is_skipped_on_request(binary, tmp_path):
+    """A JPEG that does not decode fails the loader naming its sample; with
+    on_corrupt="skip" its sample leaves its batch and the rest arrive."""
+    subprocess.run([binary, "gen", "--to", "wds", "--out", str(tmp_path), "--files", "2", "--samples", "40",
+                    "--image-size", "32"], check=True, stdout=subprocess.DEVNULL)
+    shard = tmp_path / "shard-000001.tar"
+    b = bytearray(shard.read_bytes())
+    at = b.index(b"00000023.jpg") + 512 + 2  # the member's data, past the JPEG's SOI marker
+    b[at:at + 64] = bytes(64)
+    shard.write_bytes(bytes(b))
+    args = dict(data="wds:%s/shard-*.tar" % tmp_path, batch_size=8, epochs=1, map="decode(size=8,slot=1)")
+    with actorfeed.Loader(**args) as loader:
+        with pytest.raises(actorfeed.LoaderError, match="sample 00000023 .*shard-000001.tar.*not a decodable image"):
+            for _ in loader:
+                pass
+    with actorfeed.Loader(on_corrupt="skip", **args) as loader:
+        rows = [len(b["ids"]) for b in loader]
+    assert sum(rows) == 39 and len(rows) == 5
+
+
 def test_pipeline_killed_is_an_error_not_a_hang(data):
     with actorfeed.Loader(data, batch_size=8, slots=2) as loader:
         it = iter(loader)

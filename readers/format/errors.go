@@ -68,3 +68,27 @@ func Corrupt(format string, args ...any) error {
 func Truncated(format string, args ...any) error {
 	return fmt.Errorf("%w (%w): %s", io.ErrUnexpectedEOF, ErrCorrupt, fmt.Sprintf(format, args...))
 }
+
+// BadSamples is a map's error for samples of its batch whose data it could
+// not read (an image that does not decode), returned together with a
+// result that still holds every sample: Rows are their rows in the batch,
+// ascending, and Errs the error of each, naming its sample. Under the skip
+// policy a pipeline drops those rows from the result and counts them as
+// skipped; otherwise it fails with the error. Each of Errs matches
+// ErrCorrupt.
+type BadSamples struct {
+	Rows []int
+	Errs []error
+}
+
+func (e *BadSamples) Error() string {
+	if len(e.Errs) == 0 {
+		return "format: no bad samples"
+	}
+	if len(e.Errs) == 1 {
+		return e.Errs[0].Error()
+	}
+	return fmt.Sprintf("%v (and %d more samples of the batch)", e.Errs[0], len(e.Errs)-1)
+}
+
+func (e *BadSamples) Unwrap() []error { return e.Errs }

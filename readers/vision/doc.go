@@ -8,7 +8,9 @@
 //
 // A Map runs a Transform over a batch's slot of encoded images on several
 // goroutines. An image's declared size is checked before it is decoded
-// (MaxPixels); one that does not decode is ErrImage, named by its sample.
+// (MaxPixels); one that does not decode is ErrImage, named by its sample,
+// in a format.BadSamples that a pipeline under the skip policy drops.
 //
-// vision imports tensor and purego (for libturbojpeg) only.
+// vision imports tensor, readers/format and purego (for libturbojpeg)
+// only.
 package vision

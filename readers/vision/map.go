@@ -1,12 +1,14 @@
 package vision
 
 import (
+	"errors"
 	"fmt"
 	"runtime"
 	"strconv"
 	"strings"
 	"sync"
 
+	"github.com/actorfeed/actorfeed/readers/format"
 	"github.com/actorfeed/actorfeed/tensor"
 )
 
@@ -23,7 +25,10 @@ type Map struct {
 }
 
 // Apply transforms batch, whose samples are ids of epoch; name names a
-// sample in errors ("shard-000003.tar#17").
+// sample in errors ("shard-000003.tar#17"). Images that do not decode
+// (ErrImage) are a *format.BadSamples error naming each, returned with
+// the result, in which their rows are zeros: a pipeline under the skip
+// policy drops them. Any other error comes with no result.
 func (m Map) Apply(epoch int, ids []uint64, name func(uint64) string, batch tensor.Slots) (tensor.Slots, error) {
 	return m.ApplyIn(nil, epoch, ids, name, batch)
 }
@@ -73,13 +78,23 @@ func (m Map) ApplyIn(storage tensor.Alloc, epoch int, ids []uint64, name func(ui
 		})
 	}
 	wg.Wait()
+	var bad format.BadSamples
 	for i, err := range errs {
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", name(ids[i]), err)
+		if err == nil {
+			continue
 		}
+		err = fmt.Errorf("%s: %w", name(ids[i]), err)
+		if !errors.Is(err, ErrImage) {
+			return nil, err
+		}
+		clear(values[i*t.Values() : (i+1)*t.Values()])
+		bad.Rows, bad.Errs = append(bad.Rows, i), append(bad.Errs, err)
 	}
 	res := append(tensor.Slots(nil), batch...)
 	res[m.Slot] = tensor.LoDTensor{Tensor: out}
+	if len(bad.Rows) > 0 {
+		return res, &bad
+	}
 	return res, nil
 }
 

@@ -2,7 +2,6 @@ package vision
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"image"
 	"image/draw"
@@ -10,6 +9,8 @@ import (
 	_ "image/png"
 	"math"
 	"math/rand/v2"
+
+	"github.com/actorfeed/actorfeed/readers/format"
 )
 
 // MaxPixels bounds an image's declared size, checked before it is
@@ -19,8 +20,14 @@ const MaxPixels = 64 << 20
 // MaxSize bounds Transform.Size.
 const MaxSize = 4096
 
-// ErrImage is matched by errors.Is for an image that does not decode.
-var ErrImage = errors.New("vision: not a decodable image")
+// ErrImage is matched by errors.Is for an image that does not decode. It
+// is damaged data: errors.Is matches format.ErrCorrupt for it too.
+var ErrImage error = imageError{}
+
+type imageError struct{}
+
+func (imageError) Error() string        { return "vision: not a decodable image" }
+func (imageError) Is(target error) bool { return target == format.ErrCorrupt }
 
 // Crop is how a Transform picks the part of an image it keeps.
 type Crop uint8

@@ -3,6 +3,7 @@ package vision_test
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"hash/crc32"
 	"image"
@@ -11,6 +12,7 @@ import (
 	"image/png"
 	"math"
 	"os"
+	"slices"
 	"sync"
 	"testing"
 	"unsafe"
@@ -18,6 +20,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
+	"github.com/actorfeed/actorfeed/readers/format"
 	"github.com/actorfeed/actorfeed/readers/vision"
 	"github.com/actorfeed/actorfeed/tensor"
 )
@@ -168,6 +171,33 @@ func TestADamagedImageNamesItsSample(t *testing.T) {
 
 	_, err = m.Apply(0, []uint64{6}, name, tensor.Slots{{Tensor: tensor.MustFromSlice(tensor.Shape{1, 2}, []float32{1, 2})}})
 	require.ErrorContains(t, err, "not an encoded image (a uint8 sequence) for each of 1 samples: name the images' slot with slot=N")
+	var bad *format.BadSamples
+	require.False(t, errors.As(err, &bad), "a batch the map cannot read at all has no bad samples")
+}
+
+// Images that do not decode come back as format.BadSamples with the
+// result: their rows are zeros, the others what they are decoded alone,
+// and each error names its sample and is damaged data.
+func TestBadImagesComeBackWithTheResult(t *testing.T) {
+	good, other := picture(t, 10, 10, true), picture(t, 12, 9, false)
+	m, err := vision.ParseMap("size=8,crop=center")
+	require.NoError(t, err)
+	out, err := m.Apply(0, []uint64{4, 5, 6, 7}, name, batch(t, good, good[:40], other, []byte("no image")))
+	var bad *format.BadSamples
+	require.ErrorAs(t, err, &bad)
+	require.Equal(t, []int{1, 3}, bad.Rows)
+	require.ErrorContains(t, bad.Errs[0], "shard.tar#5: ")
+	require.ErrorContains(t, bad.Errs[1], "shard.tar#7: ")
+	require.ErrorIs(t, err, format.ErrCorrupt)
+	require.ErrorIs(t, err, vision.ErrImage)
+	require.ErrorContains(t, err, "(and 1 more samples of the batch)")
+	v, err := tensor.View[float32](out[0].Tensor)
+	require.NoError(t, err)
+	per := len(v) / 4
+	require.Equal(t, run(t, "size=8,crop=center", 0, []uint64{4}, batch(t, good)), v[:per])
+	require.Equal(t, run(t, "size=8,crop=center", 0, []uint64{6}, batch(t, other)), v[2*per:3*per])
+	require.Equal(t, make([]float32, per), v[per:2*per])
+	require.Equal(t, make([]float32, per), v[3*per:])
 }
 
 func TestParseMap(t *testing.T) {
@@ -200,8 +230,8 @@ func FuzzApply(f *testing.F) {
 	require.NoError(f, err)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		out, err := m.Apply(0, []uint64{1}, name, batch(t, data))
-		if err != nil {
-			return
+		if bad, ok := errors.AsType[*format.BadSamples](err); err != nil && (!ok || !slices.Equal(bad.Rows, []int{0})) {
+			t.Fatalf("not a bad sample: %v", err)
 		}
 		v, err := tensor.View[float32](out[0].Tensor)
 		require.NoError(t, err)
