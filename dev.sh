@@ -102,7 +102,7 @@ fuzz)
   fuzz FuzzChunk ./readers/recordio 800000
   fuzz FuzzParse ./actors/program 100000
   fuzz FuzzParseSchedule ./sim 100000
-  fuzz FuzzExpandBraces ./cmd/actorfeed 30000
+  fuzz FuzzExpandBraces ./readers 30000
   fuzz FuzzHeader ./readers/idx 400000
   fuzz FuzzDecode ./readers/idx 50000
   fuzz FuzzShard ./readers/wds 100000

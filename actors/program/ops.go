@@ -130,9 +130,14 @@ func createFileReader(s *Scope, c *opCtx) error {
 }
 
 func openFiles(s *Scope, c *opCtx) error {
-	paths, err := c.strs("file_names")
+	names, err := c.strs("file_names")
 	if err != nil {
 		return err
+	}
+	// Braces and globs, as run's --data: a shard list need not be spelt out.
+	paths, err := readers.Expand(c.ctx, names)
+	if err != nil {
+		return &OpError{Index: c.index, Op: c.op.Type, Field: "file_names", Want: "paths, globs or brace lists that name files", Err: err}
 	}
 	threads, err := c.integer("thread_num", 0, 0, "an integer >= 1 (default #cpus; at most the splits, or the files with any_order)")
 	if err != nil {

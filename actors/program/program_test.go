@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"sort"
 	"sync/atomic"
 	"testing"
@@ -361,4 +362,33 @@ func TestMapReaderMakesSampleMaps(t *testing.T) {
 		{Type: "create_map_reader", In: "files", Out: []string{"mapped"}, Attrs: map[string]any{"map": "ids(y)"}},
 	}})
 	require.ErrorContains(t, err, "no such map")
+}
+
+// open_files takes globs and brace lists, as run's --data does: the files
+// they name, each once, give what the files listed give; a pattern that
+// names no file is the op's error.
+func TestOpenFilesExpandsPatterns(t *testing.T) {
+	ctx := testutil.Context(t)
+	paths := testutil.WriteFiles(t, 3, 70, 300) // part-0.rio .. part-2.rio
+	dir := filepath.Dir(paths[0])
+	read := func(names []string) []int64 {
+		s := program.NewScope(actors.Options{System: actors.NewSystem()})
+		defer s.Close()
+		require.NoError(t, s.Run(ctx, startup(names, 0)))
+		return sorted(readToEOF(t, ctx, s))
+	}
+	want := read(paths)
+	require.Equal(t, every(3, 70), want)
+	require.Equal(t, want, read([]string{filepath.Join(dir, "part-{0..2}.rio")}))
+	require.Equal(t, want, read([]string{filepath.Join(dir, "part-*.rio"), paths[1]}), "a file named twice is read once")
+
+	for names, msg := range map[string]string{"part-9*.rio": "matches no file", "part-{0..2.rio": "leaves the brace"} {
+		s := program.NewScope(actors.Options{})
+		err := s.Run(ctx, startup([]string{filepath.Join(dir, names)}, 0))
+		var opErr *program.OpError
+		require.ErrorAs(t, err, &opErr, names)
+		require.Equal(t, "file_names", opErr.Field)
+		require.ErrorContains(t, err, msg)
+		require.NoError(t, s.Close())
+	}
 }

@@ -92,10 +92,10 @@ var fashionMNIST = idx.FashionMNISTDir
 // demoData finds or makes the demo's data: training files and test files.
 func demoData(ctx context.Context, o demoOptions, dir string) (train, test []string, source string, err error) {
 	if len(o.data) > 0 {
-		if train, err = expand(o.data); err != nil {
+		if train, err = expand(ctx, o.data); err != nil {
 			return nil, nil, "", err
 		}
-		if test, err = expand(o.test); err != nil {
+		if test, err = expand(ctx, o.test); err != nil {
 			return nil, nil, "", err
 		}
 		return train, test, "your files", nil

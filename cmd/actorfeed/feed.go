@@ -271,7 +271,7 @@ func (f *feedConn) makeRing(rp *atomic.Pointer[ring], o feedOptions, first actor
 // startFeedPipeline builds the pipeline of feed's flags, resumed from
 // states or started at --epoch; done closes it and what it runs on.
 func startFeedPipeline(ctx context.Context, o feedOptions, states []actors.State, changed func(string) bool) (*actors.Pipeline, feedNames, func(), error) {
-	rs, err := newRunScope(&o.run, changed)
+	rs, err := newRunScope(ctx, &o.run, changed)
 	if err != nil {
 		return nil, feedNames{}, nil, err
 	}

@@ -228,83 +228,20 @@ func checkInts(flags ...intFlag) error {
 	return nil
 }
 
-// expand resolves --data: braces are expanded first (WebDataset's
-// "shard-{000000..000099}.tar"), then globs (a pattern that matches
-// nothing is an error); plain paths are kept as given, and a file named
-// twice (by overlapping globs, or a glob and a path) is read once. A glob
-// without a format prefix whose pattern names no format ('data/*') leaves
-// the format to each file it matches.
-func expand(entries []string) ([]string, error) {
-	var out []string
-	seen := map[string]bool{}
-	add := func(entry, path string) {
-		key := path
-		if abs, err := filepath.Abs(path); err == nil && !objstore.IsURL(path) {
-			key = abs
-		}
-		if !seen[key] {
-			seen[key] = true
-			out = append(out, entry)
-		}
+// expand resolves --data (readers.Expand): braces, then globs of files
+// or objects, each file once. A malformed entry is a usage error; listing
+// objects is bounded by objectListing.
+func expand(ctx context.Context, entries []string) ([]string, error) {
+	ctx, cancel := context.WithTimeout(ctx, objectListing)
+	defer cancel()
+	out, err := readers.Expand(ctx, entries)
+	if errors.Is(err, readers.ErrBadEntry) {
+		return nil, usageError{fmt.Errorf("--data %w", err)}
 	}
-	for _, braced := range entries {
-		each, err := expandBraces(braced)
-		if err != nil {
-			return nil, usageError{fmt.Errorf("--data %q: %w", braced, err)}
-		}
-		for _, e := range each {
-			if err := expandEntry(e, add); err != nil {
-				return nil, err
-			}
-		}
+	if err != nil {
+		return nil, fmt.Errorf("--data %w", err)
 	}
 	return out, nil
-}
-
-// expandEntry adds the files of entry e: itself, or its glob's matches.
-func expandEntry(e string, add func(entry, path string)) error {
-	name, path, err := readers.ParseEntry(e)
-	if err != nil {
-		if !strings.ContainsAny(e, "*?[") || strings.Contains(e, ":") {
-			return usageError{fmt.Errorf("--data %q: %w", e, err)}
-		}
-		name, path = "", e // each match names its own format
-	}
-	if !strings.ContainsAny(path, "*?[") {
-		add(e, path)
-		return nil
-	}
-	matches, err := glob(path)
-	if err != nil {
-		return usageError{fmt.Errorf("--data %q: %w", e, err)}
-	}
-	if len(matches) == 0 {
-		return fmt.Errorf("--data %q matches no file", e)
-	}
-	for _, m := range matches {
-		entry := m
-		if name != "" {
-			entry = name + ":" + m
-		} else if _, _, err := readers.ParseEntry(m); err != nil {
-			return fmt.Errorf("--data %q matches %s: %w", e, m, err)
-		}
-		add(entry, m)
-	}
-	return nil
-}
-
-// glob expands a pattern of files or of objects (s3://bucket/pattern).
-func glob(pattern string) ([]string, error) {
-	if !objstore.IsURL(pattern) {
-		return filepath.Glob(pattern)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), objectListing)
-	defer cancel()
-	s, err := objstore.Default(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return s.Glob(ctx, pattern)
 }
 
 // objectListing bounds listing a pattern's objects, every page and retry.
@@ -331,7 +268,7 @@ func flagProgram(o runOptions, files []string) *program.Program {
 }
 
 func runPipeline(ctx context.Context, out, errOut io.Writer, o runOptions, changed func(string) bool) error {
-	rs, err := newRunScope(&o, changed)
+	rs, err := newRunScope(ctx, &o, changed)
 	if err != nil {
 		return err
 	}
@@ -410,7 +347,7 @@ type runScope struct {
 // newRunScope makes the run's scope and program, from --spec or from the
 // flags, with the shard and the service the flags ask for when the program
 // does not say.
-func newRunScope(o *runOptions, changed func(string) bool) (runScope, error) {
+func newRunScope(ctx context.Context, o *runOptions, changed func(string) bool) (runScope, error) {
 	policy, _ := supervisor.ParseCorruptPolicy(o.onCorrupt)
 	opts := actors.Options{OnCorrupt: policy, Lanes: o.lanes}
 	res, err := readStates(o.resume, maxStatesBytes)
@@ -422,11 +359,11 @@ func newRunScope(o *runOptions, changed func(string) bool) (runScope, error) {
 	rs.scope.Maps, rs.scope.SampleMaps = builtinMaps, sampleMaps
 	if o.spec != "" {
 		if rs.startup, rs.reader, err = loadSpec(o, rs.scope, changed); err == nil {
-			rs.files = programFiles(rs.startup)
+			rs.files = programFiles(ctx, rs.startup)
 		}
 	} else {
 		var entries []string
-		if entries, err = expand(o.data); err == nil {
+		if entries, err = expand(ctx, o.data); err == nil {
 			entries, err = withFeatures(entries, o.features)
 		}
 		if err == nil {
@@ -523,18 +460,29 @@ func (rs runScope) notStarted(ctx context.Context, o runOptions, err error) erro
 	return err
 }
 
-// programFiles are the paths of the files a program's open_files ops read.
-func programFiles(prog *program.Program) []string {
+// programFiles are the local files a program's ops name (file_names),
+// braces and globs expanded, for the outputs to refuse to overwrite them;
+// an entry that does not expand is left to the op, which says why.
+func programFiles(ctx context.Context, prog *program.Program) []string {
 	var out []string
 	for _, op := range prog.Ops {
-		switch names := op.Attrs["file_names"].(type) {
+		var names []string
+		switch n := op.Attrs["file_names"].(type) {
 		case []string:
-			out = append(out, entryPaths(names)...)
+			names = n
 		case []any:
-			for _, n := range names {
-				if e, ok := n.(string); ok {
-					out = append(out, entryPaths([]string{e})...)
+			for _, e := range n {
+				if e, ok := e.(string); ok {
+					names = append(names, e)
 				}
+			}
+		}
+		for _, e := range names {
+			if _, path, _ := readers.ParseEntry(e); objstore.IsURL(path) {
+				continue
+			}
+			if files, err := readers.Expand(ctx, []string{e}); err == nil {
+				out = append(out, entryPaths(files)...)
 			}
 		}
 	}

@@ -71,7 +71,7 @@ type tally struct {
 }
 
 func verifyIDs(ctx context.Context, out io.Writer, o verifyOptions, idFiles []string) error {
-	files, err := expand(o.data)
+	files, err := expand(ctx, o.data)
 	if err != nil {
 		return err
 	}

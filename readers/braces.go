@@ -1,4 +1,4 @@
-package main
+package readers
 
 import (
 	"errors"
@@ -18,7 +18,8 @@ const (
 	maxExpandedBytes   = 64 << 20 // all the paths of one entry
 )
 
-var errBraces = errors.New("bad braces")
+// errBraces is a brace notation that does not expand: a malformed entry.
+var errBraces = fmt.Errorf("%w: bad braces", ErrBadEntry)
 
 // braceRange is a brace's numeric range, "{000..099}" or "{0..100..10}".
 var braceRange = regexp.MustCompile(`^(-?\d+)\.\.(-?\d+)(?:\.\.(\d+))?$`)
@@ -35,7 +36,7 @@ func expandBraces(s string) ([]string, error) {
 		return []string{s}, err
 	}
 	if len(s) > maxBracedBytes {
-		return nil, fmt.Errorf("%w: %.40q... is %d bytes, more than a path may be (%d)", errBraces, s, len(s), maxBracedBytes)
+		return nil, fmt.Errorf("%w: %d bytes, more than a path may be (%d)", errBraces, len(s), maxBracedBytes)
 	}
 	alts, err := braceAlternatives(s[open+1 : end])
 	if err != nil {
@@ -46,10 +47,10 @@ func expandBraces(s string) ([]string, error) {
 		return nil, err
 	}
 	if len(alts)*len(rest) > maxBraceExpansions {
-		return nil, fmt.Errorf("%w: %q gives more than %d paths", errBraces, s, maxBraceExpansions)
+		return nil, fmt.Errorf("%w: more than %d paths", errBraces, maxBraceExpansions)
 	}
 	if n := expandedBytes(open, alts, rest); n > maxExpandedBytes {
-		return nil, fmt.Errorf("%w: %q gives paths of %d bytes in all, more than %d", errBraces, s, n, maxExpandedBytes)
+		return nil, fmt.Errorf("%w: paths of %d bytes in all, more than %d", errBraces, n, maxExpandedBytes)
 	}
 	out := make([]string, 0, len(alts)*len(rest))
 	for _, a := range alts {
@@ -85,7 +86,7 @@ func firstBrace(s string) (open, end int, err error) {
 			depth++
 		case '}':
 			if depth--; depth < 0 {
-				return -1, -1, fmt.Errorf("%w: %q closes a brace at byte %d that it did not open", errBraces, s, i)
+				return -1, -1, fmt.Errorf("%w: it closes a brace at byte %d that it did not open", errBraces, i)
 			}
 			if depth == 0 {
 				return open, i, nil
@@ -93,7 +94,7 @@ func firstBrace(s string) (open, end int, err error) {
 		}
 	}
 	if depth > 0 {
-		return -1, -1, fmt.Errorf("%w: %q leaves the brace at byte %d open", errBraces, s, open)
+		return -1, -1, fmt.Errorf("%w: it leaves the brace at byte %d open", errBraces, open)
 	}
 	return -1, -1, nil
 }
