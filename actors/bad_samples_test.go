@@ -56,17 +56,12 @@ func badSampleMap(bad func(id uint64) bool, panicAt int64) actors.SampleMapFunc 
 // the other rows stay with their ids, and each is counted once in Skipped
 // and listed in Corrupt: with lanes, in an xmap, before the batch stage
 // (an item of several batches), on a padded rank's share, and across a
-// restart of the map stage.
+// restart of the map stage (its second call panics).
 func TestMapsDropTheSamplesTheyCannotRead(t *testing.T) {
 	ctx := testutil.Context(t)
 	paths := testutil.WriteFiles(t, 2, 100, 16)
 	bad := func(id uint64) bool { _, r := messages.SplitID(id); return r%13 == 5 }
-	var want []uint64
-	for _, id := range allIDs(2, 100) {
-		if !bad(id) {
-			want = append(want, id)
-		}
-	}
+	want := goodIDs(2, 100, bad)
 	files := actors.Files{Paths: paths, Threads: 2}
 	shuffle := actors.Shuffle{Window: 50, Seed: 7}
 	for _, c := range []struct {
@@ -179,6 +174,17 @@ func TestABadSampleFailsThePipelineByDefault(t *testing.T) {
 	}
 	require.ErrorContains(t, err, "record 9 of "+paths[0]+": not an image (and 1 more samples of the batch)")
 	require.NoError(t, p.Close())
+}
+
+// goodIDs are the ids of k files of n records that bad does not name.
+func goodIDs(k, n int, bad func(id uint64) bool) []uint64 {
+	var good []uint64
+	for _, id := range allIDs(k, n) {
+		if !bad(id) {
+			good = append(good, id)
+		}
+	}
+	return good
 }
 
 // checkDoubled checks that an item's rows hold their samples, slot 0

@@ -381,12 +381,7 @@ func TestServiceWorkersDropTheSamplesTheirMapsCannotRead(t *testing.T) {
 	ctx := testutil.Context(t)
 	paths := testutil.WriteFiles(t, 2, 100, 40)
 	bad := func(id uint64) bool { _, r := messages.SplitID(id); return r%17 == 3 }
-	var want []uint64
-	for _, id := range allIDs(2, 100) {
-		if !bad(id) {
-			want = append(want, id)
-		}
-	}
+	want := goodIDs(2, 100, bad)
 	sys := actors.NewSystem()
 	defer sys.Shutdown()
 	made := func(name string) (actors.SampleMapFunc, error) { return badSampleMap(bad, 0), nil }
