@@ -424,3 +424,36 @@ func TestReleasedBuffersOutliveCollections(t *testing.T) {
 	runtime.ReadMemStats(&after)
 	require.Less(t, after.TotalAlloc-before.TotalAlloc, uint64(size)/8, "a %d-byte file scanned in kept buffers", size)
 }
+
+// A reader dealt one chunk after another (Reset at each, as the order
+// deals splits) reads each header and payload in one read into the same
+// buffer: the buffer it read the last chunk into is kept whole. It lost
+// the header's bytes of its capacity at every chunk, so every chunk after
+// a Reset allocated and zeroed a buffer of its own.
+func TestChunksDealtOneByOneReuseTheBuffer(t *testing.T) {
+	for _, comp := range []recordio.Compressor{recordio.NoCompression, recordio.Snappy} {
+		path := filepath.Join(t.TempDir(), "f.rio")
+		writeFile(t, path, makeRecords(4000, 1), recordio.WriterOptions{Compressor: comp, MaxChunkBytes: 64 << 10})
+		f, size := openFile(t, path)
+		x, err := recordio.LoadIndex(f, size, path)
+		require.NoError(t, err)
+		require.Greater(t, len(x.Chunks), 8)
+		s := recordio.NewScanner(f, size, recordio.ScannerOptions{Name: path})
+		pass := func() {
+			for _, c := range x.Chunks {
+				s.Reset(c)
+				for range c.NumRecords {
+					require.True(t, s.Scan())
+				}
+			}
+		}
+		pass()
+		runtime.GC()
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		pass()
+		runtime.ReadMemStats(&after)
+		require.Less(t, after.TotalAlloc-before.TotalAlloc, uint64(64<<10), "%v: %d chunks of 64 KiB", comp, len(x.Chunks))
+		s.Release()
+	}
+}

@@ -36,7 +36,10 @@ type chunkReader struct {
 	maxDecoded int
 
 	hdr    [HeaderSize]byte
-	stored []byte
+	stored []byte // the loaded chunk's stored payload, in buf
+	// buf is the buffer stored is read into, whole: a prefetch reads the
+	// header before the payload, and stored starts past it.
+	buf []byte
 	// ahead, when not nil, is the chunk at aheadAt read whole, header and
 	// payload, by one read (prefetch): header and load read it from there.
 	ahead   []byte
@@ -66,7 +69,7 @@ func (c *chunkReader) reuse() {
 	b := buffers.sets[n-1]
 	buffers.sets[n-1], buffers.sets = nil, buffers.sets[:n-1]
 	buffers.bytes -= b.size()
-	c.stored, c.decoded, c.starts, c.snappy, c.gzip = b.stored, b.decoded, b.starts, b.snappy, b.gzip
+	c.buf, c.decoded, c.starts, c.snappy, c.gzip = b.stored, b.decoded, b.starts, b.snappy, b.gzip
 }
 
 // chunkBuffers are a chunk reader's buffers and decompressors, kept for the
@@ -100,8 +103,8 @@ const pooledBytes = 4 * DefaultMaxChunkBytes
 // release hands the buffers on to the next reader; c must not be used
 // again.
 func (c *chunkReader) release() {
-	b := &chunkBuffers{stored: c.stored[:0], decoded: c.decoded[:0], starts: c.starts[:0], snappy: c.snappy, gzip: c.gzip}
-	c.stored, c.decoded, c.starts, c.cur, c.snappy, c.gzip, c.ahead = nil, nil, nil, nil, nil, nil, nil
+	b := &chunkBuffers{stored: c.buf[:0], decoded: c.decoded[:0], starts: c.starts[:0], snappy: c.snappy, gzip: c.gzip}
+	c.buf, c.stored, c.decoded, c.starts, c.cur, c.snappy, c.gzip, c.ahead = nil, nil, nil, nil, nil, nil, nil, nil
 	if b.size() == 0 && b.snappy == nil && b.gzip == nil {
 		return
 	}
@@ -156,10 +159,10 @@ func (c *chunkReader) prefetch(info ChunkInfo) {
 	if info.StoredSize == 0 || n > c.size-info.Offset || int64(info.StoredSize) > c.maxStored(info.Compressor) {
 		return
 	}
-	if int64(cap(c.stored)) < n {
-		c.stored = make([]byte, n)
+	if int64(cap(c.buf)) < n {
+		c.buf = make([]byte, n)
 	}
-	buf := c.stored[:n]
+	buf := c.buf[:n]
 	if _, err := c.r.ReadAt(buf, info.Offset); err != nil {
 		return
 	}
@@ -186,10 +189,10 @@ func (c *chunkReader) load(info ChunkInfo) error {
 		c.stored, c.ahead = c.ahead[HeaderSize:], nil
 	} else {
 		c.ahead = nil
-		if cap(c.stored) < n {
-			c.stored = make([]byte, n)
+		if cap(c.buf) < n {
+			c.buf = make([]byte, n)
 		}
-		c.stored = c.stored[:n]
+		c.stored = c.buf[:n]
 		if _, err := c.r.ReadAt(c.stored, info.Offset+HeaderSize); err != nil {
 			return c.fail(info.Index, info.Offset, readErr(err, "chunk payload"))
 		}
