@@ -19,11 +19,13 @@ import (
 // is kept for a replay) or holds sequences is copied.
 func dropSamples(in, out tensor.Slots, ids []uint64, bad *format.BadSamples) (tensor.Slots, []uint64, error) {
 	n := len(ids)
-	if got, err := out.Instances(); err != nil || got != n {
-		return nil, nil, fmt.Errorf("a map's result of %d samples with its bad samples: %d instances (%w)", n, got, err)
-	}
-	if err := checkBadRows(bad, n); err != nil {
+	if got, err := out.Instances(); err != nil {
 		return nil, nil, err
+	} else if got != n {
+		return nil, nil, fmt.Errorf("a map's result of %d samples with its bad samples has %d instances", n, got)
+	}
+	if err := checkBadRows(bad, n); err != nil || len(bad.Rows) == 0 {
+		return out, ids, err
 	}
 	res := make(tensor.Slots, len(out))
 	for k, s := range out {
@@ -164,14 +166,10 @@ func placeWithout(b *messages.Batch, drop []int) (uint32, []uint32) {
 func (s *shared) noteBadSamples(bad *format.BadSamples, ids []uint64) {
 	for i, r := range bad.Rows {
 		f, _ := messages.SplitID(ids[r])
-		name := fmt.Sprintf("file %d", f)
-		if s.source != nil {
-			name = s.source.Name(f)
-		}
 		err := bad.Errs[i]
 		if err == nil {
 			err = errors.New("a map could not read it")
 		}
-		s.corrupt.note(CorruptChunk{File: name, Offset: -1, Records: 1, Err: err})
+		s.corrupt.note(CorruptChunk{File: s.fileName(f), Offset: -1, Records: 1, Err: err})
 	}
 }

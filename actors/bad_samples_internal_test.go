@@ -58,4 +58,15 @@ func TestDropSamplesCompactsOnlyWhatTheMapMade(t *testing.T) {
 	}
 	_, _, err = dropSamples(in, out[:1], []uint64{1, 2, 3}, bad)
 	require.ErrorContains(t, err, "3 samples")
+
+	// An item already empty (its samples dropped by an earlier map), and
+	// a map that says it had no bad samples, keep what they have.
+	empty, err := out.Slice(0, 0)
+	require.NoError(t, err)
+	res, ids, err = dropSamples(empty, empty, nil, &format.BadSamples{})
+	require.NoError(t, err)
+	require.Empty(t, ids)
+	n, err := res.Instances()
+	require.NoError(t, err)
+	require.Zero(t, n)
 }

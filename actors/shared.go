@@ -78,16 +78,21 @@ func (s *shared) itemEpoch(b *messages.Batch, pass uint32) int {
 // in a WebDataset shard. It is for errors: it may open the file.
 func (s *shared) sampleName(id uint64) string {
 	f, r := messages.SplitID(id)
-	name := fmt.Sprintf("file %d", f)
-	if s.source != nil {
-		name = s.source.Name(f)
-	}
+	name := s.fileName(f)
 	if k, ok := s.source.(interface{ sampleKey(file, record int) string }); ok {
 		if key := k.sampleKey(f, r); key != "" {
 			return fmt.Sprintf("sample %s (record %d) of %s", key, r, name)
 		}
 	}
 	return fmt.Sprintf("record %d of %s", r, name)
+}
+
+// fileName is file f of the pipeline's list, as its source names it.
+func (s *shared) fileName(f int) string {
+	if s.source == nil {
+		return fmt.Sprintf("file %d", f)
+	}
+	return s.source.Name(f)
 }
 
 // abandon records user code that a stop gave up waiting for.
