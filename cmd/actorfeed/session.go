@@ -527,7 +527,7 @@ func corruptSummary(w io.Writer, listed []actors.CorruptChunk, n int) {
 	case n == len(listed):
 		what = fmt.Sprintf("%d damaged chunk(s) (%s by their headers) and %d sample(s) a map could not read", chunks, held, samples)
 	default:
-		what = fmt.Sprintf("%d damaged chunk(s) and sample(s) a map could not read", n)
+		what = fmt.Sprintf("%d damaged chunk(s) or sample(s) a map could not read", n)
 	}
 	fmt.Fprintf(w, "skipped %s; the first: %v\n", what, listed[0].Err)
 }
