@@ -206,12 +206,13 @@ func (c *fanoutMachine) end(m *messages.End) {
 	}
 	c.partial = nil
 	for i := range c.outs {
-		c.outs[i].end = &messages.End{Pass: c.pass, Count: c.outs[i].produced(), Skipped: c.skipped}
+		skipped := c.skipped
 		if c.deals && i > 0 {
 			// Lane 0 carries the count; the merge adds each lane's, which
 			// also count the samples their maps dropped.
-			c.outs[i].end.Skipped = 0
+			skipped = 0
 		}
+		c.outs[i].end = &messages.End{Pass: c.pass, Count: c.outs[i].produced(), Skipped: skipped}
 	}
 }
 
