@@ -44,11 +44,12 @@ func TestCheckPreemptedCatchesLossDuplicationAndUnequalShares(t *testing.T) {
 	sc := Scenario{Shape: Shape{Files: 1, Records: 4, Passes: 1}}
 	damaged := []map[int]bool{{}}
 	id := func(r int) uint64 { return messages.SampleID(0, r) }
-	check := func(all []delivered) []string {
+	checkIn := func(all []delivered, elastic map[int]bool) []string {
 		var got []string
-		checkPreempted(func(f string, a ...any) { got = append(got, fmt.Sprintf(f, a...)) }, sc, all, damaged)
+		checkPreempted(func(f string, a ...any) { got = append(got, fmt.Sprintf(f, a...)) }, sc, all, damaged, elastic)
 		return got
 	}
+	check := func(all []delivered) []string { return checkIn(all, nil) }
 	ok := []delivered{{world: 2, rank: 0, ids: []uint64{id(0), id(1)}}, {world: 2, rank: 1, ids: []uint64{id(2), id(3)}}}
 	require.Empty(t, check(ok))
 	twice := append(slices.Clone(ok), delivered{world: 2, rank: 1, index: 1, ids: []uint64{id(3)}})
@@ -57,4 +58,9 @@ func TestCheckPreemptedCatchesLossDuplicationAndUnequalShares(t *testing.T) {
 	padded := append(slices.Clone(ok), delivered{world: 2, rank: 0, index: 1, padding: 1, ids: []uint64{id(0)}},
 		delivered{world: 2, rank: 1, index: 1, padding: 1, ids: []uint64{id(1)}})
 	require.Empty(t, check(padded), "padding is not a second delivery")
+	// Rank 1 stopped before its batch of padding alone, and the epoch's
+	// rest went to another world: nothing of it was left to deliver.
+	shortOfPadding := append(slices.Clone(ok), delivered{world: 2, rank: 0, index: 1, padding: 1, ids: []uint64{id(0)}})
+	require.NotEmpty(t, check(shortOfPadding), "unequal shares in an epoch not re-dealt")
+	require.Empty(t, checkIn(shortOfPadding, map[int]bool{0: true}), "an epoch re-dealt part way")
 }

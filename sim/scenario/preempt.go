@@ -564,14 +564,17 @@ func runPreempt(ctx context.Context, sc Scenario, paths []string, damaged []map[
 		states, own = next, stop.Own
 		world, threads, devices, lanes = stop.World, stop.Threads, stop.Devices, stop.Lanes
 	}
-	checkPreempted(violate, sc, all, damaged)
+	checkPreempted(violate, sc, all, damaged, elastic)
 	return len(all), checkAgainstReferences(ctx, violate, sc, paths, o, all)
 }
 
 // checkPreempted checks the job's deliveries: every undamaged sample once
-// in every epoch (padding aside), and, where nothing was damaged, equal
-// batch counts for the ranks of each world.
-func checkPreempted(violate violation, sc Scenario, all []delivered, damaged []map[int]bool) {
+// in every epoch (padding aside), and, where nothing was damaged and the
+// epoch was not re-dealt part way (elastic), equal batch counts for the
+// ranks of each world. A re-dealt epoch's old ranks stopped where they
+// stopped; what is left of it may be padding alone, which a new world does
+// not deliver, so whether it was re-dealt is not told by its deliveries.
+func checkPreempted(violate violation, sc Scenario, all []delivered, damaged []map[int]bool, elastic map[int]bool) {
 	var want []uint64
 	anyDamage := false
 	for f := range sc.Shape.Files {
@@ -598,21 +601,15 @@ func checkPreempted(violate violation, sc Scenario, all []delivered, damaged []m
 		if msg := sameSet(want, got, 0, 0); msg != "" {
 			violate("epoch %d: %s", e, msg)
 		}
-		if anyDamage {
+		if anyDamage || elastic[e] {
 			continue
 		}
 		for k, n := range counts {
-			if other := counts[[2]int{k[0], 0}]; n != other && !elasticIn(all, e) {
+			if other := counts[[2]int{k[0], 0}]; n != other {
 				violate("epoch %d: rank %d of %d got %d batches, rank 0 %d", e, k[1], k[0], n, other)
 			}
 		}
 	}
-}
-
-// elasticIn says whether epoch e was re-dealt part way (the ranks of a
-// world then get equal shares of what was left, not of the epoch).
-func elasticIn(all []delivered, e int) bool {
-	return slices.ContainsFunc(all, func(d delivered) bool { return d.epoch == e && d.elastic })
 }
 
 // checkAgainstReferences checks every batch delivered outside a re-dealt

@@ -68,3 +68,11 @@ func TestPreemptedScenarios(t *testing.T) {
 	}
 	require.Equal(t, scenario.GeneratePreemption(9), scenario.GeneratePreemption(9), "a seed is a scenario")
 }
+
+// The named preempted jobs pass: each found a bug of a resized job or of
+// the checker that judges one.
+func TestPreemptRegressions(t *testing.T) {
+	for _, sc := range scenario.PreemptRegressions() {
+		t.Run(sc.Name, func(t *testing.T) { requirePass(t, sc) })
+	}
+}
