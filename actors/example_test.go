@@ -111,7 +111,7 @@ func ExampleState() {
 	}
 	fmt.Printf("%d bytes of state; resumed at batch %d of epoch %d, %d batches left\n", len(saved), it.Index, it.Epoch, left)
 	// Output:
-	// 248 bytes of state; resumed at batch 7 of epoch 0, 13 batches left
+	// 282 bytes of state; resumed at batch 7 of epoch 0, 13 batches left
 }
 
 // A trainer's ranks stop at different steps (Devices.Steps), each saving

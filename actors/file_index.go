@@ -151,6 +151,9 @@ type fileIndex struct {
 	records uint64
 	size    int64  // -1 when the reader does not tell
 	version string // an object's ETag; "" for a file
+	// modified is when the file or the object's version was written:
+	// a refused resume names the files written after its state's data.
+	modified time.Time
 }
 
 // splitsOf lists the splits of src's files, indexing threads files at a
@@ -197,6 +200,12 @@ feed:
 		}
 		splits = append(splits, x.splits...)
 		fp.Records += x.records
+		// To the second, as object stores keep it; and so a state's
+		// size does not depend on the clock.
+		src.modified[f] = x.modified.UTC().Truncate(time.Second)
+		if src.modified[f].After(fp.Modified) {
+			fp.Modified = src.modified[f]
+		}
 		h.Write([]byte(filepath.Base(src.names[f])))
 		h.Write(binary.LittleEndian.AppendUint64(binary.LittleEndian.AppendUint64(nil, uint64(x.size)), x.records))
 		if x.version != "" { // an object: a state resumes on the version it read
@@ -249,6 +258,12 @@ func (s *fileSource) index(parent context.Context, f int, timeout time.Duration)
 	}
 	if v, ok := r.(versioned); ok {
 		x.version = v.Version()
+	}
+	if m, ok := r.(interface{ Modified() time.Time }); ok {
+		x.modified = m.Modified()
+	}
+	if st, ok := statEntry(s.entries[f]); ok && x.modified.IsZero() {
+		x.modified = st.ModTime()
 	}
 	if ix, ok := r.(indexed); ok {
 		var rx *recordio.Index

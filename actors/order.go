@@ -3,6 +3,7 @@ package actors
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/actorfeed/actorfeed/readers/order"
 )
@@ -46,6 +47,7 @@ type orderPlan struct {
 	unit      int  // positions per item: the batch size, or GroupSize
 	shard     Shard
 	data      Fingerprint
+	files     *fileSource  // its names and times, for a refused state's message
 	first     int          // the epoch of pass 0
 	firstPlan order.Layout // pass 0's layout
 	firstDone uint64       // positions of pass 0's shard already delivered
@@ -118,6 +120,16 @@ type Fingerprint struct {
 	// SHA256 (first 16 bytes, hex) of every file's base name, size,
 	// records and splits, in list order.
 	Sum string `json:"sum"`
+	// Modified is when the newest of the files (or objects' versions) was
+	// written, to the second, in UTC. It is no part of the data's identity (a copy of the files
+	// is the same data set), but a state refused over another data set
+	// names the files written after it: the sum alone cannot say which.
+	Modified time.Time `json:"modified,omitzero"`
+}
+
+// same says whether a and b are the same data set.
+func (a Fingerprint) same(b Fingerprint) bool {
+	return a.Files == b.Files && a.Records == b.Records && a.Splits == b.Splits && a.Sum == b.Sum
 }
 
 // planOrder sets up a Files source: its files, and, unless it reads in any
@@ -155,7 +167,7 @@ func (p *Pipeline) planOrder(ctx context.Context, stages []Stage) error {
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrBadSpec, err)
 	}
-	plan := &orderPlan{ord: ord, shuffled: shuffled, unit: opts.GroupSize, shard: opts.Shard, data: fp, lanes: opts.Lanes}
+	plan := &orderPlan{ord: ord, shuffled: shuffled, unit: opts.GroupSize, shard: opts.Shard, data: fp, lanes: opts.Lanes, files: fs}
 	p.placeStages(stages, plan)
 	// A window of the order is ord.Span() positions, unshuffled too (where
 	// none is permuted): what a task reads whole.

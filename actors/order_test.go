@@ -375,6 +375,35 @@ func TestResumeRefusesAnotherDataSetOrOrder(t *testing.T) {
 	require.ErrorContains(t, err, "version")
 }
 
+// A state refused over another data set names the files written after
+// its data: the sum it keeps cannot say which. A file only touched is the
+// same data set, and resumes.
+func TestARefusedStateNamesTheFilesWrittenSince(t *testing.T) {
+	paths := testutil.WriteFiles(t, 3, 50, 300)
+	then := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	for _, p := range paths {
+		require.NoError(t, os.Chtimes(p, then, then))
+	}
+	p, err := actors.New(ordered(paths, 2), actors.Options{System: sharedSys})
+	require.NoError(t, err)
+	st, err := p.State()
+	require.NoError(t, err)
+	closeAndCheck(t, p, sharedSys)
+	require.True(t, st.Data.Modified.Equal(then), "the newest file's time: %v", st.Data.Modified)
+
+	later := then.Add(time.Hour)
+	require.NoError(t, os.Chtimes(paths[0], later, later))
+	p, err = actors.New(ordered(paths, 2), actors.Options{System: sharedSys, Resume: []actors.State{st}})
+	require.NoError(t, err, "touched, not rewritten")
+	closeAndCheck(t, p, sharedSys)
+
+	testutil.WriteRecords(t, paths[2], 300, 51, func(r int) tensor.Slots { return testutil.Sample(9, r) })
+	_, err = actors.New(ordered(paths, 2), actors.Options{System: sharedSys, Resume: []actors.State{st}})
+	require.ErrorIs(t, err, actors.ErrState)
+	require.ErrorContains(t, err, "written after the newest file of the state's data (2026-01-02T03:04:05Z): "+paths[0]+", "+paths[2])
+	require.NotContains(t, err.Error(), paths[1])
+}
+
 // Only a pipeline that keeps its items' places in the order has a state.
 func TestStateNeedsTheOrder(t *testing.T) {
 	paths := testutil.WriteFiles(t, 2, 20, 300)

@@ -131,7 +131,7 @@ func oneJob(states []State) error {
 	seen := make([]bool, world)
 	for i, st := range states {
 		switch {
-		case st.Version != first.Version || st.Data != first.Data || st.Seed != first.Seed || st.Window != first.Window ||
+		case st.Version != first.Version || !st.Data.same(first.Data) || st.Seed != first.Seed || st.Window != first.Window ||
 			st.Shuffled != first.Shuffled || st.Unit != first.Unit || st.Remainder != first.Remainder:
 			return stateError(i, "the state's data set or order is not the first state's: states of two jobs")
 		case st.Epoch != first.Epoch:

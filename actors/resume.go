@@ -4,7 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
+	"time"
 
 	"github.com/actorfeed/actorfeed/messages"
 	"github.com/actorfeed/actorfeed/readers/order"
@@ -82,15 +84,15 @@ func (p *orderPlan) compatible(st *State) error {
 	switch {
 	case st.Version != StateVersion:
 		why = fmt.Sprintf("version %d, this build reads %d", st.Version, StateVersion)
-	case st.Data != p.data && st.Data.Files == p.data.Files && st.Data.Records == p.data.Records && st.Data.Splits == p.data.Splits:
+	case !st.Data.same(p.data) && st.Data.Files == p.data.Files && st.Data.Records == p.data.Records && st.Data.Splits == p.data.Splits:
 		// The sum alone differs: the same shape of data, other bytes or
-		// versions. The state names no file (it stays small), so say what
-		// changes a sum.
-		why = fmt.Sprintf("it was taken over another data set, %d files and %d records as these but sum %s, these %s: since it was taken, a file was rewritten, renamed or resized, or an object replaced (its ETag changed)",
-			st.Data.Files, st.Data.Records, st.Data.Sum, p.data.Sum)
-	case st.Data != p.data:
-		why = fmt.Sprintf("it was taken over another data set (%d files, %d records, sum %s; these are %d files, %d records, sum %s)",
-			st.Data.Files, st.Data.Records, st.Data.Sum, p.data.Files, p.data.Records, p.data.Sum)
+		// versions. The state lists no file (it stays small), so say what
+		// changes a sum, and which files were written after its data.
+		why = fmt.Sprintf("it was taken over another data set, %d files and %d records as these but sum %s, these %s: since it was taken, a file was rewritten, renamed or resized, or an object replaced (its ETag changed)%s",
+			st.Data.Files, st.Data.Records, st.Data.Sum, p.data.Sum, p.writtenSince(st.Data.Modified))
+	case !st.Data.same(p.data):
+		why = fmt.Sprintf("it was taken over another data set (%d files, %d records, sum %s; these are %d files, %d records, sum %s)%s",
+			st.Data.Files, st.Data.Records, st.Data.Sum, p.data.Files, p.data.Records, p.data.Sum, p.writtenSince(st.Data.Modified))
 	case st.Seed != p.ord.Seed() || st.Window != p.ord.Window() || st.Shuffled != p.shuffled:
 		why = fmt.Sprintf("its order is seed %d, window %d, shuffled %v; this pipeline's is seed %d, window %d, shuffled %v",
 			st.Seed, st.Window, st.Shuffled, p.ord.Seed(), p.ord.Window(), p.shuffled)
@@ -102,6 +104,45 @@ func (p *orderPlan) compatible(st *State) error {
 		return nil
 	}
 	return fmt.Errorf("cannot resume from this state: %s", why)
+}
+
+// writtenSince names the files written after t, the newest of a refused
+// state's data: the first few, and how many. Times are whole seconds
+// (file_index.go), so when none is later, the files of t's second are
+// named: a file replaced within the second of the newest reads as at t.
+func (p *orderPlan) writtenSince(t time.Time) string {
+	if t.IsZero() || p.files == nil {
+		return ""
+	}
+	how := "written after"
+	names, n := p.filesWritten(t.Before)
+	if n == 0 {
+		how = "written in the same second as"
+		names, n = p.filesWritten(t.Equal)
+	}
+	if n == 0 {
+		return ""
+	}
+	more := ""
+	if n > len(names) {
+		more = fmt.Sprintf(" and %d more", n-len(names))
+	}
+	return fmt.Sprintf("; %s the newest file of the state's data (%s): %s%s",
+		how, t.UTC().Format(time.RFC3339), strings.Join(names, ", "), more)
+}
+
+// filesWritten names the first few files whose time is, and counts them.
+func (p *orderPlan) filesWritten(is func(time.Time) bool) ([]string, int) {
+	var names []string
+	n := 0
+	for f, m := range p.files.modified {
+		if is(m) {
+			if n++; len(names) < 3 {
+				names = append(names, p.files.names[f])
+			}
+		}
+	}
+	return names, n
 }
 
 // state is the state with the line committed up to done, and the items

@@ -28,6 +28,8 @@ type fileSource struct {
 	// a reader opened later on another version (the object was replaced)
 	// is refused, never read into the same order.
 	versions map[int]string
+	// modified is when each file was written, as indexed (file_index.go).
+	modified []time.Time
 }
 
 // indexed is a reader that can seek with a kept chunk index.
@@ -37,7 +39,8 @@ type indexed interface {
 }
 
 func newFileSource(entries []string, open func(context.Context, string) (readers.Reader, error)) (*fileSource, error) {
-	s := &fileSource{entries: entries, names: make([]string, len(entries)), open: open, indexes: map[int]*recordio.Index{}, versions: map[int]string{}}
+	s := &fileSource{entries: entries, names: make([]string, len(entries)), open: open,
+		modified: make([]time.Time, len(entries)), indexes: map[int]*recordio.Index{}, versions: map[int]string{}}
 	if len(entries) > messages.MaxFiles {
 		return nil, fmt.Errorf("%w: %d files, at most %d", ErrBadSpec, len(entries), messages.MaxFiles)
 	}

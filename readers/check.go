@@ -3,6 +3,7 @@ package readers
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/actorfeed/actorfeed/tensor"
 )
@@ -64,6 +65,14 @@ func (c *checked) Version() string {
 		return v.Version()
 	}
 	return ""
+}
+
+// Modified is when the object read was written, zero for a file.
+func (c *checked) Modified() time.Time {
+	if m, ok := c.Reader.(interface{ Modified() time.Time }); ok {
+		return m.Modified()
+	}
+	return time.Time{}
 }
 
 func (c *checked) Next(ctx context.Context) (tensor.Slots, error) {

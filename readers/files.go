@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"iter"
+	"time"
 
 	"github.com/actorfeed/actorfeed/internal/atomicfile"
 	"github.com/actorfeed/actorfeed/readers/format"
@@ -284,6 +285,9 @@ func (r *RecordFile) Size() int64 { return r.size }
 
 // Version is the version of the object read (its ETag), "" for a file.
 func (r *RecordFile) Version() string { return versionOf(r.f) }
+
+// Modified is when the object read was written, zero for a file.
+func (r *RecordFile) Modified() time.Time { return modifiedOf(r.f) }
 
 // Position is the place of the last record returned.
 func (r *RecordFile) Position() recordio.Position { return r.sc.Position() }

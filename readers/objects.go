@@ -31,3 +31,12 @@ func versionOf(src any) string {
 	}
 	return ""
 }
+
+// modifiedOf is when the object src reads was written; zero for a file
+// (the pipeline asks the file system).
+func modifiedOf(src any) time.Time {
+	if o, ok := src.(*objstore.Object); ok {
+		return o.Modified()
+	}
+	return time.Time{}
+}

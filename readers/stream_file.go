@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"sync"
+	"time"
 
 	"github.com/actorfeed/actorfeed/readers/format"
 	"github.com/actorfeed/actorfeed/readers/objstore"
@@ -142,6 +143,7 @@ type streamFile struct {
 	f          *os.File    // the file src reads, when it is one: its identity keys the index
 	ix         streamIndex // the raw file's index, once read
 	version    string      // the object's ETag, once read from a decoded copy of it
+	modified   time.Time   // and when that version was written
 	noCopy     bool        // a decoded copy was made but could not be opened
 	r          stream
 	gzipped    bool
@@ -288,6 +290,14 @@ func (w *streamFile) Version() string {
 		return w.version
 	}
 	return versionOf(w.src)
+}
+
+// Modified is when the object read was written, zero for a file.
+func (w *streamFile) Modified() time.Time {
+	if w.version != "" {
+		return w.modified
+	}
+	return modifiedOf(w.src)
 }
 
 // id names what src reads as it stands, for the indexes and copies kept
@@ -551,10 +561,10 @@ func (w *streamFile) useDecoded() {
 	w.close()
 	w.read, w.ix, w.source = read, nil, nil
 	if object {
-		w.version = o.ETag()
+		w.version, w.modified = o.ETag(), o.Modified()
 	}
 	if w.open() != nil {
-		w.read, w.source, w.version, w.noCopy = was, source, "", true
+		w.read, w.source, w.version, w.modified, w.noCopy = was, source, "", time.Time{}, true
 		w.open()
 	}
 }

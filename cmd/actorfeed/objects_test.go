@@ -115,6 +115,7 @@ func TestAReplacedObjectStopsTheJob(t *testing.T) {
 	require.NotZero(t, code)
 	require.Contains(t, stderr, "another data set")
 	require.Contains(t, stderr, "an object replaced (its ETag changed)", stderr)
+	require.Regexp(t, `written (after|in the same second as) the newest file of the state's data \([^)]*\): s3://train/set/\S+\.recordio`, stderr)
 }
 
 // gen and convert write to a bucket what they write to disk, each object

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
@@ -18,6 +19,7 @@ type Object struct {
 	url    URL
 	size   int64
 	etag   string
+	mod    time.Time
 	ctx    context.Context
 	cancel context.CancelFunc
 	off    int64 // Read's and Seek's
@@ -48,7 +50,8 @@ func (s *Store) Open(ctx context.Context, url string) (*Object, error) {
 		}
 		return nil, err
 	}
-	o := &Object{store: s, url: u, size: aws.ToInt64(head.ContentLength), etag: aws.ToString(head.ETag)}
+	o := &Object{store: s, url: u, size: aws.ToInt64(head.ContentLength), etag: aws.ToString(head.ETag),
+		mod: aws.ToTime(head.LastModified)}
 	// Reads come later, from readers that hold no context: Close ends them.
 	o.ctx, o.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	return o, nil
@@ -73,6 +76,10 @@ func (o *Object) Size() int64 { return o.size }
 
 // ETag is the version of the object that is read.
 func (o *Object) ETag() string { return o.etag }
+
+// Modified is when the version read was written (its LastModified): a
+// refused resume names the objects written after its state's data.
+func (o *Object) Modified() time.Time { return o.mod }
 
 // URL names the object.
 func (o *Object) URL() string { return o.url.String() }
