@@ -26,6 +26,13 @@ type logic interface {
 	finish() (out []*messages.Batch, next uint32, more bool, err error)
 }
 
+// dropper is a logic that drops samples of the items it takes (a map
+// under the skip policy, bad_samples.go): takeDropped is how many since it
+// was last asked.
+type dropper interface {
+	takeDropped() uint64
+}
+
 // relay is what every stage between one upstream and one downstream stage
 // keeps of its two links.
 type relay struct {
@@ -146,7 +153,7 @@ func (m *relayMachine) onItem(box *outbox, msg any) (bool, error) {
 			m.fail(box, err)
 			return false, err
 		}
-		if d, ok := m.logic.(interface{ takeDropped() uint64 }); ok {
+		if d, ok := m.logic.(dropper); ok {
 			m.skipped += d.takeDropped() // with the items that lack them
 		}
 		m.push(out)
