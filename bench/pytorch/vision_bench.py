@@ -2,7 +2,10 @@
 decode map against Pillow with torchvision's transforms in a DataLoader
 (docs/images.md; figures in docs/performance.md). Each contender runs one epoch in a process of its own,
 the contenders taking turns, --rounds times; one core is one CPU by
-affinity (taskset), so that no library's threads reach past it.
+affinity (taskset), so that no library's threads reach past it. The
+scaling is the median of each round's 2-core over 1-core rate: a round's
+two runs are seconds apart, while a shared machine's speed per core
+drifts over minutes.
 
     python3 bench/pytorch/vision_bench.py out/jpeg-shards [--rounds 3]
 
@@ -108,11 +111,11 @@ def main():
                                  capture_output=True, text=True, check=True)
             rates[name].append(float(out.stdout.split()[-1]))
     base = statistics.median(rates["Pillow, DataLoader 0 workers, 1 core"])
-    one = statistics.median(rates["actorfeed run, 1 core"])
     print("%-40s %10s %14s" % ("contender", "images/s", "vs Pillow 1c"))
     for name, r in rates.items():
         print("%-40s %10.0f %14.2f" % (name, statistics.median(r), statistics.median(r) / base))
-    print("actorfeed 2 cores / 1 core: %.2f" % (statistics.median(rates["actorfeed run, 2 cores"]) / one))
+    pairs = [two / one for one, two in zip(rates["actorfeed run, 1 core"], rates["actorfeed run, 2 cores"])]
+    print("actorfeed 2 cores / 1 core: %.2f (rounds: %s)" % (statistics.median(pairs), ", ".join("%.2f" % r for r in pairs)))
 
 
 if __name__ == "__main__":
