@@ -259,7 +259,7 @@ func (s *fileSource) index(parent context.Context, f int, timeout time.Duration)
 	if v, ok := r.(versioned); ok {
 		x.version = v.Version()
 	}
-	if m, ok := r.(interface{ Modified() time.Time }); ok {
+	if m, ok := r.(dated); ok {
 		x.modified = m.Modified()
 	}
 	if st, ok := statEntry(s.entries[f]); ok && x.modified.IsZero() {
@@ -304,6 +304,12 @@ func (s *fileSource) index(parent context.Context, f int, timeout time.Duration)
 // versioned is a reader of an object, which says which version it reads.
 type versioned interface {
 	Version() string
+}
+
+// dated is a reader of an object, which says when the version it reads
+// was written; a file's time is the file system's.
+type dated interface {
+	Modified() time.Time
 }
 
 // counted is a reader that knows how many records it holds without

@@ -121,9 +121,10 @@ type Fingerprint struct {
 	// records and splits, in list order.
 	Sum string `json:"sum"`
 	// Modified is when the newest of the files (or objects' versions) was
-	// written, to the second, in UTC. It is no part of the data's identity (a copy of the files
-	// is the same data set), but a state refused over another data set
-	// names the files written after it: the sum alone cannot say which.
+	// written, to the second, in UTC. It is no part of the data's
+	// identity (a copy of the files is the same data set), but a state
+	// refused over another data set names the files written after it: the
+	// sum alone cannot say which.
 	Modified time.Time `json:"modified,omitzero"`
 }
 

@@ -39,11 +39,11 @@ type indexed interface {
 }
 
 func newFileSource(entries []string, open func(context.Context, string) (readers.Reader, error)) (*fileSource, error) {
-	s := &fileSource{entries: entries, names: make([]string, len(entries)), open: open,
-		modified: make([]time.Time, len(entries)), indexes: map[int]*recordio.Index{}, versions: map[int]string{}}
 	if len(entries) > messages.MaxFiles {
 		return nil, fmt.Errorf("%w: %d files, at most %d", ErrBadSpec, len(entries), messages.MaxFiles)
 	}
+	s := &fileSource{entries: entries, names: make([]string, len(entries)), open: open,
+		modified: make([]time.Time, len(entries)), indexes: map[int]*recordio.Index{}, versions: map[int]string{}}
 	for i, e := range entries {
 		_, path, err := readers.ParseEntry(e)
 		if err != nil {
