@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -172,7 +173,7 @@ func TestObjectsAreDecodedAndIndexedOnce(t *testing.T) {
 	testutil.PythonShard(t, src, tar)
 	testutil.PythonShard(t, src, tgz)
 	tfrecordFile(t, tfgz, 300)
-	read := func(url string, from int) ([]tensor.Slots, string) {
+	read := func(url string, from int) ([]tensor.Slots, string, time.Time) {
 		r, err := readers.Open(url, readers.OpenOptions{Objects: store})
 		require.NoError(t, err, url)
 		defer r.Close()
@@ -182,7 +183,7 @@ func TestObjectsAreDecodedAndIndexedOnce(t *testing.T) {
 			require.NoError(t, err, url)
 			out = append(out, s)
 		}
-		return out, r.(interface{ Version() string }).Version()
+		return out, r.(interface{ Version() string }).Version(), r.(interface{ Modified() time.Time }).Modified()
 	}
 	for _, local := range []string{tgz, tfgz, tar} {
 		b, err := os.ReadFile(local)
@@ -190,12 +191,13 @@ func TestObjectsAreDecodedAndIndexedOnce(t *testing.T) {
 		url := "s3://data/" + filepath.Base(local)
 		etag := srv.Put(t, "data", filepath.Base(local), b)
 		want := entrySamples(t, local, 100, 300)
-		got, version := read(url, 100)
+		got, version, written := read(url, 100)
 		requireSameSamples(t, want, got, url)
 		require.Equal(t, etag, version, url)
+		require.WithinDuration(t, time.Now(), written, time.Hour, "%s: when the version read was written", url)
 
 		_, before := store.Stats()
-		got, version = read(url, 100)
+		got, version, _ = read(url, 100)
 		_, after := store.Stats()
 		requireSameSamples(t, want, got, url)
 		require.Equal(t, etag, version, url)
@@ -210,7 +212,7 @@ func TestObjectsAreDecodedAndIndexedOnce(t *testing.T) {
 	b, err := os.ReadFile(other)
 	require.NoError(t, err)
 	etag := srv.Put(t, "data", "s.tar.gz", b)
-	got, version := read("s3://data/s.tar.gz", 20)
+	got, version, _ := read("s3://data/s.tar.gz", 20)
 	require.Equal(t, etag, version)
 	requireSameSamples(t, entrySamples(t, other, 20, 120), got, "the replaced object")
 }
