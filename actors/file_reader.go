@@ -307,7 +307,13 @@ func (a *workerActor) readFile(ctx context.Context, file int, pass uint32, from,
 			e = &messages.End{Pass: pass, Count: fr.rec}
 		}
 		holding = false // the slot goes with the group, or came back above
-		fr.clean = g.end && fail == nil
+		if fr.clean = g.end && fail == nil; fr.clean {
+			// Kept before the End goes: the coordinator may assign this
+			// worker the file's next run as soon as the End is in, and
+			// that run must find the reader to reuse it.
+			fr.close()
+			fr.r, fr.w = nil, nil
+		}
 		a.put(b, e, fail, poke)
 		if g.end || fail != nil {
 			return
@@ -344,7 +350,9 @@ func (fr *fileRead) close() {
 	if fr.r != nil && fr.clean && fr.c.keep(fr.file, fr.r, fr.w) {
 		return
 	}
-	fr.w.close()
+	if fr.w != nil {
+		fr.w.close()
+	}
 	if fr.r != nil {
 		fr.r.Close()
 	}
