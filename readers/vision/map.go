@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/actorfeed/actorfeed/readers/format"
 	"github.com/actorfeed/actorfeed/tensor"
@@ -67,12 +68,20 @@ func (m Map) ApplyIn(storage tensor.Alloc, epoch int, ids []uint64, name func(ui
 	}
 	data, offs := in.Bytes(), in.LoD[0]
 	errs := make([]error, n)
-	workers := min(n, m.workers())
+	// Each worker takes the next image when done with one: images differ
+	// in size, and a fixed share would leave a worker idle at a batch's
+	// end while another decodes its last big ones.
+	var next atomic.Int64
 	var wg sync.WaitGroup
-	for w := range workers {
+	for range min(n, m.workers()) {
 		wg.Go(func() {
-			sc := &scratch{}
-			for i := w; i < n; i += workers {
+			sc := scratches.Get().(*scratch)
+			defer scratches.Put(sc)
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= n {
+					return
+				}
 				errs[i] = t.apply(epoch, ids[i], data[offs[i]:offs[i+1]], values[i*t.Values():(i+1)*t.Values()], sc)
 			}
 		})
@@ -97,6 +106,11 @@ func (m Map) ApplyIn(storage tensor.Alloc, epoch int, ids []uint64, name func(ui
 	}
 	return res, nil
 }
+
+// scratches keeps the workers' decode and resize buffers from one batch to
+// the next: made afresh, a batch's images were a few MB of new memory for
+// the collector, and its pages faulted in again.
+var scratches = sync.Pool{New: func() any { return &scratch{} }}
 
 func (m Map) workers() int {
 	if m.Workers > 0 {
