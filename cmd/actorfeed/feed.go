@@ -258,7 +258,8 @@ func feedEpochs(ctx context.Context, fc *feedConn, rp *atomic.Pointer[ring], o f
 }
 
 // makeRing makes the ring, its slots sized for first, and sends it. The
-// window is full by then: the heap is held tight from here on.
+// first batch came (or the share is empty): the window is full, and the
+// heap is held tight from here on.
 func (f *feedConn) makeRing(rp *atomic.Pointer[ring], o feedOptions, first actors.Item, names feedNames) error {
 	if _, set := os.LookupEnv("GOGC"); !set && len(o.run.service) == 0 {
 		debug.SetGCPercent(feedGCPercent)
