@@ -114,11 +114,11 @@ fuzz)
   fuzz FuzzApply ./readers/vision 20000
   fuzz FuzzBatch ./messages 250000
   fuzz FuzzResume ./actors 20000
-  fuzz FuzzRelayMachine ./actors 300000
-  fuzz FuzzMergeMachine ./actors 300000
-  fuzz FuzzFanoutMachine ./actors 300000
-  fuzz FuzzFilesMachine ./actors 300000
-  fuzz FuzzXMapMachine ./actors 300000
+  fuzz FuzzRelayMachine ./internal/protocol 300000
+  fuzz FuzzMergeMachine ./internal/protocol 300000
+  fuzz FuzzFanoutMachine ./internal/protocol 300000
+  fuzz FuzzFilesMachine ./internal/protocol 300000
+  fuzz FuzzXMapMachine ./internal/protocol 300000
   ;;
 *)
   sed -n '2,10s/^# \{0,1\}//p' "$0"

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/actorfeed/actorfeed/internal/protocol"
 	"github.com/actorfeed/actorfeed/messages"
 	"github.com/actorfeed/actorfeed/tensor"
 )
@@ -15,7 +16,7 @@ type batchLogic struct {
 	size     int
 	dropLast bool
 	pass     uint32
-	pending  instances
+	pending  protocol.Instances
 	pipe     *shared // where stepped batches' storage comes back, if it does
 	reuses   bool    // the consumers step this stage's batches: make them in that storage
 	// blocks, when set, is told of every row joined (the readers' groups
@@ -41,7 +42,7 @@ func (l *batchLogic) join(n int) (*messages.Batch, error) {
 	if st := l.pipe.storage; st != nil {
 		alloc = st.alloc
 	}
-	slots, err := messages.JoinRefsAlloc(l.pending.refs[:n], recycled, alloc)
+	slots, err := messages.JoinRefsAlloc(l.pending.Refs[:n], recycled, alloc)
 	if st := l.pipe.storage; st != nil {
 		st.unused(recycled, slots)
 		if ferr := st.failed(); err == nil && ferr != nil {
@@ -55,39 +56,39 @@ func (l *batchLogic) join(n int) (*messages.Batch, error) {
 			// Without declared slots (Files.Slots) the first record that
 			// differs is found here: say which it is.
 			return nil, fmt.Errorf("actors: batch: %s does not batch with %s, the first of its batch: %w",
-				l.pipe.sampleName(l.pending.ids[ie.Instance]), l.pipe.sampleName(l.pending.ids[0]), err)
+				l.pipe.sampleName(l.pending.Ids[ie.Instance]), l.pipe.sampleName(l.pending.Ids[0]), err)
 		}
 		return nil, fmt.Errorf("actors: batch: %w", err)
 	}
-	b, err := messages.FromSlots(slots, slices.Clone(l.pending.ids[:n]))
+	b, err := messages.FromSlots(slots, slices.Clone(l.pending.Ids[:n]))
 	if err != nil {
 		return nil, fmt.Errorf("actors: batch: %w", err)
 	}
 	b.Pass = l.pass
 	// Nothing below fails: the rows are joined for good.
 	if l.blocks != nil {
-		l.blocks.joined(l.pending.refs[:n], &l.counts)
+		l.blocks.joined(l.pending.Refs[:n], &l.counts)
 	}
-	l.pending.cut(n)
+	l.pending.Cut(n)
 	return b, nil
 }
 
-func (l *batchLogic) start(pass uint32) {
+func (l *batchLogic) Start(pass uint32) {
 	l.pass = pass
-	l.pending.reset()
+	l.pending.Reset()
 }
 
-func (l *batchLogic) upstreamPass(pass uint32) uint32 { return pass }
+func (l *batchLogic) UpstreamPass(pass uint32) uint32 { return pass }
 
-func (l *batchLogic) take(b *messages.Batch) ([]*messages.Batch, error) {
+func (l *batchLogic) Take(b *messages.Batch) ([]*messages.Batch, error) {
 	if l.aligned {
 		return l.takeAligned(b)
 	}
-	if err := l.pending.add(b); err != nil {
+	if err := l.pending.Add(b); err != nil {
 		return nil, err
 	}
 	var out []*messages.Batch
-	for l.pending.len() >= l.size {
+	for l.pending.Len() >= l.size {
 		o, err := l.join(l.size)
 		if err != nil {
 			return nil, err
@@ -103,15 +104,15 @@ func (l *batchLogic) takeAligned(b *messages.Batch) ([]*messages.Batch, error) {
 	if len(b.Cuts) == 0 && l.dropLast && b.Positions < uint64(l.size) {
 		return nil, nil
 	}
-	if err := l.pending.add(b); err != nil {
+	if err := l.pending.Add(b); err != nil {
 		return nil, err
 	}
 	cuts := b.Cuts
 	if len(cuts) == 0 {
-		cuts = []uint32{uint32(l.pending.len())}
+		cuts = []uint32{uint32(l.pending.Len())}
 	}
-	if err := checkCuts(cuts, l.pending.len(), b.Positions); err != nil {
-		l.pending.reset()
+	if err := checkCuts(cuts, l.pending.Len(), b.Positions); err != nil {
+		l.pending.Reset()
 		return nil, err
 	}
 	out := make([]*messages.Batch, 0, len(cuts))
@@ -119,10 +120,10 @@ func (l *batchLogic) takeAligned(b *messages.Batch) ([]*messages.Batch, error) {
 	for i, n := range cuts {
 		o, err := l.join(int(n))
 		if err != nil {
-			l.pending.reset()
+			l.pending.Reset()
 			return nil, err
 		}
-		keepPlace(o, b)
+		protocol.KeepPlace(o, b)
 		if o.Cuts = nil; len(b.Cuts) > 0 {
 			o.Position, o.Positions = b.Position+uint64(i)*per, per
 		}
@@ -143,10 +144,10 @@ func checkCuts(cuts []uint32, instances int, positions uint64) error {
 	return nil
 }
 
-func (l *batchLogic) finish() ([]*messages.Batch, uint32, bool, error) {
-	n := l.pending.len()
+func (l *batchLogic) Finish() ([]*messages.Batch, uint32, bool, error) {
+	n := l.pending.Len()
 	if n == 0 || l.dropLast {
-		l.pending.reset()
+		l.pending.Reset()
 		return nil, 0, false, nil
 	}
 	o, err := l.join(n)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/actorfeed/actorfeed/internal/protocol"
 	"github.com/actorfeed/actorfeed/messages"
 )
 
@@ -29,14 +30,14 @@ type cell struct {
 	send    func(*actor.PID, any)
 	// box holds what the stage's protocol decided to send while it
 	// handles a message; post sends it.
-	box outbox
+	box protocol.Outbox
 }
 
 // receive starts the handling of a message: a protocol message is counted
 // and shown to the fault injector (which may panic) before anything else.
 // It returns the message and the outbox the stage's protocol puts what it
 // sends in; the actor defers post to send it.
-func (c *cell) receive(ctx actor.Context) (any, *outbox) {
+func (c *cell) receive(ctx actor.Context) (any, *protocol.Outbox) {
 	msg := ctx.Message()
 	if c.sendCtx != ctx {
 		c.sendCtx, c.send = ctx, sender(ctx)
@@ -50,7 +51,7 @@ func (c *cell) receive(ctx actor.Context) (any, *outbox) {
 // post sends what the stage put in its outbox while handling a message,
 // in order; deferred, so that what a step decided before a panic leaves
 // as it did before the outbox existed.
-func (c *cell) post() { c.box.deliver(c.send) }
+func (c *cell) post() { c.box.Deliver(c.send) }
 
 // meter is what a stage shows while it runs: counters and gauges its actor
 // updates and Pipeline.StageStats reads from any goroutine.
@@ -156,9 +157,9 @@ func (c *cell) restarted() bool {
 
 // announce asks every stage this one feeds to open its link again: after a
 // restart the dropped message may have been a subscription or demand.
-func (c *cell) announce(box *outbox) {
+func (c *cell) announce(box *protocol.Outbox) {
 	for _, pid := range c.down {
-		box.put(pid, &messages.Resubscribe{Stage: c.name})
+		box.Put(pid, &messages.Resubscribe{Stage: c.name})
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/actorfeed/actorfeed/internal/protocol"
 	"github.com/actorfeed/actorfeed/messages"
 )
 
@@ -20,7 +21,7 @@ type consumerCell struct {
 	cell
 	lane  uint32
 	lanes uint32 // consumers of the pipeline: item k of a pass goes to lane k mod lanes
-	in    inlet
+	in    protocol.Inlet
 	self  *actor.PID
 
 	mu        sync.Mutex
@@ -36,13 +37,13 @@ type consumerCell struct {
 
 func newConsumerCell(pipe *shared, name, kind string, lane, lanes uint32, window int) *consumerCell {
 	c := &consumerCell{cell: cell{name: name, kind: kind, pipe: pipe}, lane: lane, lanes: lanes, changed: make(chan struct{})}
-	c.in.lane = lane // a consumer of several names its lane when it subscribes
-	c.in.window = int64(window)
+	c.in.Lane = lane // a consumer of several names its lane when it subscribes
+	c.in.Window = int64(window)
 	return c
 }
 
 // notify tells the actor items left the queue, once that can make it ask
-// for more: the inlet asks in steps of half its window (inlet.replenish).
+// for more: the inlet asks in steps of half its window (Inlet.Replenish).
 // A queue that ran dry needs no message of its own: when the actor last
 // held back its demand, more than half a window was queued, so the device
 // consumed at least one half-window since, and the last notice of it came
@@ -50,7 +51,7 @@ func newConsumerCell(pipe *shared, name, kind string, lane, lanes uint32, window
 // be held.
 func (c *consumerCell) notify() {
 	c.unnoticed++
-	if c.unnoticed >= int(c.in.step()) {
+	if c.unnoticed >= int(c.in.Step()) {
 		c.unnoticed = 0
 		c.pipe.root.Send(c.self, consumedMsg{})
 	}
@@ -151,7 +152,7 @@ func (a *consumerActor) Receive(ctx actor.Context) {
 		c.mu.Lock()
 		held := len(c.queue)
 		c.mu.Unlock()
-		c.meter.gauge(held, c.in.outstanding)
+		c.meter.gauge(held, c.in.Outstanding)
 	}()
 	msg, box := c.receive(ctx)
 	defer c.post()
@@ -165,19 +166,19 @@ func (a *consumerActor) Receive(ctx actor.Context) {
 	case *crashed:
 		panic(m.reason)
 	case restartPass:
-		if c.in.open && c.in.pass == m.pass {
+		if c.in.Open && c.in.Pass == m.pass {
 			return // opened already, by a restart that found the pass begun
 		}
 		a.open(box, m.pass)
 	case consumedMsg:
 	case *messages.Resubscribe:
-		c.in.reopen(box, a.room())
+		c.in.Reopen(box, a.room())
 		return
 	case *messages.Batch:
-		if !c.in.admit(box, m.Epoch, m.Seq, a.room()) {
+		if !c.in.Admit(box, m.Epoch, m.Seq, a.room()) {
 			return
 		}
-		c.in.commit()
+		c.in.Commit()
 		c.mu.Lock()
 		if m.Pass == c.pass {
 			c.queue = append(c.queue, m)
@@ -196,23 +197,23 @@ func (a *consumerActor) Receive(ctx actor.Context) {
 	c.mu.Lock()
 	ack := c.consumed
 	c.mu.Unlock()
-	c.in.replenish(box, a.room(), ack)
+	c.in.Replenish(box, a.room(), ack)
 }
 
 // onStarted opens the link for the current pass: from its start on a first
 // start, where it was on a restart.
-func (a *consumerActor) onStarted(ctx actor.Context, box *outbox) {
+func (a *consumerActor) onStarted(ctx actor.Context, box *protocol.Outbox) {
 	c := a.c
 	if c.restarted() {
 		c.mu.Lock()
 		pass := c.pass
 		c.mu.Unlock()
-		if c.in.open && c.in.pass != pass {
+		if c.in.Open && c.in.Pass != pass {
 			// Reset began a pass whose restartPass this instance never
 			// handled: the message that failed may have been it.
 			a.open(box, pass)
 		} else {
-			c.in.reopen(box, a.room())
+			c.in.Reopen(box, a.room())
 		}
 	} else {
 		a.open(box, 0)
@@ -222,12 +223,12 @@ func (a *consumerActor) onStarted(ctx actor.Context, box *outbox) {
 
 // onEnd takes the end of a pass: the current one ends once its queue is
 // consumed.
-func (a *consumerActor) onEnd(box *outbox, m *messages.End) {
+func (a *consumerActor) onEnd(box *protocol.Outbox, m *messages.End) {
 	c := a.c
-	if !c.in.admitEnd(box, m, a.room()) {
+	if !c.in.AdmitEnd(box, m, a.room()) {
 		return
 	}
-	c.in.ended = true
+	c.in.Ended = true
 	c.mu.Lock()
 	current := m.Pass == c.pass
 	c.mu.Unlock()
@@ -248,10 +249,10 @@ func (a *consumerActor) onEnd(box *outbox, m *messages.End) {
 // onFailure ends the pipeline with the upstream's failure.
 func (a *consumerActor) onFailure(m *messages.Failure) {
 	c := a.c
-	if !c.in.current(m.Epoch) {
+	if !c.in.Current(m.Epoch) {
 		return
 	}
-	c.in.ended = true
+	c.in.Ended = true
 	err := c.pipe.stageError(m)
 	c.mu.Lock()
 	c.failed = err
@@ -273,9 +274,9 @@ func (c *consumerCell) beginPass(pass uint32) {
 }
 
 // open subscribes for pass from its beginning.
-func (a *consumerActor) open(box *outbox, pass uint32) {
+func (a *consumerActor) open(box *protocol.Outbox, pass uint32) {
 	a.c.beginPass(pass)
-	a.c.in.subscribe(box, pass, 0, a.room())
+	a.c.in.Subscribe(box, pass, 0, a.room())
 }
 
 // room is the window less what waits in the queue.
@@ -283,7 +284,7 @@ func (a *consumerActor) room() int {
 	c := a.c
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return int(c.in.window) - len(c.queue)
+	return int(c.in.Window) - len(c.queue)
 }
 
 // StepFunc is a device's training step on one batch. It runs on the

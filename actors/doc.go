@@ -5,11 +5,11 @@
 // control are mailbox protocols, and a restarted stage loses and duplicates
 // nothing: its state lives in a cell that outlives the actor instance.
 // The stages whose work is protocol alone (open_files, the decorators, the
-// merge, the deal and double buffer) are state machines that one generic
-// actor runs (machine.go); xmap's protocol is one too, run by the actor
-// that owns its workers. The link between two stages is a pair of them
-// (link.go), which the readers, devices and the data service's client
-// use as well.
+// merge, the deal and double buffer) are pure state machines, package
+// internal/protocol's, that one generic actor runs (machine.go); xmap's
+// protocol is one too, run by the actor that owns its workers. The link
+// between two stages is a pair of them (protocol.Outlet and Inlet), which
+// the readers, devices and the data service's client use as well.
 //
 // New builds a pipeline read with Next (PaddlePaddle Fluid's read op and
 // ReaderHolder); NewDevices builds one that feeds device actors. Files is
@@ -38,6 +38,7 @@
 package actors
 
 // actors may import tensor, readers (and readers/order and
-// readers/recordio), messages, supervisor and protoactor-go (with
+// readers/recordio), messages, supervisor, internal/protocol and
+// protoactor-go (with
 // orcaman/concurrent-map, the type of protoactor's process registry, which
 // NewSystem replaces with a small one). It must not import sim or cmd.

@@ -6,8 +6,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/actorfeed/actorfeed/internal/protocol"
 	"github.com/actorfeed/actorfeed/messages"
-	"github.com/actorfeed/actorfeed/supervisor"
 )
 
 // Sentinel errors of package actors.
@@ -15,7 +15,7 @@ var (
 	// ErrProtocol is wrapped when a message breaks docs/protocol.md: demand
 	// <= 0, a subscription from a place that cannot be served, an item the
 	// receiver never asked for.
-	ErrProtocol = errors.New("actors: protocol error")
+	ErrProtocol = protocol.ErrProtocol
 	// ErrShutdown is returned by a pipeline that was shut down or closed.
 	ErrShutdown = errors.New("actors: pipeline shut down")
 	// ErrReadsInFlight is returned by Reset while a Next or HasNext call is
@@ -87,10 +87,6 @@ func (e *StageError) Error() string {
 // Unwrap gives the cause and ErrStage.
 func (e *StageError) Unwrap() []error { return []error{e.Err, ErrStage} }
 
-func errLane(lane uint32, lanes int) error {
-	return fmt.Errorf("%w: lane %d of %d", ErrProtocol, lane, lanes)
-}
-
 func className(c messages.ErrorClass) string {
 	switch c {
 	case messages.ErrorClass_ERROR_CLASS_CORRUPT:
@@ -107,9 +103,4 @@ func className(c messages.ErrorClass) string {
 
 // Classify is the class a Failure message gives err: a panic for restarts
 // past the supervisor's intensity, else supervisor.Classify's.
-func Classify(err error) messages.ErrorClass {
-	if errors.Is(err, supervisor.ErrRestartIntensity) {
-		return messages.ErrorClass_ERROR_CLASS_PANIC
-	}
-	return supervisor.Classify(err)
-}
+func Classify(err error) messages.ErrorClass { return protocol.Classify(err) }

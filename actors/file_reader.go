@@ -13,6 +13,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/actorfeed/actorfeed/internal/pause"
+	"github.com/actorfeed/actorfeed/internal/protocol"
 	"github.com/actorfeed/actorfeed/messages"
 	"github.com/actorfeed/actorfeed/readers"
 	"github.com/actorfeed/actorfeed/readers/format"
@@ -47,7 +48,7 @@ type workerCell struct {
 	to     uint64 // the assignment ends before this record; 0 at the file's end
 	pass   uint32 // of the assignment
 	cursor uint64 // records read so far into handoff or outlet
-	out    outlet
+	out    protocol.Outlet
 	tokens chan struct{} // free read-ahead slots: window minus groups held
 	freed  uint64        // out.base up to which slots were given back
 
@@ -89,7 +90,7 @@ func newWorkerCell(pipe *shared, name string, src recordSource, window int) *wor
 
 func (a *workerActor) Receive(ctx actor.Context) {
 	c := a.c
-	defer func() { c.meter.gauge(c.out.held(), 0) }()
+	defer func() { c.meter.gauge(c.out.Held(), 0) }()
 	msg, box := c.receive(ctx)
 	defer c.post()
 	switch m := msg.(type) {
@@ -116,11 +117,11 @@ func (a *workerActor) Receive(ctx actor.Context) {
 		c.coord = ctx.Sender()
 		a.assign(ctx, m)
 	case *messages.Demand:
-		if err := c.out.onDemand(m); err != nil {
+		if err := c.out.OnDemand(m); err != nil {
 			a.failWith(-1, err)
 		}
 	case *messages.Cancel:
-		if m.Epoch == c.out.epoch {
+		if m.Epoch == c.out.Epoch {
 			a.stop()
 			a.reset(-1, 0)
 			return
@@ -130,7 +131,7 @@ func (a *workerActor) Receive(ctx actor.Context) {
 		return
 	}
 	a.drain()
-	c.out.flush(box)
+	c.out.Flush(box)
 	a.release()
 }
 
@@ -153,7 +154,7 @@ func (a *workerActor) assign(ctx actor.Context, m *messages.Assign) {
 		a.reset(int(m.File), m.Pass)
 		c.cursor, c.to = m.From, m.To
 	}
-	if err := c.out.subscribe(ctx.Sender(), &messages.Subscribe{Epoch: m.Epoch, Pass: m.Pass, From: from}); err != nil {
+	if err := c.out.Subscribe(ctx.Sender(), &messages.Subscribe{Epoch: m.Epoch, Pass: m.Pass, From: from}); err != nil {
 		a.failWith(-1, err)
 		return
 	}
@@ -165,13 +166,13 @@ func (a *workerActor) assign(ctx actor.Context, m *messages.Assign) {
 // seqOfRecord finds the kept group that starts at record rec: its sequence
 // number, or the next one when rec is where reading stopped.
 func (c *workerCell) seqOfRecord(rec uint64) (uint64, bool) {
-	for i, b := range c.out.items {
+	for i, b := range c.out.Items {
 		if b.First == rec {
-			return c.out.base + uint64(i), true
+			return c.out.Base + uint64(i), true
 		}
 	}
 	if rec == c.cursor {
-		return c.out.produced(), true
+		return c.out.Produced(), true
 	}
 	return 0, false
 }
@@ -184,8 +185,8 @@ func (a *workerActor) reset(file int, pass uint32) {
 	n := len(c.handoff)
 	c.handoff, c.ended, c.failed = nil, nil, nil
 	c.mu.Unlock()
-	n += c.out.held()
-	c.out.reset(pass)
+	n += c.out.Held()
+	c.out.Reset(pass)
 	c.freed = 0
 	a.giveBack(n)
 	c.file, c.pass, c.cursor, c.to = file, pass, 0, 0
@@ -207,17 +208,17 @@ func (a *workerActor) drain() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, b := range c.handoff {
-		c.out.push(b)
+		c.out.Push(b)
 	}
 	c.meter.items.Add(int64(len(c.handoff)))
 	c.handoff = c.handoff[:0]
-	if c.failed != nil && c.out.fail == nil {
-		c.out.fail = failure(c.name, c.src.Name(c.file), c.failed.offset, c.failed.err)
+	if c.failed != nil && c.out.Fail == nil {
+		c.out.Fail = protocol.Failure(c.name, c.src.Name(c.file), c.failed.offset, c.failed.err)
 		c.pipe.record(c.name, &StageError{Stage: c.name, File: c.src.Name(c.file), Offset: c.failed.offset,
 			Record: c.failed.record, Class: Classify(c.failed.err), Err: c.failed.err})
 	}
-	if c.ended != nil && c.out.end == nil {
-		c.out.end = &messages.End{Pass: c.pass, Count: c.ended.Count, Skipped: c.ended.Skipped}
+	if c.ended != nil && c.out.End == nil {
+		c.out.End = &messages.End{Pass: c.pass, Count: c.ended.Count, Skipped: c.ended.Skipped}
 	}
 }
 
@@ -225,10 +226,10 @@ func (a *workerActor) drain() {
 // (the outlet forgot them).
 func (a *workerActor) release() {
 	c := a.c
-	if c.out.base > c.freed {
-		a.giveBack(int(c.out.base - c.freed))
+	if c.out.Base > c.freed {
+		a.giveBack(int(c.out.Base - c.freed))
 	}
-	c.freed = c.out.base
+	c.freed = c.out.Base
 }
 
 func (a *workerActor) failWith(offset int64, err error) {

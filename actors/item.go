@@ -41,7 +41,7 @@ func (c *consumerCell) toItem(b *messages.Batch) (Item, error) {
 		Instances: len(b.Ids), Padding: int(b.Padding)}
 	it.Index = it.Seq
 	if o := c.pipe.order; o != nil && b.Positions > 0 {
-		it.Index = int(b.Position / uint64(o.unit))
+		it.Index = int(b.Position / uint64(o.Unit))
 	}
 	return it, nil
 }

@@ -5,11 +5,16 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
-	"github.com/actorfeed/actorfeed/readers/order"
+	"github.com/actorfeed/actorfeed/internal/protocol"
 )
 
-// KindDeal is the stage that deals the order's items to the lanes.
-const KindDeal = "deal"
+// Kinds of the stages that run the lanes (Options.Lanes).
+const (
+	// KindDeal is the stage that deals the order's items to the lanes.
+	KindDeal = "deal"
+	// KindMerge is the stage that merges the lanes' items.
+	KindMerge = "merge"
+)
 
 // Lanes (Options.Lanes) spread the per-batch work of a pipeline (the batch
 // stage's copy of every sample into its batch, and the maps) over the
@@ -35,19 +40,13 @@ func (p *Pipeline) planDeal(first int) spawnable {
 	name := fmt.Sprintf("%d-%s", first, KindDeal)
 	lanes, window := p.pipe.opts.Lanes, p.pipe.opts.Window
 	c := &cell{name: name, kind: KindDeal, pipe: p.pipe}
-	fc := &fanoutMachine{name: name, outs: make([]outlet, lanes), window: window, deals: true, fx: stageEffects(c)}
-	fc.in.window = int64(lanes * window)
+	fc := &protocol.FanoutMachine{Name: name, Outs: make([]protocol.Outlet, lanes), Window: window, Deals: true, Effects: stageEffects(c)}
+	fc.In.Window = int64(lanes * window)
 	p.cells = append(p.cells, c)
 	return spawnable{name: name, cell: c, deal: true, producer: func(up *actor.PID, _ []*actor.PID) actor.Actor {
-		fc.in.pub = up
+		fc.In.Pub = up
 		return &machineActor{c: c, m: fc}
 	}}
-}
-
-// segments are the positions of pass the rank delivers.
-func (p *orderPlan) segments(pass uint32) []order.Segment {
-	layout, done := p.layout(pass)
-	return layout.Cut(p.shard.Rank, p.shard.Remainder, done)
 }
 
 // Lanes is how many lanes the pipeline runs (Options.Lanes, or 1 where the
@@ -104,3 +103,30 @@ func laneFirst(stages []Stage) int {
 
 // laneName names stage name of lane l.
 func laneName(l int, name string) string { return fmt.Sprintf("lane-%d/%s", l, name) }
+
+// mergeHolds is how many batches the merge stage may hold: queued from the
+// lanes and unsent.
+func (p *Pipeline) mergeHolds() int {
+	return p.pipe.opts.Lanes*p.pipe.opts.Window + p.pipe.opts.Capacity
+}
+
+// planMerge plans the merge stage after the lanes' first n stages; lasts
+// names each lane's last stage.
+func (p *Pipeline) planMerge(stages []Stage, n int, lasts []string) spawnable {
+	name := fmt.Sprintf("%d-%s", n, KindMerge)
+	opts := p.pipe.opts
+	c := &cell{name: name, kind: KindMerge, pipe: p.pipe}
+	m := protocol.NewMergeMachine(name, lasts, opts.Window, opts.Capacity)
+	m.Effects = stageEffects(c)
+	if p.aligned > 0 {
+		m.DropLast, m.Size = p.dropLast, uint64(p.order.Unit)
+	}
+	p.cells = append(p.cells, c)
+	return spawnable{name: name, cell: c,
+		lanes: func(ups []*actor.PID) {
+			for l, up := range ups {
+				m.Ins[l].Pub = up
+			}
+		},
+		producer: func(*actor.PID, []*actor.PID) actor.Actor { return &machineActor{c: c, m: m} }}
+}

@@ -30,20 +30,20 @@ func (p *Pipeline) Left() ([]Left, error) {
 	lo, hi := o.passesOf(pass)
 	var out []Left
 	for q := lo; q < hi; q++ {
-		layout, _ := o.layout(q)
+		layout, _ := o.Layout(q)
 		var rs []order.Range
-		if o.shard.Rank == 0 {
-			rs = layout.Dropped(o.shard.Remainder)
+		if o.Rank == 0 {
+			rs = layout.Dropped(o.Remainder)
 		}
-		if share, u := layout.Share(o.shard.Remainder), uint64(o.unit); p.dropLast && share%u != 0 {
-			for _, s := range layout.Cut(o.shard.Rank, o.shard.Remainder, share-share%u) {
+		if share, u := layout.Share(o.Remainder), uint64(o.Unit); p.dropLast && share%u != 0 {
+			for _, s := range layout.Cut(o.Rank, o.Remainder, share-share%u) {
 				if !s.Pad {
 					rs = append(rs, s.Range)
 				}
 			}
 		}
 		if len(rs) > 0 {
-			out = append(out, Left{Epoch: o.epoch(q), IDs: sampleIDs(o.ord.Epoch(uint64(o.epoch(q))), rs)})
+			out = append(out, Left{Epoch: o.Epoch(q), IDs: sampleIDs(o.Ord.Epoch(uint64(o.Epoch(q))), rs)})
 		}
 	}
 	return out, nil

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/actorfeed/actorfeed/internal/protocol"
 	"github.com/actorfeed/actorfeed/messages"
 	"github.com/actorfeed/actorfeed/readers/format"
 	"github.com/actorfeed/actorfeed/supervisor"
@@ -57,10 +58,10 @@ type mapLogic struct {
 	dropped  uint64 // samples dropped since the relay last counted them
 }
 
-func (l *mapLogic) start(pass uint32)               { l.pass = pass }
-func (l *mapLogic) upstreamPass(pass uint32) uint32 { return pass }
+func (l *mapLogic) Start(pass uint32)               { l.pass = pass }
+func (l *mapLogic) UpstreamPass(pass uint32) uint32 { return pass }
 
-func (l *mapLogic) take(b *messages.Batch) ([]*messages.Batch, error) {
+func (l *mapLogic) Take(b *messages.Batch) ([]*messages.Batch, error) {
 	var storage func(int) []byte
 	if l.recycles {
 		storage = l.storage
@@ -76,7 +77,7 @@ func (l *mapLogic) take(b *messages.Batch) ([]*messages.Batch, error) {
 // takeDropped is what the stage dropped since it was last asked: the relay
 // counts it with the skipped records in the same step as the items it
 // pushes, so a restart counts nothing twice.
-func (l *mapLogic) takeDropped() uint64 {
+func (l *mapLogic) TakeDropped() uint64 {
 	n := l.dropped
 	l.dropped = 0
 	return n
@@ -117,16 +118,11 @@ func apply(pipe *shared, fn SampleMapFunc, pass uint32, b *messages.Batch, stora
 		return nil, 0, fmt.Errorf("actors: map must keep the number of instances: %w", err)
 	}
 	o.Pass = pass
-	keepPlace(o, b)
+	protocol.KeepPlace(o, b)
 	if len(ids) < len(b.Ids) {
 		o.Padding, o.Cuts = placeWithout(b, bad.Rows)
 	}
 	return o, len(b.Ids) - len(ids), nil
 }
 
-// keepPlace gives dst, made from src, src's place in the order.
-func keepPlace(dst, src *messages.Batch) {
-	dst.Position, dst.Positions, dst.Padding, dst.Cuts, dst.OrderPass = src.Position, src.Positions, src.Padding, src.Cuts, src.OrderPass
-}
-
-func (l *mapLogic) finish() ([]*messages.Batch, uint32, bool, error) { return nil, 0, false, nil }
+func (l *mapLogic) Finish() ([]*messages.Batch, uint32, bool, error) { return nil, 0, false, nil }

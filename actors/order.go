@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/actorfeed/actorfeed/internal/protocol"
 	"github.com/actorfeed/actorfeed/readers/order"
 )
 
@@ -40,75 +41,19 @@ const DefaultSplitRecords = 1024
 
 // orderPlan is a pipeline's order: the order function over its files, the
 // shard, and where its first pass starts (the epoch and the layout of a
-// resumed state).
+// resumed state). What the order's assembly reads of it is planCore's.
 type orderPlan struct {
-	ord       *order.Order
-	shuffled  bool // the splits are permuted (a Shuffle stage follows Files)
-	unit      int  // positions per item: the batch size, or GroupSize
-	shard     Shard
-	data      Fingerprint
-	files     *fileSource  // its names and times, for a refused state's message
-	first     int          // the epoch of pass 0
-	firstPlan order.Layout // pass 0's layout
-	firstDone uint64       // positions of pass 0's shard already delivered
-	firstSkip []uint64     // where items delivered past firstDone start on the line (see line)
-	multi     []passSplit  // the multi-pass stages', from open_files on
-	lanes     int          // Options.Lanes: items of one batch each (lanes.go)
-	span      uint64       // the positions of a data service task (taskSpan)
+	protocol.Plan
+	shuffled bool // the splits are permuted (a Shuffle stage follows Files)
+	data     Fingerprint
+	files    *fileSource          // its names and times, for a refused state's message
+	multi    []protocol.PassSplit // the multi-pass stages', from open_files on
+	span     uint64               // the positions of a data service task (taskSpan)
 }
 
-// skip are the first positions of the items of pass that were delivered
-// already.
-func (p *orderPlan) skip(pass uint32) []uint64 {
-	lo, hi := p.line(pass, 0), p.line(pass+1, 0)
-	var out []uint64
-	for _, l := range p.firstSkip {
-		if l >= lo && l < hi {
-			out = append(out, l-lo)
-		}
-	}
-	return out
-}
-
-// The line is the rank's positions of the pipeline's passes one after the
-// other: pass 0's from its first position (a resumed pass's included),
-// then each later pass's share. Commits are tracked on it, so that a state
-// taken while devices commit items of two epochs of one multi-pass pass
-// says which of both were committed.
-
-// line is position pos of pass on the line.
-func (p *orderPlan) line(pass uint32, pos uint64) uint64 {
-	if pass == 0 {
-		return pos
-	}
-	return p.share(0) + uint64(pass-1)*p.share(1) + pos
-}
-
-// onLine is the pass and position of line position l; a pass's end is the
-// next one's start.
-func (p *orderPlan) onLine(l uint64) (uint32, uint64) {
-	first, full := p.share(0), p.share(1)
-	if l < first || full == 0 {
-		return 0, l
-	}
-	k := (l - first) / full
-	return uint32(1 + k), l - first - k*full
-}
-
-// share is the rank's positions of pass, padding included.
-func (p *orderPlan) share(pass uint32) uint64 {
-	layout, _ := p.layout(pass)
-	return layout.Share(p.shard.Remainder)
-}
-
-func (p *orderPlan) epoch(pass uint32) int { return p.first + int(pass) }
-
-// layout is pass's layout, and the positions of it already delivered.
-func (p *orderPlan) layout(pass uint32) (order.Layout, uint64) {
-	if pass == 0 {
-		return p.firstPlan, p.firstDone
-	}
-	return order.Full(p.ord.Len(), p.shard.world()), 0
+// shard is the rank's share the plan reads.
+func (p *orderPlan) shard() Shard {
+	return Shard{Rank: p.Rank, World: p.World, Remainder: p.Remainder}
 }
 
 // Fingerprint identifies a data set: a state taken over one resumes only
@@ -168,11 +113,12 @@ func (p *Pipeline) planOrder(ctx context.Context, stages []Stage) error {
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrBadSpec, err)
 	}
-	plan := &orderPlan{ord: ord, shuffled: shuffled, unit: opts.GroupSize, shard: opts.Shard, data: fp, lanes: opts.Lanes, files: fs}
+	plan := &orderPlan{shuffled: shuffled, data: fp, files: fs, Plan: protocol.Plan{Ord: ord, Unit: opts.GroupSize,
+		Rank: opts.Shard.Rank, World: opts.Shard.world(), Remainder: opts.Shard.Remainder, Lanes: opts.Lanes}}
 	p.placeStages(stages, plan)
 	// A window of the order is ord.Span() positions, unshuffled too (where
 	// none is permuted): what a task reads whole.
-	plan.span = taskSpan(uint64(ord.Span()), uint64(plan.unit), ord.Len()/uint64(max(ord.Splits(), 1)))
+	plan.span = taskSpan(uint64(ord.Span()), uint64(plan.Unit), ord.Len()/uint64(max(ord.Splits(), 1)))
 	if err := plan.start(opts.Resume, opts.Epoch); err != nil {
 		return err
 	}
@@ -186,10 +132,10 @@ func (p *Pipeline) planOrder(ctx context.Context, stages []Stage) error {
 // through a multi-pass stage's pass starts with the rest of that pass, so
 // that its passes end where the uninterrupted run's do.
 func (p *orderPlan) splitPasses(stages []Stage) {
-	e := p.first
+	e := p.First
 	for _, s := range stages {
 		if m, ok := s.(MultiPass); ok {
-			p.multi = append(p.multi, passSplit{passes: m.Passes, skip: e % m.Passes})
+			p.multi = append(p.multi, protocol.PassSplit{Passes: m.Passes, Skip: e % m.Passes})
 			e /= m.Passes
 		}
 	}
@@ -197,7 +143,7 @@ func (p *orderPlan) splitPasses(stages []Stage) {
 
 // passSplit is the split of multi-pass stage i: the order's when there is
 // one, none skipped otherwise.
-func (p *Pipeline) passSplit(stages []Stage, i int) passSplit {
+func (p *Pipeline) passSplit(stages []Stage, i int) protocol.PassSplit {
 	k := 0
 	for _, s := range stages[:i] {
 		if _, ok := s.(MultiPass); ok {
@@ -207,7 +153,7 @@ func (p *Pipeline) passSplit(stages []Stage, i int) passSplit {
 	if p.order != nil {
 		return p.order.multi[k]
 	}
-	return passSplit{passes: stages[i].(MultiPass).Passes}
+	return protocol.PassSplit{Passes: stages[i].(MultiPass).Passes}
 }
 
 // passesOf is the order's passes [lo, hi) that the consumers' pass reads
@@ -215,7 +161,7 @@ func (p *Pipeline) passSplit(stages []Stage, i int) passSplit {
 func (p *orderPlan) passesOf(pass uint32) (lo, hi uint32) {
 	lo, hi = pass, pass+1
 	for i := len(p.multi) - 1; i >= 0; i-- {
-		lo, hi = p.multi[i].first(lo), p.multi[i].last(hi-1)+1
+		lo, hi = p.multi[i].First(lo), p.multi[i].Last(hi-1)+1
 	}
 	return lo, hi
 }
@@ -235,7 +181,7 @@ func (p *Pipeline) placeStages(stages []Stage, plan *orderPlan) {
 			return
 		case Batch:
 			if p.aligned == 0 {
-				p.aligned, p.dropLast, plan.unit = i+1, s.DropLast, s.Size
+				p.aligned, p.dropLast, plan.Unit = i+1, s.DropLast, s.Size
 				continue
 			}
 			p.unplaced = fmt.Sprintf("stage %d (a second %s)", i+1, s.kind())

@@ -379,7 +379,7 @@ func (p *Pipeline) nextEpoch() int {
 		return int(pass)
 	}
 	lo, _ := p.order.passesOf(pass)
-	return p.order.epoch(lo)
+	return p.order.Epoch(lo)
 }
 
 // passDone says whether the current pass ran to its end.

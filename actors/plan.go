@@ -7,6 +7,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/actorfeed/actorfeed/internal/protocol"
 	"github.com/actorfeed/actorfeed/readers"
 	"github.com/actorfeed/actorfeed/readers/recordio"
 	"github.com/actorfeed/actorfeed/tensor"
@@ -199,7 +200,7 @@ func (p *Pipeline) pieces(s Stage) int {
 	case !ok:
 		return 1
 	case p.order != nil:
-		return p.order.ord.Splits()
+		return p.order.Ord.Splits()
 	}
 	return len(f.Paths)
 }
@@ -235,9 +236,9 @@ func (p *Pipeline) planSource(name string, s Stage) ([]spawnable, error) {
 			producer: func(*actor.PID, []*actor.PID) actor.Actor { return &workerActor{c: wc} }})
 	}
 	c := &cell{name: name, kind: KindFiles, pipe: pipe}
-	fc := &filesMachine{name: name, src: src, files: files, buffer: buffer, window: opts.ReaderWindow, fx: stageEffects(c)}
+	fc := &protocol.FilesMachine{Name: name, Src: src, Files: files, Buffer: buffer, Window: opts.ReaderWindow, Effects: stageEffects(c)}
 	if p.order != nil {
-		fc.ordered, fc.units = true, &units{plan: p.order}
+		fc.Ordered, fc.Units = true, &protocol.Units{Plan: &p.order.Plan}
 		if !p.order.shuffled {
 			// No Shuffle stage follows to assemble the windows: this
 			// stage does. A window leaves at once, as about Span/unit
@@ -246,14 +247,14 @@ func (p *Pipeline) planSource(name string, s Stage) ([]spawnable, error) {
 			// next window. Counted against the buffer, they would stop the
 			// readers until they drained, and the stages after would wait
 			// for a window.
-			fc.windows = p.order.windows(p.aligned > 0, opts.GroupSize)
-			fc.units.onJob = fc.windows.add
-			fc.buffer += fc.windows.items()
+			fc.Windows = p.order.Windows(p.aligned > 0, opts.GroupSize)
+			fc.Units.OnJob = fc.Windows.Add
+			fc.Buffer += fc.Windows.Items()
 		}
 	}
 	p.cells = append(p.cells, c)
 	return append(plan, spawnable{name: name, cell: c, producer: func(_ *actor.PID, workers []*actor.PID) actor.Actor {
-		fc.workers = workers
+		fc.Workers = workers
 		return &machineActor{c: c, m: fc}
 	}}), nil
 }
@@ -262,12 +263,12 @@ func (p *Pipeline) planSource(name string, s Stage) ([]spawnable, error) {
 func (p *Pipeline) planDoubleBuffer(name string, s DoubleBuffer, consumers int) spawnable {
 	window := s.window()
 	c := &cell{name: name, kind: KindDoubleBuffer, pipe: p.pipe}
-	fc := &fanoutMachine{name: name, outs: make([]outlet, consumers), window: window, dropPartial: s.DropPartial, readsAhead: true,
-		fx: stageEffects(c)}
-	fc.in.window = int64(consumers * window)
+	fc := &protocol.FanoutMachine{Name: name, Outs: make([]protocol.Outlet, consumers), Window: window, DropPartial: s.DropPartial, ReadsAhead: true,
+		Effects: stageEffects(c)}
+	fc.In.Window = int64(consumers * window)
 	p.cells = append(p.cells, c)
 	return spawnable{name: name, cell: c, producer: func(up *actor.PID, _ []*actor.PID) actor.Actor {
-		fc.in.pub = up
+		fc.In.Pub = up
 		return &machineActor{c: c, m: fc}
 	}}
 }
@@ -282,11 +283,11 @@ func (p *Pipeline) planXMap(name string, s XMap, lane int) spawnable {
 	}
 	s.Ordered = s.Ordered || p.order != nil
 	c := &cell{name: name, kind: KindXMap, pipe: p.pipe}
-	xm := newXMapMachine(name, s, p.pipe.opts.Capacity, p.pipe.opts.Window)
-	xm.in.lane, xm.fx = uint32(max(lane, 0)), stageEffects(c)
+	xm := protocol.NewXMapMachine(name, s.Workers+s.Buffer, s.Ordered, p.pipe.opts.Capacity, p.pipe.opts.Window)
+	xm.In.Lane, xm.Effects = uint32(max(lane, 0)), stageEffects(c)
 	p.cells = append(p.cells, c)
 	return spawnable{name: name, cell: c, producer: func(up *actor.PID, _ []*actor.PID) actor.Actor {
-		xm.in.pub = up
+		xm.In.Pub = up
 		return &xmapActor{c: c, m: xm, fn: sampleMap(s.Fn, s.Samples), workers: s.Workers}
 	}}
 }
@@ -295,33 +296,33 @@ func (p *Pipeline) planXMap(name string, s XMap, lane int) spawnable {
 func (p *Pipeline) planTransform(name string, stages []Stage, i int, dev *Devices, lane int) spawnable {
 	pipe, opts := p.pipe, p.pipe.opts
 	c := &cell{name: name, kind: stages[i].kind(), pipe: pipe}
-	tc := &relayMachine{relay: relay{name: name, capacity: opts.Capacity}, fx: stageEffects(c)}
-	tc.in.window, tc.in.lane = int64(opts.Window), uint32(max(lane, 0))
+	tc := &protocol.RelayMachine{Relay: protocol.Relay{Name: name, Capacity: opts.Capacity}, Effects: stageEffects(c)}
+	tc.In.Window, tc.In.Lane = int64(opts.Window), uint32(max(lane, 0))
 	switch s := stages[i].(type) {
 	case Shuffle:
-		tc.logic = &shuffleLogic{window: s.Window, seed: s.Seed, group: opts.GroupSize}
+		tc.Logic = &protocol.ShuffleLogic{Window: s.Window, Seed: s.Seed, Group: opts.GroupSize}
 		// A full window leaves at once, as about Window/GroupSize items.
 		// They are references into groups the stage holds anyway, so it
 		// holds them unsent and goes on filling the next window while the
 		// batch stage works through them; with Capacity alone it would
 		// wait for them to drain.
-		tc.capacity += (s.Window + opts.GroupSize - 1) / opts.GroupSize
+		tc.Capacity += (s.Window + opts.GroupSize - 1) / opts.GroupSize
 		if p.order != nil && i == 1 { // the order's windows, assembled here
-			w := p.order.windows(p.aligned > 0, opts.GroupSize)
-			tc.logic = &orderLogic{w: *w}
-			tc.capacity = opts.Capacity + w.items()
+			w := p.order.Windows(p.aligned > 0, opts.GroupSize)
+			tc.Logic = &protocol.OrderLogic{Windows: *w}
+			tc.Capacity = opts.Capacity + w.Items()
 		}
 	case Batch:
-		tc.logic = p.planBatch(s, stages, i, dev)
+		tc.Logic = p.planBatch(s, stages, i, dev)
 	case Map:
-		tc.logic = &mapLogic{fn: sampleMap(s.Fn, s.Samples), pipe: pipe, recycles: mapRecycles(stages, i, dev)}
+		tc.Logic = &mapLogic{fn: sampleMap(s.Fn, s.Samples), pipe: pipe, recycles: mapRecycles(stages, i, dev)}
 	case MultiPass:
-		tc.logic = &multiPassLogic{passSplit: p.passSplit(stages, i)}
+		tc.Logic = &protocol.MultiPassLogic{PassSplit: p.passSplit(stages, i)}
 	}
-	tc.in.reach = int64(tc.capacity)
+	tc.In.Reach = int64(tc.Capacity)
 	p.cells = append(p.cells, c)
 	return spawnable{name: name, cell: c, producer: func(up *actor.PID, _ []*actor.PID) actor.Actor {
-		tc.in.pub = up
+		tc.In.Pub = up
 		return &machineActor{c: c, m: tc}
 	}}
 }
@@ -385,7 +386,7 @@ func (p *Pipeline) planConsumers(stages []Stage, dev *Devices, consumers int) []
 		p.sinks = append(p.sinks, cc)
 		p.cells = append(p.cells, &cc.cell)
 		plan = append(plan, spawnable{name: name, cell: &cc.cell, sink: cc, producer: func(up *actor.PID, _ []*actor.PID) actor.Actor {
-			cc.in.pub = up
+			cc.in.Pub = up
 			return &consumerActor{c: cc, device: run}
 		}})
 	}

@@ -62,9 +62,9 @@ type State struct {
 // start sets where pass 0 starts: where the stopped job's states say
 // (Options.Resume), or at the start of epoch (Options.Epoch).
 func (p *orderPlan) start(states []State, epoch int) error {
-	world := p.shard.world()
+	world := p.World
 	if len(states) == 0 {
-		p.first, p.firstPlan, p.firstDone = epoch, order.Full(p.ord.Len(), world), 0
+		p.First, p.FirstPlan, p.FirstDone = epoch, order.Full(p.Ord.Len(), world), 0
 		return nil
 	}
 	st, err := p.rejoin(states)
@@ -74,7 +74,7 @@ func (p *orderPlan) start(states []State, epoch int) error {
 	if st.Fresh { // nothing of the job was delivered
 		return p.start(nil, 0)
 	}
-	p.first, p.firstPlan, p.firstDone, p.firstSkip = st.Epoch, st.Layout, st.Done, slices.Clone(st.Beyond)
+	p.First, p.FirstPlan, p.FirstDone, p.FirstSkip = st.Epoch, st.Layout, st.Done, slices.Clone(st.Beyond)
 	return nil
 }
 
@@ -93,13 +93,13 @@ func (p *orderPlan) compatible(st *State) error {
 	case !st.Data.same(p.data):
 		why = fmt.Sprintf("it was taken over another data set (%d files, %d records, sum %s; these are %d files, %d records, sum %s)%s",
 			st.Data.Files, st.Data.Records, st.Data.Sum, p.data.Files, p.data.Records, p.data.Sum, p.writtenSince(st.Data.Modified))
-	case st.Seed != p.ord.Seed() || st.Window != p.ord.Window() || st.Shuffled != p.shuffled:
+	case st.Seed != p.Ord.Seed() || st.Window != p.Ord.Window() || st.Shuffled != p.shuffled:
 		why = fmt.Sprintf("its order is seed %d, window %d, shuffled %v; this pipeline's is seed %d, window %d, shuffled %v",
-			st.Seed, st.Window, st.Shuffled, p.ord.Seed(), p.ord.Window(), p.shuffled)
-	case st.Unit != p.unit:
-		why = fmt.Sprintf("it was taken with %d positions an item (the batch size); this pipeline has %d", st.Unit, p.unit)
-	case st.Remainder != p.shard.Remainder.String():
-		why = fmt.Sprintf("its remainder policy is %s; this pipeline's is %s", st.Remainder, p.shard.Remainder)
+			st.Seed, st.Window, st.Shuffled, p.Ord.Seed(), p.Ord.Window(), p.shuffled)
+	case st.Unit != p.Unit:
+		why = fmt.Sprintf("it was taken with %d positions an item (the batch size); this pipeline has %d", st.Unit, p.Unit)
+	case st.Remainder != p.Remainder.String():
+		why = fmt.Sprintf("its remainder policy is %s; this pipeline's is %s", st.Remainder, p.Remainder)
 	default:
 		return nil
 	}
@@ -149,24 +149,24 @@ func (p *orderPlan) filesWritten(is func(time.Time) bool) ([]string, int) {
 // starting at beyond on it, in the consumers' pass; ended, that pass was
 // consumed to its end.
 func (p *orderPlan) state(pass uint32, done uint64, beyond []uint64, ended bool) State {
-	at, pos := p.onLine(done)
+	at, pos := p.OnLine(done)
 	switch lo, hi := p.passesOf(pass); {
 	case ended:
 		at, pos, beyond = hi, 0, nil
 	case at >= hi: // every item of the pass committed: at its last epoch's end
 		at = hi - 1
-		pos = done - p.line(at, 0)
+		pos = done - p.Line(at, 0)
 	case at < lo: // the pass's first epochs have no positions
-		at, pos = lo, done-p.line(lo, 0)
+		at, pos = lo, done-p.Line(lo, 0)
 	}
-	layout, _ := p.layout(at)
-	base := p.line(at, 0)
+	layout, _ := p.Layout(at)
+	base := p.Line(at, 0)
 	var rel []uint64 // from the state's epoch's start: past its share, in the epochs after
 	for _, l := range beyond {
 		rel = append(rel, l-base)
 	}
-	return State{Version: StateVersion, Seed: p.ord.Seed(), Window: p.ord.Window(), Shuffled: p.shuffled, Unit: p.unit,
-		Remainder: p.shard.Remainder.String(), Data: p.data, Epoch: p.epoch(at), Layout: layout, Rank: p.shard.Rank, Done: pos,
+	return State{Version: StateVersion, Seed: p.Ord.Seed(), Window: p.Ord.Window(), Shuffled: p.shuffled, Unit: p.Unit,
+		Remainder: p.Remainder.String(), Data: p.data, Epoch: p.Epoch(at), Layout: layout, Rank: p.Rank, Done: pos,
 		Beyond: rel}
 }
 
@@ -178,8 +178,8 @@ func (p *orderPlan) batches(pass uint32, dropLast bool) int {
 	lo, hi := p.passesOf(pass)
 	n := 0
 	for e := lo; e < hi; e++ {
-		layout, done := p.layout(e)
-		left, u := layout.Share(p.shard.Remainder)-done, uint64(p.unit)
+		layout, done := p.Layout(e)
+		left, u := layout.Share(p.Remainder)-done, uint64(p.Unit)
 		if dropLast {
 			n += int(left / u)
 		} else {
@@ -212,7 +212,7 @@ func (t *commits) commit(pass uint32, seq int, b *messages.Batch) {
 	if b.Positions == 0 {
 		return // no place in an order: the pipeline has no State (placed)
 	}
-	start := t.order.line(b.OrderPass, b.Position)
+	start := t.order.Line(b.OrderPass, b.Position)
 	if seq != t.next {
 		t.ahead[seq] = placing{start, start + b.Positions}
 		return
@@ -246,8 +246,8 @@ func (t *commits) startLocked(pass uint32) {
 	t.done = 0
 	if t.order != nil {
 		first, _ := t.order.passesOf(pass)
-		_, done := t.order.layout(first)
-		t.done = t.order.line(first, done)
+		_, done := t.order.Layout(first)
+		t.done = t.order.Line(first, done)
 	}
 }
 
@@ -281,7 +281,7 @@ func (p *Pipeline) State() (State, error) {
 	t.mu.Unlock()
 	// Items a resumed pass skips (committed past the state it resumed
 	// from) stay committed until the position passes them.
-	for _, start := range p.order.firstSkip {
+	for _, start := range p.order.FirstSkip {
 		if start >= done && !slices.Contains(beyond, start) {
 			beyond = append(beyond, start)
 		}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/actorfeed/actorfeed/internal/protocol"
 	"github.com/actorfeed/actorfeed/messages"
 	"github.com/actorfeed/actorfeed/readers"
 	"github.com/actorfeed/actorfeed/readers/objstore"
@@ -315,7 +316,7 @@ type serviceCell struct {
 	nextID  uint64
 	head    int // the first task not wholly handed on
 	skip    map[uint64]bool
-	out     outlet
+	out     protocol.Outlet
 	lonely  time.Time // since when no worker is alive (zero: one is)
 	probes  sync.WaitGroup
 
@@ -397,8 +398,8 @@ func lcm(a, b uint64) uint64 {
 // it starts in and the rest of the share are one tail task, the rank's own
 // state from that task's start on.
 func (c *serviceCell) tasksOf(pass uint32) ([]*svcTask, error) {
-	layout, done := c.plan.layout(pass)
-	segs := layout.Cut(c.plan.shard.Rank, c.plan.shard.Remainder, done)
+	layout, done := c.plan.Layout(pass)
+	segs := layout.Cut(c.plan.Rank, c.plan.Remainder, done)
 	var tasks []*svcTask
 	var cur *svcTask
 	var ranges []order.Range
@@ -408,10 +409,10 @@ func (c *serviceCell) tasksOf(pass uint32) ([]*svcTask, error) {
 			return nil
 		}
 		st := base
-		st.Epoch, st.Layout, st.Rank, st.Done, st.Beyond = c.plan.epoch(pass), order.Layout{World: 1, Ranges: ranges}, 0, 0, nil
+		st.Epoch, st.Layout, st.Rank, st.Done, st.Beyond = c.plan.Epoch(pass), order.Layout{World: 1, Ranges: ranges}, 0, 0, nil
 		st.Remainder = order.Drop.String()
 		if cur.tail {
-			st.Layout, st.Rank, st.Done, st.Remainder = layout, c.plan.shard.Rank, cur.lo, c.plan.shard.Remainder.String()
+			st.Layout, st.Rank, st.Done, st.Remainder = layout, c.plan.Rank, cur.lo, c.plan.Remainder.String()
 		}
 		var err error
 		if cur.state, err = json.Marshal(st); err != nil {

@@ -9,6 +9,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/actorfeed/actorfeed/internal/protocol"
 	"github.com/actorfeed/actorfeed/internal/ticker"
 	"github.com/actorfeed/actorfeed/messages"
 )
@@ -40,15 +41,15 @@ func (a *serviceActor) Receive(ctx actor.Context) {
 	case probed:
 		a.onProbed(ctx, m)
 	case *messages.Subscribe, *messages.Demand, *messages.Cancel:
-		ev, err := c.out.step(ctx.Sender(), m)
-		if err == nil && ev == outletBegin {
+		ev, err := c.out.Step(ctx.Sender(), m)
+		if err == nil && ev == protocol.OutletBegin {
 			err = a.begin(ctx)
 		}
 		if err != nil {
 			a.fail(box, err)
 			return
 		}
-		if ev == outletCancel {
+		if ev == protocol.OutletCancel {
 			a.closeSessions(ctx)
 			return
 		}
@@ -78,7 +79,7 @@ func (a *serviceActor) Receive(ctx actor.Context) {
 // onStarted starts the lease ticks and says hello to every worker; after a
 // restart, the message being handled is lost: whatever it was, every
 // attempt in flight starts again, fenced, from what was handed on.
-func (a *serviceActor) onStarted(ctx actor.Context, box *outbox) {
+func (a *serviceActor) onStarted(ctx actor.Context, box *protocol.Outbox) {
 	c := a.c
 	a.tick = ticker.Start(ctx.ActorSystem().Root, c.cfg.Lease/4, ctx.Self(), serviceTick{})
 	if c.restarted() {
@@ -98,13 +99,13 @@ func (a *serviceActor) onStarted(ctx actor.Context, box *outbox) {
 // Handing on pauses at Capacity unsent items, and what flush sends frees
 // room: it hands on again until nothing more goes, since the batches queued
 // here bring no message that would prompt it.
-func (a *serviceActor) progress(ctx actor.Context, box *outbox) {
+func (a *serviceActor) progress(ctx actor.Context, box *protocol.Outbox) {
 	c := a.c
 	for {
 		a.handOn()
-		sent := c.out.sent
-		c.out.flush(box)
-		if c.out.sent == sent {
+		sent := c.out.Sent
+		c.out.Flush(box)
+		if c.out.Sent == sent {
 			break
 		}
 	}
@@ -124,7 +125,7 @@ func (a *serviceActor) begin(ctx actor.Context) error {
 			c.pipe.discard(b)
 		}
 	}
-	pass := c.out.pass
+	pass := c.out.Pass
 	tasks, err := c.tasksOf(pass)
 	if err != nil {
 		return err
@@ -133,7 +134,7 @@ func (a *serviceActor) begin(ctx actor.Context) error {
 	if len(tasks) > 0 {
 		c.base = tasks[0].id
 	}
-	for _, pos := range c.plan.skip(pass) {
+	for _, pos := range c.plan.Skip(pass) {
 		c.skip[pos] = true
 	}
 	for _, w := range c.workers {
@@ -175,7 +176,7 @@ func (a *serviceActor) onWorker(ctx actor.Context, msg any) error {
 		if !t.tail {
 			b.Position += t.lo
 		}
-		b.OrderPass, b.Pass = c.out.pass, c.out.pass
+		b.OrderPass, b.Pass = c.out.Pass, c.out.Pass
 		t.queue = append(t.queue, b)
 		c.pipe.noteProduced(KindBatch, b) // the workers' batch stage made it; alive here until consumed or dropped
 	case *messages.ServiceBusy:
@@ -378,7 +379,7 @@ func (a *serviceActor) onProbed(ctx actor.Context, m probed) {
 	c := a.c
 	w := m.w
 	w.probing = false
-	if !m.ok || w.alive || c.out.closed {
+	if !m.ok || w.alive || c.out.Closed {
 		return
 	}
 	w.gen++
@@ -430,13 +431,13 @@ func (a *serviceActor) checkLeases(ctx actor.Context) error {
 // every task is, the pass ends.
 func (a *serviceActor) handOn() {
 	c := a.c
-	for c.subscribed && c.out.fail == nil && c.out.end == nil && c.out.unsent() < c.capacity {
+	for c.subscribed && c.out.Fail == nil && c.out.End == nil && c.out.Unsent() < c.capacity {
 		if c.head == len(c.tasks) {
 			var skipped uint64
 			for _, t := range c.tasks {
 				skipped += t.skipped
 			}
-			c.out.end = &messages.End{Pass: c.out.pass, Count: c.out.produced(), Skipped: skipped}
+			c.out.End = &messages.End{Pass: c.out.Pass, Count: c.out.Produced(), Skipped: skipped}
 			return
 		}
 		t := c.tasks[c.head]
@@ -455,7 +456,7 @@ func (a *serviceActor) handOn() {
 			c.pipe.discard(b)
 			continue
 		}
-		c.out.push(b)
+		c.out.Push(b)
 		c.meter.items.Add(1)
 	}
 }
@@ -469,7 +470,7 @@ func (a *serviceActor) handOn() {
 // head the others wait for.
 func (a *serviceActor) assign(ctx actor.Context) {
 	c := a.c
-	if c.out.fail != nil || c.out.closed {
+	if c.out.Fail != nil || c.out.Closed {
 		return
 	}
 	if len(c.running) != len(c.workers) {
@@ -576,7 +577,7 @@ func (a *serviceActor) reconcile(ctx actor.Context, w *svcWorker, m *messages.Se
 // past what was handed on, in steps of at least half of it.
 func (a *serviceActor) grant(ctx actor.Context) {
 	c := a.c
-	step := uint64(demandStep(c.cfg.Credit))
+	step := uint64(protocol.DemandStep(c.cfg.Credit))
 	for _, t := range c.tasks[c.head:] {
 		if t.worker < 0 || t.ended {
 			continue
@@ -590,16 +591,16 @@ func (a *serviceActor) grant(ctx actor.Context) {
 }
 
 // fail ends the link to the double buffer with err.
-func (a *serviceActor) fail(box *outbox, err error) {
+func (a *serviceActor) fail(box *protocol.Outbox, err error) {
 	c := a.c
 	c.pipe.record(c.name, err)
-	c.out.fail = failure(c.name, "", -1, err)
-	c.out.flush(box)
+	c.out.Fail = protocol.Failure(c.name, "", -1, err)
+	c.out.Flush(box)
 }
 
 func (a *serviceActor) gauge() {
 	c := a.c
-	held := c.out.held()
+	held := c.out.Held()
 	var demand int64
 	if len(c.credit) != len(c.workers) {
 		c.credit = make([]int64, len(c.workers))

@@ -63,13 +63,13 @@ func (s *shared) epoch(pass uint32) int {
 	if s.order == nil {
 		return int(pass)
 	}
-	return s.order.epoch(pass)
+	return s.order.Epoch(pass)
 }
 
 // itemEpoch is the epoch of the order that item b of pass belongs to.
 func (s *shared) itemEpoch(b *messages.Batch, pass uint32) int {
 	if s.order != nil && b.Positions > 0 {
-		return s.order.epoch(b.OrderPass)
+		return s.order.Epoch(b.OrderPass)
 	}
 	return s.epoch(pass)
 }

@@ -1,4 +1,4 @@
-package actors
+package protocol
 
 import (
 	"testing"
@@ -15,16 +15,16 @@ import (
 // (They counted twice: found by sim seed 204975, "skipped 2 records in the
 // last pass, 1 are damaged".)
 func TestXMapCountsAReplayedEndOnce(t *testing.T) {
-	c := newXMapMachine("xmap", XMap{Workers: 2, Buffer: 2}, 2, 2)
-	c.in.pub = actor.NewPID("local", "shuffle")
-	var out outbox
-	c.in.subscribe(&out, 0, 0, c.room())
+	c := NewXMapMachine("xmap", 4, false, 2, 2)
+	c.In.Pub = actor.NewPID("local", "shuffle")
+	var out Outbox
+	c.In.Subscribe(&out, 0, 0, c.room())
 	c.inflight = map[uint64]*messages.Batch{0: {}} // a result still to come
 
-	require.True(t, c.onItem(&out, &messages.End{Epoch: c.in.epoch, Skipped: 3}))
-	require.False(t, c.in.ended, "the inlet ends once every result is pushed")
-	c.in.reopen(&out, c.room()) // the upstream restarted and asked for it
-	require.EqualValues(t, 2, c.in.epoch)
-	require.False(t, c.onItem(&out, &messages.End{Epoch: c.in.epoch, Skipped: 3}), "the same End again")
+	require.True(t, c.onItem(&out, &messages.End{Epoch: c.In.epoch, Skipped: 3}))
+	require.False(t, c.In.Ended, "the inlet ends once every result is pushed")
+	c.In.Reopen(&out, c.room()) // the upstream restarted and asked for it
+	require.EqualValues(t, 2, c.In.epoch)
+	require.False(t, c.onItem(&out, &messages.End{Epoch: c.In.epoch, Skipped: 3}), "the same End again")
 	require.EqualValues(t, 3, c.skipped)
 }

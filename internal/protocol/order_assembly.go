@@ -1,4 +1,4 @@
-package actors
+package protocol
 
 import (
 	"fmt"
@@ -17,19 +17,19 @@ import (
 // the same jobs of the same epoch: whatever the readers' timing, the items
 // are the same.
 
-// units turns the rank's share of an epoch into units for the readers:
+// Units turns the rank's share of an epoch into units for the readers:
 // runs of records of one file covering the windows the rank needs. Units
 // are made over runs, contiguous stretches of S (the windows of consecutive
 // jobs); a window needed twice (padding that wraps, a shard re-dealt
 // mid-window) starts a new run and is read again.
-type units struct {
-	plan   *orderPlan
+type Units struct {
+	Plan   *Plan
 	ep     *order.Epoch
 	walk   jobWalk
 	at, hi uint64 // units cover S up to at; the run's jobs reach hi
-	// onJob, when set, is told of every job the units reach: the
+	// OnJob, when set, is told of every job the units reach: the
 	// assembler when it runs in open_files.
-	onJob func(job order.Job, run int)
+	OnJob func(job order.Job, run int)
 }
 
 // jobWalk walks a pass's jobs, numbering their runs: a job whose window
@@ -66,15 +66,15 @@ func (w *jobWalk) next(onlyContiguous bool) (job order.Job, run int, ok bool) {
 }
 
 // begin starts pass.
-func (u *units) begin(pass uint32) {
-	u.ep = u.plan.ord.Epoch(uint64(u.plan.epoch(pass)))
-	u.walk.begin(u.ep.Jobs(u.plan.segments(pass)))
+func (u *Units) begin(pass uint32) {
+	u.ep = u.Plan.Ord.Epoch(uint64(u.Plan.Epoch(pass)))
+	u.walk.begin(u.ep.Jobs(u.Plan.segments(pass)))
 	u.at, u.hi = 0, 0
 }
 
 // extend takes the next job: into the current run, or, with fresh, into a
 // new one. It reports whether it took one.
-func (u *units) extend(fresh bool) bool {
+func (u *Units) extend(fresh bool) bool {
 	job, run, ok := u.walk.next(!fresh)
 	if !ok {
 		return false
@@ -83,8 +83,8 @@ func (u *units) extend(fresh bool) bool {
 		u.at = job.Start
 	}
 	u.hi = job.Start + uint64(job.Len)
-	if u.onJob != nil {
-		u.onJob(job, run)
+	if u.OnJob != nil {
+		u.OnJob(job, run)
 	}
 	return true
 }
@@ -94,7 +94,7 @@ func (u *units) extend(fresh bool) bool {
 // one another in S (a split, and the next split when it is the same file's
 // next), taking the run's next windows as it goes, so that a reader opens
 // a file once for a stretch of it.
-func (u *units) more(c *filesMachine) bool {
+func (u *Units) more(c *FilesMachine) bool {
 	if u.at == u.hi && !u.extend(true) {
 		return false
 	}
@@ -105,7 +105,7 @@ func (u *units) more(c *filesMachine) bool {
 	// a unit that ended inside one would make the next reader of it seek
 	// into the chunk, which reads and verifies the whole chunk again. A
 	// long split's windows close one after the other as it is read.
-	limit := max(p.From+4*uint64(u.plan.ord.Span()), u.ep.PieceAt(p.Pos, u.plan.ord.Len()).To)
+	limit := max(p.From+4*uint64(u.Plan.Ord.Span()), u.ep.PieceAt(p.Pos, u.Plan.Ord.Len()).To)
 	for p.To < limit && (u.at < u.hi || u.extend(false)) {
 		q := u.ep.PieceAt(u.at, u.hi)
 		if q.File != p.File || q.From != p.To {
@@ -124,13 +124,13 @@ func place(st *unitState, b *messages.Batch) {
 	b.Position, b.Positions, b.Run = st.pos+(b.First-st.from), b.Count, uint32(st.run)
 }
 
-// windows assembles the rank's items from groups marked by place: it files
+// Windows assembles the rank's items from groups marked by place: it files
 // each instance under its window, and, once a window's positions are all
 // in (holes included), permutes it and cuts the positions the rank
 // delivers into items of unit positions (the last of the pass may have
 // fewer).
-type windows struct {
-	plan    *orderPlan
+type Windows struct {
+	plan    *Plan
 	unit    uint64
 	perItem int // whole batches an item may carry (see cut)
 
@@ -151,24 +151,24 @@ type windows struct {
 	perm []int
 }
 
-// windows makes the plan's assembler. Items for a batch stage that
+// Windows makes the plan's assembler. Items for a batch stage that
 // batches them one to one (batched) carry as many whole batches as fit in
 // a group of groupSize instances; with lanes, one each, so that every item
-// the deal stage hands a lane leaves it as one batch (lanes.go).
-func (p *orderPlan) windows(batched bool, groupSize int) *windows {
-	w := &windows{plan: p, unit: uint64(p.unit), perItem: 1}
-	if batched && p.lanes <= 1 {
-		w.perItem = max(1, groupSize/p.unit)
+// the deal stage hands a lane leaves it as one batch (actors/lanes.go).
+func (p *Plan) Windows(batched bool, groupSize int) *Windows {
+	w := &Windows{plan: p, unit: uint64(p.Unit), perItem: 1}
+	if batched && p.Lanes <= 1 {
+		w.perItem = max(1, groupSize/p.Unit)
 	}
 	return w
 }
 
-// items is how many items a window leaves as, at most: a stage that
+// Items is how many items a window leaves as, at most: a stage that
 // assembles windows holds them unsent while it fills the next (counted in
 // batches rather than in items of several, it held two windows' worth).
-func (w *windows) items() int {
+func (w *Windows) Items() int {
 	per := w.unit * uint64(w.perItem)
-	return int((uint64(w.plan.ord.Span()) + per - 1) / per)
+	return int((uint64(w.plan.Ord.Span()) + per - 1) / per)
 }
 
 // seqJob is one window being read: its instances by window-local S
@@ -187,7 +187,7 @@ func (j *seqJob) end() uint64 { return j.job.Start + uint64(j.job.Len) }
 // their instances first in got, from rank position from), and the batch
 // being filled, which starts at rank position at.
 type outGroup struct {
-	got     instances
+	got     Instances
 	cuts    []uint32 // instances of each whole batch in got
 	held    int      // instances of got in those batches
 	from    uint64
@@ -196,25 +196,25 @@ type outGroup struct {
 }
 
 // begin starts pass.
-func (w *windows) begin(pass uint32) {
-	layout, done := w.plan.layout(pass)
+func (w *Windows) begin(pass uint32) {
+	layout, done := w.plan.Layout(pass)
 	w.pass = pass
-	w.ep = w.plan.ord.Epoch(uint64(w.plan.epoch(pass)))
+	w.ep = w.plan.Ord.Epoch(uint64(w.plan.Epoch(pass)))
 	w.walk.begin(w.ep.Jobs(w.plan.segments(pass)))
-	w.share = layout.Share(w.plan.shard.Remainder)
+	w.share = layout.Share(w.plan.Remainder)
 	for _, j := range w.open {
 		clear(j.refs) // a Reset mid-pass: nothing holds on to its parts
 	}
 	w.free = append(w.free, w.open...)
 	w.open = w.open[:0]
-	w.out.got.reset()
+	w.out.got.Reset()
 	w.out.cuts, w.out.held = w.out.cuts[:0], 0
 	w.out.at, w.out.padding, w.cursor = done, 0, done
-	w.skip = w.plan.skip(pass)
+	w.skip = w.plan.Skip(pass)
 }
 
-// add opens the window of job, in a kept job's buffers if one is free.
-func (w *windows) add(job order.Job, run int) {
+// Add opens the window of job, in a kept job's buffers if one is free.
+func (w *Windows) Add(job order.Job, run int) {
 	var j *seqJob
 	if n := len(w.free); n > 0 {
 		j, w.free = w.free[n-1], w.free[:n-1]
@@ -239,7 +239,7 @@ func (j *seqJob) fill() {
 
 // window is the open window of run that holds S position pos; apart from
 // the units, it opens the jobs up to it as they come.
-func (w *windows) window(run int, pos uint64, walk bool) *seqJob {
+func (w *Windows) window(run int, pos uint64, walk bool) *seqJob {
 	for {
 		for _, j := range w.open {
 			if j.run == run && pos >= j.job.Start && pos < j.end() {
@@ -253,14 +253,14 @@ func (w *windows) window(run int, pos uint64, walk bool) *seqJob {
 		if !ok {
 			return nil
 		}
-		w.add(job, r)
+		w.Add(job, r)
 	}
 }
 
 // take files a group marked by place into its windows, and hands on the
 // windows it completed. walk says whether the assembler opens windows
 // itself (apart from the units).
-func (w *windows) take(b *messages.Batch, walk bool) ([]*messages.Batch, error) {
+func (w *Windows) take(b *messages.Batch, walk bool) ([]*messages.Batch, error) {
 	refs := w.refs[:0]
 	if len(b.Ids) > 0 {
 		var err error
@@ -310,13 +310,13 @@ func (w *windows) take(b *messages.Batch, walk bool) ([]*messages.Batch, error) 
 		if !ok {
 			return out, nil
 		}
-		w.add(job, r)
+		w.Add(job, r)
 	}
 }
 
 // handDone hands on the open windows of run that end by S position upto,
 // in order, appending the items they complete to out.
-func (w *windows) handDone(run int, upto uint64, out []*messages.Batch) ([]*messages.Batch, error) {
+func (w *Windows) handDone(run int, upto uint64, out []*messages.Batch) ([]*messages.Batch, error) {
 	for len(w.open) > 0 && w.open[0].run == run && w.open[0].end() <= upto {
 		var err error
 		if out, err = w.hand(w.open[0], out); err != nil {
@@ -331,7 +331,7 @@ func (w *windows) handDone(run int, upto uint64, out []*messages.Batch) ([]*mess
 
 // hand permutes a complete window and adds its delivered positions to the
 // items, part after part, appending the items it completed to out.
-func (w *windows) hand(j *seqJob, out []*messages.Batch) ([]*messages.Batch, error) {
+func (w *Windows) hand(j *seqJob, out []*messages.Batch) ([]*messages.Batch, error) {
 	part := w.handPart
 	if j.filled == 0 {
 		part = w.handHoles
@@ -349,7 +349,7 @@ func (w *windows) hand(j *seqJob, out []*messages.Batch) ([]*messages.Batch, err
 }
 
 // handPart adds part p of window j to the items.
-func (w *windows) handPart(j *seqJob, p order.Part, out []*messages.Batch) ([]*messages.Batch, error) {
+func (w *Windows) handPart(j *seqJob, p order.Part, out []*messages.Batch) ([]*messages.Batch, error) {
 	out, err := w.follow(j, p, out)
 	if err != nil {
 		return nil, err
@@ -359,8 +359,8 @@ func (w *windows) handPart(j *seqJob, p order.Part, out []*messages.Batch) ([]*m
 	next := (p.At/w.unit + 1) * w.unit
 	for i := p.Lo; i < p.Hi; i++ {
 		if k := w.perm[i]; j.refs[k].Part != nil {
-			w.out.got.refs = append(w.out.got.refs, j.refs[k])
-			w.out.got.ids = append(w.out.got.ids, j.ids[k])
+			w.out.got.Refs = append(w.out.got.Refs, j.refs[k])
+			w.out.got.Ids = append(w.out.got.Ids, j.ids[k])
 			if p.Pad {
 				w.out.padding++
 			}
@@ -381,7 +381,7 @@ func (w *windows) handPart(j *seqJob, p order.Part, out []*messages.Batch) ([]*m
 // item holding instances from before), the second (which flushes the
 // whole batches held) and the last: the cuts between them end items of
 // holes, which are not sent, and only move where the next item starts.
-func (w *windows) handHoles(j *seqJob, p order.Part, out []*messages.Batch) ([]*messages.Batch, error) {
+func (w *Windows) handHoles(j *seqJob, p order.Part, out []*messages.Batch) ([]*messages.Batch, error) {
 	out, err := w.follow(j, p, out)
 	if err != nil {
 		return nil, err
@@ -408,13 +408,13 @@ func (w *windows) handHoles(j *seqJob, p order.Part, out []*messages.Batch) ([]*
 // ended, or after a jump to a later position on an item boundary. Lanes
 // that read their own stretches made such jumps; no layout is known to
 // make one now, and the check stays so that one would be cut cleanly.
-func (w *windows) follow(j *seqJob, p order.Part, out []*messages.Batch) ([]*messages.Batch, error) {
+func (w *Windows) follow(j *seqJob, p order.Part, out []*messages.Batch) ([]*messages.Batch, error) {
 	if p.At == w.cursor {
 		return out, nil
 	}
 	// A jump ends on an item boundary: the items cut so far go, and the
 	// next starts where the part does.
-	if o := &w.out; p.At < w.cursor || o.got.len() != o.held || o.at != w.cursor {
+	if o := &w.out; p.At < w.cursor || o.got.Len() != o.held || o.at != w.cursor {
 		return nil, fmt.Errorf("%w: window %d delivers from rank position %d, the last one ended at %d with an item open at %d",
 			ErrProtocol, j.job.Window, p.At, w.cursor, o.at)
 	}
@@ -427,7 +427,7 @@ func (w *windows) follow(j *seqJob, p order.Part, out []*messages.Batch) ([]*mes
 }
 
 // finish hands on the last, short item of the pass; every group is in.
-func (w *windows) finish() ([]*messages.Batch, error) {
+func (w *Windows) finish() ([]*messages.Batch, error) {
 	if len(w.open) > 0 {
 		return nil, fmt.Errorf("%w: the pass ended with window %d not complete", ErrProtocol, w.open[0].job.Window)
 	}
@@ -439,18 +439,18 @@ func (w *windows) finish() ([]*messages.Batch, error) {
 // any other batch travels alone. A batch of holes only is not sent: the
 // next one's position accounts for them; nor is a batch a resumed pass
 // delivered already.
-func (w *windows) cut(end uint64, out []*messages.Batch) ([]*messages.Batch, error) {
+func (w *Windows) cut(end uint64, out []*messages.Batch) ([]*messages.Batch, error) {
 	o := &w.out
 	for len(w.skip) > 0 && w.skip[0] < o.at {
 		w.skip = w.skip[1:]
 	}
 	delivered := len(w.skip) > 0 && w.skip[0] == o.at
-	n := o.got.len() - o.held
+	n := o.got.Len() - o.held
 	if n > 0 && !delivered && o.padding == 0 && end-o.at == w.unit && w.perItem > 1 {
 		if len(o.cuts) == 0 {
 			o.from = o.at
 		}
-		o.cuts, o.held, o.at = append(o.cuts, uint32(n)), o.got.len(), end
+		o.cuts, o.held, o.at = append(o.cuts, uint32(n)), o.got.Len(), end
 		if len(o.cuts) < w.perItem {
 			return out, nil
 		}
@@ -468,14 +468,14 @@ func (w *windows) cut(end uint64, out []*messages.Batch) ([]*messages.Batch, err
 		b.Position, b.Positions, b.Padding, b.OrderPass = o.at, end-o.at, o.padding, w.pass
 		out = append(out, b)
 	}
-	o.got.reset() // the item holds its own rows and ids
+	o.got.Reset() // the item holds its own rows and ids
 	o.at, o.padding = end, 0
 	return out, nil
 }
 
 // flush sends the whole batches cut so far: one batch as an item of its
 // own, more as one item with cuts.
-func (w *windows) flush(out []*messages.Batch) ([]*messages.Batch, error) {
+func (w *Windows) flush(out []*messages.Batch) ([]*messages.Batch, error) {
 	o := &w.out
 	if len(o.cuts) == 0 {
 		return out, nil
@@ -488,23 +488,23 @@ func (w *windows) flush(out []*messages.Batch) ([]*messages.Batch, error) {
 	if len(o.cuts) > 1 {
 		b.Cuts = slices.Clone(o.cuts)
 	}
-	o.got.cut(o.held)
+	o.got.Cut(o.held)
 	o.cuts, o.held = o.cuts[:0], 0
 	return append(out, b), nil
 }
 
-// orderLogic is a Shuffle stage behind open_files in the order: the
+// OrderLogic is a Shuffle stage behind open_files in the order: the
 // windows assembler, as a stage's logic.
-type orderLogic struct{ w windows }
+type OrderLogic struct{ Windows Windows }
 
-func (l *orderLogic) start(pass uint32)               { l.w.begin(pass) }
-func (l *orderLogic) upstreamPass(pass uint32) uint32 { return pass }
+func (l *OrderLogic) Start(pass uint32)               { l.Windows.begin(pass) }
+func (l *OrderLogic) UpstreamPass(pass uint32) uint32 { return pass }
 
-func (l *orderLogic) take(b *messages.Batch) ([]*messages.Batch, error) {
-	return l.w.take(b, true)
+func (l *OrderLogic) Take(b *messages.Batch) ([]*messages.Batch, error) {
+	return l.Windows.take(b, true)
 }
 
-func (l *orderLogic) finish() ([]*messages.Batch, uint32, bool, error) {
-	out, err := l.w.finish()
+func (l *OrderLogic) Finish() ([]*messages.Batch, uint32, bool, error) {
+	out, err := l.Windows.finish()
 	return out, 0, false, err
 }

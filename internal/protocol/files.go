@@ -1,4 +1,4 @@
-package actors
+package protocol
 
 import (
 	"github.com/asynkron/protoactor-go/actor"
@@ -6,28 +6,28 @@ import (
 	"github.com/actorfeed/actorfeed/messages"
 )
 
-// filesMachine is the open_files stage's protocol: which units of the pass
+// FilesMachine is the open_files stage's protocol: which units of the pass
 // are done, how many records of each it took in, which reader reads which
 // unit, and its buffer of groups for the downstream stage.
 //
 // A unit is what one reader is assigned: a whole file, or, in an order
 // (seq set), a piece of a file that the order's next window needs. Units
-// are numbered in the order they are released downstream. machineActor
+// are numbered in the order they are released downstream. actors.machineActor
 // runs it.
-type filesMachine struct {
-	name    string
-	src     recordSource
-	files   int
-	workers []*actor.PID
-	ordered bool // release units in their order (always in an order)
+type FilesMachine struct {
+	Name    string
+	Src     FileNames
+	Files   int
+	Workers []*actor.PID
+	Ordered bool // release units in their order (always in an order)
 	// In the order: units plans the readers' work, and windows, when no
 	// Shuffle stage follows to do it, assembles the items.
-	units   *units
-	windows *windows
-	buffer  int // groups held unsent before readers get no more credit
-	window  int // groups a reader may have in flight
+	Units   *Units
+	Windows *Windows
+	Buffer  int // groups held unsent before readers get no more credit
+	Window  int // groups a reader may have in flight
 
-	out      outlet
+	out      Outlet
 	pass     uint32
 	epochs   uint64 // assignment epochs handed out, never reused
 	nextUnit int
@@ -39,7 +39,7 @@ type filesMachine struct {
 	head     int                       // ordered: the unit released next
 	skipped  uint64
 	failed   error // what failed the stage in this step, for the runner
-	fx       effects
+	Effects  Effects
 }
 
 type unitState struct {
@@ -60,20 +60,20 @@ type workerState struct {
 }
 
 // unit is unit u's state; u must be known (ready).
-func (c *filesMachine) unit(u int) *unitState { return &c.state[u-c.base] }
+func (c *FilesMachine) unit(u int) *unitState { return &c.state[u-c.base] }
 
 // ready reports whether unit u is known, asking the order for its next
 // window's units when u is the first unit not yet known.
-func (c *filesMachine) ready(u int) bool {
+func (c *FilesMachine) ready(u int) bool {
 	for u-c.base >= len(c.state) {
-		if c.units == nil || !c.units.more(c) {
+		if c.Units == nil || !c.Units.more(c) {
 			return false
 		}
 	}
 	return true
 }
 
-func (c *filesMachine) restarted(box *outbox) {
+func (c *FilesMachine) Restarted(box *Outbox) {
 	// The dropped message may have been a group or an end: every reader
 	// starts again from what was taken in.
 	for w := range c.work {
@@ -83,29 +83,29 @@ func (c *filesMachine) restarted(box *outbox) {
 	}
 }
 
-func (c *filesMachine) load() (int, int64) {
+func (c *FilesMachine) Load() (int, int64) {
 	demand := 0
 	for _, w := range c.work {
 		demand += w.outstanding
 	}
-	return c.out.held(), int64(demand)
+	return c.out.Held(), int64(demand)
 }
 
-func (c *filesMachine) step(box *outbox, from *actor.PID, msg any) error {
+func (c *FilesMachine) Step(box *Outbox, from *actor.PID, msg any) error {
 	switch m := msg.(type) {
 	case *messages.Subscribe, *messages.Demand, *messages.Cancel:
-		ev, err := c.out.step(from, m)
+		ev, err := c.out.Step(from, m)
 		switch {
 		case err != nil:
 			c.fail(err)
-		case ev == outletBegin:
-			c.startPass(box, c.out.pass)
-		case ev == outletCancel:
+		case ev == OutletBegin:
+			c.startPass(box, c.out.Pass)
+		case ev == OutletCancel:
 			c.stopReaders(box)
 			return nil
 		}
 	case *messages.Resubscribe:
-		for w, pid := range c.workers {
+		for w, pid := range c.Workers {
 			// Before the first pass, no reader has work (it panicked).
 			if w < len(c.work) && pid.Equal(from) && c.work[w].unit >= 0 {
 				c.assign(box, w, c.work[w].unit)
@@ -117,7 +117,7 @@ func (c *filesMachine) step(box *outbox, from *actor.PID, msg any) error {
 		c.onEnd(box, m)
 	case *messages.Failure:
 		if u, ok := c.byEpoch[m.Epoch]; ok && u >= c.base && c.unit(u).worker >= 0 && c.work[c.unit(u).worker].epoch == m.Epoch {
-			c.out.fail = m
+			c.out.Fail = m
 			c.stopReaders(box)
 		}
 	default:
@@ -133,54 +133,54 @@ func (c *filesMachine) step(box *outbox, from *actor.PID, msg any) error {
 // what that freed. In this order: what flush sends leaves the buffer, and
 // credit must see that room now. No message may come to prompt it later:
 // the subscriber may be waiting for groups it already asked for, with
-// nothing left to ask (inlet.replenish waits for a step of half its reach).
-func (c *filesMachine) settle(box *outbox) {
-	c.out.flush(box)
+// nothing left to ask (Inlet.Replenish waits for a step of half its reach).
+func (c *FilesMachine) settle(box *Outbox) {
+	c.out.Flush(box)
 	c.credit(box)
 }
 
 // startPass forgets the last pass and hands the first units to the
-// readers; the outlet has begun the pass (outlet.step).
-func (c *filesMachine) startPass(box *outbox, pass uint32) {
+// readers; the outlet has begun the pass (Outlet.Step).
+func (c *FilesMachine) startPass(box *Outbox, pass uint32) {
 	c.stopReaders(box)
 	c.pass, c.nextUnit, c.head, c.base, c.skipped = pass, 0, 0, 0, 0
 	c.state = c.state[:0]
-	if c.units != nil {
-		c.units.begin(pass)
-		if c.windows != nil {
-			c.windows.begin(pass)
+	if c.Units != nil {
+		c.Units.begin(pass)
+		if c.Windows != nil {
+			c.Windows.begin(pass)
 		}
 	} else {
-		for f := range c.files {
+		for f := range c.Files {
 			c.state = append(c.state, unitState{file: f, worker: -1})
 		}
 	}
-	c.work = make([]workerState, len(c.workers))
+	c.work = make([]workerState, len(c.Workers))
 	for w := range c.work {
 		c.work[w].unit = -1
 	}
 	c.byEpoch = map[uint64]int{}
 	c.pending = map[int][]*messages.Batch{}
-	for w := range c.workers {
+	for w := range c.Workers {
 		c.next(box, w)
 	}
 	c.maybeEnd() // an order may deal this rank nothing
 }
 
 // stopReaders cancels every assignment.
-func (c *filesMachine) stopReaders(box *outbox) {
+func (c *FilesMachine) stopReaders(box *Outbox) {
 	for w := range c.work {
 		if c.work[w].unit >= 0 {
-			box.put(c.workers[w], &messages.Cancel{Epoch: c.work[w].epoch})
+			box.Put(c.Workers[w], &messages.Cancel{Epoch: c.work[w].epoch})
 			c.work[w].unit = -1
 		}
 	}
 }
 
 // next gives reader w the next unit of the pass, if any is left.
-func (c *filesMachine) next(box *outbox, w int) {
+func (c *FilesMachine) next(box *Outbox, w int) {
 	c.work[w].unit = -1
-	if c.out.fail != nil || !c.ready(c.nextUnit) {
+	if c.out.Fail != nil || !c.ready(c.nextUnit) {
 		return
 	}
 	u := c.nextUnit
@@ -191,19 +191,19 @@ func (c *filesMachine) next(box *outbox, w int) {
 
 // assign (re)opens reader w on unit u under a new epoch, from the first
 // record not yet taken in.
-func (c *filesMachine) assign(box *outbox, w, u int) {
+func (c *FilesMachine) assign(box *Outbox, w, u int) {
 	st := c.unit(u)
 	c.epochs++
 	c.work[w] = workerState{unit: u, epoch: c.epochs}
 	c.byEpoch[c.epochs] = u
-	box.put(c.workers[w], &messages.Assign{Epoch: c.epochs, Pass: c.pass, File: uint32(st.file), Path: c.src.Name(st.file),
+	box.Put(c.Workers[w], &messages.Assign{Epoch: c.epochs, Pass: c.pass, File: uint32(st.file), Path: c.Src.Name(st.file),
 		From: st.accepted, To: st.to})
 }
 
 // onGroup takes in a group from a reader: from the reader's current epoch,
 // or from an earlier one of the same unit, as long as it starts exactly at
 // the first record not yet taken in. Anything else is a duplicate or stale.
-func (c *filesMachine) onGroup(b *messages.Batch) {
+func (c *FilesMachine) onGroup(b *messages.Batch) {
 	u, ok := c.byEpoch[b.Epoch]
 	if !ok || u < c.base {
 		return
@@ -220,11 +220,11 @@ func (c *filesMachine) onGroup(b *messages.Batch) {
 	}
 	st.accepted += b.Count
 	c.skipped += b.Skipped
-	if len(b.Ids) == 0 && c.units == nil {
+	if len(b.Ids) == 0 && c.Units == nil {
 		return // only skipped records; an order counts their positions
 	}
 	item := &messages.Batch{Pass: c.pass, Slots: b.Slots, Parts: b.Parts, Rows: b.Rows, Ids: b.Ids, First: b.First, Count: b.Count}
-	if c.ordered && u != c.head {
+	if c.Ordered && u != c.head {
 		c.pending[u] = append(c.pending[u], item)
 		return
 	}
@@ -232,17 +232,17 @@ func (c *filesMachine) onGroup(b *messages.Batch) {
 }
 
 // release hands a unit's group on: downstream, or into the order's window.
-func (c *filesMachine) release(u int, item *messages.Batch) {
-	if c.units == nil {
+func (c *FilesMachine) release(u int, item *messages.Batch) {
+	if c.Units == nil {
 		c.push(item)
 		return
 	}
 	place(c.unit(u), item)
-	if c.windows == nil {
+	if c.Windows == nil {
 		c.push(item) // for the Shuffle stage after
 		return
 	}
-	out, err := c.windows.take(item, false)
+	out, err := c.Windows.take(item, false)
 	if err != nil {
 		c.fail(err)
 		return
@@ -252,9 +252,9 @@ func (c *filesMachine) release(u int, item *messages.Batch) {
 	}
 }
 
-func (c *filesMachine) push(item *messages.Batch) {
-	c.out.push(item)
-	c.fx.made(item)
+func (c *FilesMachine) push(item *messages.Batch) {
+	c.out.Push(item)
+	c.Effects.made(item)
 }
 
 // onEnd marks a unit done once every record it had was taken in, and moves
@@ -263,7 +263,7 @@ func (c *filesMachine) push(item *messages.Batch) {
 // the old reader's groups and End were still in its mailbox): the reader is
 // then still on the unit under the new epoch and must be moved on all the
 // same, or no End of the new epoch would ever do it.
-func (c *filesMachine) onEnd(box *outbox, e *messages.End) {
+func (c *FilesMachine) onEnd(box *Outbox, e *messages.End) {
 	u, ok := c.byEpoch[e.Epoch]
 	if !ok || u < c.base {
 		return
@@ -287,8 +287,8 @@ func (c *filesMachine) onEnd(box *outbox, e *messages.End) {
 // advanceHead releases, in ordered mode, the groups of the units after
 // those that are done; in an order, a window whose units are all released
 // is permuted and handed on, and the released units are forgotten.
-func (c *filesMachine) advanceHead() {
-	if !c.ordered {
+func (c *FilesMachine) advanceHead() {
+	if !c.Ordered {
 		return
 	}
 	for c.ready(c.head) && c.unit(c.head).done {
@@ -300,23 +300,23 @@ func (c *filesMachine) advanceHead() {
 			delete(c.pending, c.head)
 		}
 	}
-	if c.units != nil && c.head > c.base && c.head <= c.nextUnit {
+	if c.Units != nil && c.head > c.base && c.head <= c.nextUnit {
 		n := c.head - c.base // released units: nothing refers to them
 		c.state = c.state[:copy(c.state, c.state[n:])]
 		c.base = c.head
 	}
 }
 
-func (c *filesMachine) maybeEnd() {
-	if c.out.end != nil || c.out.fail != nil {
+func (c *FilesMachine) maybeEnd() {
+	if c.out.End != nil || c.out.Fail != nil {
 		return
 	}
-	if c.units != nil {
+	if c.Units != nil {
 		if c.ready(c.head) {
 			return
 		}
-		if c.windows != nil {
-			out, err := c.windows.finish()
+		if c.Windows != nil {
+			out, err := c.Windows.finish()
 			if err != nil {
 				c.fail(err)
 				return
@@ -332,50 +332,53 @@ func (c *filesMachine) maybeEnd() {
 			}
 		}
 	}
-	c.out.end = &messages.End{Pass: c.pass, Count: c.out.produced(), Skipped: c.skipped}
+	c.out.End = &messages.End{Pass: c.pass, Count: c.out.Produced(), Skipped: c.skipped}
 }
 
 // credit grants readers demand: each at most window groups in flight, and
 // all of them together no more than the buffer has room for. In ordered
 // mode a reader ahead of the head unit may run at most window groups ahead.
-func (c *filesMachine) credit(box *outbox) {
-	if c.out.fail != nil || c.out.closed {
+func (c *FilesMachine) credit(box *Outbox) {
+	if c.out.Fail != nil || c.out.Closed {
 		return
 	}
-	budget := c.buffer - c.out.unsent()
+	budget := c.Buffer - c.out.Unsent()
 	for w := range c.work {
-		if u := c.work[w].unit; u >= 0 && (!c.ordered || u == c.head) {
+		if u := c.work[w].unit; u >= 0 && (!c.Ordered || u == c.head) {
 			budget -= c.work[w].outstanding
 		}
 	}
-	step := demandStep(min(c.window, c.buffer))
+	step := DemandStep(min(c.Window, c.Buffer))
 	for w := range c.work {
 		ws := &c.work[w]
 		if ws.unit < 0 {
 			continue
 		}
-		want := c.window - ws.outstanding
-		if c.ordered && ws.unit != c.head {
+		want := c.Window - ws.outstanding
+		if c.Ordered && ws.unit != c.head {
 			want -= len(c.pending[ws.unit])
 		} else {
 			want = min(want, budget)
 		}
 		// In steps of half of what a reader may have in flight, as
-		// inlet.replenish and for the same reason; a smaller grant waits
+		// Inlet.Replenish and for the same reason; a smaller grant waits
 		// for groups to arrive or leave the buffer, which calls credit
 		// again.
 		if want < step { // step is at least 1
 			continue
 		}
-		if !c.ordered || ws.unit == c.head {
+		if !c.Ordered || ws.unit == c.head {
 			budget -= want
 		}
 		ws.outstanding += want
-		box.put(c.workers[w], &messages.Demand{Epoch: ws.epoch, N: int64(want), Ack: ws.ack})
+		box.Put(c.Workers[w], &messages.Demand{Epoch: ws.epoch, N: int64(want), Ack: ws.ack})
 	}
 }
 
-func (c *filesMachine) fail(err error) {
+func (c *FilesMachine) fail(err error) {
 	c.failed = err
-	c.out.fail = failure(c.name, "", -1, err)
+	c.out.Fail = Failure(c.Name, "", -1, err)
 }
+
+// FileNames names the files open_files assigns, in its messages to readers.
+type FileNames interface{ Name(file int) string }

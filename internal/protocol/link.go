@@ -1,4 +1,4 @@
-package actors
+package protocol
 
 import (
 	"fmt"
@@ -9,64 +9,64 @@ import (
 	"github.com/actorfeed/actorfeed/messages"
 )
 
-// outlet is the publisher's half of a link. It keeps every item it produced
+// Outlet is the publisher's half of a link. It keeps every item it produced
 // from the oldest one its subscriber has not acknowledged, so a restarted
 // subscriber can ask for them again; it sends only what was demanded. An
 // outlet lives in a stage's cell, so it survives restarts of the stage.
-type outlet struct {
+type Outlet struct {
 	sub    *actor.PID
-	epoch  uint64
-	pass   uint32
+	Epoch  uint64
+	Pass   uint32
 	demand int64
-	base   uint64            // sequence number of items[0]
-	items  []*messages.Batch // produced from base on; epoch and seq unset
-	sent   uint64            // next sequence number to send
-	end    *messages.End     // the pass is over once items are sent
-	fail   *messages.Failure // the link ends with this instead
+	Base   uint64            // sequence number of items[0]
+	Items  []*messages.Batch // produced from base on; epoch and seq unset
+	Sent   uint64            // next sequence number to send
+	End    *messages.End     // the pass is over once items are sent
+	Fail   *messages.Failure // the link ends with this instead
 	done   bool              // End or Failure sent: nothing more on this epoch
-	closed bool              // cancelled by the subscriber
+	Closed bool              // cancelled by the subscriber
 	idle   bool              // reset, and no subscription for the pass yet
 }
 
-// reset starts pass on the outlet, forgetting everything of the last one.
+// Reset starts pass on the outlet, forgetting everything of the last one.
 // Until a subscription for the pass comes, nothing is sent and demand on
 // the old epoch is ignored: a double buffer's lane that has not heard of
 // the new pass yet would otherwise take its first items as the old
 // pass's, and acknowledge them.
-func (o *outlet) reset(pass uint32) {
-	clear(o.items)
-	o.items, o.base, o.sent, o.pass, o.idle = o.items[:0], 0, 0, pass, true
-	o.end, o.fail, o.done, o.closed = nil, nil, false, false
+func (o *Outlet) Reset(pass uint32) {
+	clear(o.Items)
+	o.Items, o.Base, o.Sent, o.Pass, o.idle = o.Items[:0], 0, 0, pass, true
+	o.End, o.Fail, o.done, o.Closed = nil, nil, false, false
 	o.demand = 0 // a new pass is demanded by a new subscription
 }
 
-// produced is the number of items produced in the pass.
-func (o *outlet) produced() uint64 { return o.base + uint64(len(o.items)) }
+// Produced is the number of items produced in the pass.
+func (o *Outlet) Produced() uint64 { return o.Base + uint64(len(o.Items)) }
 
-// unsent is the number of produced items not yet sent.
-func (o *outlet) unsent() int { return int(o.produced() - o.sent) }
+// Unsent is the number of produced items not yet sent.
+func (o *Outlet) Unsent() int { return int(o.Produced() - o.Sent) }
 
-// held is the number of items the outlet holds: unsent ones and sent ones
+// Held is the number of items the outlet holds: unsent ones and sent ones
 // not yet acknowledged.
-func (o *outlet) held() int { return len(o.items) }
+func (o *Outlet) Held() int { return len(o.Items) }
 
-// push appends a produced item.
-func (o *outlet) push(b *messages.Batch) { o.items = append(o.items, b) }
+// Push appends a produced item.
+func (o *Outlet) Push(b *messages.Batch) { o.Items = append(o.Items, b) }
 
-// subscribe (re)opens the link for sub from sequence number from. It fails
+// Subscribe (re)opens the link for sub from sequence number from. It fails
 // when from lies before what the outlet still holds or beyond what it
 // produced: the subscriber asks for items that cannot be served.
-func (o *outlet) subscribe(sub *actor.PID, m *messages.Subscribe) error {
+func (o *Outlet) Subscribe(sub *actor.PID, m *messages.Subscribe) error {
 	if m.Demand < 0 {
 		return fmt.Errorf("%w: subscribe with demand %d", ErrProtocol, m.Demand)
 	}
-	if m.From < o.base || m.From > o.produced() {
-		return fmt.Errorf("%w: subscribe from %d, but items %d..%d are held", ErrProtocol, m.From, o.base, o.produced())
+	if m.From < o.Base || m.From > o.Produced() {
+		return fmt.Errorf("%w: subscribe from %d, but items %d..%d are held", ErrProtocol, m.From, o.Base, o.Produced())
 	}
-	o.sub, o.epoch, o.demand = sub, m.Epoch, m.Demand
+	o.sub, o.Epoch, o.demand = sub, m.Epoch, m.Demand
 	o.ack(m.From)
-	o.sent = m.From
-	o.done, o.closed, o.idle = false, false, false
+	o.Sent = m.From
+	o.done, o.Closed, o.idle = false, false, false
 	return nil
 }
 
@@ -84,29 +84,29 @@ const (
 // subscriber); another pass starts afresh (Reset, or multi-pass), and so
 // does the pass of a cancelled link: Cancel closed the stage's links
 // upstream, and a stage resumed over them would wait for them forever.
-func (o *outlet) classify(m *messages.Subscribe) subscription {
+func (o *Outlet) classify(m *messages.Subscribe) subscription {
 	switch {
-	case o.sub != nil && m.Epoch <= o.epoch:
+	case o.sub != nil && m.Epoch <= o.Epoch:
 		return staleSub
-	case o.sub != nil && m.Pass == o.pass && !o.closed:
+	case o.sub != nil && m.Pass == o.Pass && !o.Closed:
 		return resumeSub
 	}
 	return freshSub
 }
 
-// outletEvent is what a subscriber's message asks of the stage whose
-// outlet took it (outlet.step).
-type outletEvent int
+// OutletEvent is what a subscriber's message asks of the stage whose
+// outlet took it (Outlet.Step).
+type OutletEvent int
 
 const (
-	notOutlet     outletEvent = iota // not a subscriber's message
+	notOutlet     OutletEvent = iota // not a subscriber's message
 	outletIgnored                    // stale or repeated: nothing changed
 	outletFlush                      // the link reopened or got demand: flush
-	outletBegin                      // a new pass: the outlet is reset and subscribed; the stage begins it, then flushes
-	outletCancel                     // the subscriber cancelled: the stage stops what feeds it
+	OutletBegin                      // a new pass: the outlet is reset and subscribed; the stage begins it, then flushes
+	OutletCancel                     // the subscriber cancelled: the stage stops what feeds it
 )
 
-// step is the publisher's side of the stream protocol, written once for
+// Step is the publisher's side of the stream protocol, written once for
 // every stage that serves one subscriber (open_files, the relays, the
 // merge stage, the data service's client): it takes Subscribe, Demand and
 // Cancel from the subscriber from and says what the stage must do. For a
@@ -114,14 +114,14 @@ const (
 // stage begins its pass with the outlet already open: what it pushes then
 // goes to the new epoch. An error breaks the protocol and changes nothing;
 // the stage fails.
-func (o *outlet) step(from *actor.PID, msg any) (outletEvent, error) {
+func (o *Outlet) Step(from *actor.PID, msg any) (OutletEvent, error) {
 	switch m := msg.(type) {
 	case *messages.Subscribe:
 		switch o.classify(m) {
 		case staleSub:
 			return outletIgnored, nil
 		case resumeSub:
-			return outletFlush, o.subscribe(from, m)
+			return outletFlush, o.Subscribe(from, m)
 		}
 		if m.From != 0 || m.Demand < 0 {
 			// Checked before the outlet forgets the last pass: the stage,
@@ -129,45 +129,45 @@ func (o *outlet) step(from *actor.PID, msg any) (outletEvent, error) {
 			// state of the last one. (Found by FuzzXMapMachine.)
 			return outletIgnored, fmt.Errorf("%w: a new pass subscribed from %d with demand %d", ErrProtocol, m.From, m.Demand)
 		}
-		o.reset(m.Pass)
-		return outletBegin, o.subscribe(from, m)
+		o.Reset(m.Pass)
+		return OutletBegin, o.Subscribe(from, m)
 	case *messages.Demand:
-		return outletFlush, o.onDemand(m)
+		return outletFlush, o.OnDemand(m)
 	case *messages.Cancel:
 		// Cancel is idempotent, and one of an old epoch is not this link's.
-		if m.Epoch != o.epoch || o.closed {
+		if m.Epoch != o.Epoch || o.Closed {
 			return outletIgnored, nil
 		}
-		o.closed = true
-		return outletCancel, nil
+		o.Closed = true
+		return OutletCancel, nil
 	}
 	return notOutlet, nil
 }
 
 // ack forgets the items below seq.
-func (o *outlet) ack(seq uint64) {
-	if seq <= o.base {
+func (o *Outlet) ack(seq uint64) {
+	if seq <= o.Base {
 		return
 	}
-	n := int(min(seq, o.produced()) - o.base)
-	clear(o.items[:n])
-	o.items = o.items[n:]
-	o.base += uint64(n)
+	n := int(min(seq, o.Produced()) - o.Base)
+	clear(o.Items[:n])
+	o.Items = o.Items[n:]
+	o.Base += uint64(n)
 }
 
-// onDemand adds demand (additive, saturating) and takes the acknowledgement.
+// OnDemand adds demand (additive, saturating) and takes the acknowledgement.
 // Demand for an old epoch is ignored; a demand <= 0 is a protocol error.
-func (o *outlet) onDemand(m *messages.Demand) error {
-	if m.Epoch != o.epoch || o.idle {
+func (o *Outlet) OnDemand(m *messages.Demand) error {
+	if m.Epoch != o.Epoch || o.idle {
 		return nil
 	}
 	if m.N <= 0 {
 		return fmt.Errorf("%w: demand %d on epoch %d", ErrProtocol, m.N, m.Epoch)
 	}
-	if m.Ack > o.sent {
+	if m.Ack > o.Sent {
 		// Forgetting items not sent yet would leave the link nothing to
 		// send them from (found by FuzzRelayMachine).
-		return fmt.Errorf("%w: demand on epoch %d acknowledges %d items, but %d were sent", ErrProtocol, m.Epoch, m.Ack, o.sent)
+		return fmt.Errorf("%w: demand on epoch %d acknowledges %d items, but %d were sent", ErrProtocol, m.Epoch, m.Ack, o.Sent)
 	}
 	if o.demand > math.MaxInt64-m.N {
 		o.demand = math.MaxInt64
@@ -178,77 +178,77 @@ func (o *outlet) onDemand(m *messages.Demand) error {
 	return nil
 }
 
-// flush sends what the subscriber demanded, then End or Failure once
+// Flush sends what the subscriber demanded, then End or Failure once
 // everything is sent.
-func (o *outlet) flush(box *outbox) {
-	if o.sub == nil || o.done || o.closed || o.idle {
+func (o *Outlet) Flush(box *Outbox) {
+	if o.sub == nil || o.done || o.Closed || o.idle {
 		return
 	}
-	for o.demand > 0 && o.sent < o.produced() {
-		b := o.items[o.sent-o.base]
-		box.put(o.sub, &messages.Batch{Epoch: o.epoch, Seq: o.sent, Pass: b.Pass, Slots: b.Slots, Parts: b.Parts, Rows: b.Rows, Ids: b.Ids,
+	for o.demand > 0 && o.Sent < o.Produced() {
+		b := o.Items[o.Sent-o.Base]
+		box.Put(o.sub, &messages.Batch{Epoch: o.Epoch, Seq: o.Sent, Pass: b.Pass, Slots: b.Slots, Parts: b.Parts, Rows: b.Rows, Ids: b.Ids,
 			Source: b.Source, First: b.First, Count: b.Count, Skipped: b.Skipped, Position: b.Position, Positions: b.Positions, Padding: b.Padding, Run: b.Run, Cuts: b.Cuts, OrderPass: b.OrderPass})
-		o.sent++
+		o.Sent++
 		o.demand--
 	}
-	if o.fail != nil {
-		f := o.fail // a template: every epoch gets its own message
-		box.put(o.sub, &messages.Failure{Epoch: o.epoch, Stage: f.Stage, File: f.File, Offset: f.Offset, Class: f.Class, Cause: f.Cause})
+	if o.Fail != nil {
+		f := o.Fail // a template: every epoch gets its own message
+		box.Put(o.sub, &messages.Failure{Epoch: o.Epoch, Stage: f.Stage, File: f.File, Offset: f.Offset, Class: f.Class, Cause: f.Cause})
 		o.done = true
-	} else if o.end != nil && o.sent == o.produced() {
-		box.put(o.sub, &messages.End{Epoch: o.epoch, Pass: o.end.Pass, Count: o.end.Count, Skipped: o.end.Skipped})
+	} else if o.End != nil && o.Sent == o.Produced() {
+		box.Put(o.sub, &messages.End{Epoch: o.Epoch, Pass: o.End.Pass, Count: o.End.Count, Skipped: o.End.Skipped})
 		o.done = true
 	}
 }
 
-// inlet is the subscriber's half of a link. It takes items strictly in
+// Inlet is the subscriber's half of a link. It takes items strictly in
 // sequence order from the current epoch and keeps the publisher's demand
 // topped up to its window, in steps of at least half of what the stage can
 // take (see replenish) so that demand travels in few messages.
-type inlet struct {
-	pub         *actor.PID
+type Inlet struct {
+	Pub         *actor.PID
 	epoch       uint64
-	pass        uint32
+	Pass        uint32
 	next        uint64 // next sequence number expected
-	outstanding int64  // demanded and not yet received
-	window      int64
-	// reach is the most room its stage ever reports (its capacity), when
+	Outstanding int64  // demanded and not yet received
+	Window      int64
+	// Reach is the most room its stage ever reports (its capacity), when
 	// that is less than the window; 0 means the window.
-	reach int64
-	ended bool
-	open  bool // subscribed at least once
+	Reach int64
+	Ended bool
+	Open  bool // subscribed at least once
 	// stride is how far the epoch moves on each subscription (0: 1): the
 	// merge stage's links from its lanes take turns at epochs, so that an
 	// item's epoch names its lane.
 	stride uint64
-	// lane is the lane of a stage that feeds several (a lane's first
+	// Lane is the lane of a stage that feeds several (a lane's first
 	// stage after the deal stage), sent with every subscription.
-	lane uint32
+	Lane uint32
 }
 
-// step is the smallest top-up replenish sends: half of the most the link
+// Step is the smallest top-up replenish sends: half of the most the link
 // can have outstanding.
-func (in *inlet) step() int64 {
-	most := in.window
-	if in.reach > 0 {
-		most = min(most, in.reach)
+func (in *Inlet) Step() int64 {
+	most := in.Window
+	if in.Reach > 0 {
+		most = min(most, in.Reach)
 	}
-	return demandStep(most)
+	return DemandStep(most)
 }
 
-// demandStep is the smallest grant worth a message on a link that can have
+// DemandStep is the smallest grant worth a message on a link that can have
 // at most most items outstanding: half of them, at least 1. Every grant of
-// demand in the pipeline waits for it (inlet.replenish, open_files' credit
+// demand in the pipeline waits for it (Inlet.Replenish, open_files' credit
 // to its readers, a device's notices to its actor).
-func demandStep[T int | int64](most T) T { return max(1, most/2) }
+func DemandStep[T int | int64](most T) T { return max(1, most/2) }
 
-// subscribe opens the link again under a new epoch from sequence number
+// Subscribe opens the link again under a new epoch from sequence number
 // from, granting up to room items at once.
-func (in *inlet) subscribe(box *outbox, pass uint32, from uint64, room int) {
+func (in *Inlet) Subscribe(box *Outbox, pass uint32, from uint64, room int) {
 	in.epoch += max(in.stride, 1)
-	in.pass, in.next, in.ended, in.open = pass, from, false, true
-	in.outstanding = min(in.window, int64(max(room, 0)))
-	box.put(in.pub, &messages.Subscribe{Epoch: in.epoch, Pass: pass, From: from, Demand: in.outstanding, Lane: in.lane})
+	in.Pass, in.next, in.Ended, in.Open = pass, from, false, true
+	in.Outstanding = min(in.Window, int64(max(room, 0)))
+	box.Put(in.Pub, &messages.Subscribe{Epoch: in.epoch, Pass: pass, From: from, Demand: in.Outstanding, Lane: in.Lane})
 }
 
 // verdict says what to do with an arriving item.
@@ -260,25 +260,25 @@ const (
 	gap                  // an item is missing: drop it and subscribe again
 )
 
-// reopen subscribes again under a new epoch from the first item not taken
+// Reopen subscribes again under a new epoch from the first item not taken
 // in, if the link is open and its pass not over: after a restart (the
 // dropped message may have been an item), or when the publisher restarted.
-func (in *inlet) reopen(box *outbox, room int) {
-	if in.open && !in.ended {
-		in.subscribe(box, in.pass, in.next, room)
+func (in *Inlet) Reopen(box *Outbox, room int) {
+	if in.Open && !in.Ended {
+		in.Subscribe(box, in.Pass, in.next, room)
 	}
 }
 
 // check sorts an arriving item by its epoch and sequence number, changing
 // nothing: the item is counted by commit once it has been used, so an item
 // whose handling panics is asked for again after the restart.
-func (in *inlet) check(epoch, seq uint64) verdict {
+func (in *Inlet) check(epoch, seq uint64) verdict {
 	switch {
-	case epoch != in.epoch || in.ended:
+	case epoch != in.epoch || in.Ended:
 		return stale
 	case seq < in.next:
 		return stale
-	case in.outstanding <= 0:
+	case in.Outstanding <= 0:
 		// More than was demanded: a publisher that breaks the protocol.
 		// Taking it would overdraw the credit; dropping it leaves a gap
 		// that the next item shows, and the link is opened again there.
@@ -289,34 +289,34 @@ func (in *inlet) check(epoch, seq uint64) verdict {
 	return take
 }
 
-// commit counts the item admit let in, once it has been used.
-func (in *inlet) commit() {
+// Commit counts the item admit let in, once it has been used.
+func (in *Inlet) Commit() {
 	in.next++
-	in.outstanding--
+	in.Outstanding--
 }
 
-// admit decides on an arriving item: true to use it (then commit it);
+// Admit decides on an arriving item: true to use it (then commit it);
 // false when it is stale (dropped) or follows a gap (dropped, and the link
 // is opened again from the first missing item).
-func (in *inlet) admit(box *outbox, epoch, seq uint64, room int) bool {
+func (in *Inlet) Admit(box *Outbox, epoch, seq uint64, room int) bool {
 	switch in.check(epoch, seq) {
 	case take:
 		return true
 	case gap:
-		in.subscribe(box, in.pass, in.next, room)
+		in.Subscribe(box, in.Pass, in.next, room)
 	}
 	return false
 }
 
-// admitEnd decides on an arriving End: true when it closes the current
+// AdmitEnd decides on an arriving End: true when it closes the current
 // epoch after exactly the items taken in. An End that says more items were
 // sent than arrived opens the link again.
-func (in *inlet) admitEnd(box *outbox, m *messages.End, room int) bool {
-	if !in.current(m.Epoch) {
+func (in *Inlet) AdmitEnd(box *Outbox, m *messages.End, room int) bool {
+	if !in.Current(m.Epoch) {
 		return false
 	}
 	if m.Count != in.next {
-		in.subscribe(box, in.pass, in.next, room)
+		in.Subscribe(box, in.Pass, in.next, room)
 		return false
 	}
 	return true
@@ -324,37 +324,37 @@ func (in *inlet) admitEnd(box *outbox, m *messages.End, room int) bool {
 
 // cancel closes the link from this side, if it is open: the stage's own
 // subscriber cancelled, so nothing more is wanted from upstream.
-func (in *inlet) cancel(box *outbox) {
-	if in.open && !in.ended {
-		box.put(in.pub, &messages.Cancel{Epoch: in.epoch})
-		in.ended = true
+func (in *Inlet) cancel(box *Outbox) {
+	if in.Open && !in.Ended {
+		box.Put(in.Pub, &messages.Cancel{Epoch: in.epoch})
+		in.Ended = true
 	}
 }
 
-// current says whether a control message (End, Failure) belongs to the
+// Current says whether a control message (End, Failure) belongs to the
 // current epoch.
-func (in *inlet) current(epoch uint64) bool { return epoch == in.epoch && !in.ended }
+func (in *Inlet) Current(epoch uint64) bool { return epoch == in.epoch && !in.Ended }
 
-// replenish tops the outstanding demand up to min(window, room), once the
-// top-up is worth a message: at least step(). ack is the sequence number
+// Replenish tops the outstanding demand up to min(window, room), once the
+// top-up is worth a message: at least Step(). ack is the sequence number
 // below which every item has been taken in for good.
 //
 // A smaller top-up waits, even with nothing outstanding, and the link
-// cannot stall for it: a room less than step() is less than the stage's
+// cannot stall for it: a room less than Step() is less than the stage's
 // reach, so the stage holds items (unsent output, a queue) that its
 // downstream takes, and every item taken calls replenish again, with more
 // room. At the sink, a device's queue drains by itself. Upstream, this is
 // what keeps a stage that is full by one item from asking for items one
 // at a time: demand goes out in halves of the stage's room, as Reactive
 // Streams' request(n) batching does.
-func (in *inlet) replenish(box *outbox, room int, ack uint64) {
-	if !in.open || in.ended {
+func (in *Inlet) Replenish(box *Outbox, room int, ack uint64) {
+	if !in.Open || in.Ended {
 		return
 	}
-	want := min(in.window, int64(max(room, 0))) - in.outstanding
-	if want < in.step() { // step is at least 1
+	want := min(in.Window, int64(max(room, 0))) - in.Outstanding
+	if want < in.Step() { // Step is at least 1
 		return
 	}
-	in.outstanding += want
-	box.put(in.pub, &messages.Demand{Epoch: in.epoch, N: want, Ack: ack})
+	in.Outstanding += want
+	box.Put(in.Pub, &messages.Demand{Epoch: in.epoch, N: want, Ack: ack})
 }

@@ -1,15 +1,17 @@
-package actors
+package protocol
 
 import (
+	"fmt"
+
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/actorfeed/actorfeed/messages"
 )
 
-// fanoutMachine is the double buffer's protocol: one outlet (a prefetch
+// FanoutMachine is the double buffer's protocol: one outlet (a prefetch
 // window) per consumer lane. Item k of a pass goes to lane k mod n,
 // so which device gets which batch is fixed by the data order alone. The
-// deal stage before the lanes (lanes.go) is one too, without reading ahead.
+// deal stage before the lanes (actors/lanes.go) is one too, without reading ahead.
 //
 // Once its upstream ended a pass (from the second pass on: a pipeline that
 // was never reset may never be), the double buffer reads the next pass
@@ -17,41 +19,41 @@ import (
 // ended: the next pass starts from full buffers instead of from an empty
 // pipeline. The items read ahead wait in the cell, unrouted, until a
 // consumer subscribes to that pass (Reset); a pass nobody asks for is
-// dropped with the pipeline. machineActor runs it.
-type fanoutMachine struct {
-	name        string
-	in          inlet
-	outs        []outlet
-	window      int  // prefetch per lane
-	dropPartial bool // drop the last step when it has fewer than n items
-	readsAhead  bool // reads the next pass ahead (the double buffer)
-	deals       bool // deals to lanes, whose counts of skipped records the merge adds
+// dropped with the pipeline. actors.machineActor runs it.
+type FanoutMachine struct {
+	Name        string
+	In          Inlet
+	Outs        []Outlet
+	Window      int  // prefetch per lane
+	DropPartial bool // drop the last step when it has fewer than n items
+	ReadsAhead  bool // reads the next pass ahead (the double buffer)
+	Deals       bool // deals to lanes, whose counts of skipped records the merge adds
 	pass        uint32
 	running     bool
 	routed      uint64            // items routed this pass
-	partial     []*messages.Batch // dropPartial: the step being assembled
+	partial     []*messages.Batch // DropPartial: the step being assembled
 	skipped     uint64
 
 	ahead     []*messages.Batch // items of pass+1 read ahead
 	aheadEnd  *messages.End     // pass+1 ended while read ahead
 	aheadFail *messages.Failure // pass+1 failed while read ahead
-	fx        effects
+	Effects   Effects
 }
 
 // readingAhead says whether the inlet reads the pass after the lanes'.
-func (c *fanoutMachine) readingAhead() bool { return c.running && c.in.pass == c.pass+1 }
+func (c *FanoutMachine) readingAhead() bool { return c.running && c.In.Pass == c.pass+1 }
 
-func (c *fanoutMachine) restarted(box *outbox) { c.in.reopen(box, c.room()) }
+func (c *FanoutMachine) Restarted(box *Outbox) { c.In.Reopen(box, c.room()) }
 
-func (c *fanoutMachine) load() (int, int64) {
+func (c *FanoutMachine) Load() (int, int64) {
 	held := len(c.partial)
-	for i := range c.outs {
-		held += c.outs[i].held()
+	for i := range c.Outs {
+		held += c.Outs[i].Held()
 	}
-	return held, c.in.outstanding
+	return held, c.In.Outstanding
 }
 
-func (c *fanoutMachine) step(box *outbox, from *actor.PID, msg any) error {
+func (c *FanoutMachine) Step(box *Outbox, from *actor.PID, msg any) error {
 	var settle bool // the message may have freed or brought items: flush and ask for more
 	var err error
 	switch b := msg.(type) {
@@ -62,7 +64,7 @@ func (c *fanoutMachine) step(box *outbox, from *actor.PID, msg any) error {
 	case *messages.Cancel:
 		// a lane's consumer left; the others go on
 	case *messages.Resubscribe:
-		c.in.reopen(box, c.room())
+		c.In.Reopen(box, c.room())
 	case *messages.Batch:
 		settle = c.onBatch(box, b)
 	case *messages.End:
@@ -71,44 +73,44 @@ func (c *fanoutMachine) step(box *outbox, from *actor.PID, msg any) error {
 		settle = c.onFailure(b)
 	}
 	if settle {
-		for i := range c.outs {
-			c.outs[i].flush(box)
+		for i := range c.Outs {
+			c.Outs[i].Flush(box)
 		}
-		c.in.replenish(box, c.room(), c.in.next)
+		c.In.Replenish(box, c.room(), c.In.next)
 	}
 	return err
 }
 
 // onSubscribe takes a lane's subscription. One for another pass starts that
 // pass: from what was read ahead when it is the pass being read ahead.
-func (c *fanoutMachine) onSubscribe(box *outbox, from *actor.PID, m *messages.Subscribe) (bool, error) {
-	if int(m.Lane) >= len(c.outs) {
-		return false, c.fail(box, errLane(m.Lane, len(c.outs)))
+func (c *FanoutMachine) onSubscribe(box *Outbox, from *actor.PID, m *messages.Subscribe) (bool, error) {
+	if int(m.Lane) >= len(c.Outs) {
+		return false, c.fail(box, errLane(m.Lane, len(c.Outs)))
 	}
-	o := &c.outs[m.Lane]
-	if o.sub != nil && m.Epoch <= o.epoch || c.running && m.Pass < c.pass {
+	o := &c.Outs[m.Lane]
+	if o.sub != nil && m.Epoch <= o.Epoch || c.running && m.Pass < c.pass {
 		// An old request; and as passes only grow (Reset), a lane's
 		// subscription for an older one was sent before its consumer
 		// heard of the new pass, and would take every lane back to it.
 		return false, nil
 	}
 	if !c.running || m.Pass != c.pass {
-		ahead := c.readingAhead() && m.Pass == c.in.pass
+		ahead := c.readingAhead() && m.Pass == c.In.Pass
 		for _, b := range c.partial {
-			c.fx.drop(b)
+			c.Effects.drop(b)
 		}
 		c.pass, c.running, c.routed, c.partial, c.skipped = m.Pass, true, 0, nil, 0
-		for i := range c.outs {
-			c.outs[i].reset(m.Pass)
+		for i := range c.Outs {
+			c.Outs[i].Reset(m.Pass)
 		}
 		if ahead {
 			c.switchToAhead()
 		} else {
 			c.dropAhead()
-			c.in.subscribe(box, m.Pass, 0, 0)
+			c.In.Subscribe(box, m.Pass, 0, 0)
 		}
 	}
-	if err := o.subscribe(from, m); err != nil {
+	if err := o.Subscribe(from, m); err != nil {
 		return false, c.fail(box, err)
 	}
 	return true, nil
@@ -116,10 +118,10 @@ func (c *fanoutMachine) onSubscribe(box *outbox, from *actor.PID, m *messages.Su
 
 // onDemand credits the lane that asked; demand on a lane nobody subscribed
 // to is nobody's.
-func (c *fanoutMachine) onDemand(box *outbox, from *actor.PID, m *messages.Demand) (bool, error) {
-	for i := range c.outs {
-		if c.outs[i].sub != nil && c.outs[i].epoch == m.Epoch && c.outs[i].sub.Equal(from) {
-			if err := c.outs[i].onDemand(m); err != nil {
+func (c *FanoutMachine) onDemand(box *Outbox, from *actor.PID, m *messages.Demand) (bool, error) {
+	for i := range c.Outs {
+		if c.Outs[i].sub != nil && c.Outs[i].Epoch == m.Epoch && c.Outs[i].sub.Equal(from) {
+			if err := c.Outs[i].OnDemand(m); err != nil {
 				return false, c.fail(box, err)
 			}
 		}
@@ -129,16 +131,16 @@ func (c *fanoutMachine) onDemand(box *outbox, from *actor.PID, m *messages.Deman
 
 // onBatch takes an item in: routed to the lanes, or kept while the next
 // pass is read ahead.
-func (c *fanoutMachine) onBatch(box *outbox, m *messages.Batch) bool {
-	if !c.in.admit(box, m.Epoch, m.Seq, c.room()) {
+func (c *FanoutMachine) onBatch(box *Outbox, m *messages.Batch) bool {
+	if !c.In.Admit(box, m.Epoch, m.Seq, c.room()) {
 		return false
 	}
-	c.in.commit()
-	item := &messages.Batch{Pass: c.in.pass, Slots: m.Slots, Parts: m.Parts, Rows: m.Rows, Ids: m.Ids}
-	keepPlace(item, m)
+	c.In.Commit()
+	item := &messages.Batch{Pass: c.In.Pass, Slots: m.Slots, Parts: m.Parts, Rows: m.Rows, Ids: m.Ids}
+	KeepPlace(item, m)
 	if c.readingAhead() {
 		c.ahead = append(c.ahead, item)
-		c.fx.readAhead(1)
+		c.Effects.readAhead(1)
 	} else {
 		c.take(item)
 	}
@@ -146,11 +148,11 @@ func (c *fanoutMachine) onBatch(box *outbox, m *messages.Batch) bool {
 }
 
 // onEnd takes the upstream's end of a pass.
-func (c *fanoutMachine) onEnd(box *outbox, m *messages.End) bool {
-	if !c.in.admitEnd(box, m, c.room()) {
+func (c *FanoutMachine) onEnd(box *Outbox, m *messages.End) bool {
+	if !c.In.AdmitEnd(box, m, c.room()) {
 		return false
 	}
-	c.in.ended = true
+	c.In.Ended = true
 	if c.readingAhead() {
 		c.aheadEnd = m
 		return true
@@ -159,24 +161,24 @@ func (c *fanoutMachine) onEnd(box *outbox, m *messages.End) bool {
 	// Read the next pass ahead while the consumers drain this one, once the
 	// pipeline was reset at least once: a single-pass run would only waste
 	// the work.
-	if c.pass > 0 && c.readsAhead {
-		c.in.subscribe(box, c.pass+1, 0, c.room())
+	if c.pass > 0 && c.ReadsAhead {
+		c.In.Subscribe(box, c.pass+1, 0, c.room())
 	}
 	return true
 }
 
 // onFailure passes the upstream's failure to every lane, or keeps it for
 // the pass being read ahead.
-func (c *fanoutMachine) onFailure(m *messages.Failure) bool {
-	if !c.in.current(m.Epoch) {
+func (c *FanoutMachine) onFailure(m *messages.Failure) bool {
+	if !c.In.Current(m.Epoch) {
 		return false
 	}
-	c.in.ended = true
+	c.In.Ended = true
 	if c.readingAhead() {
 		c.aheadFail = m
 	} else {
-		for i := range c.outs {
-			c.outs[i].fail = m
+		for i := range c.Outs {
+			c.Outs[i].Fail = m
 		}
 	}
 	return true
@@ -184,13 +186,13 @@ func (c *fanoutMachine) onFailure(m *messages.Failure) bool {
 
 // take routes an item of the lanes' pass, in steps when partial steps are
 // dropped.
-func (c *fanoutMachine) take(item *messages.Batch) {
-	if !c.dropPartial {
+func (c *FanoutMachine) take(item *messages.Batch) {
+	if !c.DropPartial {
 		c.route(item)
 		return
 	}
 	c.partial = append(c.partial, item)
-	if len(c.partial) == len(c.outs) {
+	if len(c.partial) == len(c.Outs) {
 		for _, b := range c.partial {
 			c.route(b)
 		}
@@ -199,36 +201,36 @@ func (c *fanoutMachine) take(item *messages.Batch) {
 }
 
 // end closes the lanes' pass after upstream's End.
-func (c *fanoutMachine) end(m *messages.End) {
+func (c *FanoutMachine) end(m *messages.End) {
 	c.skipped += m.Skipped
 	for _, b := range c.partial {
-		c.fx.drop(b)
+		c.Effects.drop(b)
 	}
 	c.partial = nil
-	for i := range c.outs {
+	for i := range c.Outs {
 		skipped := c.skipped
-		if c.deals && i > 0 {
+		if c.Deals && i > 0 {
 			// Lane 0 carries the count; the merge adds each lane's, which
 			// also count the samples their maps dropped.
 			skipped = 0
 		}
-		c.outs[i].end = &messages.End{Pass: c.pass, Count: c.outs[i].produced(), Skipped: skipped}
+		c.Outs[i].End = &messages.End{Pass: c.pass, Count: c.Outs[i].Produced(), Skipped: skipped}
 	}
 }
 
 // switchToAhead starts the lanes on the pass read ahead: its items are
 // routed now, and its end or failure, if it came, closes the lanes.
-func (c *fanoutMachine) switchToAhead() {
+func (c *FanoutMachine) switchToAhead() {
 	items, end, fail := c.ahead, c.aheadEnd, c.aheadFail
 	c.ahead, c.aheadEnd, c.aheadFail = nil, nil, nil
-	c.fx.readAhead(-int64(len(items)))
+	c.Effects.readAhead(-int64(len(items)))
 	for _, b := range items {
 		c.take(b)
 	}
 	switch {
 	case fail != nil:
-		for i := range c.outs {
-			c.outs[i].fail = fail
+		for i := range c.Outs {
+			c.Outs[i].Fail = fail
 		}
 	case end != nil:
 		c.end(end)
@@ -236,37 +238,37 @@ func (c *fanoutMachine) switchToAhead() {
 }
 
 // dropAhead forgets a pass read ahead that nobody asked for.
-func (c *fanoutMachine) dropAhead() {
+func (c *FanoutMachine) dropAhead() {
 	for _, b := range c.ahead {
-		c.fx.drop(b)
+		c.Effects.drop(b)
 	}
-	c.fx.readAhead(-int64(len(c.ahead)))
+	c.Effects.readAhead(-int64(len(c.ahead)))
 	c.ahead, c.aheadEnd, c.aheadFail = nil, nil, nil
 }
 
-func (c *fanoutMachine) route(b *messages.Batch) {
-	c.outs[c.routed%uint64(len(c.outs))].push(b)
-	c.fx.made(b)
+func (c *FanoutMachine) route(b *messages.Batch) {
+	c.Outs[c.routed%uint64(len(c.Outs))].Push(b)
+	c.Effects.made(b)
 	c.routed++
 }
 
 // room counts how many of the next items (in routing order, after those
 // already demanded) fit their lane's window; reading ahead, how many fit
 // the window of all lanes.
-func (c *fanoutMachine) room() int {
+func (c *FanoutMachine) room() int {
 	if c.readingAhead() {
-		return len(c.outs)*c.window - len(c.ahead) - int(max(c.in.outstanding, 0))
+		return len(c.Outs)*c.Window - len(c.ahead) - int(max(c.In.Outstanding, 0))
 	}
-	n := uint64(len(c.outs))
+	n := uint64(len(c.Outs))
 	planned := make([]int, n)
-	out := int(max(c.in.outstanding, 0))
+	out := int(max(c.In.Outstanding, 0))
 	k := c.routed + uint64(len(c.partial))
-	limit := out + int(n)*c.window
+	limit := out + int(n)*c.Window
 	for j := 0; j < limit; j++ {
 		lane := (k + uint64(j)) % n
 		// Items already demanded land first; past them, an item fits
 		// only where its lane has room.
-		if j >= out && c.outs[lane].unsent()+planned[lane]+len(c.partial)/int(n) >= c.window {
+		if j >= out && c.Outs[lane].Unsent()+planned[lane]+len(c.partial)/int(n) >= c.Window {
 			return j
 		}
 		planned[lane]++
@@ -275,12 +277,16 @@ func (c *fanoutMachine) room() int {
 }
 
 // fail ends every lane's link with err, and returns it.
-func (c *fanoutMachine) fail(box *outbox, err error) error {
-	f := failure(c.name, "", -1, err)
-	for i := range c.outs {
-		c.outs[i].fail = f
-		c.outs[i].flush(box)
+func (c *FanoutMachine) fail(box *Outbox, err error) error {
+	f := Failure(c.Name, "", -1, err)
+	for i := range c.Outs {
+		c.Outs[i].Fail = f
+		c.Outs[i].Flush(box)
 	}
-	c.in.ended = true
+	c.In.Ended = true
 	return err
+}
+
+func errLane(lane uint32, lanes int) error {
+	return fmt.Errorf("%w: lane %d of %d", ErrProtocol, lane, lanes)
 }

@@ -1,4 +1,4 @@
-package actors
+package protocol
 
 import (
 	"fmt"
@@ -20,7 +20,7 @@ var (
 
 // drain returns what a step put in box and empties it, as the actor's
 // post would send it.
-func drain(box *outbox) []envelope {
+func drain(box *Outbox) []envelope {
 	out := box.msgs
 	box.msgs = nil
 	return out
@@ -38,13 +38,13 @@ type pairLogic struct {
 	pending  []uint64
 }
 
-func (l *pairLogic) start(pass uint32) {
-	l.pass, l.at, l.pending = pass, l.upstreamPass(pass), nil
+func (l *pairLogic) Start(pass uint32) {
+	l.pass, l.at, l.pending = pass, l.UpstreamPass(pass), nil
 }
 
-func (l *pairLogic) upstreamPass(pass uint32) uint32 { return pass * l.passes }
+func (l *pairLogic) UpstreamPass(pass uint32) uint32 { return pass * l.passes }
 
-func (l *pairLogic) take(b *messages.Batch) ([]*messages.Batch, error) {
+func (l *pairLogic) Take(b *messages.Batch) ([]*messages.Batch, error) {
 	l.pending = append(l.pending, b.Ids...)
 	if len(l.pending) < 2 {
 		return nil, nil
@@ -54,7 +54,7 @@ func (l *pairLogic) take(b *messages.Batch) ([]*messages.Batch, error) {
 	return []*messages.Batch{out}, nil
 }
 
-func (l *pairLogic) finish() ([]*messages.Batch, uint32, bool, error) {
+func (l *pairLogic) Finish() ([]*messages.Batch, uint32, bool, error) {
 	var out []*messages.Batch
 	if len(l.pending) > 0 {
 		out = append(out, &messages.Batch{Pass: l.pass, Ids: l.pending})
@@ -67,9 +67,9 @@ func (l *pairLogic) finish() ([]*messages.Batch, uint32, bool, error) {
 	return out, 0, false, nil
 }
 
-func newPairRelay(window, capacity int, passes uint32) *relayMachine {
-	m := &relayMachine{relay: relay{name: "pairs", capacity: capacity}, logic: &pairLogic{passes: max(passes, 1)}}
-	m.in.window, m.in.reach, m.in.pub = int64(window), int64(capacity), up
+func newPairRelay(window, capacity int, passes uint32) *RelayMachine {
+	m := &RelayMachine{Relay: Relay{Name: "pairs", Capacity: capacity}, Logic: &pairLogic{passes: max(passes, 1)}}
+	m.In.Window, m.In.Reach, m.In.Pub = int64(window), int64(capacity), up
 	return m
 }
 
@@ -108,14 +108,14 @@ type stepRow struct {
 	want []string
 }
 
-func runTable(t *testing.T, m machine, rows []stepRow) {
+func runTable(t *testing.T, m Machine, rows []stepRow) {
 	t.Helper()
-	var box outbox
+	var box Outbox
 	for _, r := range rows {
 		if _, ok := r.msg.(restart); ok {
-			m.restarted(&box)
+			m.Restarted(&box)
 		} else {
-			require.NoError(t, m.step(&box, r.from, r.msg), r.what)
+			require.NoError(t, m.Step(&box, r.from, r.msg), r.what)
 		}
 		var got []string
 		for _, e := range drain(&box) {
@@ -179,8 +179,8 @@ func TestRelayMachineReplaysForARestartedSubscriber(t *testing.T) {
 		{"the subscriber took #0 in, then restarted", down, &messages.Subscribe{Epoch: 2, From: 1, Demand: 4},
 			[]string{"down batch e2 #1 [3 4]"}},
 	})
-	var box outbox
-	err := m.step(&box, down, &messages.Subscribe{Epoch: 3, From: 0, Demand: 4})
+	var box Outbox
+	err := m.Step(&box, down, &messages.Subscribe{Epoch: 3, From: 0, Demand: 4})
 	require.ErrorIs(t, err, ErrProtocol, "#0 was acknowledged and forgotten")
 	require.Equal(t, []string{"down failure e2"}, []string{show(drain(&box)[0])}, "the link fails on the epoch it had")
 }
@@ -189,8 +189,8 @@ func TestRelayMachineReplaysForARestartedSubscriber(t *testing.T) {
 // K, whatever order the lanes deliver them in.
 func TestMergeMachineTakesTheLanesInTurn(t *testing.T) {
 	lane0, lane1 := actor.NewPID("local", "lane0"), actor.NewPID("local", "lane1")
-	m := newMergeMachine("merge", []string{"a", "b"}, 2, 4)
-	m.ins[0].pub, m.ins[1].pub = lane0, lane1
+	m := NewMergeMachine("merge", []string{"a", "b"}, 2, 4)
+	m.Ins[0].Pub, m.Ins[1].Pub = lane0, lane1
 	runTable(t, m, []stepRow{
 		{"a subscription opens every lane", down, &messages.Subscribe{Epoch: 1, Demand: 8},
 			[]string{"lane0 subscribe e2 p0 from 0 n2", "lane1 subscribe e3 p0 from 0 n2"}},
@@ -215,8 +215,8 @@ func TestMergeMachineTakesTheLanesInTurn(t *testing.T) {
 // is read ahead and handed out once a lane asks for it.
 func TestFanoutMachineProtocol(t *testing.T) {
 	d0, d1 := actor.NewPID("local", "d0"), actor.NewPID("local", "d1")
-	m := &fanoutMachine{name: "buffer", outs: make([]outlet, 2), window: 2, readsAhead: true}
-	m.in.window, m.in.pub = 4, up
+	m := &FanoutMachine{Name: "buffer", Outs: make([]Outlet, 2), Window: 2, ReadsAhead: true}
+	m.In.Window, m.In.Pub = 4, up
 	runTable(t, m, []stepRow{
 		{"demand before any subscription is nobody's (it panicked)", d1, &messages.Demand{Epoch: 0, N: 1}, nil},
 		{"lane 0 begins the pass", d0, &messages.Subscribe{Epoch: 1, Demand: 2},

@@ -1,4 +1,4 @@
-package actors
+package protocol
 
 import (
 	"errors"
@@ -19,10 +19,10 @@ func FuzzRelayMachine(f *testing.F) {
 	f.Add([]byte{0, 3, 6, 3, 7, 3, 2, 0, 3, 4, 5}, uint8(1), uint8(1), uint8(1))
 	f.Fuzz(func(t *testing.T, ops []byte, window, capacity, passes uint8) {
 		m := newPairRelay(int(window%8)+1, int(capacity%8)+1, uint32(passes%3)+1)
-		fz := newLinkFuzz(m, []*actor.PID{up}, []*inlet{&m.in}, []*outlet{&m.out})
-		fz.fresh = func(s *messages.Subscribe) bool { return m.out.classify(s) == freshSub }
+		fz := newLinkFuzz(m, []*actor.PID{up}, []*Inlet{&m.In}, []*Outlet{&m.Out})
+		fz.fresh = func(s *messages.Subscribe) bool { return m.Out.classify(s) == freshSub }
 		fz.reset = func() bool {
-			return m.in.next == 0 && m.skipped == 0 && len(m.logic.(*pairLogic).pending) == 0
+			return m.In.next == 0 && m.skipped == 0 && len(m.Logic.(*pairLogic).pending) == 0
 		}
 		fz.run(t, ops)
 	})
@@ -36,15 +36,15 @@ func FuzzMergeMachine(f *testing.F) {
 	f.Add([]byte{0, 11, 3, 19, 6, 3, 7, 3, 2, 0, 3, 4, 12}, uint8(3), uint8(1), uint8(1))
 	f.Fuzz(func(t *testing.T, ops []byte, lanes, queue, capacity uint8) {
 		k := int(lanes%3) + 1
-		names, pids, ins := make([]string, k), make([]*actor.PID, k), make([]*inlet, k)
+		names, pids, ins := make([]string, k), make([]*actor.PID, k), make([]*Inlet, k)
 		for l := range k {
 			names[l], pids[l] = fmt.Sprint("lane", l), actor.NewPID("local", fmt.Sprint("lane", l))
 		}
-		m := newMergeMachine("merge", names, int(queue%4)+1, int(capacity%6)+1)
-		for l := range m.ins {
-			m.ins[l].pub, ins[l] = pids[l], &m.ins[l]
+		m := NewMergeMachine("merge", names, int(queue%4)+1, int(capacity%6)+1)
+		for l := range m.Ins {
+			m.Ins[l].Pub, ins[l] = pids[l], &m.Ins[l]
 		}
-		fz := newLinkFuzz(m, pids, ins, []*outlet{&m.out})
+		fz := newLinkFuzz(m, pids, ins, []*Outlet{&m.out})
 		fz.fresh = func(s *messages.Subscribe) bool { return m.out.classify(s) == freshSub }
 		fz.reset = func() bool {
 			return m.turn == 0 && !slices.ContainsFunc(m.skipped, func(n uint64) bool { return n != 0 }) && !slices.ContainsFunc(m.queues, func(q []*messages.Batch) bool { return len(q) > 0 })
@@ -63,16 +63,16 @@ func FuzzFanoutMachine(f *testing.F) {
 	f.Add([]byte{0, 0, 3, 0, 3, 0, 4, 0, 0, 1, 3, 0, 4, 0, 0, 9}, uint8(1), uint8(3), true)
 	f.Fuzz(func(t *testing.T, ops []byte, lanes, window uint8, dropPartial bool) {
 		n := int(lanes%3) + 1
-		m := &fanoutMachine{name: "buffer", outs: make([]outlet, n), window: int(window%4) + 1, dropPartial: dropPartial, readsAhead: true}
-		m.in.window, m.in.pub = int64(n*m.window), up
-		outs := make([]*outlet, n)
+		m := &FanoutMachine{Name: "buffer", Outs: make([]Outlet, n), Window: int(window%4) + 1, DropPartial: dropPartial, ReadsAhead: true}
+		m.In.Window, m.In.Pub = int64(n*m.Window), up
+		outs := make([]*Outlet, n)
 		for l := range n {
-			outs[l] = &m.outs[l]
+			outs[l] = &m.Outs[l]
 		}
-		fz := newLinkFuzz(m, []*actor.PID{up}, []*inlet{&m.in}, outs)
+		fz := newLinkFuzz(m, []*actor.PID{up}, []*Inlet{&m.In}, outs)
 		fz.fresh = func(s *messages.Subscribe) bool { return !m.running || s.Pass > m.pass }
 		fz.reset = func() bool {
-			return m.running && m.in.pass == m.pass && len(m.ahead) == 0 && m.aheadEnd == nil && m.aheadFail == nil
+			return m.running && m.In.Pass == m.pass && len(m.ahead) == 0 && m.aheadEnd == nil && m.aheadFail == nil
 		}
 		fz.inTurn = true
 		fz.run(t, ops)
@@ -89,9 +89,9 @@ func FuzzFanoutMachine(f *testing.F) {
 // sequence and the same items when replayed, and a new pass begun from a
 // known state.
 type linkFuzz struct {
-	m      machine
+	m      Machine
 	ups    []*upModel
-	ins    []*inlet
+	ins    []*Inlet
 	downs  []*downModel
 	fresh  func(*messages.Subscribe) bool // the subscription will begin a pass
 	reset  func() bool                    // the machine's state right after a pass began
@@ -99,7 +99,7 @@ type linkFuzz struct {
 	// other, when set, is a fuzz op of the machine's own (op 8; else a
 	// restart); after checks what the machine did besides its messages;
 	// allowed is an error the machine may fail with besides the protocol's.
-	other   func(box *outbox, arg byte) error
+	other   func(box *Outbox, arg byte) error
 	after   func() string
 	allowed error
 }
@@ -118,7 +118,7 @@ type upModel struct {
 type downModel struct {
 	pid     *actor.PID
 	lane    uint32
-	out     *outlet
+	out     *Outlet
 	epoch   uint64
 	pass    uint32
 	taken   uint64 // items of the pass taken in, in order: its acknowledgement
@@ -130,10 +130,10 @@ type downModel struct {
 	seqOf   map[uint64]uint64 // the item each id came in, this pass
 }
 
-func newLinkFuzz(m machine, pids []*actor.PID, ins []*inlet, outs []*outlet) *linkFuzz {
+func newLinkFuzz(m Machine, pids []*actor.PID, ins []*Inlet, outs []*Outlet) *linkFuzz {
 	fz := &linkFuzz{m: m, ins: ins}
 	for l, pid := range pids {
-		fz.ups = append(fz.ups, &upModel{pid: pid, window: ins[l].window})
+		fz.ups = append(fz.ups, &upModel{pid: pid, window: ins[l].Window})
 	}
 	for l, o := range outs {
 		pid := down
@@ -145,13 +145,13 @@ func newLinkFuzz(m machine, pids []*actor.PID, ins []*inlet, outs []*outlet) *li
 	return fz
 }
 
-func newDownModel(pid *actor.PID, lane uint32, out *outlet) *downModel {
+func newDownModel(pid *actor.PID, lane uint32, out *Outlet) *downModel {
 	return &downModel{pid: pid, lane: lane, out: out, granted: map[uint64]int64{}, got: map[uint64]int64{},
 		next: map[uint64]uint64{}, done: map[uint64]bool{}, ids: map[uint64][]uint64{}, seqOf: map[uint64]uint64{}}
 }
 
 func (fz *linkFuzz) run(t *testing.T, ops []byte) {
-	var box outbox
+	var box Outbox
 	for i := 0; i+1 < len(ops); i += 2 {
 		fresh, err := fz.event(&box, ops[i]%9, ops[i+1])
 		if err != nil && !errors.Is(err, ErrProtocol) && (fz.allowed == nil || !errors.Is(err, fz.allowed)) {
@@ -171,8 +171,8 @@ func (fz *linkFuzz) run(t *testing.T, ops []byte) {
 			}
 		}
 		for l, in := range fz.ins {
-			if in.outstanding < 0 || in.outstanding > in.window {
-				t.Fatalf("op %d: upstream %d has %d outstanding, window %d", i, l, in.outstanding, in.window)
+			if in.Outstanding < 0 || in.Outstanding > in.Window {
+				t.Fatalf("op %d: upstream %d has %d outstanding, window %d", i, l, in.Outstanding, in.Window)
 			}
 		}
 		for l, d := range fz.downs {
@@ -185,12 +185,12 @@ func (fz *linkFuzz) run(t *testing.T, ops []byte) {
 
 // event makes one message from op and arg and steps the machine with it.
 // fresh says it was a subscription that began a pass.
-func (fz *linkFuzz) event(box *outbox, op, arg byte) (fresh bool, err error) {
+func (fz *linkFuzz) event(box *Outbox, op, arg byte) (fresh bool, err error) {
 	if op == 8 && fz.other != nil {
 		return false, fz.other(box, arg)
 	}
 	if op >= 7 {
-		fz.m.restarted(box)
+		fz.m.Restarted(box)
 		return false, nil
 	}
 	if op < 3 {
@@ -203,30 +203,30 @@ func (fz *linkFuzz) event(box *outbox, op, arg byte) (fresh bool, err error) {
 			if arg&32 != 0 {
 				m.Ack += uint64(arg>>4) % 3
 			}
-			err := fz.m.step(box, d.pid, m)
-			if m.Epoch == d.epoch && m.N > 0 && d.out.sub == d.pid && d.out.epoch == m.Epoch {
+			err := fz.m.Step(box, d.pid, m)
+			if m.Epoch == d.epoch && m.N > 0 && d.out.sub == d.pid && d.out.Epoch == m.Epoch {
 				d.granted[m.Epoch] += m.N
 			}
 			return false, err
 		}
-		return false, fz.m.step(box, d.pid, &messages.Cancel{Epoch: d.epoch - uint64(arg&1)})
+		return false, fz.m.Step(box, d.pid, &messages.Cancel{Epoch: d.epoch - uint64(arg&1)})
 	}
 	u := fz.ups[int(arg)%len(fz.ups)]
 	switch op {
 	case 3:
-		return false, fz.m.step(box, u.pid, fz.item(u, arg))
+		return false, fz.m.Step(box, u.pid, fz.item(u, arg))
 	case 4:
-		return false, fz.m.step(box, u.pid, &messages.End{Epoch: u.epoch, Pass: u.pass, Count: u.next + uint64(arg>>7)})
+		return false, fz.m.Step(box, u.pid, &messages.End{Epoch: u.epoch, Pass: u.pass, Count: u.next + uint64(arg>>7)})
 	case 5:
-		return false, fz.m.step(box, u.pid, &messages.Failure{Epoch: u.epoch, Cause: "fuzz"})
+		return false, fz.m.Step(box, u.pid, &messages.Failure{Epoch: u.epoch, Cause: "fuzz"})
 	}
-	return false, fz.m.step(box, u.pid, &messages.Resubscribe{Stage: u.pid.Id})
+	return false, fz.m.Step(box, u.pid, &messages.Resubscribe{Stage: u.pid.Id})
 }
 
 // subscribe sends d's subscription: for its pass, the next or the last,
 // from the first item taken in or from anywhere, under a new epoch or an
 // old one.
-func (fz *linkFuzz) subscribe(box *outbox, d *downModel, arg byte) (bool, error) {
+func (fz *linkFuzz) subscribe(box *Outbox, d *downModel, arg byte) (bool, error) {
 	m := &messages.Subscribe{Epoch: d.epoch + 1, Pass: d.pass, From: d.taken, Demand: int64(arg>>3) % 6, Lane: d.lane}
 	switch arg % 4 {
 	case 1:
@@ -241,9 +241,9 @@ func (fz *linkFuzz) subscribe(box *outbox, d *downModel, arg byte) (bool, error)
 		m.From = uint64(arg>>3) % 4
 	}
 	fresh := fz.fresh(m)
-	was := d.out.sub == d.pid && d.out.epoch == m.Epoch
-	err := fz.m.step(box, d.pid, m)
-	if was || d.out.sub != d.pid || d.out.epoch != m.Epoch {
+	was := d.out.sub == d.pid && d.out.Epoch == m.Epoch
+	err := fz.m.Step(box, d.pid, m)
+	if was || d.out.sub != d.pid || d.out.Epoch != m.Epoch {
 		return false, err // not taken: the link stays on its epoch
 	}
 	if m.Pass != d.pass || fresh {
@@ -375,39 +375,38 @@ func FuzzXMapMachine(f *testing.F) {
 	f.Add([]byte{0, 40, 3, 0, 3, 0, 8, 1, 8, 0, 4, 0, 1, 40}, uint8(2), uint8(1), uint8(2), true)
 	f.Add([]byte{0, 40, 3, 0, 3, 0, 7, 0, 8, 0, 8, 0, 4, 0, 8, 128}, uint8(1), uint8(0), uint8(3), false)
 	f.Fuzz(func(t *testing.T, ops []byte, workers, buffer, capacity uint8, ordered bool) {
-		m := newXMapMachine("xmap", XMap{Workers: int(workers%3) + 1, Buffer: int(buffer % 3), Ordered: ordered},
-			int(capacity%4)+1, 2)
-		m.in.pub = up
-		fz := newLinkFuzz(m, []*actor.PID{up}, []*inlet{&m.in}, []*outlet{&m.out})
-		fz.fresh = func(s *messages.Subscribe) bool { return m.out.classify(s) == freshSub }
+		m := NewXMapMachine("xmap", int(workers%3)+1+int(buffer%3), ordered, int(capacity%4)+1, 2)
+		m.In.Pub = up
+		fz := newLinkFuzz(m, []*actor.PID{up}, []*Inlet{&m.In}, []*Outlet{&m.Out})
+		fz.fresh = func(s *messages.Subscribe) bool { return m.Out.classify(s) == freshSub }
 		fz.reset = func() bool { return m.base == 0 && !m.drained && len(m.inflight) == 0 && len(m.waiting) == 0 }
 		fz.inTurn, fz.allowed = ordered, errMapFuzz
-		var given []job // handed to the workers, no result yet
+		var given []Job // handed to the workers, no result yet
 		fz.after = func() string {
-			given = append(given, m.jobs...)
-			m.jobs = m.jobs[:0]
-			if len(m.inflight) > m.limit {
-				return fmt.Sprintf("%d items with the workers, past %d", len(m.inflight), m.limit)
+			given = append(given, m.Jobs...)
+			m.Jobs = m.Jobs[:0]
+			if len(m.inflight) > m.Limit {
+				return fmt.Sprintf("%d items with the workers, past %d", len(m.inflight), m.Limit)
 			}
 			return ""
 		}
-		fz.other = func(box *outbox, arg byte) error {
+		fz.other = func(box *Outbox, arg byte) error {
 			if len(given) == 0 {
 				return nil
 			}
 			i := int(arg) % len(given)
 			j := given[i]
-			r := &mapped{run: j.run, seq: j.seq, item: &messages.Batch{Pass: m.out.pass, Ids: j.item.Ids}}
+			r := &Mapped{Run: j.Run, Seq: j.Seq, Item: &messages.Batch{Pass: m.Out.Pass, Ids: j.Item.Ids}}
 			switch arg >> 5 {
 			case 1:
-				r.run-- // an old incarnation's
+				r.Run-- // an old incarnation's
 			case 2:
-				r.item, r.err = nil, errMapFuzz
+				r.Item, r.Err = nil, errMapFuzz
 			}
 			if arg>>5 != 3 { // else a second result of the same job follows
 				given = slices.Delete(given, i, i+1)
 			}
-			return m.step(box, up, r)
+			return m.Step(box, up, r)
 		}
 		fz.run(t, ops)
 	})

@@ -1,35 +1,30 @@
-package actors
+package protocol
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"slices"
 	"testing"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/stretchr/testify/require"
 
 	"github.com/actorfeed/actorfeed/messages"
-	"github.com/actorfeed/actorfeed/readers"
 )
 
-// namedFiles is a record source the machine tests only name files of:
-// open_files never reads, its readers do.
+// namedFiles names the files of the machine tests: open_files never
+// reads them, its readers do.
 type namedFiles struct{}
 
-func (namedFiles) Open(context.Context, int, uint32, uint64) (readers.Reader, error) {
-	return nil, errors.New("machine tests do not read")
-}
-func (namedFiles) Rewindable() bool  { return true }
 func (namedFiles) Name(f int) string { return fmt.Sprint("f", f) }
 
-func newFilesMachine(files, readers, buffer, window int, ordered bool) (*filesMachine, []*actor.PID) {
+func newFilesMachine(files, readers, buffer, window int, ordered bool) (*FilesMachine, []*actor.PID) {
 	pids := make([]*actor.PID, readers)
 	for w := range pids {
 		pids[w] = actor.NewPID("local", fmt.Sprint("r", w))
 	}
-	return &filesMachine{name: "open_files", src: namedFiles{}, files: files, workers: pids, buffer: buffer, window: window,
-		ordered: ordered}, pids
+	return &FilesMachine{Name: "open_files", Src: namedFiles{}, Files: files, Workers: pids, Buffer: buffer, Window: window,
+		Ordered: ordered}, pids
 }
 
 func groupOf(epoch, seq uint64, file uint32, first, count uint64) *messages.Batch {
@@ -92,7 +87,7 @@ func FuzzFilesMachine(f *testing.F) {
 }
 
 type filesFuzz struct {
-	m       *filesMachine
+	m       *FilesMachine
 	lens    []uint64 // records in each file
 	readers []*readerModel
 	d       *downModel
@@ -111,7 +106,7 @@ type readerModel struct {
 }
 
 func (fz *filesFuzz) run(t *testing.T, ops []byte) {
-	var box outbox
+	var box Outbox
 	for i := 0; i+1 < len(ops); i += 2 {
 		op, arg := ops[i]%8, ops[i+1]
 		var err error
@@ -119,7 +114,7 @@ func (fz *filesFuzz) run(t *testing.T, ops []byte) {
 		case op < 3:
 			_, err = fz.links.event(&box, op, arg)
 		case op == 7:
-			fz.m.restarted(&box)
+			fz.m.Restarted(&box)
 		default:
 			err = fz.reader(&box, op, arg)
 		}
@@ -132,8 +127,8 @@ func (fz *filesFuzz) run(t *testing.T, ops []byte) {
 			}
 		}
 		for w, ws := range fz.m.work {
-			if ws.outstanding < 0 || ws.outstanding > fz.m.window {
-				t.Fatalf("op %d: reader %d has %d outstanding, window %d", i, w, ws.outstanding, fz.m.window)
+			if ws.outstanding < 0 || ws.outstanding > fz.m.Window {
+				t.Fatalf("op %d: reader %d has %d outstanding, window %d", i, w, ws.outstanding, fz.m.Window)
 			}
 		}
 	}
@@ -141,7 +136,7 @@ func (fz *filesFuzz) run(t *testing.T, ops []byte) {
 
 // reader makes a reader's message: a group, an End, a failure or a
 // resubscription.
-func (fz *filesFuzz) reader(box *outbox, op, arg byte) error {
+func (fz *filesFuzz) reader(box *Outbox, op, arg byte) error {
 	r := fz.readers[int(arg)%len(fz.readers)]
 	switch op {
 	case 3:
@@ -168,15 +163,15 @@ func (fz *filesFuzz) reader(box *outbox, op, arg byte) error {
 		}
 		r.seq++
 		r.credit--
-		return fz.m.step(box, r.pid, b)
+		return fz.m.Step(box, r.pid, b)
 	case 4:
 		count := r.cursor
 		if r.cursor < r.to || arg&8 != 0 {
 			count++ // an End that miscounts
 		}
-		return fz.m.step(box, r.pid, &messages.End{Epoch: r.epoch, Count: count})
+		return fz.m.Step(box, r.pid, &messages.End{Epoch: r.epoch, Count: count})
 	case 5:
-		return fz.m.step(box, r.pid, &messages.Resubscribe{Stage: r.pid.Id})
+		return fz.m.Step(box, r.pid, &messages.Resubscribe{Stage: r.pid.Id})
 	}
 	return nil
 }
@@ -240,11 +235,44 @@ func (fz *filesFuzz) everyRecordOnce(end *messages.End) string {
 			want = append(want, uint64(f)*100+r)
 		}
 	}
-	if !fz.m.ordered {
+	if !fz.m.Ordered {
 		slices.Sort(got)
 	}
 	if !slices.Equal(got, want) {
 		return fmt.Sprintf("the pass handed on %v, not every record once (%v)", got, want)
 	}
 	return ""
+}
+
+// A subscriber that asks for more groups than the buffer holds gets the
+// buffer, and the readers are asked for the rest at once: nothing else may
+// prompt open_files later, since the subscriber waits for groups it already
+// asked for. (open_files once granted credit before flushing, saw a full
+// buffer, and a pipeline with Window 8 hung about once in a hundred passes.)
+func TestFilesGrantsReadersWhatItsFlushFreed(t *testing.T) {
+	sub, reader := actor.NewPID("local", "sub"), actor.NewPID("local", "reader-0")
+	c := &FilesMachine{Workers: []*actor.PID{reader}, Buffer: 3, Window: 8, work: []workerState{{unit: 0, epoch: 7}}}
+	c.out.Reset(0)
+	for range c.Buffer {
+		c.out.Push(&messages.Batch{})
+	}
+	require.NoError(t, c.out.Subscribe(sub, &messages.Subscribe{Epoch: 1}))
+	require.NoError(t, c.out.OnDemand(&messages.Demand{Epoch: 1, N: 5}))
+
+	var box Outbox
+	c.settle(&box)
+	var toSub, toReader []any
+	for _, e := range box.msgs {
+		if e.to.Equal(reader) {
+			toReader = append(toReader, e.msg)
+		} else {
+			toSub = append(toSub, e.msg)
+		}
+	}
+	require.Len(t, toSub, 3, "the buffer goes to the subscriber")
+	require.Len(t, toReader, 1, "the reader is asked for what that freed")
+	d := toReader[0].(*messages.Demand)
+	require.EqualValues(t, 7, d.Epoch)
+	require.EqualValues(t, 3, d.N, "a buffer's worth")
+	require.Equal(t, 3, c.work[0].outstanding)
 }
