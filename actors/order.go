@@ -41,7 +41,7 @@ const DefaultSplitRecords = 1024
 
 // orderPlan is a pipeline's order: the order function over its files, the
 // shard, and where its first pass starts (the epoch and the layout of a
-// resumed state). What the order's assembly reads of it is planCore's.
+// resumed state). What the order's assembly reads of it is protocol.Plan's.
 type orderPlan struct {
 	protocol.Plan
 	shuffled bool // the splits are permuted (a Shuffle stage follows Files)

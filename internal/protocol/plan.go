@@ -2,7 +2,7 @@ package protocol
 
 import "github.com/actorfeed/actorfeed/readers/order"
 
-// planCore is the order as its assembly (units, windows) reads it: the
+// Plan is the order as its assembly (Units, Windows) reads it: the
 // order function, the rank's share of each pass, and where pass 0 starts.
 type Plan struct {
 	Ord       *order.Order
@@ -13,7 +13,7 @@ type Plan struct {
 	First     int          // the epoch of pass 0
 	FirstPlan order.Layout // pass 0's layout
 	FirstDone uint64       // positions of pass 0's shard already delivered
-	FirstSkip []uint64     // where items delivered past firstDone start on the line (see line)
+	FirstSkip []uint64     // where items delivered past FirstDone start on the line (see Line)
 	Lanes     int          // actors.Options.Lanes: items of one batch each
 }
 

@@ -9,14 +9,14 @@ import (
 	"github.com/actorfeed/actorfeed/messages"
 )
 
-// xmapMachine is the xmap stage's protocol: the relay's links, the items
+// XMapMachine is the xmap stage's protocol: the relay's links, the items
 // handed to the workers and not yet back (inflight), results kept for their
 // turn (ordered), and the end of a pass once every result is pushed. An
 // item stays inflight until its result arrives, so a restart, which loses
 // the work in flight with the old workers, hands those items to the new
 // ones. base is the first item whose result has not been pushed. Its steps
 // put what to send in the outbox and what the workers must compute in
-// jobs; xmapActor owns the workers.
+// Jobs; actors.xmapActor owns the workers.
 type XMapMachine struct {
 	Relay
 	Limit   int // items between intake and push: workers + buffer
