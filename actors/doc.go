@@ -39,6 +39,6 @@ package actors
 
 // actors may import tensor, readers (and readers/order and
 // readers/recordio), messages, supervisor, internal/protocol and
-// protoactor-go (with
-// orcaman/concurrent-map, the type of protoactor's process registry, which
-// NewSystem replaces with a small one). It must not import sim or cmd.
+// protoactor-go (with orcaman/concurrent-map, the type of protoactor's
+// process registry, which NewSystem replaces with a small one). It must
+// not import sim or cmd.

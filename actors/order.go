@@ -51,11 +51,6 @@ type orderPlan struct {
 	span     uint64               // the positions of a data service task (taskSpan)
 }
 
-// shard is the rank's share the plan reads.
-func (p *orderPlan) shard() Shard {
-	return Shard{Rank: p.Rank, World: p.World, Remainder: p.Remainder}
-}
-
 // Fingerprint identifies a data set: a state taken over one resumes only
 // over the same files.
 type Fingerprint struct {

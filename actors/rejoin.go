@@ -198,7 +198,7 @@ func (p *orderPlan) rejoin(states []State) (State, error) {
 			return State{}, &StateError{Index: i, Err: fmt.Errorf("%w: %w", ErrState, err)}
 		}
 	}
-	return Rejoin(states, p.shard())
+	return Rejoin(states, Shard{Rank: p.Rank, World: p.World, Remainder: p.Remainder})
 }
 
 // checkState says which field of st cannot be resumed from, if one
