@@ -119,6 +119,7 @@ fuzz)
   fuzz FuzzFanoutMachine ./internal/protocol 300000
   fuzz FuzzFilesMachine ./internal/protocol 300000
   fuzz FuzzXMapMachine ./internal/protocol 300000
+  fuzz FuzzServiceMachine ./internal/protocol 200000
   ;;
 *)
   sed -n '2,10s/^# \{0,1\}//p' "$0"

@@ -179,7 +179,8 @@ func isSystem(msg any) bool {
 func sender(ctx actor.Context) func(*actor.PID, any) {
 	return func(pid *actor.PID, msg any) {
 		switch msg.(type) {
-		case *messages.Subscribe, *messages.Assign, *messages.Demand, *messages.Resubscribe:
+		case *messages.Subscribe, *messages.Assign, *messages.Demand, *messages.Resubscribe,
+			*messages.ServiceHello, *messages.ServiceTask: // a worker answers its client
 			ctx.Request(pid, msg)
 		default:
 			ctx.Send(pid, msg)

@@ -7,7 +7,8 @@
 // The stages whose work is protocol alone (open_files, the decorators, the
 // merge, the deal and double buffer) are pure state machines, package
 // internal/protocol's, that one generic actor runs (machine.go); xmap's
-// protocol is one too, run by the actor that owns its workers. The link
+// protocol and the data service's client are too, each run by an actor
+// that adds what needs a runtime (workers, ticks, probes). The link
 // between two stages is a pair of them (protocol.Outlet and Inlet), which
 // the readers, devices and the data service's client use as well.
 //
@@ -29,12 +30,12 @@
 //
 // Options.Lanes copies the batch and map stages over the cores, between a
 // deal and a merge stage (lanes.go). Options.Service runs the stages before
-// the double buffer on data service workers (service.go, service_client.go;
-// the worker, the other end, and the nodes that carry both over Proto.Actor
-// remote are actors/service's). Options.OnCorrupt skips corrupt records
-// and chunks, counted in Stats (corrupt.go), and the samples a map cannot
-// read (bad_samples.go). The Max* limits (limits.go)
-// bound the sizes a spec or a state may ask for.
+// the double buffer on data service workers (service.go, service_client.go
+// and internal/protocol's ServiceMachine; the worker, the other end, and
+// the nodes that carry both over Proto.Actor remote are actors/service's).
+// Options.OnCorrupt skips corrupt records and chunks, counted in Stats
+// (corrupt.go), and the samples a map cannot read (bad_samples.go). The
+// Max* limits (limits.go) bound the sizes a spec or a state may ask for.
 package actors
 
 // actors may import tensor, readers (and readers/order and

@@ -32,7 +32,7 @@ var (
 	// ErrStage is wrapped by every *StageError.
 	ErrStage = errors.New("actors: stage failed")
 	// ErrBadSpec is wrapped when a pipeline spec is invalid.
-	ErrBadSpec = errors.New("actors: invalid pipeline spec")
+	ErrBadSpec = protocol.ErrBadSpec
 	// ErrReadStalled is wrapped when a file reader abandoned a read that
 	// took longer than Options.ReadTimeout. It is transient: the reader
 	// reopens the file at the record; it ends the pipeline only when the

@@ -81,7 +81,7 @@ const (
 
 // ErrNoWorkers is wrapped when a Service pipeline had no worker alive for
 // Service.WaitForWorkers with tasks left.
-var ErrNoWorkers = errors.New("actors: no worker of the service is alive")
+var ErrNoWorkers = protocol.ErrNoWorkers
 
 // KindService is the stage that hands tasks to the service's workers and
 // takes their batches back (Options.Service).
@@ -180,9 +180,9 @@ func checkService(stages []Stage, opts Options, dev *Devices) error {
 
 // The states of a ServiceWorker.
 const (
-	ServiceWorkerAlive  = "alive"
-	ServiceWorkerLost   = "lost"
-	ServiceWorkerClosed = "closed"
+	ServiceWorkerAlive  = protocol.WorkerAlive
+	ServiceWorkerLost   = protocol.WorkerLost
+	ServiceWorkerClosed = protocol.WorkerClosed
 )
 
 // ServiceWorker is what a Service pipeline knows of one of its workers.
@@ -217,8 +217,8 @@ func (p *Pipeline) ServiceWorkers() []ServiceWorker {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.snap == nil {
-		for _, w := range c.workers {
-			c.snap = append(c.snap, ServiceWorker{Addr: w.addr})
+		for _, w := range c.m.Workers {
+			c.snap = append(c.snap, ServiceWorker{Addr: w.Addr})
 		}
 	}
 	return slices.Clone(c.snap)
@@ -284,10 +284,17 @@ func (p *Pipeline) planService(stages []Stage, n int) (spawnable, error) {
 	}
 	name := fmt.Sprintf("%d-%s", n-1, KindService)
 	cfg := p.pipe.opts.Service.withDefaults()
-	sc := &serviceCell{cell: cell{name: name, kind: KindService, pipe: p.pipe}, plan: p.order, job: job, cfg: cfg,
-		id: hex.EncodeToString(id), capacity: p.pipe.opts.Capacity, files: p.files}
+	sc := &serviceCell{cell: cell{name: name, kind: KindService, pipe: p.pipe}, plan: p.order, files: p.files}
+	sc.m = protocol.ServiceMachine{Name: name, Credit: cfg.Credit, Tasks: cfg.Tasks, Lease: cfg.Lease, WaitForWorkers: cfg.WaitForWorkers,
+		MaxMessage: cfg.MaxMessage, Capacity: p.pipe.opts.Capacity, Session: hex.EncodeToString(id), Self: p.pipe.opts.System.Address(),
+		Job: job, Plan: &p.order.Plan, TasksOf: sc.tasksOf, Now: time.Now, Effects: protocol.ServiceEffects{
+			Arrived:  func(b *messages.Batch) { sc.pipe.noteProduced(KindBatch, b) }, // the workers' batch stage made it
+			HandedOn: func(*messages.Batch) { sc.meter.items.Add(1) },
+			Dropped:  sc.pipe.discard,
+			Corrupt:  sc.noteCorrupt,
+		}}
 	for _, addr := range cfg.Workers {
-		sc.workers = append(sc.workers, &svcWorker{addr: addr, pid: actor.NewPID(addr, WorkerName)})
+		sc.m.Workers = append(sc.m.Workers, &protocol.Worker{Addr: addr, PID: actor.NewPID(addr, WorkerName)})
 	}
 	p.cells = append(p.cells, &sc.cell)
 	p.service = sc
@@ -296,73 +303,20 @@ func (p *Pipeline) planService(stages []Stage, n int) (spawnable, error) {
 		producer: func(*actor.PID, []*actor.PID) actor.Actor { return &serviceActor{c: sc} }}, nil
 }
 
-// serviceCell is what the service stage persists across restarts: the
-// workers, the pass's tasks and what was taken in of each, and the link to
-// the double buffer.
+// serviceCell is what the service stage persists across restarts: its
+// machine (the workers, the pass's tasks and what was taken in of each,
+// the link to the double buffer) and what cuts a pass into tasks.
 type serviceCell struct {
 	cell
-	plan     *orderPlan
-	job      *messages.ServiceJob
-	cfg      Service
-	id       string // names this pipeline's sessions
-	capacity int
-	files    *fileSource // names the job's files in what the workers report
+	m      protocol.ServiceMachine
+	plan   *orderPlan
+	files  *fileSource // names the job's files in what the workers report
+	nextID uint64      // the next task's id, all passes
+	probes sync.WaitGroup
 
-	workers []*svcWorker
-	credit  []int64    // gauge's per worker, kept to spare an allocation a message
-	running []int      // assign's per worker, likewise
-	tasks   []*svcTask // the pass's, in the order
-	base    uint64     // the id of tasks[0]
-	nextID  uint64
-	head    int // the first task not wholly handed on
-	skip    map[uint64]bool
-	out     protocol.Outlet
-	lonely  time.Time // since when no worker is alive (zero: one is)
-	probes  sync.WaitGroup
-
-	mu         sync.Mutex
-	snap       []ServiceWorker // what Pipeline.ServiceWorkers shows
-	subscribed bool            // a pass was subscribed
+	mu   sync.Mutex
+	snap []ServiceWorker // what Pipeline.ServiceWorkers shows
 }
-
-// svcWorker is one worker as the service stage sees it.
-type svcWorker struct {
-	addr    string
-	pid     *actor.PID
-	gen     int    // sessions with it so far: a lost worker comes back in a new one
-	session string // the current one
-	alive   bool
-	busy    time.Time // until when it said it is busy: no task goes to it
-	heard   time.Time // the last message of the current session
-	hello   time.Time // the last ServiceHello sent
-	why     string    // why it was last lost
-	probing bool      // a probe of its address is under way
-	// What Stats shows.
-	batches, bytes, lost, taken, reassigned int64
-	closed                                  bool // alive when its session was closed
-}
-
-// svcTask is a run of the rank's positions of the pass from lo (taskSpan of
-// them), and what its attempts delivered.
-type svcTask struct {
-	id       uint64
-	lo       uint64 // its first rank position
-	tail     bool   // the rank's state from lo on (padding): its batches' positions are the rank's
-	state    []byte // the JSON State a worker resumes from
-	worker   int    // holding it, or -1
-	attempt  uint32
-	queue    []*messages.Batch // taken in, not handed on
-	handed   uint32            // batches handed on (or dropped as committed before a resume)
-	granted  uint64            // the credit the current attempt was given: batches below this index
-	sentAt   time.Time         // when its ServiceTask last went out
-	ended    bool              // the current attempt ended, having made batches
-	batches  uint32
-	skipped  uint64
-	complete bool // every batch taken in
-}
-
-// expected is the index of the next batch the current attempt sends.
-func (t *svcTask) expected() uint32 { return t.handed + uint32(len(t.queue)) }
 
 // taskSpan is the positions of a data service task, for windows of window
 // positions (the order's span: order.Block unshuffled), items of unit
@@ -397,11 +351,11 @@ func lcm(a, b uint64) uint64 {
 // (order.Pad) repeats positions, which no such layout can hold: the task
 // it starts in and the rest of the share are one tail task, the rank's own
 // state from that task's start on.
-func (c *serviceCell) tasksOf(pass uint32) ([]*svcTask, error) {
+func (c *serviceCell) tasksOf(pass uint32) ([]*protocol.Task, error) {
 	layout, done := c.plan.Layout(pass)
 	segs := layout.Cut(c.plan.Rank, c.plan.Remainder, done)
-	var tasks []*svcTask
-	var cur *svcTask
+	var tasks []*protocol.Task
+	var cur *protocol.Task
 	var ranges []order.Range
 	base := c.plan.state(0, 0, nil, false) // the order's fields; the rest is each task's
 	flush := func() error {
@@ -411,11 +365,11 @@ func (c *serviceCell) tasksOf(pass uint32) ([]*svcTask, error) {
 		st := base
 		st.Epoch, st.Layout, st.Rank, st.Done, st.Beyond = c.plan.Epoch(pass), order.Layout{World: 1, Ranges: ranges}, 0, 0, nil
 		st.Remainder = order.Drop.String()
-		if cur.tail {
-			st.Layout, st.Rank, st.Done, st.Remainder = layout, c.plan.Rank, cur.lo, c.plan.Remainder.String()
+		if cur.Tail {
+			st.Layout, st.Rank, st.Done, st.Remainder = layout, c.plan.Rank, cur.Lo, c.plan.Remainder.String()
 		}
 		var err error
-		if cur.state, err = json.Marshal(st); err != nil {
+		if cur.State, err = json.Marshal(st); err != nil {
 			return fmt.Errorf("actors: a task's state: %w", err)
 		}
 		tasks, cur, ranges = append(tasks, cur), nil, nil
@@ -427,11 +381,11 @@ func (c *serviceCell) tasksOf(pass uint32) ([]*svcTask, error) {
 			end := (at-done)/c.plan.span*c.plan.span + c.plan.span + done // where at's task ends
 			hi := min(s.Hi, lo+(end-at))
 			if cur == nil {
-				cur = &svcTask{id: c.nextID, lo: at, worker: -1}
+				cur = protocol.NewTask(c.nextID, at)
 				c.nextID++
 			}
 			if s.Pad {
-				cur.tail = true
+				cur.Tail = true
 				return tasks, flush()
 			}
 			ranges = append(ranges, order.Range{Lo: lo, Hi: hi})

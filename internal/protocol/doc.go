@@ -19,10 +19,13 @@
 //     (plan.go), the rank's share of each pass.
 //   - fanout.go: the deal and the double buffer; merge.go: the lanes'
 //     merge; xmap.go: xmap's protocol, whose workers its actor owns.
+//   - service.go: the data service's client, ServiceMachine: its tasks
+//     and attempts (service_tasks.go), its workers' sessions and leases
+//     (service_workers.go), time read from an injected clock.
 //   - instances.go: samples cut from items without copying, which the
 //     shuffle, the windows and the batch stage hold.
 //
-// protocol may import messages, supervisor (to classify errors),
-// readers/order and protoactor-go's actor (for PIDs). Only actors
-// imports it.
+// protocol may import messages (and protobuf, to size them), supervisor
+// (to classify errors), readers/order and protoactor-go's actor (for
+// PIDs). Only actors imports it.
 package protocol
