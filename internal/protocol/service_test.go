@@ -52,6 +52,23 @@ func TestServiceStartsAnAttemptAgainAfterALostBatch(t *testing.T) {
 	require.Len(t, fz.d.seqOf, 7, "every batch of tasks 0 and 1, once")
 }
 
+func TestServiceFailsAWorkerThatSendsPastItsCredit(t *testing.T) {
+	fz, box := startService(t, 1, 1)
+	fz.do(t, box, 1, 0) // demand for one
+	fz.do(t, box, 3, 0)
+	fz.do(t, box, 4, 0) // task 0 ends, its batch sent
+	a := fz.workers[0].attempts[1]
+	for a.next < a.granted {
+		fz.do(t, box, 3, 0) // within its credit
+	}
+	err := fz.event(box, 11, 0) // past it
+	require.ErrorIs(t, err, ErrProtocol)
+	require.ErrorContains(t, err, "worker w0 sent batch 2 of task 1, past its credit of 2")
+	fz.deliver(t, -1, box)
+	fz.check(t, -1)
+	require.True(t, fz.d.done[fz.d.epoch], "the subscriber is told")
+}
+
 func TestServiceFailsOnceNoWorkerAnsweredForTheWait(t *testing.T) {
 	fz, box := startService(t, 1, 1)
 	fz.do(t, box, 10, 0) // the worker's node is gone

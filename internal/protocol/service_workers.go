@@ -74,13 +74,19 @@ func (m *ServiceMachine) onWorker(box *Outbox, msg any) error {
 }
 
 // onBatch takes a batch of an attempt, in its order, or takes the attempt
-// back when one before it was lost on the way.
+// back when one before it was lost on the way. A batch past the attempt's
+// credit breaks the protocol: no honest worker sends it, and taking it
+// in would let a worker fill the pipeline's memory.
 func (m *ServiceMachine) onBatch(msg *messages.ServiceBatch) error {
 	w, t := m.attempt(msg.Session, msg.Task, msg.Attempt)
 	if t == nil {
 		return nil
 	}
 	w.heard = m.Now()
+	if uint64(msg.Index) >= t.granted {
+		return fmt.Errorf("%w: worker %s sent batch %d of task %d, past its credit of %d: are the worker and this pipeline the same version of actorfeed?",
+			ErrProtocol, w.Addr, msg.Index, t.ID, t.granted)
+	}
 	if msg.Index != t.expected() || msg.Batch == nil {
 		// A batch of the attempt was lost on the way (the remote is at
 		// most once): the attempt starts again from what was handed on.
