@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -289,18 +290,7 @@ func inSystemService(t *testing.T, paths []string, credit int) (*actors.Pipeline
 func TestServiceListsTheChunksItsWorkersSkipped(t *testing.T) {
 	ctx := testutil.Context(t)
 	paths := testutil.WriteFiles(t, 2, 150, 400)
-	fh, err := os.Open(paths[1])
-	require.NoError(t, err)
-	st, err := fh.Stat()
-	require.NoError(t, err)
-	x, err := recordio.LoadIndex(fh, st.Size(), paths[1])
-	require.NoError(t, fh.Close())
-	require.NoError(t, err)
-	bad := x.Chunks[1]
-	data, err := os.ReadFile(paths[1])
-	require.NoError(t, err)
-	data[bad.Offset+recordio.HeaderSize+3] ^= 0xff
-	require.NoError(t, os.WriteFile(paths[1], data, 0o644))
+	bad := damageChunk(t, paths[1], 1)
 
 	sys := actors.NewSystem()
 	defer sys.Shutdown()
@@ -318,6 +308,54 @@ func TestServiceListsTheChunksItsWorkersSkipped(t *testing.T) {
 	require.Equal(t, bad.Offset, stats.Corrupt[0].Offset)
 	require.Equal(t, int(bad.NumRecords), stats.Corrupt[0].Records)
 	require.ErrorContains(t, stats.Corrupt[0].Err, "checksum")
+}
+
+// damageChunk flips a byte of chunk k of the RecordIO file at path, and
+// returns the chunk.
+func damageChunk(t *testing.T, path string, k int) recordio.ChunkInfo {
+	t.Helper()
+	fh, err := os.Open(path)
+	require.NoError(t, err)
+	st, err := fh.Stat()
+	require.NoError(t, err)
+	x, err := recordio.LoadIndex(fh, st.Size(), path)
+	require.NoError(t, fh.Close())
+	require.NoError(t, err)
+	bad := x.Chunks[k]
+	data, err := os.ReadFile(path)
+	require.NoError(t, err)
+	data[bad.Offset+recordio.HeaderSize+3] ^= 0xff
+	require.NoError(t, os.WriteFile(path, data, 0o644))
+	return bad
+}
+
+// A task that fails on a worker (a damaged chunk, under the fail policy)
+// fails the pipeline with the worker's error, its file and offset kept,
+// as a reader's in one process would.
+func TestServiceFailsWithTheErrorOfAWorkersTask(t *testing.T) {
+	ctx := testutil.Context(t)
+	paths := testutil.WriteFiles(t, 2, 150, 400)
+	bad := damageChunk(t, paths[1], 1)
+
+	sys := actors.NewSystem()
+	defer sys.Shutdown()
+	w, err := service.StartWorker(sys, service.WorkerOptions{Roots: []string{filepath.Dir(paths[0])}, Threads: 2})
+	require.NoError(t, err)
+	defer w.Close()
+	p, err := actors.New(serviceChain(paths), actors.Options{System: sys, GroupSize: 8,
+		Service: &actors.Service{Workers: []string{sys.Address()}, Lease: time.Hour}})
+	require.NoError(t, err)
+	defer p.Close()
+	for err == nil {
+		_, err = p.Next(ctx)
+	}
+	se, ok := errors.AsType[*actors.StageError](err)
+	require.True(t, ok, "a stage error: %v", err)
+	require.Equal(t, actors.KindService, se.Stage[strings.IndexByte(se.Stage, '-')+1:])
+	require.Equal(t, paths[1], se.File)
+	require.Equal(t, bad.Offset, se.Offset)
+	require.Equal(t, messages.ErrorClass_ERROR_CLASS_CORRUPT, se.Class)
+	require.ErrorContains(t, err, "worker "+sys.Address())
 }
 
 // A map of Samples named by the trainer is made by the workers
