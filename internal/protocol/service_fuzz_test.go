@@ -192,6 +192,9 @@ func (fz *serviceFuzz) workerEvent(box *Outbox, op, arg byte) error {
 		for _, id := range ids {
 			hb.Tasks, hb.Attempts, hb.Sent = append(hb.Tasks, id), append(hb.Attempts, wm.attempts[id].attempt), append(hb.Sent, wm.attempts[id].next)
 		}
+		for i := range uint64(arg>>4) & 8 { // attempts it was never given
+			hb.Tasks, hb.Attempts, hb.Sent = append(hb.Tasks, 1000+i), append(hb.Attempts, 1), append(hb.Sent, 0)
+		}
 		return fz.m.Step(box, wm.w.PID, hb)
 	case 7: // its probe's answer
 		if !wm.probing {
@@ -235,8 +238,18 @@ func (fz *serviceFuzz) batch(wm *workerModel, task uint64, a *attemptModel, idx 
 }
 
 // deliver hands what the machine sent to the subscriber and the workers.
+// What one step sends is bounded by the machine's own sizes, whatever a
+// peer sent it.
 func (fz *serviceFuzz) deliver(t *testing.T, op int, box *Outbox) {
-	for _, e := range drain(box) {
+	sent := drain(box)
+	m, batches := fz.m, 0
+	for _, n := range fz.sizes {
+		batches = max(batches, int(n))
+	}
+	if bound := 3*len(m.Workers) + 4*len(m.tasks) + len(m.tasks)*batches + m.Capacity + 2; len(sent) > bound {
+		t.Fatalf("op %d: one step sent %d messages, bound %d", op, len(sent), bound)
+	}
+	for _, e := range sent {
 		if e.to == fz.d.pid {
 			if msg := fz.link.toDown(fz.d, e.msg); msg != "" {
 				t.Fatalf("op %d: %s: %s", op, show(e), msg)
