@@ -246,7 +246,7 @@ func (fz *serviceFuzz) deliver(t *testing.T, op int, box *Outbox) {
 	for _, n := range fz.sizes {
 		batches = max(batches, int(n))
 	}
-	if bound := 3*len(m.Workers) + 4*len(m.tasks) + len(m.tasks)*batches + m.Capacity + 2; len(sent) > bound {
+	if bound := 3*len(m.Workers) + 4*len(m.tasks) + m.Tasks + len(m.tasks)*batches + m.Capacity + 2; len(sent) > bound {
 		t.Fatalf("op %d: one step sent %d messages, bound %d", op, len(sent), bound)
 	}
 	for _, e := range sent {

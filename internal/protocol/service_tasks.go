@@ -189,12 +189,16 @@ func (m *ServiceMachine) send(box *Outbox, t *Task) {
 // told its credit again (a ServiceCredit may have been lost); a current
 // one it does not run, given over half a lease ago, is given again from
 // what was taken in (its ServiceTask, or its end, was lost).
+//
+// A worker runs at most the pass's tasks, and while a pass begins a few of
+// the last one's (Tasks): entries past that many go unanswered, so that a
+// heartbeat listing attempts never given cannot make the client send
+// without bound. Those of a stale pass still running come up again in the
+// next heartbeat.
 func (m *ServiceMachine) reconcile(box *Outbox, w *Worker, msg *messages.ServiceHeartbeat) {
 	runs := map[uint64]bool{}
-	for i, id := range msg.Tasks {
-		if i >= len(msg.Attempts) {
-			break
-		}
+	limit := min(len(msg.Tasks), len(msg.Attempts), len(m.tasks)+m.Tasks)
+	for i, id := range msg.Tasks[:limit] {
 		_, t := m.attempt(msg.Session, id, msg.Attempts[i])
 		switch {
 		case t == nil:
