@@ -60,7 +60,7 @@ func TestIndexCacheKeepsItsLimit(t *testing.T) {
 func TestServiceWorkerIndexesFilesOnce(t *testing.T) {
 	ctx := testutil.Context(t)
 	paths := testutil.WriteFiles(t, 8, 100, 40)
-	p, w := inSystemService(t, paths, 0)
+	p, w := inSystemService(t, paths, actors.Options{})
 	passBatches(t, ctx, p, 2)
 	require.NoError(t, p.Close())
 	st := w.Stats()

@@ -253,7 +253,7 @@ func TestServicePadsShardsAsOneProcess(t *testing.T) {
 func TestServiceWorkersShowStateAndCredit(t *testing.T) {
 	ctx := testutil.Context(t)
 	paths := testutil.WriteFiles(t, 4, 200, 40)
-	p, _ := inSystemService(t, paths, 4)
+	p, _ := inSystemService(t, paths, actors.Options{Service: &actors.Service{Credit: 4}})
 	_, err := p.Next(ctx)
 	require.NoError(t, err)
 	running := p.ServiceWorkers()
@@ -268,18 +268,23 @@ func TestServiceWorkersShowStateAndCredit(t *testing.T) {
 }
 
 // inSystemService starts a worker in a system of its own, serving the
-// files' directory, and a pipeline of serviceChain(paths) on it (an hour's
-// lease, credit 0 for the default); the worker and system end with the
-// test.
-func inSystemService(t *testing.T, paths []string, credit int) (*actors.Pipeline, *service.Worker) {
+// files' directory, and a pipeline of serviceChain(paths) on it with opts
+// (groups of 8; opts.Service, when set, given the worker and an hour's
+// lease); the worker and system end with the test.
+func inSystemService(t *testing.T, paths []string, opts actors.Options) (*actors.Pipeline, *service.Worker) {
 	t.Helper()
 	sys := actors.NewSystem()
 	t.Cleanup(sys.Shutdown)
 	w, err := service.StartWorker(sys, service.WorkerOptions{Roots: []string{filepath.Dir(paths[0])}, Threads: 2})
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, w.Close()) })
-	p, err := actors.New(serviceChain(paths), actors.Options{System: sys, GroupSize: 8,
-		Service: &actors.Service{Workers: []string{sys.Address()}, Credit: credit, Lease: time.Hour}})
+	var svc actors.Service
+	if opts.Service != nil {
+		svc = *opts.Service
+	}
+	svc.Workers, svc.Lease = []string{sys.Address()}, time.Hour
+	opts.System, opts.GroupSize, opts.Service = sys, 8, &svc
+	p, err := actors.New(serviceChain(paths), opts)
 	require.NoError(t, err)
 	return p, w
 }
@@ -291,15 +296,7 @@ func TestServiceListsTheChunksItsWorkersSkipped(t *testing.T) {
 	ctx := testutil.Context(t)
 	paths := testutil.WriteFiles(t, 2, 150, 400)
 	bad := damageChunk(t, paths[1], 1)
-
-	sys := actors.NewSystem()
-	defer sys.Shutdown()
-	w, err := service.StartWorker(sys, service.WorkerOptions{Roots: []string{filepath.Dir(paths[0])}, Threads: 2})
-	require.NoError(t, err)
-	defer w.Close()
-	p, err := actors.New(serviceChain(paths), actors.Options{System: sys, GroupSize: 8, OnCorrupt: supervisor.SkipCorrupt,
-		Service: &actors.Service{Workers: []string{sys.Address()}, Lease: time.Hour}})
-	require.NoError(t, err)
+	p, _ := inSystemService(t, paths, actors.Options{OnCorrupt: supervisor.SkipCorrupt})
 	passBatches(t, ctx, p, 1)
 	stats := p.Stats()
 	require.NoError(t, p.Close())
@@ -336,16 +333,9 @@ func TestServiceFailsWithTheErrorOfAWorkersTask(t *testing.T) {
 	ctx := testutil.Context(t)
 	paths := testutil.WriteFiles(t, 2, 150, 400)
 	bad := damageChunk(t, paths[1], 1)
-
-	sys := actors.NewSystem()
-	defer sys.Shutdown()
-	w, err := service.StartWorker(sys, service.WorkerOptions{Roots: []string{filepath.Dir(paths[0])}, Threads: 2})
-	require.NoError(t, err)
-	defer w.Close()
-	p, err := actors.New(serviceChain(paths), actors.Options{System: sys, GroupSize: 8,
-		Service: &actors.Service{Workers: []string{sys.Address()}, Lease: time.Hour}})
-	require.NoError(t, err)
+	p, _ := inSystemService(t, paths, actors.Options{})
 	defer p.Close()
+	var err error
 	for err == nil {
 		_, err = p.Next(ctx)
 	}
@@ -355,7 +345,7 @@ func TestServiceFailsWithTheErrorOfAWorkersTask(t *testing.T) {
 	require.Equal(t, paths[1], se.File)
 	require.Equal(t, bad.Offset, se.Offset)
 	require.Equal(t, messages.ErrorClass_ERROR_CLASS_CORRUPT, se.Class)
-	require.ErrorContains(t, err, "worker "+sys.Address())
+	require.ErrorContains(t, err, "worker "+p.ServiceWorkers()[0].Addr)
 }
 
 // A map of Samples named by the trainer is made by the workers
