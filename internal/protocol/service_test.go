@@ -8,7 +8,7 @@ import (
 )
 
 // startService is a service machine of workers workers, credit credit,
-// one task at a time each, capacity 1 and tasks of 1, 6, 5 and 3 batches
+// one task at a time each, capacity 1 and tasks of 1, 6, 4 and 2 batches
 // (the fuzz harness's): subscribed, with every worker in a session.
 func startService(t *testing.T, workers, credit uint8) (*serviceFuzz, *Outbox) {
 	fz := newServiceFuzz(workers-1, credit-1, 0, 0, 3)
