@@ -32,7 +32,7 @@
 // deal and a merge stage (lanes.go). Options.Service runs the stages before
 // the double buffer on data service workers (service.go, service_client.go
 // and internal/protocol's ServiceMachine; the worker, the other end, and
-// the nodes that carry both over Proto.Actor remote are actors/service's).
+// the nodes that carry both over Proto.Actor remote are package service's).
 // Options.OnCorrupt skips corrupt records and chunks, counted in Stats
 // (corrupt.go), and the samples a map cannot read (bad_samples.go). The
 // Max* limits (limits.go) bound the sizes a spec or a state may ask for.

@@ -172,7 +172,7 @@ func (p *Pipeline) Next(ctx context.Context) (Item, error) {
 	return p.sinks[0].toItem(b)
 }
 
-// NextWire is Next for a data service worker (actors/service): the next
+// NextWire is Next for a data service worker (package service): the next
 // batch as it travels between nodes, its tensors left encoded; io.EOF at
 // the end of the pass.
 func (p *Pipeline) NextWire(ctx context.Context) (*messages.Batch, error) {

@@ -26,7 +26,7 @@ import (
 const WorkerName = "actorfeed-worker"
 
 // DefaultMaxMessage bounds a batch on the wire unless a worker's options
-// (actors/service.WorkerOptions) say otherwise: a batch of 64 samples of
+// (service.WorkerOptions) say otherwise: a batch of 64 samples of
 // 224x224x3 bytes is 9.6 MB.
 const DefaultMaxMessage = 64 << 20
 
@@ -46,7 +46,7 @@ const (
 // for work, takes their batches back under credit and hands them on in
 // the order: its devices see the batches a pipeline without Service would
 // make, and its State resumes either. Options.System must be a node's
-// system (actors/service.Listen), so that workers can answer; a Worker in
+// system (service.Listen), so that workers can answer; a Worker in
 // the pipeline's own system (Workers: its Address) needs none.
 type Service struct {
 	// Workers are the workers' addresses, host:port.
@@ -66,7 +66,7 @@ type Service struct {
 	// ErrNoWorkers. Default DefaultWaitForWorkers.
 	WaitForWorkers time.Duration
 	// MaxMessage is the largest message the node of Options.System
-	// receives (actors/service Config.MaxMessage): a worker that may send
+	// receives (service.Config.MaxMessage): a worker that may send
 	// larger batches, or whose bound differs, refuses the session, and the
 	// pipeline fails with both bounds named. Default DefaultMaxMessage.
 	MaxMessage int
@@ -137,12 +137,12 @@ func checkService(stages []Stage, opts Options, dev *Devices) error {
 	case dev != nil && dev.Storage != nil:
 		return fmt.Errorf("%w: a service's batches arrive in memory the network layer allocates: Devices.Storage is not supported", ErrBadSpec)
 	case opts.System == nil:
-		return fmt.Errorf("%w: a service needs Options.System: a node's system (actors/service.Listen), so that workers can answer", ErrBadSpec)
+		return fmt.Errorf("%w: a service needs Options.System: a node's system (service.Listen), so that workers can answer", ErrBadSpec)
 	}
 	if own := opts.System.Address(); own == "nonhost" { // protoactor's address without remote
 		for _, w := range s.Workers {
 			if w != own {
-				return fmt.Errorf("%w: worker %s: a service needs Options.System to be a node's system (actors/service.Listen), so that workers can answer", ErrBadSpec, w)
+				return fmt.Errorf("%w: worker %s: a service needs Options.System to be a node's system (service.Listen), so that workers can answer", ErrBadSpec, w)
 			}
 		}
 	}

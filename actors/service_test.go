@@ -15,12 +15,12 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/actorfeed/actorfeed/actors"
-	"github.com/actorfeed/actorfeed/actors/service"
 	"github.com/actorfeed/actorfeed/internal/faults"
 	"github.com/actorfeed/actorfeed/internal/testutil"
 	"github.com/actorfeed/actorfeed/messages"
 	"github.com/actorfeed/actorfeed/readers/order"
 	"github.com/actorfeed/actorfeed/readers/recordio"
+	"github.com/actorfeed/actorfeed/service"
 	"github.com/actorfeed/actorfeed/supervisor"
 	"github.com/actorfeed/actorfeed/tensor"
 )
@@ -35,7 +35,7 @@ func serviceChain(paths []string) []actors.Stage {
 
 // A Service whose worker is in the pipeline's own system (no network: the
 // race detector sees the protocol's code, which the remote's own races keep
-// it from in actors/service's tests) delivers the batches of a pipeline
+// it from in package service's tests) delivers the batches of a pipeline
 // without it, pass after pass, after a Reset mid-pass, and when its service
 // stage panics at any of its first messages: a restart hands every attempt
 // in flight out again, fenced, and nothing is lost or delivered twice. The

@@ -18,5 +18,5 @@
 // of s3:// objects under an object store's faults sim/objsim.
 //
 // sim may import every package except cmd, the harnesses, the remote
-// (actors/service) and its own scenario harnesses.
+// (package service) and its own scenario harnesses.
 package sim

@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/actorfeed/actorfeed/actors"
-	"github.com/actorfeed/actorfeed/actors/program"
+	"github.com/actorfeed/actorfeed/program"
 )
 
 func injector(t *testing.T, seed uint64, faults ...FaultSpec) *Injector {

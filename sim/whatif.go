@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/actorfeed/actorfeed/actors"
-	"github.com/actorfeed/actorfeed/actors/program"
+	"github.com/actorfeed/actorfeed/program"
 	"github.com/actorfeed/actorfeed/readers"
 	"github.com/actorfeed/actorfeed/sim/internal/bound"
 )

@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/actorfeed/actorfeed/actors"
-	"github.com/actorfeed/actorfeed/actors/program"
 	"github.com/actorfeed/actorfeed/internal/pause"
+	"github.com/actorfeed/actorfeed/program"
 )
 
 // errHang marks a run that did not end within its deadline.

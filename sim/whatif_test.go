@@ -13,8 +13,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/actorfeed/actorfeed/actors"
-	"github.com/actorfeed/actorfeed/actors/program"
 	"github.com/actorfeed/actorfeed/internal/testutil"
+	"github.com/actorfeed/actorfeed/program"
 	"github.com/actorfeed/actorfeed/readers/format"
 	"github.com/actorfeed/actorfeed/readers/tfrecord"
 	"github.com/actorfeed/actorfeed/sim"

@@ -15,10 +15,10 @@ import (
 	"time"
 
 	"github.com/actorfeed/actorfeed/actors"
-	"github.com/actorfeed/actorfeed/actors/service"
 	"github.com/actorfeed/actorfeed/internal/harness/benchmark"
 	"github.com/actorfeed/actorfeed/internal/serveproc"
 	"github.com/actorfeed/actorfeed/readers/recordio"
+	"github.com/actorfeed/actorfeed/service"
 )
 
 // parseWorkers reads --service-workers: worker counts from 1 to 16.

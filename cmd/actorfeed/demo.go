@@ -13,7 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/actorfeed/actorfeed/actors"
-	"github.com/actorfeed/actorfeed/actors/program"
+	"github.com/actorfeed/actorfeed/program"
 	"github.com/actorfeed/actorfeed/readers"
 	"github.com/actorfeed/actorfeed/readers/idx"
 	"github.com/actorfeed/actorfeed/readers/recordio"

@@ -15,8 +15,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/actorfeed/actorfeed/actors"
-	"github.com/actorfeed/actorfeed/actors/service"
 	"github.com/actorfeed/actorfeed/internal/registered"
+	"github.com/actorfeed/actorfeed/service"
 	"github.com/actorfeed/actorfeed/sim"
 )
 

@@ -16,14 +16,14 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/actorfeed/actorfeed/actors"
-	"github.com/actorfeed/actorfeed/actors/program"
-	"github.com/actorfeed/actorfeed/actors/service"
 	"github.com/actorfeed/actorfeed/internal/atomicfile"
+	"github.com/actorfeed/actorfeed/program"
 	"github.com/actorfeed/actorfeed/readers"
 	"github.com/actorfeed/actorfeed/readers/format"
 	"github.com/actorfeed/actorfeed/readers/objstore"
 	"github.com/actorfeed/actorfeed/readers/order"
 	"github.com/actorfeed/actorfeed/readers/recordio"
+	"github.com/actorfeed/actorfeed/service"
 	"github.com/actorfeed/actorfeed/supervisor"
 )
 

@@ -10,9 +10,9 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/actorfeed/actorfeed/actors"
-	"github.com/actorfeed/actorfeed/actors/service"
 	"github.com/actorfeed/actorfeed/internal/harness/leakcheck"
 	"github.com/actorfeed/actorfeed/internal/serveproc"
+	"github.com/actorfeed/actorfeed/service"
 )
 
 // nodeFlags are the flags of a data-service node, worker or client.

@@ -1,5 +1,5 @@
 // The race detector is off for this file's tests, as for
-// actors/service's: the pinned protoactor-go remote races with itself in
+// package service's: the pinned protoactor-go remote races with itself in
 // every process that starts and stops a node (docs/distributed.md).
 
 //go:build !race

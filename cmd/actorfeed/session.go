@@ -18,9 +18,9 @@ import (
 	"github.com/google/renameio/v2"
 
 	"github.com/actorfeed/actorfeed/actors"
-	"github.com/actorfeed/actorfeed/actors/program"
 	"github.com/actorfeed/actorfeed/internal/atomicfile"
 	"github.com/actorfeed/actorfeed/messages"
+	"github.com/actorfeed/actorfeed/program"
 	"github.com/actorfeed/actorfeed/readers"
 	"github.com/actorfeed/actorfeed/readers/objstore"
 )

@@ -13,8 +13,8 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/actorfeed/actorfeed/actors/service"
 	"github.com/actorfeed/actorfeed/internal/harness/leakcheck"
+	"github.com/actorfeed/actorfeed/service"
 	"github.com/actorfeed/actorfeed/sim"
 	"github.com/actorfeed/actorfeed/sim/netsim"
 )

@@ -288,7 +288,7 @@ func (fz *serviceFuzz) workerAt(pid *actor.PID) *workerModel {
 	return nil
 }
 
-// take is a worker taking what the machine sends it, as actors/service's
+// take is a worker taking what the machine sends it, as package service's
 // worker does.
 func (wm *workerModel) take(msg any, sizes map[uint64]uint32) {
 	switch msg.(type) {

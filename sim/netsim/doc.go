@@ -10,5 +10,5 @@
 // breaks every rule it can (a tiny lease, huge credit, a reconnect storm)
 // beside a well-behaved one, which must be served exactly once.
 //
-// netsim may import sim and actors/service; not cmd or the harnesses.
+// netsim may import sim and service; not cmd or the harnesses.
 package netsim

@@ -11,8 +11,8 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/actorfeed/actorfeed/actors"
-	"github.com/actorfeed/actorfeed/actors/service"
 	"github.com/actorfeed/actorfeed/messages"
+	"github.com/actorfeed/actorfeed/service"
 )
 
 // A hostile trainer's storm, on each worker: hellos with a lease no worker

@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"github.com/actorfeed/actorfeed/actors"
-	"github.com/actorfeed/actorfeed/actors/service"
 	"github.com/actorfeed/actorfeed/readers/order"
+	"github.com/actorfeed/actorfeed/service"
 	"github.com/actorfeed/actorfeed/sim"
 	"github.com/actorfeed/actorfeed/sim/internal/batches"
 	"github.com/actorfeed/actorfeed/sim/internal/records"

@@ -6,8 +6,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/actorfeed/actorfeed/actors/service"
 	"github.com/actorfeed/actorfeed/internal/serveproc"
+	"github.com/actorfeed/actorfeed/service"
 )
 
 // Config says how Run starts a scenario's workers.

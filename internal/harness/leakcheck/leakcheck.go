@@ -1,5 +1,5 @@
 // Package leakcheck finds goroutines left behind in a process that ran
-// Proto.Actor remote nodes (actors/service): it ignores the goroutines the
+// Proto.Actor remote nodes (package service): it ignores the goroutines the
 // pinned remote never ends (service.RemoteLeaks), and gives its others
 // service.RemoteSettle to end first. A writer whose peer had gone sleeps
 // 2 s in its connection retry, and a failed gRPC connection is still
@@ -7,7 +7,7 @@
 // retries (about 0.4 s) miss them.
 //
 // Users: actorfeed serve --check-leaks, sim --network's last check, and the
-// TestMain of packages whose tests start nodes. It may import actors/service
+// TestMain of packages whose tests start nodes. It may import service
 // and goleak; no user package imports it.
 package leakcheck
 
@@ -18,7 +18,7 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/actorfeed/actorfeed/actors/service"
+	"github.com/actorfeed/actorfeed/service"
 )
 
 // Options are opts and one that ignores service.RemoteLeaks.

@@ -12,8 +12,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/actorfeed/actorfeed/actors"
-	"github.com/actorfeed/actorfeed/actors/program"
 	"github.com/actorfeed/actorfeed/internal/testutil"
+	"github.com/actorfeed/actorfeed/program"
 	"github.com/actorfeed/actorfeed/tensor"
 )
 
@@ -101,7 +101,7 @@ func TestYAMLService(t *testing.T) {
 
 // Every YAML example in docs/programs.md parses.
 func TestDocumentedExamplesParse(t *testing.T) {
-	doc, err := os.ReadFile("../../docs/programs.md")
+	doc, err := os.ReadFile("../docs/programs.md")
 	require.NoError(t, err)
 	blocks := regexp.MustCompile("(?s)```yaml\n(.*?)```").FindAllStringSubmatch(string(doc), -1)
 	require.NotEmpty(t, blocks)

@@ -28,10 +28,10 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/actorfeed/actorfeed/actors"
-	"github.com/actorfeed/actorfeed/actors/service"
 	"github.com/actorfeed/actorfeed/internal/harness/leakcheck"
 	"github.com/actorfeed/actorfeed/internal/registered"
 	"github.com/actorfeed/actorfeed/internal/testutil"
+	"github.com/actorfeed/actorfeed/service"
 	"github.com/actorfeed/actorfeed/tensor"
 )
 

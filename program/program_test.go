@@ -13,9 +13,9 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/actorfeed/actorfeed/actors"
-	"github.com/actorfeed/actorfeed/actors/program"
 	"github.com/actorfeed/actorfeed/internal/registered"
 	"github.com/actorfeed/actorfeed/internal/testutil"
+	"github.com/actorfeed/actorfeed/program"
 	"github.com/actorfeed/actorfeed/readers"
 	"github.com/actorfeed/actorfeed/tensor"
 )

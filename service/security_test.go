@@ -28,8 +28,8 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/actorfeed/actorfeed/actors"
-	"github.com/actorfeed/actorfeed/actors/service"
 	"github.com/actorfeed/actorfeed/internal/testutil"
+	"github.com/actorfeed/actorfeed/service"
 )
 
 // authority is a CA that signs node certificates for 127.0.0.1.
