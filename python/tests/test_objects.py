@@ -84,3 +84,32 @@ def test_a_missing_object_is_named(bucket):
     with pytest.raises(actorfeed.LoaderError, match="s3://train/set/none.recordio"):
         with actorfeed.Loader("s3://train/set/none.recordio", batch_size=8) as loader:
             next(iter(loader))
+
+
+def test_image_shards_in_a_bucket_as_on_disk(binary, bucket, tmp_path):
+    """What the loader is for: WebDataset shards of JPEGs in a bucket,
+    named by a brace pattern, decoded and augmented in the pipeline, give
+    the batches of the same shards on disk, pixels and all; a resume
+    mid-epoch goes on exactly, its random crops and flips too."""
+    flags = ["--to", "wds", "--files", "3", "--samples", "90", "--image-size", "32"]
+    subprocess.run([binary, "gen", "--out", str(tmp_path / "shards")] + flags, check=True, stdout=subprocess.DEVNULL)
+    subprocess.run([binary, "gen", "--out", "s3://train/shards"] + flags, check=True, stdout=subprocess.DEVNULL)
+    args = dict(batch_size=16, shuffle=40, seed=5, epochs=1, map="decode(slot=1,size=24,crop=random,flip)")
+
+    def batches(it, n=None):
+        return [(b["ids"].tolist(), b["jpg"].copy(), b["cls"].copy()) for _, b in zip(range(n or 1 << 30), it)]
+
+    with actorfeed.Loader("wds:%s/shard-*.tar" % (tmp_path / "shards"), **args) as local:
+        want = batches(local)
+    url = "wds:s3://train/shards/shard-{000000..000002}.tar"
+    with actorfeed.Loader(url, **args) as objects:
+        got = batches(iter(objects), 2)
+        state = objects.state_dict()
+    with actorfeed.Loader(url, **args) as resumed:
+        resumed.load_state_dict(state)
+        got += batches(resumed)
+    assert len(want) == 6 and len(got) == len(want)
+    for (wi, wx, wy), (gi, gx, gy) in zip(want, got):
+        assert gi == wi
+        assert gx.shape == wx.shape and (gx == wx).all()
+        assert (gy == wy).all()
