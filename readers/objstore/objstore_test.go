@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -360,4 +361,27 @@ func TestUploadsAppearWholeOrNotAtAll(t *testing.T) {
 	_, err := s.Open(t.Context(), "s3://bkt/up/failed")
 	require.ErrorIs(t, err, objstore.ErrNoObject)
 	require.Error(t, s.Upload(t.Context(), "s3://bkt/up/", filepath.Join(dir, "1000")))
+}
+
+// A store no connection reaches is said so, naming the URL and what to
+// check, and stays retryable: a store that restarts answers again.
+func TestAStoreThatCannotBeReachedIsSaidSo(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	closed := "http://" + l.Addr().String()
+	require.NoError(t, l.Close()) // the port now refuses connections
+	t.Setenv("AWS_ACCESS_KEY_ID", "k")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "s")
+	// A name that resolves to nothing: the cause's words depend on the
+	// machine's resolver, so only the refused port's are checked.
+	for endpoint, cause := range map[string]string{closed: "connection refused", "http://no-such-host.invalid": ""} {
+		t.Setenv("AWS_ENDPOINT_URL", endpoint)
+		s, err := objstore.New(t.Context(), objstore.Options{Attempts: 2, Backoff: time.Millisecond})
+		require.NoError(t, err)
+		_, err = s.Open(t.Context(), "s3://bkt/data")
+		require.ErrorIs(t, err, objstore.ErrUnreachable, endpoint)
+		require.ErrorContains(t, err, "s3://bkt/data: the object store cannot be reached: check AWS_ENDPOINT_URL")
+		require.ErrorContains(t, err, cause)
+		require.True(t, transient(err), endpoint)
+	}
 }

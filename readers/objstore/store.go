@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"os"
 	"strings"
@@ -30,6 +31,9 @@ var (
 	ErrDenied   = errors.New("access denied: check the credentials (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_PROFILE) and the bucket's permissions")
 	ErrReplaced = errors.New("the object was replaced while it was read (its ETag changed): restart the job on the new version")
 	ErrNoCreds  = errors.New("no credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE")
+	// ErrUnreachable is a store no connection reaches (refused, no such
+	// host); retryable, since a store that restarts answers again.
+	ErrUnreachable = errors.New("the object store cannot be reached: check AWS_ENDPOINT_URL and that the store is up")
 )
 
 // Options tune a Store.
@@ -207,6 +211,8 @@ func describe(u URL, err error) error {
 		kind = ErrDenied
 	case status == http.StatusPreconditionFailed || code == "PreconditionFailed":
 		kind = ErrReplaced
+	case unreachable(err):
+		return retryable{fmt.Errorf("%s: %w (%w)", u, ErrUnreachable, err)}
 	default:
 		var spent *retry.MaxAttemptsError
 		if errors.As(err, &spent) {
@@ -215,6 +221,15 @@ func describe(u URL, err error) error {
 		return fmt.Errorf("%s: %w", u, err)
 	}
 	return fmt.Errorf("%s: %w (%w)", u, kind, err)
+}
+
+// unreachable reports whether err is a connection that could not be
+// made: no answer is an answer's error, and the SDK's words for it hide
+// the cause in a chain.
+func unreachable(err error) bool {
+	var op *net.OpError
+	var dns *net.DNSError
+	return errors.As(err, &op) && op.Op == "dial" || errors.As(err, &dns)
 }
 
 // retryable is an error a later try may mend, once the store's own tries
