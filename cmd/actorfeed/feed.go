@@ -186,18 +186,20 @@ func (f *feedConn) fail(err error) error {
 
 // errorLine is why the feed ends. Damaged data is said without the CLI's
 // advice (a flag), and Damaged names its format: the loader gives its own,
-// in its parameters' words.
+// in its parameters' words. Usage marks a bad argument (what exits 2),
+// which the loader raises as a ValueError.
 type errorLine struct {
 	Op      string `json:"op"`
 	Message string `json:"message"`
 	Damaged string `json:"damaged,omitempty"`
+	Usage   bool   `json:"usage,omitempty"`
 }
 
 func failureLine(err error) errorLine {
 	if fe, ok := errors.AsType[*format.Error](err); ok && !verbose && errors.Is(fe, format.ErrCorrupt) {
 		return errorLine{Op: "error", Message: damageWhere(fe), Damaged: fe.Format}
 	}
-	return errorLine{Op: "error", Message: userMessage(err)}
+	return errorLine{Op: "error", Message: userMessage(err), Usage: exitCode(err) == 2}
 }
 
 // helloLine starts the feed: the ring's shape, the files' names (what a

@@ -235,7 +235,7 @@ func expand(ctx context.Context, entries []string) ([]string, error) {
 	ctx, cancel := context.WithTimeout(ctx, objectListing)
 	defer cancel()
 	out, err := readers.Expand(ctx, entries)
-	if errors.Is(err, readers.ErrBadEntry) {
+	if errors.Is(err, readers.ErrBadEntry) || errors.Is(err, readers.ErrUnknownFormat) {
 		return nil, usageError{fmt.Errorf("--data %w", err)}
 	}
 	if err != nil {

@@ -287,6 +287,7 @@ func TestBadCommandLinesAreUsageErrors(t *testing.T) {
 		// An unknown format exited 1 in inspect where run exits 2 (issue 32).
 		{"inspect", "tfrecord:x"},
 		{"inspect", "x.unknown"},
+		{"run", "--data", "x.unknown"}, // exited 1, where inspect exits 2
 	} {
 		_, stderr, code := execCLI(t, dir, args...)
 		require.Equal(t, 2, code, "%v: %s", args, stderr)

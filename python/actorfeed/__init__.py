@@ -3,7 +3,8 @@ pipeline, run as a child process, whose batches arrive in shared memory
 without a copy, resume exactly mid-epoch (also on another number of ranks)
 and are sharded by rank. See docs/python.md."""
 
+from ._feed import BadArgument
 from ._loader import Batch, Loader, LoaderError
 
-__all__ = ["Batch", "Loader", "LoaderError"]
+__all__ = ["BadArgument", "Batch", "Loader", "LoaderError"]
 __version__ = "0.1.0"

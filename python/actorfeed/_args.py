@@ -153,6 +153,22 @@ def names_of(names):
     return list(names)
 
 
+# The loader's parameters by the feed's flags, as feed_args passes them.
+PARAMS = {"--data": "data", "--batch": "batch_size", "--shuffle": "shuffle", "--seed": "seed", "--rank": "rank",
+          "--world": "world", "--slots": "slots", "--remainder": "remainder", "--on-corrupt": "on_corrupt",
+          "--drop-last": "drop_last", "--map": "map", "--threads": "threads", "--slot-bytes": "slot_bytes",
+          "--service": "service", "--features": "features"}
+
+
+def in_params(message):
+    """The feed's words for a bad flag in the loader's parameters' words:
+    '--map "decode(size=-3)": ...' is 'map="decode(size=-3)": ...'."""
+    m = re.match(r"(?:actorfeed: )?(--[a-z-]+)(?: |: )(.*)", message, re.S)
+    if not m or m.group(1) not in PARAMS:
+        return message
+    return "%s=%s" % (PARAMS[m.group(1)], m.group(2))
+
+
 def feed_args(o):
     """The feed command's flags for the checked options o (a dict)."""
     args = ["--batch", str(o["batch_size"]), "--shuffle", str(o["window"]), "--seed", str(o["seed"]),

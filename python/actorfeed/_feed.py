@@ -14,11 +14,17 @@ import weakref
 
 import numpy as np
 
+from ._args import in_params
 from ._binary import find_binary
 
 
 class LoaderError(RuntimeError):
     """The pipeline failed, or its process died: the message names the cause."""
+
+
+class BadArgument(LoaderError, ValueError):
+    """A parameter the pipeline refused as it started (a map's or a data
+    entry's words the loader does not check itself): the message names it."""
 
 
 # How long close waits for the process after closing its socket, and how
@@ -142,11 +148,14 @@ class Feed:
             why = msg.get("message", "the pipeline failed")
             if msg.get("damaged"):
                 why += '; the %s data is damaged: on_corrupt="skip" skips it, actorfeed inspect shows it' % msg["damaged"]
+            if msg.get("usage"):
+                self.fail(in_params(why), BadArgument)
             self.fail(why)
         return msg, self._line().rstrip(b"\n")
 
-    def fail(self, why):
-        """Raises LoaderError: why, or what the process said as it died."""
+    def fail(self, why, kind=LoaderError):
+        """Raises kind: why, or what the process said as it died; a bad
+        argument (exit status 2) is BadArgument, a ValueError."""
         rc = None
         if self.proc is not None:
             try:
@@ -157,9 +166,12 @@ class Feed:
             self.err.seek(0)
             lines = self.err.read().decode(errors="replace").strip().splitlines()
             why = lines[-1] if lines else "no message"
-            why = "the actorfeed feed process ended (exit status %s): %s" % (rc, why)
+            if rc == 2:
+                why, kind = in_params(why), BadArgument
+            else:
+                why = "the actorfeed feed process ended (exit status %s): %s" % (rc, why)
         self.close()
-        raise LoaderError(why)
+        raise kind(why)
 
     def give_back(self):
         """Sends the slots whose batches were let go."""

@@ -54,6 +54,21 @@ def test_bad_data_is_refused(data_arg, message):
         actorfeed.Loader(data_arg, batch_size=8)
 
 
+def test_what_only_the_pipeline_reads_is_a_bad_argument(data, tmp_path):
+    """A decode map's words and a file's format are read by the pipeline
+    as it starts: a bad one is still a ValueError naming the parameter, at
+    the first batch, and no process is left."""
+    unknown = tmp_path / "x.unknown"
+    unknown.write_bytes(b"?")
+    for kwargs, message in [(dict(data=data, map="decode(size=-3)"), r'map="decode\(size=-3\)": .*from 1 to 4096'),
+                            (dict(data=str(unknown)), 'data=".*x.unknown": .*unknown format')]:
+        with actorfeed.Loader(batch_size=8, **kwargs) as loader:
+            with pytest.raises(ValueError, match=message) as raised:
+                next(iter(loader))
+            assert isinstance(raised.value, actorfeed.LoaderError)
+        assert children() == []
+
+
 def test_corrupt_file_is_an_error_naming_it(corrupt):
     with actorfeed.Loader(corrupt, batch_size=50, shuffle=False) as loader:
         start = time.monotonic()
