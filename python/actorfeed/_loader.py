@@ -76,7 +76,7 @@ class Loader:
         if self._feed is not None and self._feed.forked:
             raise LoaderError(FORKED)
         if self._failed is not None:
-            raise LoaderError("the loader failed before: %s" % self._failed)
+            raise type(self._failed)("the loader failed before: %s" % self._failed)  # a BadArgument stays one
         if self._feed is None:
             args = _args.feed_args(self._o)
             if self._resume is None:

@@ -66,6 +66,8 @@ def test_what_only_the_pipeline_reads_is_a_bad_argument(data, tmp_path):
             with pytest.raises(ValueError, match=message) as raised:
                 next(iter(loader))
             assert isinstance(raised.value, actorfeed.LoaderError)
+            with pytest.raises(ValueError, match="failed before: " + message):
+                next(iter(loader))
         assert children() == []
 
 
