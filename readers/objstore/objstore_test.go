@@ -381,7 +381,9 @@ func TestAStoreThatCannotBeReachedIsSaidSo(t *testing.T) {
 		_, err = s.Open(t.Context(), "s3://bkt/data")
 		require.ErrorIs(t, err, objstore.ErrUnreachable, endpoint)
 		require.ErrorContains(t, err, "s3://bkt/data: the object store cannot be reached: check AWS_ENDPOINT_URL")
-		require.ErrorContains(t, err, cause)
+		if cause != "" {
+			require.ErrorContains(t, err, cause)
+		}
 		require.True(t, transient(err), endpoint)
 	}
 }
