@@ -621,8 +621,6 @@ func (w *Worker) taskPipeline(m *messages.ServiceTask) ([]actors.Stage, actors.O
 		Shard: shard}, nil
 }
 
-// jobStages are the stages of a job after its shuffle: its batch stage and
-// its maps, found by name.
 // mapNamed is the function a task's map stage names: in Maps, or made by
 // SampleMaps.
 func (w *Worker) mapNamed(name string) (actors.MapFunc, actors.SampleMapFunc, error) {
@@ -639,6 +637,8 @@ func (w *Worker) mapNamed(name string) (actors.MapFunc, actors.SampleMapFunc, er
 	return nil, nil, fmt.Errorf("%w: this worker has no map named %q (WorkerOptions.Maps)", actors.ErrBadSpec, name)
 }
 
+// jobStages are the stages of a job after its shuffle: its batch stage and
+// its maps, found by name.
 func (w *Worker) jobStages(job *messages.ServiceJob) ([]actors.Stage, error) {
 	var out []actors.Stage
 	for _, st := range job.Stages {
