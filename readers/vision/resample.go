@@ -71,73 +71,129 @@ func resize[T any](s []T, n int) []T {
 // resampler keeps a goroutine's filters and its intermediate rows.
 type resampler struct {
 	x, y taps
-	rows []float32 // pass one: the rows the second pass reads, Size RGB values each
-	line []float32 // a source row in float32, RGB
-	acc  []float32 // pass two: one output row, RGB
+	rows []float32 // pass one: the rows the second pass reads, laid out as an output row
+	line []float32 // a source row in float32, RGB, normalised
 }
 
 // resample writes crop (in src's pixels, fractions allowed) of src,
 // resized to t.Size a side, normalised and laid out as t says, to out,
-// mirrored when flip.
+// mirrored when flip. Pass one filters each source row the second reads
+// across, and writes it already normalised, mirrored and in the output's
+// layout; pass two, down, is then a weighted sum of whole rows into the
+// output. Each pass's weights sum to 1, so normalising commutes with
+// both: a value is normalised as its source pixel is read, not once an
+// output value.
 func (r *resampler) resample(src *image.RGBA, crop [4]float64, t Transform, out []float32, flip bool) {
 	n := t.Size
 	b := src.Rect
 	makeTaps(crop[0]-float64(b.Min.X), crop[2]-float64(b.Min.X), b.Dx(), n, &r.x)
 	makeTaps(crop[1]-float64(b.Min.Y), crop[3]-float64(b.Min.Y), b.Dy(), n, &r.y)
-	x0, x1 := r.x.first[0], r.x.first[n-1]+r.x.n[n-1]
 	y0, y1 := r.y.first[0], r.y.first[n-1]+r.y.n[n-1]
-	r.rows = resize(r.rows, max(y1-y0, 0)*n*3)
-	r.line = resize(r.line, max(x1-x0, 0)*3)
-	for y := y0; y < y1; y++ { // pass one: across, every source row the second pass reads
-		pix := src.Pix[y*src.Stride+4*x0 : y*src.Stride+4*x1]
-		line := r.line
-		for i := range x1 - x0 {
-			p := pix[4*i : 4*i+3 : 4*i+3]
-			line[3*i], line[3*i+1], line[3*i+2] = float32(p[0]), float32(p[1]), float32(p[2])
-		}
-		row := r.rows[(y-y0)*n*3 : (y-y0+1)*n*3]
-		for i := range n {
-			at := 3 * (r.x.first[i] - x0)
-			w := r.x.w[i*r.x.k : i*r.x.k+r.x.n[i]]
-			o := row[3*i : 3*i+3 : 3*i+3]
-			if len(w) == 2 { // every upscale's: two taps, unrolled
-				v := line[at : at+6 : at+6]
-				o[0], o[1], o[2] = v[0]*w[0]+v[3]*w[1], v[1]*w[0]+v[4]*w[1], v[2]*w[0]+v[5]*w[1]
+	width := t.Channels * n // values in a row
+	r.rows = resize(r.rows, max(y1-y0, 0)*width)
+	for y := y0; y < y1; y++ {
+		r.across(src, y, t, r.rows[(y-y0)*width:(y-y0+1)*width], flip)
+	}
+	// An output row is one run of width values (HWC, one channel) or
+	// three runs of n, one a channel plane (CHW); a row of rows likewise.
+	runs, run := 1, width
+	if t.Channels == 3 && !t.HWC {
+		runs, run = 3, n
+	}
+	for i := range n {
+		first, w := r.y.first[i]-y0, r.y.w[i*r.y.k:i*r.y.k+r.y.n[i]]
+		for c := range runs {
+			dst := out[c*n*n+i*run : c*n*n+(i+1)*run]
+			row := func(j int) []float32 {
+				at := (first+j)*width + c*run
+				return r.rows[at : at+len(dst)]
+			}
+			switch len(w) { // two taps and three, as across
+			case 2:
+				a, b, w0, w1 := row(0), row(1), w[0], w[1]
+				for k := range dst {
+					dst[k] = a[k]*w0 + b[k]*w1
+				}
+				continue
+			case 3:
+				a, b, d, w0, w1, w2 := row(0), row(1), row(2), w[0], w[1], w[2]
+				for k := range dst {
+					dst[k] = a[k]*w0 + b[k]*w1 + d[k]*w2
+				}
 				continue
 			}
-			var cr, cg, cb float32
+			a, w0 := row(0), w[0]
+			for k := range dst {
+				dst[k] = a[k] * w0
+			}
+			for j := 1; j < len(w); j++ {
+				a, wj := row(j), w[j]
+				for k := range dst {
+					dst[k] += a[k] * wj
+				}
+			}
+		}
+	}
+}
+
+// across filters source row y across into row: each output column's
+// value, normalised, at its place (mirrored when flip) in a row laid out
+// as t's output is.
+func (r *resampler) across(src *image.RGBA, y int, t Transform, row []float32, flip bool) {
+	n := t.Size
+	x0, x1 := r.x.first[0], r.x.first[n-1]+r.x.n[n-1]
+	pix := src.Pix[y*src.Stride+4*x0 : y*src.Stride+4*x1]
+	// Three channels are normalised as the line is read, once a source
+	// pixel: the weights across sum to 1 too. Luma is of the values as
+	// they are, normalised after.
+	shift, scale := t.normalisation()
+	ls, lh := scale, shift
+	if t.Channels == 1 {
+		ls, lh = [3]float32{1, 1, 1}, [3]float32{}
+	}
+	r.line = resize(r.line, max(x1-x0, 0)*3)
+	line := r.line
+	for i := range x1 - x0 {
+		p := pix[4*i : 4*i+3 : 4*i+3]
+		line[3*i], line[3*i+1], line[3*i+2] = float32(p[0])*ls[0]-lh[0], float32(p[1])*ls[1]-lh[1], float32(p[2])*ls[2]-lh[2]
+	}
+	x, step := 0, 1
+	if flip {
+		x, step = n-1, -1
+	}
+	first, taps, k := r.x.first[:n], r.x.n[:n], r.x.k
+	for i := 0; i < n; i, x = i+1, x+step {
+		at := 3 * (first[i] - x0)
+		var cr, cg, cb float32
+		switch taps[i] {
+		case 2: // every upscale's, unrolled
+			w0, w1 := r.x.w[i*k], r.x.w[i*k+1]
+			v := line[at : at+6 : at+6]
+			cr, cg, cb = v[0]*w0+v[3]*w1, v[1]*w0+v[4]*w1, v[2]*w0+v[5]*w1
+		case 3: // most shrinks': TurboJPEG's scaling leaves a crop at most 8/7 of the size
+			w0, w1, w2 := r.x.w[i*k], r.x.w[i*k+1], r.x.w[i*k+2]
+			v := line[at : at+9 : at+9]
+			cr = v[0]*w0 + v[3]*w1 + v[6]*w2
+			cg = v[1]*w0 + v[4]*w1 + v[7]*w2
+			cb = v[2]*w0 + v[5]*w1 + v[8]*w2
+		default:
+			w := r.x.w[i*k : i*k+taps[i]]
 			v := line[at : at+3*len(w)]
 			for j, wj := range w {
 				cr += v[3*j] * wj
 				cg += v[3*j+1] * wj
 				cb += v[3*j+2] * wj
 			}
+		}
+		switch {
+		case t.Channels == 1: // ITU-R 601 luma, as PIL's convert("L")
+			row[x] = (0.299*cr+0.587*cg+0.114*cb)*scale[0] - shift[0]
+		case t.HWC:
+			o := row[3*x : 3*x+3 : 3*x+3]
 			o[0], o[1], o[2] = cr, cg, cb
+		default:
+			row[x], row[n+x], row[2*n+x] = cr, cg, cb
 		}
-	}
-	shift, scale := t.normalisation()
-	r.acc = resize(r.acc, n*3)
-	for i := range n { // pass two: down, a whole row at a time
-		acc := r.acc
-		first, w := r.y.first[i]-y0, r.y.w[i*r.y.k:i*r.y.k+r.y.n[i]]
-		if len(w) == 2 { // every upscale's: two taps, one loop
-			a, b := r.rows[first*n*3:(first+1)*n*3], r.rows[(first+1)*n*3:(first+2)*n*3]
-			a, b = a[:len(acc)], b[:len(acc)]
-			for k := range acc {
-				acc[k] = a[k]*w[0] + b[k]*w[1]
-			}
-			t.putRow(out, i, acc, flip, shift, scale)
-			continue
-		}
-		clear(acc)
-		for j, wj := range w {
-			row := r.rows[(first+j)*n*3 : (first+j+1)*n*3]
-			row = row[:len(acc)]
-			for k, v := range row {
-				acc[k] += v * wj
-			}
-		}
-		t.putRow(out, i, acc, flip, shift, scale)
 	}
 }
 
@@ -155,34 +211,4 @@ func (t Transform) normalisation() (shift, scale [3]float32) {
 		}
 	}
 	return shift, scale
-}
-
-// putRow writes output row y from its RGB values (0-255), mirrored when
-// flip.
-func (t Transform) putRow(out []float32, y int, rgb []float32, flip bool, shift, scale [3]float32) {
-	n := t.Size
-	x, step := 0, 1
-	if flip {
-		x, step = n-1, -1
-	}
-	switch {
-	case t.Channels == 1: // ITU-R 601 luma, as PIL's convert("L")
-		o := out[y*n : (y+1)*n]
-		for i := 0; i < n; i, x = i+1, x+step {
-			p := rgb[3*i : 3*i+3 : 3*i+3]
-			o[x] = (0.299*p[0]+0.587*p[1]+0.114*p[2])*scale[0] - shift[0]
-		}
-	case t.HWC:
-		o := out[y*n*3 : (y+1)*n*3]
-		for i := 0; i < n; i, x = i+1, x+step {
-			p, q := rgb[3*i:3*i+3:3*i+3], o[3*x:3*x+3:3*x+3]
-			q[0], q[1], q[2] = p[0]*scale[0]-shift[0], p[1]*scale[1]-shift[1], p[2]*scale[2]-shift[2]
-		}
-	default:
-		r, g, b := out[y*n:(y+1)*n], out[n*n+y*n:n*n+(y+1)*n], out[2*n*n+y*n:2*n*n+(y+1)*n]
-		for i := 0; i < n; i, x = i+1, x+step {
-			p := rgb[3*i : 3*i+3 : 3*i+3]
-			r[x], g[x], b[x] = p[0]*scale[0]-shift[0], p[1]*scale[1]-shift[1], p[2]*scale[2]-shift[2]
-		}
-	}
 }
