@@ -1,20 +1,24 @@
 """Decode and augmentation of the same JPEG shards, in one run: actorfeed's
 decode map against Pillow with torchvision's transforms in a DataLoader
-(docs/images.md; figures in docs/performance.md). Each contender runs one epoch in a process of its own,
-the contenders taking turns, --rounds times; one core is one CPU by
-affinity (taskset), so that no library's threads reach past it. The
-scaling is the median of each round's 2-core over 1-core rate: a round's
-two runs are seconds apart, while a shared machine's speed per core
-drifts over minutes.
+(docs/images.md; figures in docs/performance.md). Each contender runs
+--epochs epochs in a process of its own, the contenders taking turns,
+--rounds times; one core is one CPU by affinity (taskset), so that no
+library's threads reach past it. The scaling is the median of each
+round's 2-core over 1-core rate: a round's two runs are seconds apart,
+while a shared machine's speed per core drifts over minutes. A trainer
+runs many epochs; over one epoch of a few thousand images, starting
+(indexing the shards, forking workers, the first batch) is a part of the
+time that grows with the cores.
 
-    python3 bench/pytorch/vision_bench.py out/jpeg-shards [--rounds 3]
+    python3 bench/pytorch/vision_bench.py out/jpeg-shards [--rounds 3] [--epochs 3]
 
 The shards are WebDataset shards of NNNNNNNN.jpg and NNNNNNNN.cls
 (`actorfeed gen --to wds`). Every contender decodes each image, takes a
 random resized crop to 224 x 224, flips it half of the time and
 normalises it with ImageNet's mean and std into float32 CHW, batches of
-64. Pillow's are read into memory before the clock starts; actorfeed's
-time includes reading the shards."""
+64. Pillow's are read into memory before the clock starts, and its
+workers live across epochs (persistent_workers); actorfeed's time
+includes reading the shards."""
 
 import argparse
 import io
@@ -53,7 +57,7 @@ def samples(shards):
     return out
 
 
-def pillow(shards, workers):
+def pillow(shards, workers, epochs):
     """images/s of a DataLoader with Pillow and torchvision's transforms."""
     import torch
     from PIL import Image
@@ -73,25 +77,28 @@ def pillow(shards, workers):
             jpg, cls = data[i]
             return tf(Image.open(io.BytesIO(jpg)).convert("RGB")), cls
 
-    loader = torch.utils.data.DataLoader(Images(), batch_size=BATCH, shuffle=True, num_workers=workers)
+    loader = torch.utils.data.DataLoader(Images(), batch_size=BATCH, shuffle=True, num_workers=workers,
+                                         persistent_workers=workers > 0)
     start, n = time.perf_counter(), 0
-    for x, _ in loader:
-        n += len(x)
+    for _ in range(epochs):
+        for x, _ in loader:
+            n += len(x)
     return n / (time.perf_counter() - start)
 
 
-def actorfeed_run(shards):
+def actorfeed_run(shards, epochs):
     """images/s of actorfeed run with the decode map, as it reports them."""
     out = subprocess.run([binary(), "run", "--data", "wds:%s/*.tar" % shards, "--batch", str(BATCH), "--shuffle", "1024",
-                          "--map", DECODE, "--progress-every", "1h"], capture_output=True, text=True, check=True)
+                          "--map", DECODE, "--passes", str(epochs), "--progress-every", "1h"],
+                         capture_output=True, text=True, check=True)
     return float(re.search(r"([0-9.]+) samples/s", out.stdout).group(1))
 
 
 CONTENDERS = {
-    "actorfeed run, 1 core": ("0", lambda a: actorfeed_run(a.shards)),
-    "actorfeed run, 2 cores": ("0,1", lambda a: actorfeed_run(a.shards)),
-    "Pillow, DataLoader 0 workers, 1 core": ("0", lambda a: pillow(a.shards, 0)),
-    "Pillow, DataLoader 2 workers, 2 cores": ("0,1", lambda a: pillow(a.shards, 2)),
+    "actorfeed run, 1 core": ("0", lambda a: actorfeed_run(a.shards, a.epochs)),
+    "actorfeed run, 2 cores": ("0,1", lambda a: actorfeed_run(a.shards, a.epochs)),
+    "Pillow, DataLoader 0 workers, 1 core": ("0", lambda a: pillow(a.shards, 0, a.epochs)),
+    "Pillow, DataLoader 2 workers, 2 cores": ("0,1", lambda a: pillow(a.shards, 2, a.epochs)),
 }
 
 
@@ -99,15 +106,19 @@ def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("shards")
     p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--epochs", type=int, default=3)
     p.add_argument("--one", help=argparse.SUPPRESS)
     a = p.parse_args()
+    if a.rounds < 1 or a.epochs < 1:
+        p.error("--rounds and --epochs: want 1 or more")
     if a.one:
         print(CONTENDERS[a.one][1](a))
         return
     rates = {name: [] for name in CONTENDERS}
     for _ in range(a.rounds):
         for name, (cpus, _) in CONTENDERS.items():
-            out = subprocess.run(["taskset", "-c", cpus, sys.executable, __file__, a.shards, "--one", name],
+            out = subprocess.run(["taskset", "-c", cpus, sys.executable, __file__, a.shards, "--one", name,
+                                  "--epochs", str(a.epochs)],
                                  capture_output=True, text=True, check=True)
             rates[name].append(float(out.stdout.split()[-1]))
     base = statistics.median(rates["Pillow, DataLoader 0 workers, 1 core"])
