@@ -91,8 +91,9 @@ func (r *resampler) resample(src *image.RGBA, crop [4]float64, t Transform, out 
 	y0, y1 := r.y.first[0], r.y.first[n-1]+r.y.n[n-1]
 	width := t.Channels * n // values in a row
 	r.rows = resize(r.rows, max(y1-y0, 0)*width)
+	shift, scale := t.normalisation()
 	for y := y0; y < y1; y++ {
-		r.across(src, y, t, r.rows[(y-y0)*width:(y-y0+1)*width], flip)
+		r.across(src, y, t, shift, scale, r.rows[(y-y0)*width:(y-y0+1)*width], flip)
 	}
 	// An output row is one run of width values (HWC, one channel) or
 	// three runs of n, one a channel plane (CHW); a row of rows likewise.
@@ -137,16 +138,15 @@ func (r *resampler) resample(src *image.RGBA, crop [4]float64, t Transform, out 
 }
 
 // across filters source row y across into row: each output column's
-// value, normalised, at its place (mirrored when flip) in a row laid out
-// as t's output is.
-func (r *resampler) across(src *image.RGBA, y int, t Transform, row []float32, flip bool) {
+// value, normalised by shift and scale, at its place (mirrored when flip)
+// in a row laid out as t's output is.
+func (r *resampler) across(src *image.RGBA, y int, t Transform, shift, scale [3]float32, row []float32, flip bool) {
 	n := t.Size
 	x0, x1 := r.x.first[0], r.x.first[n-1]+r.x.n[n-1]
 	pix := src.Pix[y*src.Stride+4*x0 : y*src.Stride+4*x1]
 	// Three channels are normalised as the line is read, once a source
 	// pixel: the weights across sum to 1 too. Luma is of the values as
 	// they are, normalised after.
-	shift, scale := t.normalisation()
 	ls, lh := scale, shift
 	if t.Channels == 1 {
 		ls, lh = [3]float32{1, 1, 1}, [3]float32{}
