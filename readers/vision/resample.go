@@ -170,7 +170,7 @@ func (r *resampler) across(src *image.RGBA, y int, t Transform, shift, scale [3]
 			w0, w1 := r.x.w[i*k], r.x.w[i*k+1]
 			v := line[at : at+6 : at+6]
 			cr, cg, cb = v[0]*w0+v[3]*w1, v[1]*w0+v[4]*w1, v[2]*w0+v[5]*w1
-		case 3: // most shrinks': TurboJPEG's scaling leaves a crop at most 8/7 of the size
+		case 3: // most shrinks': scaled to e/8, a crop's shorter side is under e/(e-1) of the size
 			w0, w1, w2 := r.x.w[i*k], r.x.w[i*k+1], r.x.w[i*k+2]
 			v := line[at : at+9 : at+9]
 			cr = v[0]*w0 + v[3]*w1 + v[6]*w2
