@@ -48,18 +48,29 @@ func mapNamed(name string) (actors.MapFunc, error) {
 // augments each sample's encoded image (readers/vision, docs/formats.md).
 // run's pipelines, YAML programs and serve's workers make them alike.
 func sampleMaps(name string) (actors.SampleMapFunc, error) {
-	params, opens := strings.CutPrefix(name, "decode(")
-	params, closes := strings.CutSuffix(params, ")")
-	if !opens || !closes {
-		return nil, fmt.Errorf("no map %q", name)
-	}
-	m, err := vision.ParseMap(params)
+	m, err := decodeMap(name)
 	if err != nil {
 		return nil, err
+	}
+	if m.Workers == 0 {
+		m.Workers = startProcs // a worker a core, whatever spareProcs adds
+	}
+	if m.Turbo() {
+		spareProcs()
 	}
 	return func(s actors.Samples, slots tensor.Slots) (tensor.Slots, error) {
 		return m.ApplyIn(s.Storage, s.Epoch, s.IDs, s.Name, slots)
 	}, nil
+}
+
+// decodeMap reads a decode(...) map's parameters.
+func decodeMap(name string) (vision.Map, error) {
+	params, opens := strings.CutPrefix(name, "decode(")
+	params, closes := strings.CutSuffix(params, ")")
+	if !opens || !closes {
+		return vision.Map{}, fmt.Errorf("no map %q", name)
+	}
+	return vision.ParseMap(params)
 }
 
 // checkMap checks a --map name: a built-in map, or one sampleMaps makes.
@@ -67,7 +78,7 @@ func checkMap(name string) error {
 	if _, err := mapNamed(name); err == nil || !strings.Contains(name, "(") {
 		return err
 	}
-	if _, err := sampleMaps(name); err != nil {
+	if _, err := decodeMap(name); err != nil {
 		return fmt.Errorf("--map %q: %w", name, err)
 	}
 	return nil

@@ -1,10 +1,14 @@
 package main
 
 import (
+	"os"
+	"runtime"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/actorfeed/actorfeed/readers/vision"
 	"github.com/actorfeed/actorfeed/tensor"
 )
 
@@ -22,4 +26,24 @@ func TestNormalize(t *testing.T) {
 	require.ErrorContains(t, err, "not uint8")
 	_, err = mapNamed("sharpen")
 	require.ErrorContains(t, err, "want one of normalize")
+}
+
+// A decode map that calls TurboJPEG leaves the process twice the Ps it
+// started with (spareProcs), unless the user set GOMAXPROCS; checking
+// the map's parameters changes nothing.
+func TestDecodeMapsSpareProcs(t *testing.T) {
+	if err := vision.TurboJPEG(); err != nil {
+		require.Empty(t, os.Getenv("CI"), "CI installs libturbojpeg0: %v", err)
+		t.Skip(err)
+	}
+	if _, set := os.LookupEnv("GOMAXPROCS"); set {
+		t.Skip("GOMAXPROCS is set: the user's value stands")
+	}
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(startProcs))
+	spareOnce = sync.Once{} // as a process starts: a test before may have run a decode map
+	require.NoError(t, checkMap("decode(size=8)"))
+	require.Equal(t, startProcs, runtime.GOMAXPROCS(0))
+	_, err := sampleMaps("decode(size=8)")
+	require.NoError(t, err)
+	require.Equal(t, 2*startProcs, runtime.GOMAXPROCS(0))
 }

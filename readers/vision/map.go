@@ -112,6 +112,19 @@ func (m Map) ApplyIn(storage tensor.Alloc, epoch int, ids []uint64, name func(ui
 // the collector, and its pages faulted in again.
 var scratches = sync.Pool{New: func() any { return &scratch{} }}
 
+// Turbo reports whether m decodes JPEGs with TurboJPEG: its decoder is
+// not GoDecoder, and LibTurboJPEG loads. Its workers then spend about
+// half their time in C, outside the Go scheduler's count of running
+// goroutines (GOMAXPROCS); docs/images.md says what a process gains from
+// spare Ps then.
+func (m Map) Turbo() bool {
+	if m.T.Decoder == GoDecoder {
+		return false
+	}
+	_, err := loadTurbo()
+	return err == nil
+}
+
 func (m Map) workers() int {
 	if m.Workers > 0 {
 		return m.Workers

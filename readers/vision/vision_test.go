@@ -255,6 +255,17 @@ func needTurbo(t *testing.T) {
 	}
 }
 
+// A map decodes in C where TurboJPEG loads, unless it asks for Go's
+// decoder.
+func TestTurboSaysWhoDecodes(t *testing.T) {
+	needTurbo(t)
+	for params, want := range map[string]bool{"size=8": true, "size=8,decoder=turbo": true, "size=8,decoder=go": false} {
+		m, err := vision.ParseMap(params)
+		require.NoError(t, err)
+		require.Equal(t, want, m.Turbo(), params)
+	}
+}
+
 // TurboJPEG decodes as Go's decoder does, within a level or two of
 // rounding; cropped and scaled at its reduced sizes, within a few levels;
 // and a damaged stream is ErrImage, named by its sample.
