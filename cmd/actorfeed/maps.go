@@ -55,6 +55,7 @@ func sampleMaps(name string) (actors.SampleMapFunc, error) {
 	if m.Workers == 0 {
 		m.Workers = startProcs // a worker a core, whatever spareProcs adds
 	}
+	m.Gate = imageGate
 	if m.Turbo() {
 		spareProcs()
 	}
@@ -62,6 +63,10 @@ func sampleMaps(name string) (actors.SampleMapFunc, error) {
 		return m.ApplyIn(s.Storage, s.Epoch, s.IDs, s.Name, slots)
 	}, nil
 }
+
+// imageGate is the decode maps' gate: as many images in work at once
+// as the process has cores, whatever the lanes or a worker's tasks.
+var imageGate = vision.NewGate(startProcs)
 
 // decodeMap reads a decode(...) map's parameters.
 func decodeMap(name string) (vision.Map, error) {

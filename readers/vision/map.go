@@ -18,11 +18,32 @@ import (
 // TFRecord bytes feature), becomes a float32 tensor [n, C, Size, Size]
 // ([n, Size, Size, C] with HWC); the other slots pass unchanged. The
 // samples are spread over Workers goroutines (default GOMAXPROCS), joined
-// before it returns.
+// before it returns; with a Gate, each transforms an image only while it
+// holds one of the gate's places.
 type Map struct {
 	T       Transform
 	Slot    int
 	Workers int
+	Gate    *Gate
+}
+
+// Gate bounds how many images the maps that share it transform at once.
+// A process's maps share one the size of its cores: lanes run a map
+// each, batches side by side, and a data service worker runs a task's;
+// without it each spreads its batch over every core, and two lanes on
+// two cores had four images in work at once (docs/images.md).
+type Gate struct{ places chan struct{} }
+
+// NewGate returns a gate of n places, at least one.
+func NewGate(n int) *Gate { return &Gate{places: make(chan struct{}, max(n, 1))} }
+
+// apply is t.apply in one of g's places; a nil gate has room always.
+func (g *Gate) apply(t Transform, epoch int, id uint64, data []byte, out []float32, sc *scratch) error {
+	if g != nil {
+		g.places <- struct{}{}
+		defer func() { <-g.places }()
+	}
+	return t.apply(epoch, id, data, out, sc)
 }
 
 // Apply transforms batch, whose samples are ids of epoch; name names a
@@ -82,7 +103,7 @@ func (m Map) ApplyIn(storage tensor.Alloc, epoch int, ids []uint64, name func(ui
 				if i >= n {
 					return
 				}
-				errs[i] = t.apply(epoch, ids[i], data[offs[i]:offs[i+1]], values[i*t.Values():(i+1)*t.Values()], sc)
+				errs[i] = m.Gate.apply(t, epoch, ids[i], data[offs[i]:offs[i+1]], values[i*t.Values():(i+1)*t.Values()], sc)
 			}
 		})
 	}

@@ -15,6 +15,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"unsafe"
 
 	"github.com/stretchr/testify/require"
@@ -253,6 +254,38 @@ func needTurbo(t *testing.T) {
 		}
 		t.Skip(err)
 	}
+}
+
+// Maps that share a gate transform an image only in one of its places:
+// with the one place taken, neither moves; once it is free, both finish,
+// their images those of maps without a gate.
+func TestMapsSharingAGateWaitForItsPlaces(t *testing.T) {
+	b := batch(t, picture(t, 40, 30, true), picture(t, 30, 40, false), picture(t, 64, 64, true))
+	ids := []uint64{4, 5, 6}
+	want := run(t, "size=16,workers=4,decoder=go", 1, ids, b)
+	synctest.Test(t, func(t *testing.T) {
+		gate := vision.NewGate(1)
+		release := vision.Occupy(gate)
+		outs := make([][]float32, 2)
+		var wg sync.WaitGroup
+		for k := range outs {
+			wg.Go(func() {
+				m, err := vision.ParseMap("size=16,workers=4,decoder=go")
+				require.NoError(t, err)
+				m.Gate = gate
+				out, err := m.Apply(1, ids, name, b)
+				require.NoError(t, err)
+				v, err := tensor.View[float32](out[0].Tensor)
+				require.NoError(t, err)
+				outs[k] = v
+			})
+		}
+		synctest.Wait() // every worker waits for the place
+		require.Equal(t, [][]float32{nil, nil}, outs)
+		release()
+		wg.Wait()
+		require.Equal(t, [][]float32{want, want}, outs)
+	})
 }
 
 // A map decodes in C where TurboJPEG loads, unless it asks for Go's
