@@ -34,6 +34,7 @@ type stackSlot struct {
 	rowBytes int   // a record's bytes; a sequence's: one row's
 	off      int   // of the slot's region in the arena
 	seq      *sequences
+	largest  int // a sequence slot's largest record, in bytes, since the template
 }
 
 // sequences are a sequence slot's records since Take: their rows end to
@@ -111,6 +112,7 @@ func (s *Stack) Append(slots Slots) bool {
 		if t.seq != nil {
 			t.seq.add(slots[i].data, slots[i].shape[0])
 			s.seqBytes += len(slots[i].data)
+			t.largest = max(t.largest, len(slots[i].data))
 			continue
 		}
 		dst := t.off + s.n*t.rowBytes
@@ -174,9 +176,13 @@ func (s *Stack) ensureArena() {
 	}
 	for i := range s.tmpl {
 		if t := &s.tmpl[i]; t.seq != nil {
-			// As many bytes as the template's rows would take: a
-			// guess, grown as the sequences come.
-			t.seq = &sequences{data: alignedBytes(min(s.limit*t.shape[0]*t.rowBytes, s.boundOr(1<<20)))[:0], offsets: make([]int, 1, s.limit+1)}
+			// A group ends at the record that takes its bytes to the
+			// bound, so the bound and the largest record so far hold
+			// it unless a larger one comes: grown by doubling, the
+			// block was three times the group's bytes, a third of them
+			// copied.
+			size := min(s.limit*t.largest, s.boundOr(1<<20)+t.largest)
+			t.seq = &sequences{data: alignedBytes(size)[:0], offsets: make([]int, 1, s.limit+1)}
 		}
 	}
 	size := s.arenaSize()
@@ -278,6 +284,7 @@ func (s *Stack) setTemplate(slots Slots) bool {
 		if oneSequence(t) {
 			tmpl[i].rowBytes = t.dtype.Size() * t.shape[1:].NumElements()
 			tmpl[i].seq = &sequences{}
+			tmpl[i].largest = len(t.data)
 			continue
 		}
 		off += (limit*len(t.data) + 7) &^ 7

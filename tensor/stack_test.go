@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"testing"
+	"unsafe"
 
 	"github.com/stretchr/testify/require"
 
@@ -404,4 +405,25 @@ func TestStackSequencesStayWithinMaxBytes(t *testing.T) {
 	g := st.Take()
 	require.Equal(t, 60, g[0].Rows())
 	require.Equal(t, tensor.LoD{{0, 12, 24, 36, 48, 60}}, g[0].LoD)
+}
+
+// A group of sequences stays in the block it started in: the bound and
+// the largest record so far hold it, with the record that reaches the
+// bound (grown by doubling, a block was three times its group's bytes,
+// a third of them copied).
+func TestStackSequencesFillOneBlock(t *testing.T) {
+	st := tensor.NewStack(100)
+	st.SetMaxBytes(1000)
+	for range 3 {
+		require.True(t, st.Append(sequence(t, 300)))
+		first, err := st.Row(0)
+		require.NoError(t, err)
+		for n := 0; !st.Full(); n++ {
+			require.True(t, st.Append(sequence(t, 250+n*7%51)))
+		}
+		again, err := st.Row(0)
+		require.NoError(t, err)
+		require.Same(t, unsafe.SliceData(first[0].Bytes()), unsafe.SliceData(again[0].Bytes()), "the block was regrown")
+		st.Take()
+	}
 }
