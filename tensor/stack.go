@@ -180,8 +180,10 @@ func (s *Stack) ensureArena() {
 			// bound, so the bound and the largest record so far hold
 			// it unless a larger one comes: grown by doubling, the
 			// block was three times the group's bytes, a third of them
-			// copied.
-			size := min(s.limit*t.largest, s.boundOr(1<<20)+t.largest)
+			// copied. A record past the bound is left to that growth:
+			// one huge record must not make every later block huge.
+			bound := s.boundOr(1 << 20)
+			size := min(s.limit*t.largest, bound+min(t.largest, bound))
 			t.seq = &sequences{data: alignedBytes(size)[:0], offsets: make([]int, 1, s.limit+1)}
 		}
 	}

@@ -3,6 +3,7 @@ package tensor_test
 import (
 	"bytes"
 	"errors"
+	"runtime"
 	"testing"
 	"unsafe"
 
@@ -426,4 +427,23 @@ func TestStackSequencesFillOneBlock(t *testing.T) {
 		require.Same(t, unsafe.SliceData(first[0].Bytes()), unsafe.SliceData(again[0].Bytes()), "the block was regrown")
 		st.Take()
 	}
+}
+
+// One record far past the bound makes its own group's block grow, and
+// no later one larger than twice the bound.
+func TestStackSequencesAfterAHugeRecord(t *testing.T) {
+	st := tensor.NewStack(100)
+	st.SetMaxBytes(1000)
+	require.True(t, st.Append(sequence(t, 300)))
+	require.True(t, st.Append(sequence(t, 10<<20)))
+	require.True(t, st.Full())
+	st.Take()
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	for !st.Full() {
+		require.True(t, st.Append(sequence(t, 300)))
+	}
+	st.Take()
+	runtime.ReadMemStats(&after)
+	require.Less(t, after.TotalAlloc-before.TotalAlloc, uint64(1<<20), "a group of 300-byte records")
 }
