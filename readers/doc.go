@@ -8,7 +8,9 @@
 // (stream_file.go), and the decode cache, where a gzip'd file a reader
 // seeks into is decoded once (decode_cache.go, docs/decode-cache.md). A
 // path may be an object's URL, s3://bucket/key, read through
-// readers/objstore (objects.go, docs/storage.md). Expand turns a file list
+// readers/objstore (objects.go, docs/storage.md), or from its copy in the
+// object cache when ACTORFEED_OBJECT_CACHE is set (object_cache.go).
+// Expand turns a file list
 // as users write it, with WebDataset's brace lists and globs of files or
 // objects, into the files it names (expand.go, braces.go).
 //

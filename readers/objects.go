@@ -11,7 +11,8 @@ import (
 // opener holds no context.
 const objectLookup = 2 * time.Minute
 
-// openObject opens the object at url through s, or the process's store.
+// openObject opens the object at url through s, or the process's store,
+// read from its copy when the object cache is on (object_cache.go).
 func openObject(s *objstore.Store, url string) (*objstore.Object, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), objectLookup)
 	defer cancel()
@@ -21,7 +22,15 @@ func openObject(s *objstore.Store, url string) (*objstore.Object, error) {
 			return nil, err
 		}
 	}
-	return s.Open(ctx, url)
+	o, err := s.Open(ctx, url)
+	if err != nil {
+		return nil, err
+	}
+	if err := cacheObject(o); err != nil {
+		o.Close()
+		return nil, err
+	}
+	return o, nil
 }
 
 // versionOf is the version (ETag) of the object src reads, "" for a file.

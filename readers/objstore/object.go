@@ -29,6 +29,10 @@ type Object struct {
 	// stream's buffer) are not a request each.
 	readBuf []byte
 	readAt  int64
+	// local, when set, holds this version whole (a copy on disk): reads
+	// are served from it, and no request is made.
+	local       io.ReaderAt
+	localCloser io.Closer
 }
 
 // readRange is the range Read asks for at a time.
@@ -84,6 +88,12 @@ func (o *Object) Modified() time.Time { return o.mod }
 // URL names the object.
 func (o *Object) URL() string { return o.url.String() }
 
+// ServeFrom makes every later read of o a read of local, a complete copy
+// of the version opened (Size bytes, which the caller checked), and Close
+// close c. Call it before the first read: the object cache serves an
+// object's reads from disk once it fetched it whole.
+func (o *Object) ServeFrom(local io.ReaderAt, c io.Closer) { o.local, o.localCloser = local, c }
+
 // ReadAt reads len(p) bytes at off by ranged GETs of the version opened; a
 // body cut off is read on from the byte it reached. Reads that move
 // forward through the object are served from its read-ahead (ahead.go).
@@ -96,6 +106,13 @@ func (o *Object) ReadAt(p []byte, off int64) (int, error) {
 		return 0, io.EOF
 	}
 	want := p[:min(int64(len(p)), o.size-off)]
+	if o.local != nil {
+		n, err := o.local.ReadAt(want, off)
+		if err == nil && n < len(p) {
+			err = io.EOF
+		}
+		return n, err
+	}
 	n := o.ahead.serve(want, off)
 	if n < len(want) {
 		got, err := o.fetch(want[n:], off+int64(n))
@@ -228,5 +245,9 @@ func (o *Object) Seek(offset int64, whence int) (int64, error) {
 func (o *Object) Close() error {
 	o.cancel()
 	o.ahead.wait()
+	if c := o.localCloser; c != nil {
+		o.localCloser = nil
+		return c.Close()
+	}
 	return nil
 }
