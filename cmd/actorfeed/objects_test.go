@@ -17,6 +17,7 @@ import (
 	"github.com/actorfeed/actorfeed/actors"
 	"github.com/actorfeed/actorfeed/internal/s3server/s3servertest"
 	"github.com/actorfeed/actorfeed/internal/testutil"
+	"github.com/actorfeed/actorfeed/readers"
 )
 
 // serveSet serves the RecordIO files of data as objects under
@@ -76,6 +77,34 @@ func TestRunOverObjects(t *testing.T) {
 	_, stderr, code = execCLI(t, dir, "run", "--data", "s3://train/none/*.recordio")
 	require.Equal(t, 1, code)
 	require.Contains(t, stderr, "matches no file")
+}
+
+// With the object cache on, a job through a store that cuts bodies off
+// and throttles gives the batches it gives from disk, and a later job
+// reads every object from its copy: lookups alone, no byte from the
+// store.
+func TestRunReadsObjectsFromTheirCopies(t *testing.T) {
+	t.Setenv(readers.ObjectCacheEnv, t.TempDir())
+	data := genSet(t, 2, 2000)
+	srv, _ := serveSet(t, data)
+	p := s3servertest.NewProxy(t, srv)
+	srv.Env(t, p.URL)
+	p.SetFaults(s3servertest.Rhythm{Cut: 5, CutAt: 3000, Throttle: 9}.Faults)
+	dir := t.TempDir()
+	_, stderr, code := execCLI(t, dir, runArgs(data, "local.jsonl")...)
+	require.Zero(t, code, stderr)
+	local, err := os.ReadFile(filepath.Join(dir, "local.jsonl"))
+	require.NoError(t, err)
+	for i, read := range []string{` [0-9.]*[1-9][0-9.]* MB read`, ` 0\.0 MB read`} {
+		ids := fmt.Sprintf("objects-%d.jsonl", i)
+		out, stderr, code := execCLI(t, dir, "run", "--data", "s3://train/set/*.recordio", "--passes", "3", "--batch", "32",
+			"--emit-ids", ids)
+		require.Zero(t, code, stderr)
+		require.Regexp(t, `object store: [1-9][0-9]* requests,`+read, out, "run %d", i)
+		objects, err := os.ReadFile(filepath.Join(dir, ids))
+		require.NoError(t, err)
+		require.Equal(t, string(local), string(objects), "run %d", i)
+	}
 }
 
 // The metrics count the requests made of object stores and the bytes read.
@@ -182,8 +211,11 @@ func TestREADMEBucketRuns(t *testing.T) {
 	require.NoError(t, l.Close())
 	t.Setenv("PORT", fmt.Sprint(port))
 	out := runREADMEBlock(t, "a bucket", func(b string) bool { return strings.Contains(b, "versitygw") })
-	require.Contains(t, out, "20000 samples")
+	require.Equal(t, 3, strings.Count(out, "20000 samples"), out)
 	require.Regexp(t, `object store: [1-9][0-9]* requests`, out)
+	stores := regexp.MustCompile(`object store: [0-9]+ requests, [0-9.]+ MB read`).FindAllString(out, -1)
+	require.Len(t, stores, 3, out)
+	require.Regexp(t, ` 0\.0 MB read$`, stores[2], "the last run reads the copies")
 }
 
 // A YAML spec names objects as it names files, its slots declared; the
