@@ -17,21 +17,6 @@ import (
 	"github.com/actorfeed/actorfeed/tensor"
 )
 
-// cacheFiles are the names of the files in the object cache dir.
-func cacheFiles(t *testing.T, dir string) []string {
-	t.Helper()
-	ents, err := os.ReadDir(dir)
-	if os.IsNotExist(err) {
-		return nil
-	}
-	require.NoError(t, err)
-	var out []string
-	for _, e := range ents {
-		out = append(out, e.Name())
-	}
-	return out
-}
-
 // With the object cache on, an object is fetched whole once: later opens,
 // by this store or another (a later process), look it up and read its
 // copy, asking nothing else of the store. A replaced object is a new
@@ -72,7 +57,7 @@ func TestObjectCacheFetchesAnObjectOnce(t *testing.T) {
 		require.Zero(t, bytes, "%s: read from its copy", c.url)
 		require.Equal(t, int64(1), requests, "%s: the look-up alone", c.url)
 	}
-	require.Len(t, cacheFiles(t, cache), 2, "a copy an object, nothing left beside them")
+	require.Len(t, listDir(t, cache), 2, "a copy an object, nothing left beside them")
 
 	other := testutil.WriteRecords(t, filepath.Join(dir, "other.recordio"), 4096, 500,
 		func(r int) tensor.Slots { return testutil.Sample(1, r) })
@@ -80,7 +65,7 @@ func TestObjectCacheFetchesAnObjectOnce(t *testing.T) {
 	require.NoError(t, err)
 	etag := srv.Put(t, "data", "part-0.recordio", b)
 	requireSameSamples(t, allSamples(t, other), openAll(t, newStore(), "s3://data/part-0.recordio", etag), "the replaced object")
-	require.Len(t, cacheFiles(t, cache), 3, "the new version's copy beside the old")
+	require.Len(t, listDir(t, cache), 3, "the new version's copy beside the old")
 }
 
 // openAll reads every sample of the object at url through s, checking
@@ -128,12 +113,12 @@ func TestObjectCacheFetchFailsWhole(t *testing.T) {
 	_, err = readers.Open(url, readers.OpenOptions{Objects: store})
 	require.ErrorContains(t, err, url)
 	require.ErrorContains(t, err, readers.ObjectCacheEnv)
-	require.Empty(t, cacheFiles(t, cache), "no part of a copy")
+	require.Empty(t, listDir(t, cache), "no part of a copy")
 
 	p.SetFaults(nil)
 	want := allSamples(t, rio)
 	requireSameSamples(t, want, openAll(t, store, url, etag), "fetched after the faults")
-	require.Len(t, cacheFiles(t, cache), 1)
+	require.Len(t, listDir(t, cache), 1)
 
 	notADir := filepath.Join(t.TempDir(), "file")
 	require.NoError(t, os.WriteFile(notADir, nil, 0o644))
