@@ -44,7 +44,7 @@ func OpenRecordFile(path string) (*RecordFile, error) { return openRecordFile(Op
 
 func openRecordFile(opts OpenOptions, path string) (*RecordFile, error) {
 	if objstore.IsURL(path) {
-		o, err := openObject(opts.Objects, path)
+		o, err := openObject(opts, path)
 		if err != nil {
 			return nil, fmt.Errorf("recordio: %w", err)
 		}

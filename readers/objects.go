@@ -11,9 +11,11 @@ import (
 // opener holds no context.
 const objectLookup = 2 * time.Minute
 
-// openObject opens the object at url through s, or the process's store,
-// read from its copy when the object cache is on (object_cache.go).
-func openObject(s *objstore.Store, url string) (*objstore.Object, error) {
+// openObject opens the object at url through opts.Objects, or the
+// process's store, read from its copy when the object cache is on
+// (object_cache.go).
+func openObject(opts OpenOptions, url string) (*objstore.Object, error) {
+	s := opts.Objects
 	ctx, cancel := context.WithTimeout(context.Background(), objectLookup)
 	defer cancel()
 	if s == nil {
@@ -26,7 +28,7 @@ func openObject(s *objstore.Store, url string) (*objstore.Object, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := cacheObject(o); err != nil {
+	if err := cacheObject(o, opts.ObjectCache); err != nil {
 		o.Close()
 		return nil, err
 	}

@@ -36,6 +36,9 @@ type OpenOptions struct {
 	// Objects reads s3:// URLs (objstore.Default, from the environment,
 	// when nil).
 	Objects *objstore.Store
+	// ObjectCache is the object cache's directory, in place of
+	// ACTORFEED_OBJECT_CACHE's ("": the environment's; docs/storage.md).
+	ObjectCache string
 }
 
 // OpenFunc opens one file of a format as a Reader of instances.

@@ -224,7 +224,7 @@ func openStream(sf *streamFormat, path string, opts OpenOptions) (Reader, error)
 	w := &streamFile{format: sf, path: path, read: path, opener: opts.Open}
 	if objstore.IsURL(path) {
 		w.source = func() (Source, error) {
-			o, err := openObject(opts.Objects, path)
+			o, err := openObject(opts, path)
 			if err != nil {
 				return nil, fmt.Errorf("%s: %w", sf.name, err)
 			}

@@ -42,6 +42,10 @@ type Scenario struct {
 	Stalls, Drops, Delays float64
 	StallAt               int64
 	Delay                 time.Duration
+	// Cached runs the pipeline over objects with the object cache on, a
+	// cache of its own: the first open of each object fetches it through
+	// the faults, and later ones (the second pass) read its copy.
+	Cached bool
 }
 
 // stallAfter is how long the scenarios' store waits on a silent
@@ -56,13 +60,18 @@ func Generate(seed uint64) Scenario {
 		Batch: []int{4, 8, 16, 32}[rng.IntN(4)], Window: []int{0, 16, 64}[rng.IntN(3)], Passes: 1 + rng.IntN(2),
 		Throttle: 0.1 * rng.Float64(), Errors: 0.05 * rng.Float64(), Cuts: 0.1 * rng.Float64(), CutAt: int64(1 + rng.IntN(4096)),
 		Stalls: 0.03 * rng.Float64(), Drops: 0.05 * rng.Float64(), Delays: 0.1 * rng.Float64(),
-		StallAt: int64(rng.IntN(4096)), Delay: time.Duration(1+rng.IntN(20)) * time.Millisecond}
+		StallAt: int64(rng.IntN(4096)), Delay: time.Duration(1+rng.IntN(20)) * time.Millisecond,
+		Cached: rng.IntN(2) == 0}
 }
 
 // Describe is the scenario in a line.
 func (sc Scenario) Describe() string {
-	return fmt.Sprintf("seed %d: %d files x %d records (chunks of %d B), batch %d, window %d, %d pass(es); requests: %.0f%% throttled, %.0f%% 500, %.0f%% cut at %d B, %.0f%% stalled at %d B, %.0f%% dropped, %.0f%% delayed %v",
-		sc.Seed, sc.Files, sc.Records, sc.Chunk, sc.Batch, sc.Window, sc.Passes, 100*sc.Throttle, 100*sc.Errors, 100*sc.Cuts, sc.CutAt,
+	cached := ""
+	if sc.Cached {
+		cached = ", object cache on"
+	}
+	return fmt.Sprintf("seed %d: %d files x %d records (chunks of %d B), batch %d, window %d, %d pass(es)%s; requests: %.0f%% throttled, %.0f%% 500, %.0f%% cut at %d B, %.0f%% stalled at %d B, %.0f%% dropped, %.0f%% delayed %v",
+		sc.Seed, sc.Files, sc.Records, sc.Chunk, sc.Batch, sc.Window, sc.Passes, cached, 100*sc.Throttle, 100*sc.Errors, 100*sc.Cuts, sc.CutAt,
 		100*sc.Stalls, sc.StallAt, 100*sc.Drops, 100*sc.Delays, sc.Delay)
 }
 
@@ -158,12 +167,16 @@ func Run(ctx context.Context, e *Env, sc Scenario) (res Result) {
 		}
 		paths, urls = append(paths, path), append(urls, url)
 	}
-	want, err := passes(ctx, sc, paths, nil)
+	want, err := passes(ctx, sc, paths, readers.OpenOptions{})
 	if err != nil {
 		return fail(fmt.Errorf("the run from disk: %w", err))
 	}
+	opts := readers.OpenOptions{Objects: e.store}
+	if sc.Cached {
+		opts.ObjectCache = filepath.Join(e.dir, bucket+"-cache")
+	}
 	e.proxy.SetFaults(sc.faults())
-	got, err := passes(ctx, sc, urls, e.store)
+	got, err := passes(ctx, sc, urls, opts)
 	res.Requests = e.proxy.Requests()
 	e.proxy.SetFaults(nil)
 	if err != nil {
@@ -211,16 +224,16 @@ func stall(at int64) s3server.Fault {
 	return s3server.Fault{Stall: at}
 }
 
-// passes reads sc.Passes passes of the pipeline over paths, opening
-// objects through store, and returns each batch's ids.
-func passes(ctx context.Context, sc Scenario, paths []string, store *objstore.Store) ([][][]uint64, error) {
+// passes reads sc.Passes passes of the pipeline over paths, opened with
+// opts, and returns each batch's ids.
+func passes(ctx context.Context, sc Scenario, paths []string, opts readers.OpenOptions) ([][][]uint64, error) {
 	chain := []actors.Stage{actors.Files{Paths: paths, Threads: 2}}
 	if sc.Window > 0 {
 		chain = append(chain, actors.Shuffle{Window: sc.Window, Seed: sc.Seed})
 	}
 	chain = append(chain, actors.Batch{Size: sc.Batch})
 	open := func(_ context.Context, entry string) (readers.Reader, error) {
-		return readers.Open(entry, readers.OpenOptions{Objects: store})
+		return readers.Open(entry, opts)
 	}
 	p, err := actors.New(chain, actors.Options{GroupSize: 8, Open: open})
 	if err != nil {

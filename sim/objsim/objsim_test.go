@@ -26,10 +26,20 @@ func TestScenariosReadAsFromDisk(t *testing.T) {
 		require.True(t, res.Passed(), "%s: %v", sc.Describe(), res.Violations)
 		require.Positive(t, res.Requests)
 	}
-	sc := objsim.Generate(9)
-	sc.Throttle, sc.Errors, sc.Cuts = 1, 0, 0
+	// The object cache's fetches go through the faults; the second pass
+	// reads the copies.
+	sc := objsim.Generate(5)
+	sc.Cached, sc.Passes = true, 2
 	res := objsim.Run(t.Context(), e, sc)
-	require.False(t, res.Passed(), "every request throttled")
+	require.True(t, res.Passed(), "%s: %v", sc.Describe(), res.Violations)
+
+	sc = objsim.Generate(9)
+	sc.Throttle, sc.Errors, sc.Cuts = 1, 0, 0
+	for _, cached := range []bool{false, true} {
+		sc.Cached = cached
+		res = objsim.Run(t.Context(), e, sc)
+		require.False(t, res.Passed(), "every request throttled, cache %v", cached)
+	}
 	sc.Throttle, sc.Stalls, sc.StallAt = 0, 1, 0
 	res = objsim.Run(t.Context(), e, sc)
 	require.False(t, res.Passed(), "every request stalled")
