@@ -10,9 +10,9 @@
 // path may be an object's URL, s3://bucket/key, read through
 // readers/objstore (objects.go, docs/storage.md), or from its copy in the
 // object cache when ACTORFEED_OBJECT_CACHE is set (object_cache.go).
-// Expand turns a file list
-// as users write it, with WebDataset's brace lists and globs of files or
-// objects, into the files it names (expand.go, braces.go).
+// Expand turns a file list as users write it, with WebDataset's brace
+// lists and globs of files or objects, into the files it names (expand.go,
+// braces.go).
 //
 // # The contract
 //

@@ -29,11 +29,12 @@ const ObjectCacheEnv = "ACTORFEED_OBJECT_CACHE"
 // its store instead.
 var errNoRoom = errors.New("no room for the copy")
 
-// cacheObject serves o's reads from its copy in the object cache dir (""
-// ObjectCacheEnv's), when the cache is on, fetching the copy first when it is not there. An object
-// the cache has no room for, or whose copy cannot be written or opened,
-// is read from its store as before; a fetch that fails (the object
-// replaced, the store unreachable after its retries) is the open's error.
+// cacheObject serves o's reads from its copy in the object cache dir
+// (when "", ObjectCacheEnv's), if the cache is on, fetching the copy
+// first when it is not there. An object the cache has no room for, or
+// whose copy cannot be written or opened, is read from its store as
+// before; a fetch that fails (the object replaced, the store unreachable
+// after its retries) is the open's error.
 func cacheObject(o *objstore.Object, dir string) error {
 	if dir == "" {
 		dir = os.Getenv(ObjectCacheEnv)
