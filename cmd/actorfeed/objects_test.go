@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/actorfeed/actorfeed/actors"
+	"github.com/actorfeed/actorfeed/internal/s3server"
 	"github.com/actorfeed/actorfeed/internal/s3server/s3servertest"
 	"github.com/actorfeed/actorfeed/internal/testutil"
 	"github.com/actorfeed/actorfeed/readers"
@@ -39,9 +40,7 @@ func TestRunOverObjects(t *testing.T) {
 	data := genSet(t, 3, 3000)
 	srv, _ := serveSet(t, data)
 	srv.Put(t, "train", "set/README", []byte("not matched"))
-	p := s3servertest.NewProxy(t, srv)
-	srv.Env(t, p.URL)
-	p.SetFaults(s3servertest.Rhythm{Cut: 5, CutAt: 3000, Throttle: 9}.Faults)
+	p := throughFaults(t, srv)
 	dir := t.TempDir()
 	_, stderr, code := execCLI(t, dir, runArgs(data, "local.jsonl")...)
 	require.Zero(t, code, stderr)
@@ -79,6 +78,17 @@ func TestRunOverObjects(t *testing.T) {
 	require.Contains(t, stderr, "matches no file")
 }
 
+// throughFaults points the test's AWS environment at a proxy before srv
+// that cuts a body off after 3,000 bytes at one request in five (a GET)
+// and answers one in nine 503 SlowDown.
+func throughFaults(t *testing.T, srv *s3servertest.Server) *s3server.Proxy {
+	t.Helper()
+	p := s3servertest.NewProxy(t, srv)
+	srv.Env(t, p.URL)
+	p.SetFaults(s3servertest.Rhythm{Cut: 5, CutAt: 3000, Throttle: 9}.Faults)
+	return p
+}
+
 // With the object cache on, a job through a store that cuts bodies off
 // and throttles gives the batches it gives from disk, and a later job
 // reads every object from its copy: lookups alone, no byte from the
@@ -87,9 +97,7 @@ func TestRunReadsObjectsFromTheirCopies(t *testing.T) {
 	t.Setenv(readers.ObjectCacheEnv, t.TempDir())
 	data := genSet(t, 2, 2000)
 	srv, _ := serveSet(t, data)
-	p := s3servertest.NewProxy(t, srv)
-	srv.Env(t, p.URL)
-	p.SetFaults(s3servertest.Rhythm{Cut: 5, CutAt: 3000, Throttle: 9}.Faults)
+	throughFaults(t, srv)
 	dir := t.TempDir()
 	_, stderr, code := execCLI(t, dir, runArgs(data, "local.jsonl")...)
 	require.Zero(t, code, stderr)
