@@ -78,17 +78,23 @@ def dataloader(raw, workers, in_memory):
     import torch
     from torch.utils.data import DataLoader, Dataset, TensorDataset
 
-    images = np.memmap(raw + ".images", np.uint8, "r", offset=16).reshape(-1, 28, 28)
     labels = torch.from_numpy(np.fromfile(raw + ".labels", np.uint8, offset=8).astype(np.int64))
+    if in_memory:
+        # Read, not copied out of a memory map: the map's pages would stay
+        # resident beside the copy and count in this contender's RSS.
+        images = np.fromfile(raw + ".images", np.uint8, offset=16).reshape(-1, 28, 28)
+        ds = TensorDataset(torch.from_numpy(images), labels)
+    else:
+        images = np.memmap(raw + ".images", np.uint8, "r", offset=16).reshape(-1, 28, 28)
 
-    class OnDisk(Dataset):
-        def __len__(self):
-            return len(images)
+        class OnDisk(Dataset):
+            def __len__(self):
+                return len(images)
 
-        def __getitem__(self, i):
-            return torch.from_numpy(np.array(images[i])), labels[i]
+            def __getitem__(self, i):
+                return torch.from_numpy(np.array(images[i])), labels[i]
 
-    ds = TensorDataset(torch.from_numpy(np.array(images)), labels) if in_memory else OnDisk()
+        ds = OnDisk()
     dl = DataLoader(ds, batch_size=BATCH, shuffle=True, num_workers=workers)
     start, n = time.perf_counter(), 0
     for _ in range(EPOCHS):
