@@ -35,6 +35,12 @@ const (
 // for each GET and PUT, in bytes.
 const IOBufferSize = "131072"
 
+// CPUsEnv, when set, is a CPU list (taskset's) the gateway runs on: a
+// benchmark run under taskset on the other CPUs then measures the client
+// with the server on cores of its own, as an object store's servers are
+// (docs/performance.md).
+const CPUsEnv = "ACTORFEED_S3SERVER_CPUS"
+
 // The root account's keys and the region the gateway answers to.
 const (
 	AccessKey = "actorfeed-test"
@@ -92,8 +98,13 @@ func launch(bin, dir string) (*Server, error) {
 	// request dials anew. Its posix backend allocates a fresh read buffer
 	// for every GET, 1 MiB by default: zeroing it led the gateway's profile
 	// under ranged reads of a chunk, on cores it shares with the client.
-	cmd := exec.Command(bin, "--access", AccessKey, "--secret", SecretKey, "--region", Region, "--keep-alive",
-		"--port", addr, "posix", "--io-buffer-size", IOBufferSize, dir) // its banner (not under --quiet) says it listens
+	args := []string{bin, "--access", AccessKey, "--secret", SecretKey, "--region", Region, "--keep-alive",
+		"--port", addr, "posix", "--io-buffer-size", IOBufferSize, dir} // its banner (not under --quiet) says it listens
+	if cpus := os.Getenv(CPUsEnv); cpus != "" {
+		// taskset execs the gateway: the process started is the gateway.
+		args = append([]string{"taskset", "--cpu-list", cpus}, args...)
+	}
+	cmd := exec.Command(args[0], args[1:]...)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		return nil, err
