@@ -19,6 +19,7 @@ import (
 	"github.com/actorfeed/actorfeed/internal/s3server/s3servertest"
 	"github.com/actorfeed/actorfeed/internal/testutil"
 	"github.com/actorfeed/actorfeed/readers"
+	"github.com/actorfeed/actorfeed/readers/objstore"
 )
 
 // serveSet serves the RecordIO files of data as objects under
@@ -108,7 +109,7 @@ func TestRunReadsObjectsFromTheirCopies(t *testing.T) {
 		out, stderr, code := execCLI(t, dir, "run", "--data", "s3://train/set/*.recordio", "--passes", "3", "--batch", "32",
 			"--emit-ids", ids)
 		require.Zero(t, code, stderr)
-		require.Regexp(t, `object store: [1-9][0-9]* requests,`+read, out, "run %d", i)
+		require.Regexp(t, `object store: [1-9][0-9]* requests,`+read+`, [0-9.]*[1-9][0-9.]* MB from the object cache`, out, "run %d", i)
 		objects, err := os.ReadFile(filepath.Join(dir, ids))
 		require.NoError(t, err)
 		require.Equal(t, string(local), string(objects), "run %d", i)
@@ -125,6 +126,20 @@ func TestObjectMetrics(t *testing.T) {
 	body := string(scrape(t, p))
 	require.Regexp(t, `actorfeed_object_requests_total [1-9]`, body)
 	require.Regexp(t, `actorfeed_object_bytes_total [1-9]`, body)
+	require.NoError(t, p.Close())
+
+	// With the object cache on, the bytes its copies serve are counted
+	// apart (the counters are the process's: compare with before).
+	t.Setenv(readers.ObjectCacheEnv, t.TempDir())
+	before := objstore.CopiedTotal()
+	p, err = actors.NewDevices([]actors.Stage{actors.Files{Paths: urls}, actors.Batch{Size: 20}}, actors.Devices{N: 1}, actors.Options{System: sys})
+	require.NoError(t, err)
+	require.NoError(t, p.Run(t.Context()))
+	m := regexp.MustCompile(`(?m)^actorfeed_object_cache_bytes_total (\S+)`).FindStringSubmatch(string(scrape(t, p)))
+	require.NotNil(t, m)
+	copied, err := strconv.ParseFloat(m[1], 64)
+	require.NoError(t, err)
+	require.Greater(t, copied, float64(before))
 	require.NoError(t, p.Close())
 }
 

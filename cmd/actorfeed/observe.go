@@ -28,7 +28,7 @@ type collector struct {
 	// The service's workers (run --service).
 	wBatches, wBytes, wTasks, wLost, wAlive, wCredit, wReassigned *prometheus.Desc
 	// The object stores read (s3:// URLs), the process's.
-	oRequests, oBytes *prometheus.Desc
+	oRequests, oBytes, oCopied *prometheus.Desc
 }
 
 func newCollector(p func() *actors.Pipeline) *collector {
@@ -54,12 +54,13 @@ func newCollector(p func() *actors.Pipeline) *collector {
 			"Tasks of a worker taken back and handed out again (lost with it, batches lost on the way, a restart of the service stage).", wrk, nil),
 		oRequests: prometheus.NewDesc("actorfeed_object_requests_total", "Requests made of object stores (s3:// URLs): lookups, listings, ranged reads, retries.", nil, nil),
 		oBytes:    prometheus.NewDesc("actorfeed_object_bytes_total", "Bytes read from object stores.", nil, nil),
+		oCopied:   prometheus.NewDesc("actorfeed_object_cache_bytes_total", "Bytes of objects read from their local copies (ACTORFEED_OBJECT_CACHE).", nil, nil),
 	}
 }
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.items, c.held, c.demand, c.restarts, c.batches, c.instances, c.busy, c.waits,
-		c.wBatches, c.wBytes, c.wTasks, c.wLost, c.wAlive, c.wCredit, c.wReassigned, c.oRequests, c.oBytes} {
+		c.wBatches, c.wBytes, c.wTasks, c.wLost, c.wAlive, c.wCredit, c.wReassigned, c.oRequests, c.oBytes, c.oCopied} {
 		ch <- d
 	}
 }
@@ -72,6 +73,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	requests, bytes := objstore.Totals()
 	ch <- prometheus.MustNewConstMetric(c.oRequests, prometheus.CounterValue, float64(requests))
 	ch <- prometheus.MustNewConstMetric(c.oBytes, prometheus.CounterValue, float64(bytes))
+	ch <- prometheus.MustNewConstMetric(c.oCopied, prometheus.CounterValue, float64(objstore.CopiedTotal()))
 	for _, s := range p.StageStats() {
 		ch <- prometheus.MustNewConstMetric(c.items, prometheus.CounterValue, float64(s.Items), s.Stage, s.Kind)
 		ch <- prometheus.MustNewConstMetric(c.held, prometheus.GaugeValue, float64(s.Held), s.Stage, s.Kind)

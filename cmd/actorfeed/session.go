@@ -282,7 +282,11 @@ func (s *session) summary(w io.Writer) {
 	tw.Flush()
 	serviceSummary(w, s.p.ServiceWorkers(), secs)
 	if requests, bytes := objstore.Totals(); requests > 0 {
-		fmt.Fprintf(w, "object store: %d requests, %.1f MB read\n", requests, float64(bytes)/1e6)
+		copied := ""
+		if c := objstore.CopiedTotal(); c > 0 {
+			copied = fmt.Sprintf(", %.1f MB from the object cache", float64(c)/1e6)
+		}
+		fmt.Fprintf(w, "object store: %d requests, %.1f MB read%s\n", requests, float64(bytes)/1e6, copied)
 	}
 	if s.metricsURL != "" {
 		fmt.Fprintf(w, "metrics were served at %s\n", s.metricsURL)

@@ -108,6 +108,7 @@ func (o *Object) ReadAt(p []byte, off int64) (int, error) {
 	want := p[:min(int64(len(p)), o.size-off)]
 	if o.local != nil {
 		n, err := o.local.ReadAt(want, off)
+		total.copied.Add(int64(n))
 		if err == nil && n < len(p) {
 			err = io.EOF
 		}

@@ -144,12 +144,17 @@ func Default(ctx context.Context) (*Store, error) {
 // Stats are the requests made of the store and the bytes read from it.
 func (s *Store) Stats() (requests, bytes int64) { return s.requests.Load(), s.bytes.Load() }
 
-// total counts what every store of the process asked and read.
-var total struct{ requests, bytes atomic.Int64 }
+// total counts what every store of the process asked and read, and what
+// its objects' local copies served.
+var total struct{ requests, bytes, copied atomic.Int64 }
 
 // Totals are the requests made of every store of the process, and the
 // bytes read from them.
 func Totals() (requests, bytes int64) { return total.requests.Load(), total.bytes.Load() }
+
+// CopiedTotal is the bytes the process read from local copies of objects
+// (the object cache, readers.ObjectCacheEnv) rather than from their stores.
+func CopiedTotal() int64 { return total.copied.Load() }
 
 // asked counts a request.
 func (s *Store) asked() {
