@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 
 	"github.com/actorfeed/actorfeed/internal/atomicfile"
@@ -41,11 +40,6 @@ const DecodeCacheEnv = "ACTORFEED_DECODE_CACHE"
 // that would break either, or whose decoding fails, is read from its
 // stream as before.
 const MaxDecodedBytes = 16 << 30
-
-// copying serializes the making of one copy within the process: the
-// readers that seek into a file at once wait for one decoding, those that
-// open an object at once for one fetch.
-var copying sync.Map // copy path -> *sync.Mutex
 
 // decoder writes the uncompressed content of the gzip'd file src (size
 // bytes, name in errors) to dst, checked as its format checks it, at most
@@ -105,32 +99,6 @@ func decodeOnce(id, name string, src io.Reader, size int64, decode decoder) (str
 		return "", fmt.Errorf("readers: decoding %s into %s: %w", name, dst, err)
 	}
 	return dst, nil
-}
-
-// copyOnce is the path of the copy named name in dir, written by write
-// now if it is not there: whole or not at all (a temporary file renamed),
-// once in the process however many readers ask for it at once, and at
-// most limit bytes, which write must hold to: MaxDecodedBytes, and what
-// leaves a tenth of the file system (and 1 GiB) free, however many copies
-// there are.
-func copyOnce(dir, name string, write func(w io.Writer, limit int64) error) (string, error) {
-	dst := filepath.Join(dir, name)
-	mu, _ := copying.LoadOrStore(dst, &sync.Mutex{})
-	mu.(*sync.Mutex).Lock()
-	defer mu.(*sync.Mutex).Unlock()
-	if st, err := os.Stat(dst); err == nil && st.Mode().IsRegular() {
-		return dst, nil
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return dst, err
-	}
-	limit := int64(MaxDecodedBytes)
-	var fs syscall.Statfs_t
-	if err := syscall.Statfs(dir, &fs); err == nil {
-		reserve := max(int64(fs.Blocks)*fs.Bsize/10, 1<<30)
-		limit = min(limit, max(int64(fs.Bavail)*fs.Bsize-reserve, 0))
-	}
-	return dst, atomicfile.Write(dst, func(w io.Writer) error { return write(w, limit) })
 }
 
 // cacheDir is the decode cache's directory.
