@@ -100,6 +100,7 @@ fuzz)
   fuzz FuzzStackSequences ./tensor 200000
   fuzz FuzzScanner ./readers/recordio 800000
   fuzz FuzzChunk ./readers/recordio 800000
+  fuzz FuzzUnmarshalIndex ./readers/recordio 100000
   fuzz FuzzParse ./program 100000
   fuzz FuzzParseSchedule ./sim 100000
   fuzz FuzzExpandBraces ./readers 30000

@@ -121,19 +121,13 @@ func cacheDir() (string, error) {
 // file's identity (the shard's spans, whose header scan costs far more
 // than reading them back); nil when there is none, or it does not check.
 func keptIndex(sf *streamFormat, id string, size int64) streamIndex {
-	dir, err := cacheDir()
-	if err != nil || sf.loadIndex == nil {
+	if sf.loadIndex == nil {
 		return nil
 	}
-	f, err := os.Open(filepath.Join(dir, id+"."+sf.name+"-index"))
-	if err != nil {
-		return nil
-	}
-	defer f.Close()
 	// An index holds 8 bytes a sample and a field, each taking a 512-byte
 	// header at least.
-	b, err := io.ReadAll(io.LimitReader(f, 1<<20+size/32))
-	if err != nil {
+	b := keptBytes(id+"."+sf.name+"-index", 1<<20+size/32)
+	if b == nil {
 		return nil
 	}
 	ix, err := sf.loadIndex(b, size)
@@ -145,15 +139,40 @@ func keptIndex(sf *streamFormat, id string, size int64) streamIndex {
 
 // keepIndex keeps a raw file's index in the decode cache, when it can.
 func keepIndex(sf *streamFormat, id string, ix streamIndex) {
-	dir, err := cacheDir()
-	if err != nil || sf.saveIndex == nil {
+	if sf.saveIndex == nil {
 		return
 	}
-	b, err := sf.saveIndex(ix)
+	if b, err := sf.saveIndex(ix); err == nil {
+		keepBytes(id+"."+sf.name+"-index", b)
+	}
+}
+
+// keptBytes is what keepBytes kept as name in the decode cache, at most
+// limit bytes of it; nil when there is none.
+func keptBytes(name string, limit int64) []byte {
+	dir, err := cacheDir()
+	if err != nil {
+		return nil
+	}
+	f, err := os.Open(filepath.Join(dir, name))
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, limit))
+	if err != nil {
+		return nil
+	}
+	return b
+}
+
+// keepBytes keeps b as name in the decode cache, when it can.
+func keepBytes(name string, b []byte) {
+	dir, err := cacheDir()
 	if err != nil || os.MkdirAll(dir, 0o755) != nil {
 		return
 	}
-	atomicfile.Write(filepath.Join(dir, id+"."+sf.name+"-index"), func(w io.Writer) error {
+	atomicfile.Write(filepath.Join(dir, name), func(w io.Writer) error {
 		_, err := w.Write(b)
 		return err
 	})

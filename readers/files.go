@@ -247,9 +247,29 @@ func (r *RecordFile) Seek(rec int) error {
 }
 
 // Index reads the file's chunk index (every chunk header, no payload),
-// damage listed in it (recordio.LoadIndex).
+// damage listed in it (recordio.LoadIndex). An object's is a request a
+// chunk, one after the other: a sound one is kept in the decode cache by
+// the object's version, and the next open of that version, in this
+// process or a later one, reads it back instead.
 func (r *RecordFile) Index() (*recordio.Index, error) {
-	return recordio.LoadIndex(r.f, r.size, r.path)
+	o, object := r.f.(*objstore.Object)
+	if !object {
+		return recordio.LoadIndex(r.f, r.size, r.path)
+	}
+	name := objectIdentity(o) + ".recordio-index"
+	// A kept index holds 32 bytes a chunk, each of 20 bytes at least.
+	if b := keptBytes(name, 1<<10+2*r.size); b != nil {
+		if x, err := recordio.UnmarshalIndex(b, r.size); err == nil {
+			return x, nil
+		}
+	}
+	x, err := recordio.LoadIndex(r.f, r.size, r.path)
+	if err == nil {
+		if b, err := x.MarshalBinary(); err == nil {
+			keepBytes(name, b)
+		}
+	}
+	return x, err
 }
 
 // SeekIndexed is Seek with an index read earlier (by Index, from the same,

@@ -247,3 +247,66 @@ func TestAGzipObjectSeeksWithoutTheCache(t *testing.T) {
 	require.Len(t, want, 200)
 	requireSameSamples(t, want, fromSample("s3://data/s.tar.gz", 100), "from sample 100")
 }
+
+// A RecordIO object's chunk index, a request a chunk to build, is kept by
+// the object's version: the next open reads it back and asks the store for
+// the object's HEAD alone. A replaced object is indexed afresh, and so is
+// one whose kept index is damaged.
+func TestAnObjectsChunkIndexIsKept(t *testing.T) {
+	cache := t.TempDir()
+	t.Setenv(readers.DecodeCacheEnv, cache)
+	srv := s3servertest.Start(t)
+	srv.Bucket(t, "data")
+	store, err := objstore.New(t.Context(), objstore.Options{Endpoint: srv.Endpoint, AccessKey: s3server.AccessKey, SecretKey: s3server.SecretKey})
+	require.NoError(t, err)
+	put := func(seed int) {
+		// Chunks of 512 KiB: larger than a read's range, so that building
+		// the index reads each header apart, as Fashion-MNIST's do.
+		path := testutil.WriteRecords(t, filepath.Join(t.TempDir(), "part.recordio"), 512<<10, 96,
+			func(r int) tensor.Slots {
+				img := make([]uint8, 64<<10)
+				img[0], img[1] = uint8(seed), uint8(r)
+				return tensor.Slots{{Tensor: tensor.MustFromSlice(tensor.Shape{1, len(img)}, img)}}
+			})
+		b, err := os.ReadFile(path)
+		require.NoError(t, err)
+		srv.Put(t, "data", "part.recordio", b)
+	}
+	index := func() (*recordio.Index, int64) {
+		before, _ := store.Stats()
+		r, err := readers.Open("s3://data/part.recordio", readers.OpenOptions{Objects: store})
+		require.NoError(t, err)
+		defer r.Close()
+		x, err := r.(interface {
+			Index() (*recordio.Index, error)
+		}).Index()
+		require.NoError(t, err)
+		after, _ := store.Stats()
+		return x, after - before
+	}
+	put(1)
+	built, asked := index()
+	require.Greater(t, len(built.Chunks), 8)
+	require.Greater(t, asked, int64(len(built.Chunks)), "a header read a chunk")
+	kept, asked := index()
+	require.Equal(t, built, kept)
+	require.Equal(t, int64(1), asked, "the HEAD alone")
+
+	put(2)
+	other, asked := index()
+	require.Greater(t, asked, int64(len(other.Chunks)), "the new version is indexed")
+	require.NotEqual(t, built.Chunks[0].Checksum, other.Chunks[0].Checksum)
+
+	files, err := filepath.Glob(filepath.Join(cache, "*.recordio-index"))
+	require.NoError(t, err)
+	require.Len(t, files, 2, "one index a version")
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		require.NoError(t, err)
+		b[len(b)/2] ^= 1
+		require.NoError(t, os.WriteFile(f, b, 0o644))
+	}
+	again, asked := index()
+	require.Equal(t, other, again)
+	require.Greater(t, asked, int64(len(other.Chunks)), "a damaged index is built again")
+}
