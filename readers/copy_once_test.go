@@ -33,6 +33,19 @@ func writer(content string, calls *int) func(io.Writer, int64) error {
 	}
 }
 
+// requireCopyMade makes the copy "copy" in dir, which must be written
+// once, now, with content.
+func requireCopyMade(t *testing.T, dir, content string) {
+	t.Helper()
+	calls := 0
+	path, err := readers.CopyOnce(dir, "copy", writer(content, &calls))
+	require.NoError(t, err)
+	require.Equal(t, 1, calls)
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	require.Equal(t, content, string(b))
+}
+
 // Two processes sharing a cache (the ranks of one host) fetch or decode
 // a copy once: the second waits for the first's copy rather than making
 // its own beside it.
@@ -72,13 +85,7 @@ func TestACopyRemovesWhatAKilledHolderLeft(t *testing.T) {
 	for _, p := range []string{stale, lock, other} {
 		require.NoError(t, os.WriteFile(p, []byte("partial"), 0o644))
 	}
-	calls := 0
-	path, err := readers.CopyOnce(dir, "copy", writer("whole", &calls))
-	require.NoError(t, err)
-	require.Equal(t, 1, calls)
-	b, err := os.ReadFile(path)
-	require.NoError(t, err)
-	require.Equal(t, "whole", string(b))
+	requireCopyMade(t, dir, "whole")
 	require.NoFileExists(t, stale)
 	require.NoFileExists(t, lock)
 	require.FileExists(t, other)
@@ -93,12 +100,6 @@ func TestACopyDoesNotWaitForAStoppedHolder(t *testing.T) {
 	theirs := filepath.Join(dir, ".copy77")
 	require.NoError(t, os.WriteFile(theirs, []byte("stuck"), 0o644))
 	readers.SetLockPatience(t, 0)
-	calls := 0
-	path, err := readers.CopyOnce(dir, "copy", writer("mine", &calls))
-	require.NoError(t, err)
-	require.Equal(t, 1, calls)
-	b, err := os.ReadFile(path)
-	require.NoError(t, err)
-	require.Equal(t, "mine", string(b))
+	requireCopyMade(t, dir, "mine")
 	require.FileExists(t, theirs)
 }
