@@ -14,8 +14,9 @@ import (
 // does every epoch: from a store whose server shares the trainer's cores,
 // or one that charges by the request or the byte, that costs each epoch
 // what the first one cost (docs/storage.md). With the cache on, an object
-// is fetched whole the first time a process opens it, into a copy named
-// by its URL, ETag and size, and every read of it, in this process or a
+// is fetched whole the first time it is opened, into a copy named by its
+// URL, ETag and size (a process that finds another fetching it waits for
+// that copy: copy_once.go), and every read of it, in this process or a
 // later one, is a read of that copy. Each open still looks the object up
 // (one HEAD), so a replaced object is a new version, fetched anew, and a
 // job pinned to the old one fails as it does without the cache.
