@@ -503,8 +503,7 @@ func (fr *fileRead) readGroup() group {
 			break
 		}
 		if fr.ctx.Err() != nil {
-			g.stopped = true
-			return g
+			return fr.stop(g)
 		}
 		if n, ok := skippable(err, fr.r, c.policy); ok {
 			c.pipe.corrupt.noteSkip(c.src.Name(fr.file), err, n)
@@ -521,11 +520,27 @@ func (fr *fileRead) readGroup() group {
 		if fr.ctx.Err() != nil {
 			// Stopped while reopening (a reassignment): the read did not
 			// fail, it was abandoned.
-			g.stopped = true
-			return g
+			return fr.stop(g)
 		}
 		g.fail = &readFailure{offset: offsetOf(err), record: int64(fr.rec), err: err}
 		break
+	}
+	if s := fr.take(); s != nil {
+		g.parts = append(g.parts, s)
+	}
+	return g
+}
+
+// stop ends the group the goroutine was stopped in (a restart, a
+// reassignment). A rewindable source reads the group's records again
+// wherever the stage goes on, so the group is dropped. A feed queue
+// cannot be read twice: the records it popped into the group are handed
+// off as a shorter group, kept in the outlet until the coordinator has
+// them like any other, or a restart mid-group would lose them.
+func (fr *fileRead) stop(g group) group {
+	if fr.c.src.Rewindable() || len(g.ids) == 0 {
+		g.stopped = true
+		return g
 	}
 	if s := fr.take(); s != nil {
 		g.parts = append(g.parts, s)
