@@ -348,3 +348,39 @@ func readSkipping(t *testing.T, entry, names string) (read, skipped int) {
 		read++
 	}
 }
+
+// Shards holding sparse members (readers/wds/testdata/sparse, written by
+// GNU tar -S in each of its formats) read through the registry as
+// Python's tarfile reads them, from any sample: with their spans scanned,
+// then kept in the decode cache and read back; gzip'd, through the decoded
+// copy; and with the cache off. Before, the second sample read raw header
+// bytes and the third the fourth's, with no error (issue 59).
+func TestWebDatasetSparseMembersThroughTheRegistry(t *testing.T) {
+	paths, err := filepath.Glob("wds/testdata/sparse/*.tar")
+	require.NoError(t, err)
+	require.NotEmpty(t, paths)
+	want := []string{"hello1", string(make([]byte, 8192)) + "second sample data", "third"}
+	for _, cache := range []string{t.TempDir(), "off"} {
+		t.Setenv(readers.DecodeCacheEnv, cache)
+		for _, path := range paths {
+			b, err := os.ReadFile(path)
+			require.NoError(t, err)
+			gz := filepath.Join(t.TempDir(), filepath.Base(path)+".gz")
+			var z bytes.Buffer
+			zw := gzip.NewWriter(&z)
+			_, err = zw.Write(b)
+			require.NoError(t, err)
+			require.NoError(t, zw.Close())
+			require.NoError(t, os.WriteFile(gz, z.Bytes(), 0o644))
+			for _, p := range []string{path, path, gz} { // the second read finds the kept spans
+				for from := range want {
+					got, _, _ := shardSamples(t, p, from)
+					require.Len(t, got, len(want)-from, "%s from %d (cache %s)", p, from, cache)
+					for i, s := range got {
+						require.Equal(t, want[from+i], string(s[1].Bytes()), "%s sample %d (cache %s)", p, from+i, cache)
+					}
+				}
+			}
+		}
+	}
+}

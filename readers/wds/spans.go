@@ -80,7 +80,7 @@ func (s *Spans) add(members []*member) {
 	}
 	for _, m := range members {
 		f, ok := slices.BinarySearch(s.fields, m.ext)
-		if !ok || size[f] != 0 || rel[f] != irregular || m.start-start >= irregular {
+		if !ok || m.sparse || size[f] != 0 || rel[f] != irregular || m.start-start >= irregular {
 			rel[0] = irregular
 			return
 		}
@@ -329,8 +329,11 @@ func KeyAt(src io.ReaderAt, size, off int64, name string) (string, error) {
 // A Spans' encoding, for a cache that outlives the process: a magic, the
 // field count and the sample count, each field as a length and its name,
 // the starts, the rels and the sizes, all little-endian, then a CRC-32C of
-// all that. It is checked in full before it is trusted.
-const spansMagic = "AFSPANS1"
+// all that. It is checked in full before it is trusted. Version 2 marks
+// spans that take sparse members for what they are: spans of version 1
+// kept by an older actorfeed located the samples after a sparse member
+// wrongly, so they are read again rather than trusted.
+const spansMagic = "AFSPANS2"
 
 // MarshalBinary encodes the spans.
 func (s *Spans) MarshalBinary() ([]byte, error) {

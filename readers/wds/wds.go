@@ -41,6 +41,10 @@ type member struct {
 	size           int64
 	data           []byte // nil until read
 	read           bool   // data was read (a Skip reads none)
+	// sparse is a sparse file's member: its data does not lie at start
+	// in the shard (a hole reads as zeros), so tar reads it, even for a
+	// Skip.
+	sparse bool
 }
 
 // NewReader reads the shard in r (uncompressed tar), which starts at
@@ -172,21 +176,53 @@ func (r *Reader) member(read bool) (*member, error) {
 		// the next header after its last block.
 		r.hdr = (r.src.n + dataSize(h) + block - 1) / block * block
 		key, ext, ok := split(h.Name)
-		if h.Typeflag != tar.TypeReg || !ok {
+		isField := ok && (h.Typeflag == tar.TypeReg || h.Typeflag == tar.TypeCont || h.Typeflag == tar.TypeGNUSparse)
+		sparse := isSparse(h)
+		if !isField && !sparse {
 			continue
 		}
-		m := &member{name: h.Name, key: key, ext: ext, off: at, start: r.src.n, size: h.Size}
+		m := &member{name: h.Name, key: key, ext: ext, off: at, start: r.src.n, size: h.Size, sparse: sparse}
 		if h.Size > MaxMemberBytes {
 			r.broken = r.fail(r.next, h.Name, at, format.Corrupt("%d bytes, more than a member may hold (%d)", h.Size, MaxMemberBytes))
 			return nil, r.broken
 		}
-		if read {
+		if sparse {
+			// A sparse member's data in the shard is its map and its
+			// fragments, not its logical size: where the next header lies
+			// is known once tar has read them, and a span cannot read it.
+			if err := r.readData(m); err != nil {
+				return nil, err
+			}
+			r.hdr = (r.src.n + block - 1) / block * block
+		}
+		if !isField {
+			continue
+		}
+		if read && !m.read {
 			if err := r.readData(m); err != nil {
 				return nil, err
 			}
 		}
 		return m, nil
 	}
+}
+
+// isSparse says whether tar reads h's member as a sparse file, as
+// tar.Reader decides it: the old GNU type, or PAX records of a GNU sparse
+// version it knows (0.0, 0.1 and 1.0). Python's tarfile and GNU tar read
+// these formats too, holes as zeros.
+func isSparse(h *tar.Header) bool {
+	if h.Typeflag == tar.TypeGNUSparse {
+		return true
+	}
+	major, minor := h.PAXRecords["GNU.sparse.major"], h.PAXRecords["GNU.sparse.minor"]
+	switch {
+	case major == "0" && (minor == "0" || minor == "1"), major == "1" && minor == "0":
+		return true
+	case major != "" || minor != "":
+		return false
+	}
+	return h.PAXRecords["GNU.sparse.map"] != ""
 }
 
 // readData reads m's data, the tar reader standing at m.
