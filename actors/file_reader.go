@@ -411,7 +411,13 @@ func (fr *fileRead) openAt() error {
 	if fr.reuse() {
 		return nil
 	}
-	readCtx := fr.w.open(fr.ctx, c.pipe.opts.ReadTimeout)
+	timeout := c.pipe.opts.ReadTimeout
+	if !c.src.Rewindable() {
+		// A feed queue's reader waits for its producer, who may pause
+		// for as long as it likes: that is no stalled read.
+		timeout = 0
+	}
+	readCtx := fr.w.open(fr.ctx, timeout)
 	err := fr.w.guard(fr.ctx, func() (err error) {
 		fr.r, err = c.src.Open(readCtx, fr.file, fr.pass, fr.from)
 		return err

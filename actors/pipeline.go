@@ -267,6 +267,11 @@ func (p *Pipeline) Reset() error {
 		return ErrReadsInFlight
 	}
 	p.pass++
+	// A feed queue's pass ended when its producer closed it: it is opened
+	// for the next pass's producer, as Fluid's py_reader reset does.
+	for _, q := range p.queues {
+		q.ReOpenClosed()
+	}
 	// What the old pass left in flight is gone; what the double buffer read
 	// ahead is the new pass's.
 	p.pipe.live.Store(p.pipe.ahead.Load())

@@ -263,8 +263,13 @@ func (p *Pipeline) planSource(name string, s Stage) ([]spawnable, error) {
 func (p *Pipeline) planDoubleBuffer(name string, s DoubleBuffer, consumers int) spawnable {
 	window := s.window()
 	c := &cell{name: name, kind: KindDoubleBuffer, pipe: p.pipe}
-	fc := &protocol.FanoutMachine{Name: name, Outs: make([]protocol.Outlet, consumers), Window: window, DropPartial: s.DropPartial, ReadsAhead: true,
-		Effects: stageEffects(c)}
+	// A feed queue's next pass is what its producer pushes once the
+	// trainer has Reset into it: read ahead, it would pop the closed
+	// queue's end (an empty pass) or the next pass's items into this one.
+	// The source is planned before the double buffer, so p.queues is
+	// known here.
+	fc := &protocol.FanoutMachine{Name: name, Outs: make([]protocol.Outlet, consumers), Window: window, DropPartial: s.DropPartial,
+		ReadsAhead: len(p.queues) == 0, Effects: stageEffects(c)}
 	fc.In.Window = int64(consumers * window)
 	p.cells = append(p.cells, c)
 	return spawnable{name: name, cell: c, producer: func(up *actor.PID, _ []*actor.PID) actor.Actor {

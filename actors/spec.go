@@ -80,7 +80,10 @@ type Generator struct {
 
 // Queue is create_py_array_reader: the items outside producers push into a
 // feed queue. A queue cannot be read twice, so its items are kept until the
-// next stage took them in.
+// next stage took them in, and no MultiPass stage may follow it. A pass is
+// what is pushed until the queue is closed; Reset re-opens a closed queue
+// for the next pass, whose items the producer pushes after Reset returns
+// (nothing reads a queue's next pass ahead).
 type Queue struct{ Queue *readers.FeedQueue }
 
 // Shuffle is create_shuffle_reader (see readers.Shuffle).
@@ -248,7 +251,8 @@ type Options struct {
 	// cancelled and the file reopened at the record it was on, on the Retry
 	// schedule. Default 30 s; negative disables it.
 	// Only reads that heed their context can be abandoned (a read blocked
-	// in the kernel cannot).
+	// in the kernel cannot). A feed queue's reader has no timeout: it
+	// waits for its producer.
 	ReadTimeout time.Duration
 	// Intensity bounds restarts; default supervisor.DefaultIntensity().
 	Intensity supervisor.Intensity
@@ -345,6 +349,11 @@ func validate(stages []Stage, dev *Devices) error {
 		}
 		if i == 0 && s.kind() != KindFiles {
 			return fmt.Errorf("%w: %s: the first stage must be a source (Files, Generator or Queue)", ErrBadSpec, where)
+		}
+		if _, ok := s.(MultiPass); ok {
+			if _, queue := stages[0].(Queue); queue {
+				return fmt.Errorf("%w: %s: a feed queue cannot be read more than once; run passes with Reset, the producer pushing each", ErrBadSpec, where)
+			}
 		}
 	}
 	if dev == nil {

@@ -167,6 +167,22 @@ func (q *FeedQueue) ReOpen() {
 	q.mu.Unlock()
 }
 
+// ReOpenClosed re-opens the queue if it was closed, as ReOpen does, and
+// leaves an open or killed queue as it is: a pipeline's Reset calls it,
+// so that a producer who re-opened the queue already keeps what it pushed
+// since.
+func (q *FeedQueue) ReOpenClosed() {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if !q.closed || q.killed != nil {
+		return
+	}
+	clear(q.ring)
+	q.head, q.n = 0, 0
+	q.closed = false
+	q.cond.Broadcast()
+}
+
 // Size is the number of queued items.
 func (q *FeedQueue) Size() int { q.mu.Lock(); defer q.mu.Unlock(); return q.n }
 

@@ -132,6 +132,26 @@ func TestQueueKillReachesTheConsumer(t *testing.T) {
 	assert.Equal(t, []int64{5}, values(t, []tensor.Slots{it}))
 }
 
+// ReOpenClosed opens only a closed queue: an open queue keeps what a
+// producer pushed, and a killed one stays killed.
+func TestQueueReOpenClosedTouchesOnlyAClosedQueue(t *testing.T) {
+	ctx := context.Background()
+	q, err := readers.NewFeedQueue(4, nil)
+	require.NoError(t, err)
+	require.NoError(t, q.Push(ctx, item(1)))
+	q.ReOpenClosed()
+	assert.Equal(t, 1, q.Size(), "an open queue keeps its items")
+	q.Close()
+	require.ErrorIs(t, q.Push(ctx, item(2)), readers.ErrQueueClosed)
+	q.ReOpenClosed()
+	assert.Equal(t, 0, q.Size(), "a closed queue is emptied, as ReOpen does")
+	require.NoError(t, q.Push(ctx, item(3)))
+	q.Kill(nil)
+	q.ReOpenClosed()
+	_, err = q.Pop(ctx)
+	require.ErrorIs(t, err, readers.ErrQueueKilled)
+}
+
 func TestQueueHonoursContext(t *testing.T) {
 	q, err := readers.NewFeedQueue(1, nil)
 	require.NoError(t, err)
