@@ -65,8 +65,11 @@ func (s *Stop) lag(rank int) int {
 // the pad remainder) and nothing that drops batches (drop_last, dropping a
 // partial step); the faults keep those a run survives (no storms, no
 // truncation, no probabilistic read errors, damage only when skipped).
+//
+// A feed queue has no state to resume from (docs/determinism.md, Limits):
+// every preempted job reads files.
 func GeneratePreemption(seed uint64) Scenario {
-	sc := Generate(seed)
+	sc := generateFiles(seed)
 	sh := &sc.Shape
 	sh.AnyOrder, sh.DropLast, sh.DropPartial = false, false, false
 	sc.Faults = slices.DeleteFunc(sc.Faults, func(f Fault) bool {

@@ -90,7 +90,34 @@ func Regressions() []Scenario {
 			Shuffle: 10, Batch: 6, MultiPass: 2, Devices: 1, Passes: 2, Ragged: true, Window: 8, Capacity: 8, ReaderWindow: 3},
 			Faults: []Fault{{Kind: sim.StagePanic, Stage: actors.KindShuffle, N: 16}, {Kind: sim.StagePanic, Stage: actors.KindMultiPass, N: 36},
 				{Kind: sim.SlowDevice, Delay: 106 * time.Microsecond}}},
-	}, orderRegressions()...)
+	}, append(orderRegressions(), queueRegressions()...)...)
+}
+
+// queueRegressions are the scenarios of a feed queue that found bugs.
+func queueRegressions() []Scenario {
+	queue := func(lens []int, kill int) Shape {
+		return Shape{Queue: true, QueueLens: lens, QueueKill: kill, QueueCap: 4, Files: 1, Records: 60, Threads: 1, Group: 4,
+			Batch: 11, Devices: 2, Passes: len(lens), Recycle: true, ReaderWindow: 3}
+	}
+	return []Scenario{
+		// Seeds 806, 983 and 2525, the first run over queues: a reader
+		// restarted, or reassigned by a restarted open_files, while it
+		// waited for the rest of a group dropped the records it had
+		// popped; a queue cannot give them again (one run in a few
+		// hundred of TestQueueSourceUnderPanics).
+		{Name: "queue-restart-mid-group", Seed: 2525, Shape: queue([]int{55, 60}, 0),
+			Faults: []Fault{{Kind: sim.StagePanic, Stage: actors.KindFileReader, N: 20}, {Kind: sim.StagePanic, Stage: actors.KindFiles, N: 31},
+				{Kind: sim.PanicDevice, N: 7}}},
+		// The double buffer read the third pass ahead from the queue the
+		// second's producer had closed: the pass ended empty, and its
+		// records went to the pass after or were dropped.
+		{Name: "queue-passes-closed-mid-pass", Seed: 3, Shape: queue([]int{40, 0, 17, 60}, 0),
+			Faults: []Fault{{Kind: sim.StagePanic, Stage: actors.KindBatch, N: 9}}},
+		// A producer's error reaches the trainer, and nothing popped
+		// before it is handed out twice.
+		{Name: "queue-killed-by-producer", Seed: 4, Shape: queue([]int{30, 30}, 12),
+			Faults: []Fault{{Kind: sim.StagePanic, Stage: actors.KindFileReader, N: 7}}},
+	}
 }
 
 // orderRegressions are the scenarios that found bugs of the order

@@ -20,6 +20,7 @@ import (
 	"github.com/actorfeed/actorfeed/internal/pause"
 	"github.com/actorfeed/actorfeed/internal/registered"
 	"github.com/actorfeed/actorfeed/messages"
+	"github.com/actorfeed/actorfeed/readers"
 	"github.com/actorfeed/actorfeed/readers/format"
 	"github.com/actorfeed/actorfeed/readers/order"
 	"github.com/actorfeed/actorfeed/sim"
@@ -200,7 +201,10 @@ func Run(ctx context.Context, sc Scenario, o Options) (res Result) {
 	}
 
 	exp := expectFrom(sc, damaged, cut)
-	if sh := sc.Shape; sh.DropLast && !sh.AnyOrder && !exp.errorDue {
+	if sc.Shape.Queue {
+		exp = expectQueue(sc.Shape, sc.Faults)
+	}
+	if sh := sc.Shape; sh.DropLast && !sh.AnyOrder && !sh.Queue && !exp.errorDue {
 		if exp.tails, err = orderTails(sc, paths, damaged); err != nil {
 			violate("computing the order: %v", err)
 			return res
@@ -209,13 +213,15 @@ func Run(ctx context.Context, sc Scenario, o Options) (res Result) {
 	switch {
 	case run.err == nil && exp.errorDue:
 		violate("the run succeeded, but its files are damaged and the policy says fail")
+	case run.err == nil && exp.killed:
+		violate("the run succeeded, but its producer killed the feed queue")
 	case run.err != nil:
 		checkError(violate, run.err, exp, paths, o.Deadline)
 		checkNoneTwice(violate, l, exp.copies)
 	default:
 		checkDelivered(violate, sc.Shape, run, l, exp, o.Intensity)
 	}
-	if len(res.Violations) == 0 && run.err == nil && !sc.Shape.AnyOrder {
+	if len(res.Violations) == 0 && run.err == nil && sc.Shape.ordered() {
 		checkOrder(ctx, violate, sc, paths, o, l)
 	}
 	return res
@@ -246,6 +252,10 @@ type expectation struct {
 	tails    []int
 	errorDue bool // damage the policy fails on, or a truncation
 	storm    bool // a panic storm, which may end in the intensity error
+	// byPass, when set, is each pass's ids instead of ids (a feed queue
+	// closed mid-pass delivers fewer).
+	byPass [][]uint64
+	killed bool // the producer kills the feed queue: its error is due
 }
 
 func expectFrom(sc Scenario, damaged, cut []map[int]bool) expectation {
@@ -288,6 +298,10 @@ func checkError(violate violation, err error, exp expectation, paths []string, d
 		}
 		if se.Stage == "" {
 			violate("the intensity error names no stage: %v", err)
+		}
+	case errors.Is(err, readers.ErrQueueKilled):
+		if !exp.killed || !errors.Is(err, errProducer) {
+			violate("a feed queue killed, but not by the producer's error: %v", err)
 		}
 	case errors.Is(err, format.ErrCorrupt):
 		if !exp.errorDue {
@@ -334,6 +348,9 @@ func checkDelivered(violate violation, sh Shape, run outcome, l *ledger, exp exp
 		for range exp.copies {
 			want = append(want, exp.ids...)
 		}
+		if exp.byPass != nil {
+			want = exp.byPass[pass]
+		}
 		exact, allow := 0, 0
 		switch {
 		case sh.DropLast && exp.tails != nil: // batches cover positions of the order
@@ -341,7 +358,7 @@ func checkDelivered(violate violation, sh Shape, run outcome, l *ledger, exp exp
 				exact += exp.tails[pass*exp.copies+k]
 			}
 		case sh.DropLast:
-			exact = len(exp.ids) % sh.Batch * exp.copies
+			exact = len(want) / exp.copies % sh.Batch * exp.copies
 		}
 		if sh.DropPartial {
 			allow = (sh.Devices - 1) * sh.Batch
@@ -458,6 +475,16 @@ func execute(ctx context.Context, sc Scenario, paths []string, o Options, live b
 	l := &ledger{}
 	dev := newDevices(sc, faults)
 	stages := chain(sc, paths)
+	begin := func(context.Context, int) {}
+	if sh.Queue {
+		feed, err := newFeeder(sh)
+		if err != nil {
+			out.violations = append(out.violations, fmt.Sprintf("setting up: %v", err))
+			return l, out
+		}
+		stages[0], begin = feed.stage(), feed.begin
+		defer feed.wait()
+	}
 	devs := actors.Devices{N: sh.Devices, Step: dev.step(l), Recycle: sh.Recycle}
 	if sh.Storage {
 		dev.storage = newStorage()
@@ -479,7 +506,7 @@ func execute(ctx context.Context, sc Scenario, paths []string, o Options, live b
 	limit := liveBound(sh, opts)
 	rctx, cancel := context.WithTimeout(ctx, o.Deadline)
 	defer cancel()
-	out.err = runPasses(rctx, p, sh.Passes, limit, &out.violations)
+	out.err = runPasses(rctx, p, sh.Passes, limit, begin, &out.violations)
 	st := p.Stats()
 	out.restarts, out.skipped = st.Restarts, st.Skipped
 	for _, dv := range st.Devices {
@@ -527,10 +554,12 @@ func scheduledPanics(scheduled []Fault) *stagePanics {
 }
 
 // runPasses runs passes passes of p, checking after each that no more than
-// bound batches were alive at once. A pass that does not end by ctx's
+// bound batches were alive at once; begin is called before each pass
+// starts (a feed queue's producer). A pass that does not end by ctx's
 // deadline is a hang.
-func runPasses(ctx context.Context, p *actors.Pipeline, passes, bound int, violations *[]string) error {
+func runPasses(ctx context.Context, p *actors.Pipeline, passes, bound int, begin func(context.Context, int), violations *[]string) error {
 	for pass := range passes {
+		begin(ctx, pass)
 		if pass > 0 {
 			if err := p.Reset(); err != nil {
 				return err

@@ -50,6 +50,20 @@ type Shape struct {
 	// Format is the files' format: "" RecordIO, "wds" WebDataset shards,
 	// "tfrecord" TFRecord files (sim/internal/records).
 	Format string
+	// Queue makes the source a feed queue (actors.Queue, the seeds'
+	// py_reader) instead of the files: a producer pushes file 0's records
+	// into it, records.Sample(0, r) from r = 0, QueueLens[p] of them in
+	// pass p, and closes it. A pass shorter than Records is a queue
+	// closed mid-pass. Files is 1.
+	Queue     bool
+	QueueLens []int
+	// QueueCap is the queue's capacity.
+	QueueCap int
+	// QueueKill, when positive, makes the producer of the last pass kill
+	// the queue (a producer's error) after that many records instead of
+	// closing it: the run must fail with that error, and hand nothing out
+	// twice.
+	QueueKill int
 }
 
 // Fault is one injected fault; which fields matter depends on Kind.
@@ -106,6 +120,12 @@ type Scenario struct {
 func (s Scenario) Describe() string {
 	sh := s.Shape
 	parts := []string{fmt.Sprintf("%dx%d %s files", sh.Files, sh.Records, cmp.Or(sh.Format, "recordio")), fmt.Sprintf("%d thr", sh.Threads)}
+	if sh.Queue {
+		parts = []string{fmt.Sprintf("feed queue of %d, passes of %v", sh.QueueCap, sh.QueueLens)}
+		if sh.QueueKill > 0 {
+			parts = append(parts, fmt.Sprintf("killed at %d", sh.QueueKill))
+		}
+	}
 	if sh.AnyOrder {
 		parts = append(parts, "any-order")
 	}
@@ -153,6 +173,16 @@ func (s Scenario) DescribeFaults() string {
 	return strings.Join(out, ", ")
 }
 
+// ordered says whether a run's order is a function of the scenario, to
+// be compared with the fault-free run's: the order over files, or a feed
+// queue's (one producer's) when no unordered xmap reorders it.
+func (sh Shape) ordered() bool {
+	if sh.Queue {
+		return sh.XMap != 2
+	}
+	return !sh.AnyOrder
+}
+
 // perPass is how many epochs of the order a pass reads: a multi-pass
 // stage's passes, or 1.
 func (sh Shape) perPass() int { return max(sh.MultiPass, 1) }
@@ -161,8 +191,15 @@ func (sh Shape) perPass() int { return max(sh.MultiPass, 1) }
 func (sh Shape) epochs() int { return sh.Passes * sh.perPass() }
 
 // Generate draws a random scenario from seed: the same seed always gives
-// the same scenario.
+// the same scenario. A fifth of them read a feed queue (drawQueue).
 func Generate(seed uint64) Scenario {
+	sc := generateFiles(seed)
+	drawQueue(seed, &sc)
+	return sc
+}
+
+// generateFiles draws a scenario over files.
+func generateFiles(seed uint64) Scenario {
 	rng := rand.New(rand.NewPCG(seed, 0x5eed))
 	pick := func(xs ...int) int { return xs[rng.IntN(len(xs))] }
 	chance := func(p float64) bool { return rng.Float64() < p }
@@ -217,6 +254,44 @@ func Generate(seed uint64) Scenario {
 		}
 	}
 	return Scenario{Seed: seed, Shape: sh, Faults: faults}
+}
+
+// drawQueue makes a fifth of the scenarios read a feed queue, from a
+// generator of its own, so that the other draws of every seed stay what
+// they were before queues existed. The shape keeps what a queue can feed:
+// one source, read once (no multi-pass stage, no lanes, no order across
+// files), and the faults those that do not act on files (stage panics and
+// storms, device faults). About a third of the passes are cut short (the
+// queue closed mid-pass, perhaps before its first record), and about one
+// scenario in ten has its last pass killed by the producer.
+func drawQueue(seed uint64, sc *Scenario) {
+	rng := rand.New(rand.NewPCG(seed, 0x9ee0))
+	if rng.IntN(5) != 0 {
+		return
+	}
+	sh := &sc.Shape
+	sh.Queue, sh.Files, sh.Threads, sh.Format, sh.AnyOrder, sh.MultiPass, sh.Lanes = true, 1, 1, "", false, 0, 0
+	sh.QueueCap = 1 + rng.IntN(8)
+	sh.QueueLens = make([]int, sh.Passes)
+	for p := range sh.QueueLens {
+		sh.QueueLens[p] = sh.Records
+		if rng.IntN(3) == 0 {
+			sh.QueueLens[p] = rng.IntN(sh.Records + 1)
+		}
+	}
+	if last := sh.QueueLens[sh.Passes-1]; last > 1 && rng.IntN(10) == 0 {
+		sh.QueueKill = 1 + rng.IntN(last-1)
+	}
+	kinds := stageKinds(*sh)
+	sc.Faults = slices.DeleteFunc(sc.Faults, func(f Fault) bool {
+		switch f.Kind {
+		case sim.StagePanic, sim.PanicStorm:
+			return !slices.Contains(kinds, f.Stage)
+		case sim.SlowDevice, sim.StallDevice, sim.PanicDevice:
+			return false
+		}
+		return true
+	})
 }
 
 // drawFormat gives a quarter of the scenarios WebDataset shards and a
