@@ -115,6 +115,7 @@ fuzz)
   fuzz FuzzApply ./readers/vision 20000
   fuzz FuzzBatch ./messages 250000
   fuzz FuzzResume ./actors 20000
+  fuzz FuzzDecodeState ./actors 100000
   fuzz FuzzRelayMachine ./internal/protocol 300000
   fuzz FuzzMergeMachine ./internal/protocol 300000
   fuzz FuzzFanoutMachine ./internal/protocol 300000

@@ -6,6 +6,7 @@ import (
 	"math"
 	"slices"
 
+	"github.com/actorfeed/actorfeed/messages"
 	"github.com/actorfeed/actorfeed/readers/order"
 )
 
@@ -218,9 +219,15 @@ func checkState(st *State) error {
 	case st.Fresh:
 		return nil
 	case st.Epoch < 0 || st.Epoch > MaxEpoch:
-		return fmt.Errorf("epoch %d is not from 0 to %d", st.Epoch, MaxEpoch)
+		return fmt.Errorf("epoch %d is not %s", st.Epoch, stateRanges["epoch"])
 	case st.Unit < 1 || st.Unit > MaxBatch:
-		return fmt.Errorf("unit: %d positions an item is not from 1 to %d", st.Unit, MaxBatch)
+		return fmt.Errorf("unit: %d positions an item is not %s", st.Unit, stateRanges["unit"])
+	case st.Window < 0 || st.Window > MaxWindow:
+		return fmt.Errorf("window %d is not %s", st.Window, stateRanges["window"])
+	case st.Data.Files < 1 || st.Data.Files > messages.MaxFiles:
+		return fmt.Errorf("data: %d files is not %s", st.Data.Files, stateRanges["data.files"])
+	case st.Data.Splits < st.Data.Files:
+		return fmt.Errorf("data: %d splits is not %s", st.Data.Splits, stateRanges["data.splits"])
 	}
 	rem, err := order.ParseRemainder(st.Remainder)
 	if err != nil {

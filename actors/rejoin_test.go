@@ -3,6 +3,7 @@ package actors_test
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"math"
 	"slices"
@@ -149,6 +150,11 @@ func FuzzResume(f *testing.F) {
 	f.Add(uint8(0), uint8(0), uint64(0), uint8(2))
 	f.Add(uint8(3), uint8(1), uint64(48), uint8(3))
 	f.Add(uint8(5), uint8(0), uint64(16), uint8(1))
+	// The epoch's extremes: a state at 2^62 once read as "nothing to do".
+	for _, epoch := range []uint64{1 << 62, 1 << 32, math.MaxUint32, math.MaxUint64, 1<<63 - 1} {
+		f.Add(uint8(4), uint8(0), epoch, uint8(2))
+		f.Add(uint8(4), uint8(1), epoch, uint8(3))
+	}
 	f.Fuzz(func(t *testing.T, field, rank uint8, v uint64, world uint8) {
 		ctx := testutil.Context(t)
 		states := mutate(job, int(field), int(rank%2), v)
@@ -351,4 +357,30 @@ func TestManyRangesAreReadOnce(t *testing.T) {
 	require.Len(t, readPass(t, ctx, p, nil), 4000)
 	closeAndCheck(t, p, sharedSys)
 	require.LessOrEqual(t, read.Load(), size+size/4, "a pass reads about the files' %d bytes", size)
+}
+
+// FuzzDecodeState: any bytes decode to a state that checks, or to an
+// error wrapping ErrState; never a panic. A state that decodes encodes
+// and decodes back to itself.
+func FuzzDecodeState(f *testing.F) {
+	f.Add([]byte(`{"version":1,"seed":1,"window":1024,"shuffled":true,"unit":64,"remainder":"drop","data":{"files":2,"records":2000,"splits":2,"sum":"61fc"},"epoch":0,"layout":{"world":1,"ranges":[{"lo":0,"hi":2000}]},"rank":0,"done":320}`))
+	f.Add([]byte(`{"version":1,"seed":1,"window":1024,"shuffled":true,"unit":64,"remainder":"drop","data":{"files":2,"records":2000,"splits":2,"sum":"61fc"},"epoch":4611686018427387904,"layout":{"world":1,"ranges":[{"lo":0,"hi":2000}]},"rank":0,"done":320}`))
+	f.Add([]byte(`{"version":1,"fresh":true,"layout":{"world":3},"rank":2}`))
+	f.Add([]byte(`{"version":1,"epoch":18446744073709551616}`))
+	f.Add([]byte(`[]`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		st, err := actors.DecodeState(b)
+		if err != nil {
+			require.ErrorIs(t, err, actors.ErrState)
+			return
+		}
+		require.NoError(t, st.Check())
+		again, err := json.Marshal(st)
+		require.NoError(t, err)
+		back, err := actors.DecodeState(again)
+		require.NoError(t, err)
+		require.Equal(t, st.Epoch, back.Epoch)
+		require.Equal(t, st.Done, back.Done)
+		require.Equal(t, st.Layout, back.Layout)
+	})
 }

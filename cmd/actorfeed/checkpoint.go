@@ -112,12 +112,11 @@ func readState(path string) (*actors.State, int64, error) {
 	if len(data) > maxStateBytes {
 		return nil, 0, fmt.Errorf("--resume %s: more than %d bytes: not a state", path, maxStateBytes)
 	}
-	var st actors.State
-	if err := json.Unmarshal(data, &st); err != nil {
-		return nil, 0, fmt.Errorf("--resume %s: not a state: %w", path, err)
-	}
-	if st.Version == 0 {
-		return nil, 0, fmt.Errorf("--resume %s: not a state: it has no version", path)
+	// Every field is checked here, before anything reads one (how many
+	// passes are left, say): a state out of range is a bad argument.
+	st, err := actors.DecodeState(data)
+	if err != nil {
+		return nil, 0, usageError{fmt.Errorf("--resume %s: %w", path, err)}
 	}
 	return &st, int64(len(data)), nil
 }

@@ -160,9 +160,9 @@ func readStdinStates(r io.Reader) ([]actors.State, error) {
 	if len(b) > maxStatesBytes {
 		return nil, fmt.Errorf("--resume-stdin: more than %d bytes of states", maxStatesBytes)
 	}
-	var states []actors.State
-	if err := json.Unmarshal(b, &states); err != nil {
-		return nil, fmt.Errorf("--resume-stdin: want a JSON list of states: %w", err)
+	states, err := actors.DecodeStates(b)
+	if err != nil {
+		return nil, usageError{fmt.Errorf("--resume-stdin: %w", err)}
 	}
 	if len(states) == 0 {
 		return nil, errors.New("--resume-stdin: the list of states is empty")

@@ -206,6 +206,47 @@ func TestResumeRefusesWhatItCannotContinue(t *testing.T) {
 	require.True(t, strings.Contains(err.Error(), "--rank 2 is out of range"), err.Error())
 }
 
+// Every numeric field of a state has one range, checked as the state is
+// read: a value outside it, or one its field cannot even hold, is a bad
+// argument (exit 2) naming the field, never read as "nothing to do".
+// Before, an epoch of 2^62 ended the job at once with exit 0, and 2^64
+// exited 1 with a JSON decoder's message.
+func TestResumeRefusesAStateOutOfRange(t *testing.T) {
+	data := genSet(t, 2, 500)
+	dir := t.TempDir()
+	good := filepath.Join(dir, "s.json")
+	_, err := cli(t, "run", "--data", filepath.Join(data, "*.recordio"), "--checkpoint", good, "--max-batches", "2")
+	require.NoError(t, err)
+	b, err := os.ReadFile(good)
+	require.NoError(t, err)
+	for _, c := range []struct{ field, value, says string }{
+		{"epoch", "4611686018427387904", "epoch 4611686018427387904 is not from 0 to 4294967295"},
+		{"epoch", "4294967296", "epoch 4294967296 is not from 0 to"},
+		{"epoch", "-1", "epoch -1 is not from 0 to"},
+		{"epoch", "18446744073709551616", "epoch: number 18446744073709551616 does not fit: it must be from 0 to 4294967295"},
+		{"epoch", "1.5", "epoch: number 1.5 does not fit"},
+		{"unit", "0", "unit: 0 positions an item is not from 1 to"},
+		{"window", "-3", "window -3 is not from 0 to"},
+		{"rank", "9223372036854775807", "rank 9223372036854775807 is not a rank"},
+		{"done", "18446744073709551615", "done: 18446744073709551615 positions of a share"},
+		{"version", "7", "version 7, this build reads 1"},
+		{"seed", "-1", "seed: number -1 does not fit: it must be from 0 to 2^64-1"},
+	} {
+		var st map[string]any
+		require.NoError(t, json.Unmarshal(b, &st))
+		st[c.field] = json.RawMessage(c.value)
+		mutated, err := json.Marshal(st)
+		require.NoError(t, err)
+		path := filepath.Join(dir, c.field+".json")
+		require.NoError(t, os.WriteFile(path, mutated, 0o644))
+		_, err = cli(t, "run", "--data", filepath.Join(data, "*.recordio"), "--resume", path)
+		require.Error(t, err, "%s = %s", c.field, c.value)
+		require.Equal(t, 2, exitCode(err), "%s = %s: %v", c.field, c.value, err)
+		require.ErrorContains(t, err, c.says)
+		require.ErrorContains(t, err, path)
+	}
+}
+
 // A job whose reader is multi-pass (each pass two epochs) stopped after
 // some steps, in either epoch of a pass, and resumed from its state,
 // delivers the uninterrupted run's batches line for line, and its last
