@@ -196,6 +196,33 @@ func TestSourceErrorEndsPipeline(t *testing.T) {
 	closeAndCheck(t, p, sys)
 }
 
+// Building over a long list stops at the first file that cannot be
+// opened: that file is named, and the files after it are not opened. A
+// list of a million missing names was opened name by name before the
+// first was reported.
+func TestBuildStopsAtTheFirstFileThatFails(t *testing.T) {
+	var mu sync.Mutex
+	opened := 0
+	open := func(_ context.Context, entry string) (readers.Reader, error) {
+		mu.Lock()
+		opened++
+		mu.Unlock()
+		return nil, fmt.Errorf("%s: %w", entry, os.ErrNotExist)
+	}
+	paths := make([]string, 10000)
+	for i := range paths {
+		paths[i] = fmt.Sprintf("recordio:/data/x-%05d.rio", i)
+	}
+	sys := actors.NewSystem()
+	_, err := actors.New([]actors.Stage{actors.Files{Paths: paths, Threads: 4}}, actors.Options{System: sys, Open: open})
+	require.ErrorIs(t, err, os.ErrNotExist)
+	var se *actors.StageError
+	require.ErrorAs(t, err, &se)
+	require.Equal(t, "/data/x-00000.rio", se.File)
+	require.LessOrEqual(t, opened, 8, "files opened after the first failed")
+	require.Empty(t, registered.Actors(sys))
+}
+
 func TestMissingFileIsAnError(t *testing.T) {
 	ctx := testutil.Context(t)
 	sys := actors.NewSystem()

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/actorfeed/actorfeed/readers"
@@ -166,16 +167,25 @@ func splitsOf(ctx context.Context, src *fileSource, opts Options, threads int, d
 	found := make([]fileIndex, len(src.entries))
 	errs := make([]error, len(src.entries))
 	var wg sync.WaitGroup
+	var failed atomic.Bool
 	next := make(chan int)
 	for range max(threads, 1) {
 		wg.Go(func() {
 			for f := range next {
-				found[f], errs[f] = src.indexCached(ctx, f, opts)
+				if found[f], errs[f] = src.indexCached(ctx, f, opts); errs[f] != nil {
+					failed.Store(true)
+				}
 			}
 		})
 	}
+	// Files go out in list order, and none after a failure: the build
+	// fails on the first file that failed, whose predecessors were all
+	// indexed, without opening a million missing names first.
 feed:
 	for f := range src.entries {
+		if failed.Load() {
+			break
+		}
 		select {
 		case next <- f:
 		case <-ctx.Done():

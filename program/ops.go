@@ -156,6 +156,9 @@ func openFiles(s *Scope, c *opCtx) error {
 		return err
 	}
 	for i, p := range paths {
+		if i%1024 == 0 && c.ctx.Err() != nil { // a list of a million names stops when asked
+			return context.Cause(c.ctx)
+		}
 		if _, _, err := readers.ParseEntry(p); err != nil {
 			return &OpError{Index: c.index, Op: c.op.Type, Field: fmt.Sprintf("file_names[%d]", i), Want: "format:path or a path", Got: p, Err: err}
 		}

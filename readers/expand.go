@@ -3,6 +3,7 @@ package readers
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 
@@ -19,13 +20,23 @@ import (
 // pattern without a format prefix whose path names no format ('data/*')
 // leaves the format to each file it matches. An entry that cannot be
 // expanded (bad braces or pattern) is an error wrapping ErrBadEntry.
+//
+// It heeds ctx between entries: a list of a million names stops when
+// asked, not once it is all resolved.
 func Expand(ctx context.Context, entries []string) ([]string, error) {
 	var out []string
 	seen := map[string]bool{}
+	// The working directory, looked up once: filepath.Abs looks it up
+	// (two system calls) for every path.
+	cwd, cwdErr := os.Getwd()
 	add := func(entry, path string) {
 		key := path
-		if abs, err := filepath.Abs(path); err == nil && !objstore.IsURL(path) {
-			key = abs
+		switch {
+		case objstore.IsURL(path):
+		case filepath.IsAbs(path):
+			key = filepath.Clean(path)
+		case cwdErr == nil:
+			key = filepath.Join(cwd, path)
 		}
 		if !seen[key] {
 			seen[key] = true
@@ -37,7 +48,10 @@ func Expand(ctx context.Context, entries []string) ([]string, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%.120q: %w", braced, err) // an entry of up to 4 KiB: its start names it
 		}
-		for _, e := range each {
+		for i, e := range each {
+			if i%1024 == 0 && ctx.Err() != nil {
+				return nil, fmt.Errorf("%.120q: %w", braced, context.Cause(ctx))
+			}
 			if err := expandEntry(ctx, e, add); err != nil {
 				return nil, err
 			}

@@ -1,6 +1,8 @@
 package readers_test
 
 import (
+	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"testing"
@@ -46,4 +48,16 @@ func TestExpandListsEachFileOnce(t *testing.T) {
 	require.NotErrorIs(t, err, readers.ErrBadEntry)
 	_, err = readers.Expand(ctx, at("*"))
 	require.ErrorContains(t, err, "matches "+filepath.Join(dir, "notes.txt"))
+}
+
+// A list of a million names stops as soon as its context ends, not once
+// every name is resolved: a SIGTERM during the expansion of
+// "x-{000000..999999}.tar" was ignored.
+func TestExpandStopsWithItsContext(t *testing.T) {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	stop := errors.New("stopped")
+	cancel(stop)
+	_, err := readers.Expand(ctx, []string{"x-{000000..999999}.tar"})
+	require.ErrorIs(t, err, stop)
+	require.ErrorContains(t, err, "x-{000000..999999}.tar")
 }

@@ -401,13 +401,21 @@ func autoLanes(o runOptions, files []string) int {
 	if len(o.service) > 0 || o.anyOrder {
 		return 1
 	}
+	// Sizes are summed only as far as they change the answer: a list of a
+	// million names is not stated a million times, and one that cannot
+	// be stated ends the sum (building the pipeline names it).
 	var total int64
+	most := int64(runtime.NumCPU())
 	for _, f := range files {
-		if st, err := os.Stat(f); err == nil {
-			total += st.Size()
+		st, err := os.Stat(f)
+		if err != nil {
+			break
+		}
+		if total += st.Size(); total >= most*laneBytes {
+			break
 		}
 	}
-	return int(max(1, min(int64(runtime.NumCPU()), total/laneBytes)))
+	return int(max(1, min(most, total/laneBytes)))
 }
 
 // checkOutputs refuses, as a bad command line, two outputs on one path

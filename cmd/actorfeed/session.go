@@ -441,10 +441,14 @@ func baseNames(stages []actors.Stage) []string {
 	switch s := stages[0].(type) {
 	case actors.Files:
 		paths := make([]string, len(s.Paths))
+		cwd, err := os.Getwd() // once: filepath.Abs looks it up for every path
 		for i, e := range s.Paths {
 			_, p, _ := readers.ParseEntry(e)
-			if abs, err := filepath.Abs(p); err == nil {
-				p = abs
+			switch {
+			case filepath.IsAbs(p):
+				p = filepath.Clean(p)
+			case err == nil:
+				p = filepath.Join(cwd, p)
 			}
 			paths[i] = p
 		}
