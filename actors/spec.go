@@ -332,9 +332,10 @@ func (o *Options) EnsureDefaults() {
 	}
 }
 
-// OpenFile opens a file entry through the readers registry.
-func OpenFile(_ context.Context, entry string) (readers.Reader, error) {
-	return readers.Open(entry, readers.OpenOptions{})
+// OpenFile opens a file entry through the readers registry, under ctx
+// (readers.OpenContext): an object's reads end with it.
+func OpenFile(ctx context.Context, entry string) (readers.Reader, error) {
+	return readers.OpenContext(ctx, entry, readers.OpenOptions{})
 }
 
 // validate checks a chain before anything is spawned.

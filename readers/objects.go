@@ -7,20 +7,17 @@ import (
 	"github.com/actorfeed/actorfeed/readers/objstore"
 )
 
-// objectLookup bounds looking an object up, retries included: a format's
-// opener holds no context.
-const objectLookup = 2 * time.Minute
-
 // openObject opens the object at url through opts.Objects, or the
 // process's store, read from its copy when the object cache is on
-// (object_cache.go).
+// (object_cache.go). Its reads end with opts' context (OpenContext).
 func openObject(opts OpenOptions, url string) (*objstore.Object, error) {
 	s := opts.Objects
-	ctx, cancel := context.WithTimeout(context.Background(), objectLookup)
-	defer cancel()
+	ctx := opts.Context()
 	if s == nil {
+		lookup, cancel := context.WithTimeout(ctx, objstore.Lookup)
+		defer cancel()
 		var err error
-		if s, err = objstore.Default(ctx); err != nil {
+		if s, err = objstore.Default(lookup); err != nil {
 			return nil, err
 		}
 	}

@@ -1,6 +1,7 @@
 package readers
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -39,6 +40,19 @@ type OpenOptions struct {
 	// ObjectCache is the object cache's directory, in place of
 	// ACTORFEED_OBJECT_CACHE's ("": the environment's; docs/storage.md).
 	ObjectCache string
+	// ctx is OpenContext's: see Context.
+	ctx context.Context
+}
+
+// Context is the context the reader is opened under (OpenContext; Open's
+// is context.Background()): its open, and every read it makes of an
+// object, end when the context does. A format of one's own that reads
+// through something that can block for long should heed it too.
+func (o OpenOptions) Context() context.Context {
+	if o.ctx == nil {
+		return context.Background()
+	}
+	return o.ctx
 }
 
 // OpenFunc opens one file of a format as a Reader of instances.
@@ -203,13 +217,23 @@ func namesLocked() []string {
 
 func knownLocked() string { return strings.Join(namesLocked(), ", ") }
 
-// Open opens a file list entry (see ParseEntry) with its format's reader.
+// Open opens a file list entry (see ParseEntry) with its format's reader:
+// OpenContext with context.Background().
 func Open(entry string, opts OpenOptions) (Reader, error) {
+	return OpenContext(context.Background(), entry, opts)
+}
+
+// OpenContext opens a file list entry (see ParseEntry) with its format's
+// reader, under ctx: opening it (an object's look-up, a copy for the
+// object cache) and every read of an object it makes end when ctx does,
+// which a job stopped by a signal, or a reader's watchdog, needs. Reads
+// of files are the kernel's, which ctx cannot end.
+func OpenContext(ctx context.Context, entry string, opts OpenOptions) (Reader, error) {
 	f, params, path, err := resolve(entry)
 	if err != nil {
 		return nil, err
 	}
-	opts.Params = params
+	opts.Params, opts.ctx = params, ctx
 	r, err := f.Open(path, opts)
 	if err != nil {
 		return nil, err

@@ -25,6 +25,20 @@ type Fault struct {
 	Delay time.Duration
 	// Drop closes the connection without an answer.
 	Drop bool
+	// Endless passes the request on, and its answer's body, and then
+	// goes on sending bytes (chunked, no length) until the client hangs
+	// up: a body that never ends.
+	Endless bool
+	// Trickle passes the request on, and sends its answer's body a byte
+	// every Trickle: a body too slow ever to stall.
+	Trickle time.Duration
+	// RepeatToken passes a listing on, and answers that more pages
+	// follow, each under the same continuation token: a listing that
+	// loops.
+	RepeatToken bool
+	// EndlessListing answers a listing itself with a page of 1,000 keys
+	// under Prefix, and a new continuation token, for ever.
+	EndlessListing bool
 }
 
 // Proxy passes requests to a server, doing to each what SetFaults says.
@@ -49,8 +63,21 @@ func StartProxy(s *Server) (*Proxy, error) {
 	rp.ErrorLog = log.New(io.Discard, "", 0) // a cut body is the point, not news
 	rp.FlushInterval = -1                    // so that a body is cut after its headers and bytes went out
 	rp.ModifyResponse = func(resp *http.Response) error {
-		if f, ok := resp.Request.Context().Value(faultKey{}).(Fault); ok && (f.Cut > 0 || f.Stall > 0) {
-			resp.Body = &cutBody{r: resp.Body, left: max(f.Cut, f.Stall), stall: f.Stall > 0, ctx: resp.Request.Context()}
+		f, ok := resp.Request.Context().Value(faultKey{}).(Fault)
+		if !ok {
+			return nil
+		}
+		ctx := resp.Request.Context()
+		switch {
+		case f.Cut > 0 || f.Stall > 0:
+			resp.Body = &cutBody{r: resp.Body, left: max(f.Cut, f.Stall), stall: f.Stall > 0, ctx: ctx}
+		case f.Endless:
+			resp.Body, resp.ContentLength = &endlessBody{r: resp.Body, ctx: ctx}, -1
+			resp.Header.Del("Content-Length")
+		case f.Trickle > 0:
+			resp.Body = &trickleBody{r: resp.Body, every: f.Trickle, ctx: ctx}
+		case f.RepeatToken:
+			return repeatToken(resp)
 		}
 		return nil
 	}
@@ -70,7 +97,11 @@ func StartProxy(s *Server) (*Proxy, error) {
 			_, _ = io.WriteString(w, `<?xml version="1.0" encoding="UTF-8"?><Error><Code>`+code(f.Status)+`</Code><Message>injected</Message></Error>`)
 			return
 		}
-		if f.Cut > 0 || f.Stall > 0 {
+		if f.EndlessListing {
+			endlessListing(w, r)
+			return
+		}
+		if f.Cut > 0 || f.Stall > 0 || f.Endless || f.Trickle > 0 || f.RepeatToken {
 			r = r.WithContext(context.WithValue(r.Context(), faultKey{}, f))
 		}
 		rp.ServeHTTP(w, r)

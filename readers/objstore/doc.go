@@ -14,12 +14,16 @@
 // way retrying can mend (5xx, throttling, a refused or reset connection)
 // is retried by the SDK with backoff; a body cut off mid-read is read on
 // from the byte it reached, with backoff, up to Options.Attempts. A
-// connection silent for Options.Stall is given up and tried again alike. What
+// connection silent for Options.Stall, or a body slower than
+// Options.MinRate, is given up and tried again alike; a body is read no
+// further than its range (bounded.go), and reads end with the context an
+// object was opened under. What
 // retrying cannot mend (no bucket, no object, no permission, wrong
 // credentials) fails at once with one line naming the URL.
 //
 // Reads that go on where the last ended are read ahead in bounded windows
-// (ahead.go); Glob lists a pattern's matches over all pages of a listing;
+// (ahead.go); Glob lists a pattern's matches over all pages of a listing,
+// within bounds, and refuses a listing that loops;
 // Upload writes an object whole or not at all (one PUT, or a multipart
 // upload aborted on failure). Stats and Totals count requests and bytes.
 //

@@ -38,26 +38,33 @@ type Object struct {
 // readRange is the range Read asks for at a time.
 const readRange = 256 << 10
 
+// Lookup bounds looking an object up (its HEAD, retries included).
+const Lookup = 2 * time.Minute
+
 // Open looks the object at url up: its size and the version (ETag) every
-// read of it then asks for.
+// read of it then asks for. The look-up takes at most Lookup. ctx is the
+// object's: its reads, which come later from readers that hold no
+// context, end when ctx does (a job stopped, a reader's watchdog) or at
+// Close, whichever comes first.
 func (s *Store) Open(ctx context.Context, url string) (*Object, error) {
 	u, err := ParseURL(url)
 	if err != nil {
 		return nil, err
 	}
+	lookup, cancel := context.WithTimeout(ctx, Lookup)
+	defer cancel()
 	s.asked()
-	head, err := s.client.HeadObject(ctx, &s3.HeadObjectInput{Bucket: &u.Bucket, Key: &u.Key})
+	head, err := s.client.HeadObject(lookup, &s3.HeadObjectInput{Bucket: &u.Bucket, Key: &u.Key})
 	if err != nil {
 		err = describe(u, err)
 		if errors.Is(err, ErrNoObject) {
-			err = s.whyNotFound(ctx, u, err)
+			err = s.whyNotFound(lookup, u, err)
 		}
 		return nil, err
 	}
 	o := &Object{store: s, url: u, size: aws.ToInt64(head.ContentLength), etag: aws.ToString(head.ETag),
 		mod: aws.ToTime(head.LastModified)}
-	// Reads come later, from readers that hold no context: Close ends them.
-	o.ctx, o.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	o.ctx, o.cancel = context.WithCancel(ctx)
 	return o, nil
 }
 
@@ -155,8 +162,9 @@ func (o *Object) fetch(p []byte, off int64) (int, error) {
 // errBody marks a body cut off: what a read goes on from.
 var errBody = errors.New("reading an object's body")
 
-// get reads p from off in one ranged GET; the request itself is the SDK's
-// to retry.
+// get reads p from off in one ranged GET, which must deliver it within
+// the store's body deadline (Options.MinRate); the request itself is the
+// SDK's to retry.
 func (o *Object) get(p []byte, off int64) (int, error) {
 	o.store.asked()
 	in := &s3.GetObjectInput{
@@ -167,27 +175,43 @@ func (o *Object) get(p []byte, off int64) (int, error) {
 	if o.etag != "" { // a store that gives no ETag cannot pin a version
 		in.IfMatch = aws.String(o.etag)
 	}
-	out, err := o.store.client.GetObject(o.ctx, in)
-	if err != nil {
+	deadline := o.store.bodyDeadline(len(p))
+	ctx, cancel := context.WithTimeout(o.ctx, deadline)
+	defer cancel()
+	out, err := o.store.client.GetObject(ctx, in)
+	switch {
+	case err == nil:
+	case o.ctx.Err() != nil:
+		return 0, fmt.Errorf("%s: %w", o.url, context.Cause(o.ctx))
+	case ctx.Err() != nil:
+		return 0, fmt.Errorf("%s at byte %d: %w: no answer within %v", o.url, off, errBody, deadline)
+	default:
 		return 0, describe(o.url, err)
 	}
 	defer func() {
-		// Read to the end, past the last byte asked for: a body closed
+		// Read on past the last byte asked for, a little: a body closed
 		// before its end closes its connection, and every GET would then
-		// dial a new one.
-		_, _ = io.Copy(io.Discard, out.Body)
+		// dial a new one; but a body that goes on (a server that sends
+		// more than the range, or never ends) is not read for ever.
+		_, _ = io.CopyN(io.Discard, out.Body, drainBytes)
 		out.Body.Close()
 	}()
 	n, err := io.ReadFull(out.Body, p)
 	o.store.read(n)
-	if err != nil {
-		if o.ctx.Err() != nil {
-			return n, fmt.Errorf("%s: %w", o.url, o.ctx.Err())
-		}
-		return n, fmt.Errorf("%s at byte %d: %w: %w", o.url, off+int64(n), errBody, err)
+	switch {
+	case err == nil:
+		return n, nil
+	case o.ctx.Err() != nil:
+		return n, fmt.Errorf("%s: %w", o.url, context.Cause(o.ctx))
+	case ctx.Err() != nil:
+		return n, fmt.Errorf("%s at byte %d: %w: %d of %d bytes within %v, slower than %d bytes a second",
+			o.url, off+int64(n), errBody, n, len(p), deadline, o.store.opts.MinRate)
 	}
-	return n, nil
+	return n, fmt.Errorf("%s at byte %d: %w: %w", o.url, off+int64(n), errBody, err)
 }
+
+// drainBytes is the most get reads of a body past the range it asked for.
+const drainBytes = 64 << 10
 
 // ReadUntil says that the reader means to stop at byte until: the
 // read-ahead fetches nothing from there on, until a read passes it. A

@@ -49,6 +49,15 @@ type Options struct {
 	// is awaited or read: the request is then tried again, a body read on
 	// from the byte it reached (0: 30 s).
 	Stall time.Duration
+	// MinRate is the slowest a body may arrive, in bytes a second: a
+	// ranged GET of n bytes that has not delivered them within Stall +
+	// n/MinRate is given up and read on from the byte it reached, as a
+	// stalled one is. A body that trickles in a byte at a time never
+	// stalls, and would hold a reader for days (0: 64 KiB/s).
+	MinRate int64
+	// MaxMatches and MaxListPages bound a Glob's listing (0: the
+	// package's MaxMatches and MaxListPages).
+	MaxMatches, MaxListPages int
 	// Endpoint, AccessKey and SecretKey, when set, name a store and the
 	// keys to it in place of the environment's (a simulation's server).
 	Endpoint, AccessKey, SecretKey string
@@ -72,6 +81,15 @@ func New(ctx context.Context, opts Options) (*Store, error) {
 	}
 	if opts.Stall <= 0 {
 		opts.Stall = 30 * time.Second
+	}
+	if opts.MinRate <= 0 {
+		opts.MinRate = 64 << 10
+	}
+	if opts.MaxMatches <= 0 {
+		opts.MaxMatches = MaxMatches
+	}
+	if opts.MaxListPages <= 0 {
+		opts.MaxListPages = MaxListPages
 	}
 	s := &Store{opts: opts}
 	load := []func(*config.LoadOptions) error{
@@ -110,6 +128,7 @@ func New(ctx context.Context, opts Options) (*Store, error) {
 		o.UsePathStyle = o.BaseEndpoint != nil
 		// A range has no whole-object checksum to check: say nothing of it.
 		o.DisableLogOutputChecksumValidationSkipped = true
+		o.APIOptions = append(o.APIOptions, boundBodies)
 	})
 	return s, nil
 }
@@ -166,6 +185,12 @@ func (s *Store) asked() {
 func (s *Store) read(n int) {
 	s.bytes.Add(int64(n))
 	total.bytes.Add(int64(n))
+}
+
+// bodyDeadline is how long a ranged GET of n bytes may take to deliver
+// them all (Options.MinRate).
+func (s *Store) bodyDeadline(n int) time.Duration {
+	return s.opts.Stall + time.Duration(float64(n)/float64(s.opts.MinRate)*float64(time.Second))
 }
 
 // backoff is the wait before retry attempt (1 the first).

@@ -46,11 +46,51 @@ type Scenario struct {
 	// cache of its own: the first open of each object fetches it through
 	// the faults, and later ones (the second pass) read its copy.
 	Cached bool
+	// Hostile, when set, is a hostile server's behaviour that every
+	// request meets instead of the drawn faults (Hostiles).
+	Hostile Hostile
+}
+
+// Hostile is a behaviour of a broken or malicious store (s3server.Fault).
+type Hostile string
+
+// The hostile stores, and what a job must do against each: a body that
+// never ends is read as far as its range and the job reads as from disk;
+// one that trickles in fails the job, naming the object, within its
+// deadline; a listing that loops or never ends fails it, naming the
+// prefix. A job that fails delivers nothing twice.
+const (
+	EndlessBody    Hostile = "endless-body"
+	TrickleBody    Hostile = "trickle-body"
+	RepeatToken    Hostile = "repeat-token"
+	EndlessListing Hostile = "endless-listing"
+)
+
+// Hostiles are the scenarios of the hostile stores, one each, run before
+// the drawn ones.
+func Hostiles() []Scenario {
+	base := Scenario{Seed: 1, Files: 2, Records: 300, Chunk: 1024, Batch: 16, Window: 16, Passes: 1}
+	var out []Scenario
+	for _, h := range []Hostile{EndlessBody, TrickleBody, RepeatToken, EndlessListing} {
+		sc := base
+		sc.Hostile = h
+		out = append(out, sc)
+	}
+	return out
 }
 
 // stallAfter is how long the scenarios' store waits on a silent
-// connection: short, so that a stall costs the run little.
-const stallAfter = 250 * time.Millisecond
+// connection: short, so that a stall costs the run little. For the same
+// reason a body must come at minRate at least, and a listing ends within
+// bounds far below the defaults (objstore.Options).
+const (
+	stallAfter   = 250 * time.Millisecond
+	minRate      = 16 << 20
+	maxMatches   = 100_000
+	maxListPages = 1000
+	// trickle is how often a trickling body sends a byte.
+	trickle = 5 * time.Millisecond
+)
 
 // Generate draws the scenario of seed: 2 to 4 files of a few hundred
 // records, one or two passes, and up to a fifth of the requests failing.
@@ -66,6 +106,9 @@ func Generate(seed uint64) Scenario {
 
 // Describe is the scenario in a line.
 func (sc Scenario) Describe() string {
+	if sc.Hostile != "" {
+		return fmt.Sprintf("%s: %d files x %d records, batch %d, window %d, a store whose every answer is hostile", sc.Hostile, sc.Files, sc.Records, sc.Batch, sc.Window)
+	}
 	cached := ""
 	if sc.Cached {
 		cached = ", object cache on"
@@ -115,7 +158,8 @@ func Start(ctx context.Context) (*Env, error) {
 	}
 	if err == nil {
 		e.store, err = objstore.New(ctx, objstore.Options{Endpoint: e.proxy.URL, AccessKey: s3server.AccessKey,
-			SecretKey: s3server.SecretKey, Backoff: time.Millisecond, Stall: stallAfter})
+			SecretKey: s3server.SecretKey, Backoff: time.Millisecond, Stall: stallAfter, MinRate: minRate,
+			MaxMatches: maxMatches, MaxListPages: maxListPages})
 	}
 	if err != nil {
 		e.Close()
@@ -171,6 +215,12 @@ func Run(ctx context.Context, e *Env, sc Scenario) (res Result) {
 	if err != nil {
 		return fail(fmt.Errorf("the run from disk: %w", err))
 	}
+	if sc.Hostile != "" {
+		res.Violations = e.hostile(ctx, sc, bucket, urls, want)
+		res.Requests = e.proxy.Requests()
+		e.proxy.SetFaults(nil)
+		return res
+	}
 	opts := readers.OpenOptions{Objects: e.store}
 	if sc.Cached {
 		opts.ObjectCache = filepath.Join(e.dir, bucket+"-cache")
@@ -182,12 +232,19 @@ func Run(ctx context.Context, e *Env, sc Scenario) (res Result) {
 	if err != nil {
 		return fail(fmt.Errorf("the run from objects: %w", err))
 	}
+	res.Violations = append(res.Violations, compare(want, got)...)
+	return res
+}
+
+// compare says in which passes got's batches are not want's.
+func compare(want, got [][][]uint64) []string {
+	var out []string
 	for p := range want {
 		if p >= len(got) || !slices.EqualFunc(want[p], got[p], slices.Equal[[]uint64]) {
-			res.Violations = append(res.Violations, fmt.Sprintf("pass %d: the batches from objects differ from those from disk", p))
+			out = append(out, fmt.Sprintf("pass %d: the batches from objects differ from those from disk", p))
 		}
 	}
-	return res
+	return out
 }
 
 // faults draws what the proxy does to each request, from sc's rates.
@@ -232,8 +289,8 @@ func passes(ctx context.Context, sc Scenario, paths []string, opts readers.OpenO
 		chain = append(chain, actors.Shuffle{Window: sc.Window, Seed: sc.Seed})
 	}
 	chain = append(chain, actors.Batch{Size: sc.Batch})
-	open := func(_ context.Context, entry string) (readers.Reader, error) {
-		return readers.Open(entry, opts)
+	open := func(ctx context.Context, entry string) (readers.Reader, error) {
+		return readers.OpenContext(ctx, entry, opts)
 	}
 	p, err := actors.New(chain, actors.Options{GroupSize: 8, Open: open})
 	if err != nil {

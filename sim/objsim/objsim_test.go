@@ -1,7 +1,9 @@
 package objsim_test
 
 import (
+	"context"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
@@ -43,4 +45,22 @@ func TestScenariosReadAsFromDisk(t *testing.T) {
 	sc.Throttle, sc.Stalls, sc.StallAt = 0, 1, 0
 	res = objsim.Run(t.Context(), e, sc)
 	require.False(t, res.Passed(), "every request stalled")
+}
+
+// The hostile stores: an endless body reads as from disk; a trickling
+// body, a listing that loops and one that never ends each fail the job
+// with an error naming the object or prefix, within the deadline, with
+// nothing delivered twice.
+func TestHostileStores(t *testing.T) {
+	s3servertest.Binary(t)
+	e, err := objsim.Start(t.Context())
+	require.NoError(t, err)
+	defer e.Close()
+	for _, sc := range objsim.Hostiles() {
+		ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+		res := objsim.Run(ctx, e, sc)
+		cancel()
+		require.True(t, res.Passed(), "%s: %v", sc.Describe(), res.Violations)
+		t.Logf("%s: %d requests, %v", sc.Hostile, res.Requests, res.Duration.Round(time.Millisecond))
+	}
 }
