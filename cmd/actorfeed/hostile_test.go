@@ -15,8 +15,10 @@ import (
 
 	"github.com/klauspost/compress/gzip"
 	"github.com/stretchr/testify/require"
+	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/actorfeed/actorfeed/readers/recordio"
+	"github.com/actorfeed/actorfeed/readers/tfrecord"
 )
 
 // The bounds a hostile input must end within: an error or a skip, in a
@@ -282,4 +284,37 @@ func TestAMillionMissingNamesFailAtTheFirst(t *testing.T) {
 	require.Contains(t, lines[0], "no such file")
 	require.Less(t, got.rss, int64(1<<30), "peak RSS")
 	t.Logf("a million missing names: peak RSS %d MB", got.rss>>20)
+}
+
+// A TFRecord record of one-byte packed varints, each 8 bytes of slots, is
+// refused by name within bounded memory, or skipped and counted under
+// --on-corrupt skip. A 100 MB one took 4.2 GB of RSS, and died under a
+// 3 GB cap with --batch 2.
+func TestAVarintBombEndsWithinMemory(t *testing.T) {
+	bin := buildCLI(t)
+	dir := t.TempDir()
+	n := tfrecord.MaxSampleBytes/8 + 1
+	list := protowire.AppendBytes(protowire.AppendTag(nil, 1, protowire.BytesType), bytes.Repeat([]byte{1}, n))
+	feature := protowire.AppendBytes(protowire.AppendTag(nil, 3, protowire.BytesType), list)
+	entry := protowire.AppendBytes(protowire.AppendTag(nil, 1, protowire.BytesType), []byte("x"))
+	entry = protowire.AppendBytes(protowire.AppendTag(entry, 2, protowire.BytesType), feature)
+	features := protowire.AppendBytes(protowire.AppendTag(nil, 1, protowire.BytesType), entry)
+	var file bytes.Buffer
+	w := tfrecord.NewWriter(&file)
+	require.NoError(t, w.Write(protowire.AppendBytes(protowire.AppendTag(nil, 1, protowire.BytesType), features)))
+	var ok tfrecord.Example
+	ok.Int64("x", 7)
+	require.NoError(t, w.Write(ok.Marshal()))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "bomb.tfrecord"), file.Bytes(), 0o644))
+	data := "tfrecord(x=int64[]):bomb.tfrecord"
+	c := caps{as: 3 << 30, cpu: 60}
+	got := runCappedWith(t, c, bin, dir, "run", "--data", data, "--batch", "2", "--threads", "1")
+	require.Equal(t, 1, got.code, got.stderr)
+	require.Contains(t, got.stderr, "bomb.tfrecord (record 0, offset 0)")
+	require.Contains(t, got.stderr, "more than a sample may hold")
+	require.Less(t, got.rss, int64(512<<20), "peak RSS")
+	got = runCappedWith(t, c, bin, dir, "run", "--data", data, "--batch", "2", "--threads", "1", "--on-corrupt", "skip")
+	require.Zero(t, got.code, got.stderr)
+	require.Contains(t, got.stdout, "1 samples")
+	require.Less(t, got.rss, int64(512<<20), "peak RSS")
 }

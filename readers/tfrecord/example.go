@@ -33,7 +33,16 @@ type Parser struct {
 	bufs   [][]byte
 	shapes []tensor.Shape
 	lods   []tensor.LoD
+	// decoded counts the bytes of the record's slots made so far.
+	decoded int
 }
+
+// MaxSampleBytes bounds the slots one record decodes to. An int64 list
+// decodes to 8 bytes a value, 8 times its bytes on the wire when its
+// varints are one byte each: a record within MaxRecordBytes could decode
+// to 2 GiB, and a job's stages each hold a copy of it. A record past it is
+// refused, by name, before its slots are allocated.
+const MaxSampleBytes = 256 << 20
 
 // NewParser parses by spec.
 func NewParser(spec Spec) *Parser {
@@ -55,6 +64,7 @@ func (p *Parser) Parse(data []byte) (tensor.Slots, error) {
 		return nil, err
 	}
 	slots := make(tensor.Slots, len(p.spec))
+	p.decoded = 0
 	for i, f := range p.spec {
 		var err error
 		if slots[i], err = p.value(f, p.found[i], p.has[i], nil); err != nil {
@@ -82,6 +92,7 @@ func (p *Parser) ParseViews(data []byte) (tensor.Slots, error) {
 			}
 		}
 	}
+	p.decoded = 0
 	for i, f := range p.spec {
 		var err error
 		if p.views[i], err = p.value(f, p.found[i], p.has[i], &scratch{p, i}); err != nil {
@@ -192,6 +203,9 @@ func (p *Parser) value(f Feature, b []byte, present bool, s *scratch) (tensor.Lo
 		if s != nil {
 			return s.tensor(tensor.Uint8, len(one), one)
 		}
+		if err := p.decodes(f, len(one)); err != nil {
+			return tensor.LoDTensor{}, err
+		}
 		t, err := sequence(tensor.Uint8, len(one))
 		copy(t.Bytes(), one)
 		return t, err
@@ -202,6 +216,9 @@ func (p *Parser) value(f Feature, b []byte, present bool, s *scratch) (tensor.Lo
 	}
 	if !f.variable() && n != f.values() {
 		return tensor.LoDTensor{}, format.Corrupt("feature %s holds %d values, the spec (%s) wants %d", f.Name, n, f, f.values())
+	}
+	if err := p.decodes(f, n*kind.dtype().Size()); err != nil {
+		return tensor.LoDTensor{}, err
 	}
 	var t tensor.LoDTensor
 	switch {
@@ -219,6 +236,15 @@ func (p *Parser) value(f Feature, b []byte, present bool, s *scratch) (tensor.Lo
 	}
 	fill(kind, lists, t.Bytes())
 	return t, nil
+}
+
+// decodes counts the bytes feature f's slot takes, refusing the record
+// when its slots would hold more than MaxSampleBytes.
+func (p *Parser) decodes(f Feature, bytes int) error {
+	if p.decoded += bytes; p.decoded > MaxSampleBytes {
+		return format.Corrupt("the record decodes to more than %d bytes, more than a sample may hold (feature %s alone %d)", MaxSampleBytes, f.Name, bytes)
+	}
+	return nil
 }
 
 // sequence is a [n] tensor of dt with LoD [[0, n]].
