@@ -286,6 +286,12 @@ func (s *fileSource) index(parent context.Context, f int, timeout time.Duration)
 	if c, ok := r.(counted); ok {
 		var n uint64
 		err := w.guard(parent, func() (err error) { n, err = c.Count(); return err })
+		if tail, ok := errors.AsType[*readers.DamagedTail](err); ok {
+			// The records before damage to the file's framing are its
+			// records; splitsOf decides what the damage means.
+			s.setTail(f, tail.Err)
+			return splitRecords(f, x, tail.Samples), nil
+		}
 		if err == nil {
 			return splitRecords(f, x, n), nil
 		}
@@ -355,14 +361,21 @@ func (s *fileSource) keepIndex(f int, rx *recordio.Index, x fileIndex) (fileInde
 	return x, nil
 }
 
-// damage is file f's damage, which its chunk index found: the error a
-// reader fails with, or under SkipCorrupt nothing, the damage listed in
-// log. Damaged chunks have no records in the order: their count cannot be
-// trusted, or the file ends in them.
+// damage is file f's damage, which its chunk index found, or damage to a
+// stream file's framing found as it was indexed: the error a reader fails
+// with, or under SkipCorrupt nothing, the damage listed in log. Damaged
+// chunks have no records in the order: their count cannot be trusted, or
+// the file ends in them; nor have the records past damaged framing.
 func (s *fileSource) damage(f int, policy supervisor.CorruptPolicy, log *corruptLog) error {
 	s.mu.Lock()
-	x := s.indexes[f]
+	x, tail := s.indexes[f], s.tails[f]
 	s.mu.Unlock()
+	if tail != nil {
+		if policy != supervisor.SkipCorrupt {
+			return tail
+		}
+		log.note(CorruptChunk{File: s.names[f], Offset: offsetOf(tail), Records: -1, Err: tail})
+	}
 	if x == nil || x.Damaged == 0 {
 		return nil
 	}
@@ -371,6 +384,17 @@ func (s *fileSource) damage(f int, policy supervisor.CorruptPolicy, log *corrupt
 	}
 	log.noteIndex(s.names[f], x)
 	return nil
+}
+
+// setTail records damage to file f's framing found as it was indexed:
+// the file ends there.
+func (s *fileSource) setTail(f int, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.tails == nil {
+		s.tails = map[int]error{}
+	}
+	s.tails[f] = err
 }
 
 // stalledOr turns a call the watchdog abandoned into a stalled read (a

@@ -520,6 +520,10 @@ func (fr *fileRead) readGroup() group {
 			fr.rec += uint64(n)
 			continue
 		}
+		if c.policy == supervisor.SkipCorrupt && errors.Is(err, format.ErrFraming) {
+			fr.lostTail(&g, err)
+			break
+		}
 		if err = fr.recover(err); err == nil {
 			continue // reopened at the record: go on
 		}
@@ -535,6 +539,19 @@ func (fr *fileRead) readGroup() group {
 		g.parts = append(g.parts, s)
 	}
 	return g
+}
+
+// lostTail ends the file at damage to its framing met under the skip
+// policy (after the file was indexed, or read without an index): where
+// its next record starts cannot be found, so the rest of the assignment
+// is skipped, and the damage listed with its records unknown.
+func (fr *fileRead) lostTail(g *group, err error) {
+	fr.c.pipe.corrupt.note(CorruptChunk{File: fr.c.src.Name(fr.file), Offset: offsetOf(err), Records: -1, Err: err})
+	if fr.to > fr.rec {
+		g.skipped += fr.to - fr.rec
+		fr.rec = fr.to
+	}
+	g.end = true
 }
 
 // stop ends the group the goroutine was stopped in (a restart, a

@@ -24,6 +24,9 @@ type fileSource struct {
 
 	mu      sync.Mutex
 	indexes map[int]*recordio.Index
+	// tails are the damage to files' framing found as they were indexed
+	// (readers.DamagedTail): each such file's records end there.
+	tails map[int]error
 	// versions are the objects' versions (ETags) the order was built on:
 	// a reader opened later on another version (the object was replaced)
 	// is refused, never read into the same order.

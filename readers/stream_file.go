@@ -258,6 +258,10 @@ func (w *streamFile) open() error {
 			w.close()
 			return err
 		}
+		if d, ok := ix.(damagedIndex); ok {
+			w.r = &tailStream{stream: w.format.byIndex(d.streamIndex, src, w.path), n: len(d.Starts()), damage: d.damage}
+			return nil
+		}
 		w.r = w.format.byIndex(ix, src, w.path)
 		return nil
 	}
@@ -389,7 +393,11 @@ func (w *streamFile) Count() (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
-	return uint64(len(ix.Starts())), nil
+	n := uint64(len(ix.Starts()))
+	if d, ok := ix.(damagedIndex); ok {
+		return n, &DamagedTail{Samples: n, Err: d.damage}
+	}
+	return n, nil
 }
 
 // Seek moves the reader to sample n.
@@ -521,16 +529,85 @@ func (w *streamFile) index() (streamIndex, error) {
 		o, err = w.format.raw(r, w.path).Offsets()
 		ix = offsets(o)
 	}
-	if err != nil {
+	switch {
+	case err != nil && errors.Is(err, format.ErrFraming) && ix != nil && !isNilIndex(ix):
+		// The samples before the damage can be read, and nothing after
+		// it found: the index holds them, and says why it ends there.
+		// It is kept in the process, not past it.
+		ix = damagedIndex{ix, err}
+		if id != "" {
+			streamIndexes.Store(w.format.name+":"+id, ix)
+		}
+	case err != nil:
 		return nil, err
-	}
-	if id != "" {
+	case id != "":
 		streamIndexes.Store(w.format.name+":"+id, ix)
 		keepIndex(w.format, id, ix)
 	}
 	w.ix = ix
 	return ix, nil
 }
+
+// tailStream reads a file by an index that ends at damage to its framing:
+// past its n samples it fails with the damage, as the file read in order
+// would, rather than end.
+type tailStream struct {
+	stream
+	n      int
+	damage error
+}
+
+func (t *tailStream) Next() (tensor.Slots, error) {
+	if t.Index() >= t.n {
+		return nil, t.damage
+	}
+	return t.stream.Next()
+}
+
+func (t *tailStream) NextOnto(st *tensor.Stack) (tensor.Slots, error) {
+	if t.Index() >= t.n {
+		return nil, t.damage
+	}
+	if o, ok := t.stream.(ontoStack); ok {
+		return o.NextOnto(st)
+	}
+	return t.stream.Next()
+}
+
+func (t *tailStream) Skip() error {
+	if t.Index() >= t.n {
+		return t.damage
+	}
+	return t.stream.Skip()
+}
+
+func (t *tailStream) Broken() bool { return t.Index() >= t.n || t.stream.Broken() }
+
+// damagedIndex is the index of a raw file whose framing is damaged: the
+// samples before the damage, and the damage (a *format.Error matching
+// format.ErrFraming).
+type damagedIndex struct {
+	streamIndex
+	damage error
+}
+
+// isNilIndex says whether ix is a nil pointer of a format's index type.
+func isNilIndex(ix streamIndex) bool {
+	sp, ok := ix.(*wds.Spans)
+	return ok && sp == nil
+}
+
+// DamagedTail is Count's error for a file whose framing is damaged (a
+// TFRecord length, a tar header): its first Samples samples lie before
+// the damage and can be read, and what follows cannot be found. Err
+// locates the damage (a *format.Error matching format.ErrFraming).
+type DamagedTail struct {
+	Samples uint64
+	Err     error
+}
+
+func (d *DamagedTail) Error() string { return d.Err.Error() }
+func (d *DamagedTail) Unwrap() error { return d.Err }
 
 // streamIndexes keeps each raw file's index by its format and identity:
 // 8 bytes a sample (a shard's spans 8 more a field), read once a process.

@@ -3,6 +3,7 @@ package readers_test
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -177,8 +178,13 @@ func TestShardSpansOutliveTheProcess(t *testing.T) {
 	k[len(k)/2] ^= 1
 	require.NoError(t, os.WriteFile(kept[0], k, 0o644))
 	readers.ForgetIndexes()
-	_, err = readers.Open("wds:"+shard, readers.OpenOptions{})
-	require.ErrorIs(t, err, format.ErrCorrupt, "the kept spans fail their check: the damaged headers are scanned")
+	r, err := readers.Open("wds:"+shard, readers.OpenOptions{})
+	require.NoError(t, err)
+	defer r.Close()
+	_, err = r.Next(context.Background())
+	require.ErrorIs(t, err, format.ErrFraming, "the kept spans fail their check: the damaged headers are scanned")
+	n, _ = countOf(r)
+	require.Zero(t, n, "no sample lies before the damage")
 }
 
 // tfrecordFile writes n Examples (jpg: i%50+10 bytes, cls: i%10) with
@@ -382,5 +388,57 @@ func TestWebDatasetSparseMembersThroughTheRegistry(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// A raw TFRecord file whose sixth record's length fails its checksum is
+// counted up to it (DamagedTail says so, and where), reads its five
+// records, from any of them, and then fails with the damage to its
+// framing, gzip'd or not: the records after it cannot be found. Before,
+// the file could not be counted at all, and skipping it was advised.
+func TestTFRecordDamagedFramingEndsTheFileThere(t *testing.T) {
+	t.Setenv(readers.DecodeCacheEnv, t.TempDir())
+	dir := t.TempDir()
+	raw := filepath.Join(dir, "a.tfrecord")
+	tfrecordFile(t, raw, 10)
+	b, err := os.ReadFile(raw)
+	require.NoError(t, err)
+	at := 0
+	for range 5 {
+		at += 16 + int(binary.LittleEndian.Uint64(b[at:]))
+	}
+	b[at+9] ^= 0xff // the sixth record's length checksum
+	require.NoError(t, os.WriteFile(raw, b, 0o644))
+	var z bytes.Buffer
+	zw := gzip.NewWriter(&z)
+	_, err = zw.Write(b)
+	require.NoError(t, err)
+	require.NoError(t, zw.Close())
+	require.NoError(t, os.WriteFile(raw+".gz", z.Bytes(), 0o644))
+	for _, path := range []string{raw, raw + ".gz"} {
+		r, err := readers.Open("tfrecord:"+path, readers.OpenOptions{})
+		require.NoError(t, err)
+		_, err = r.(interface{ Count() (uint64, error) }).Count()
+		tail, ok := errors.AsType[*readers.DamagedTail](err)
+		require.True(t, ok, "%s: %v", path, err)
+		require.EqualValues(t, 5, tail.Samples)
+		require.ErrorIs(t, err, format.ErrFraming)
+		fe, ok := errors.AsType[*format.Error](err)
+		require.True(t, ok)
+		require.EqualValues(t, at, fe.Offset)
+		for _, from := range []int{0, 3} {
+			require.NoError(t, r.(interface{ Seek(int) error }).Seek(from))
+			n := 0
+			for {
+				_, err := r.Next(context.Background())
+				if err != nil {
+					require.ErrorIs(t, err, format.ErrFraming, path)
+					break
+				}
+				n++
+			}
+			require.Equal(t, 5-from, n, "%s from %d", path, from)
+		}
+		require.NoError(t, r.Close())
 	}
 }

@@ -45,7 +45,10 @@ func userMessage(err error) string {
 // what to do about damaged data.
 func damageMessage(fe *format.Error) string {
 	msg := damageWhere(fe)
-	if errors.Is(fe, format.ErrCorrupt) {
+	switch {
+	case errors.Is(fe, format.ErrFraming):
+		msg += fmt.Sprintf("; the %s file's framing is damaged here, so where its next record starts cannot be found: --on-corrupt skip reads the records before it and lists the rest of the file as lost, actorfeed inspect shows it", fe.Format)
+	case errors.Is(fe, format.ErrCorrupt):
 		msg += fmt.Sprintf("; the %s data is damaged: --on-corrupt skip skips it, actorfeed inspect shows it", fe.Format)
 	}
 	return msg

@@ -22,6 +22,7 @@ import (
 	"github.com/actorfeed/actorfeed/messages"
 	"github.com/actorfeed/actorfeed/program"
 	"github.com/actorfeed/actorfeed/readers"
+	"github.com/actorfeed/actorfeed/readers/format"
 	"github.com/actorfeed/actorfeed/readers/objstore"
 )
 
@@ -508,8 +509,11 @@ func corruptSummary(w io.Writer, listed []actors.CorruptChunk, n int) {
 	if n == 0 {
 		return
 	}
-	chunks, samples, records, unknown := 0, 0, 0, 0
+	chunks, samples, records, unknown, tails := 0, 0, 0, 0, 0
 	for _, c := range listed {
+		if errors.Is(c.Err, format.ErrFraming) {
+			tails++
+		}
 		switch {
 		case c.Offset < 0:
 			samples++
@@ -536,6 +540,9 @@ func corruptSummary(w io.Writer, listed []actors.CorruptChunk, n int) {
 		what = fmt.Sprintf("%d damaged chunk(s) (%s by their headers) and %d sample(s) a map could not read", chunks, held, samples)
 	default:
 		what = fmt.Sprintf("%d damaged chunk(s) or sample(s) a map could not read", n)
+	}
+	if tails > 0 {
+		what += fmt.Sprintf(", among them the rest of %d file(s) past damage to their framing (where their next record starts cannot be found)", tails)
 	}
 	fmt.Fprintf(w, "skipped %s; the first: %v\n", what, listed[0].Err)
 }

@@ -12,6 +12,24 @@ import (
 // impossible length, an undecodable payload, or a file cut short.
 var ErrCorrupt = errors.New("format: corrupt data")
 
+// ErrFraming is matched, besides ErrCorrupt, by damage to a file's
+// framing: a record's length that fails its checksum or goes past the
+// file, a tar header that does not parse. Where the next record or member
+// starts is then unknown: a reader can go on only by an index read before
+// the damage, or by resynchronising, which no reader here does (nothing
+// found by guessing where a record starts can be trusted). Under the skip
+// policy the records before the damage are read and the rest of the file
+// is listed as lost.
+var ErrFraming = errors.New("format: damaged framing")
+
+// Framing marks err, damage to a file's framing, as matching ErrFraming;
+// its message is err's.
+func Framing(err error) error { return framingError{err} }
+
+type framingError struct{ error }
+
+func (e framingError) Unwrap() []error { return []error{e.error, ErrFraming} }
+
 // Error locates a failure in a file. It wraps its cause, so errors.Is sees
 // through it to ErrCorrupt, io.ErrUnexpectedEOF or an I/O error.
 type Error struct {

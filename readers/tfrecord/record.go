@@ -158,7 +158,9 @@ func (r *Reader) discard(n int64) error {
 }
 
 // Offsets reads the rest of the file's record headers, not their data,
-// and returns where each record from the next one on starts.
+// and returns where each record from the next one on starts. On an error
+// it returns the records found before it too: after damage to the
+// framing (format.ErrFraming), those are the records that can be read.
 func (r *Reader) Offsets() ([]int64, error) {
 	var out []int64
 	for {
@@ -168,7 +170,7 @@ func (r *Reader) Offsets() ([]int64, error) {
 			return out, nil
 		}
 		if err != nil {
-			return nil, err
+			return out, err
 		}
 		out = append(out, at)
 	}
@@ -200,7 +202,12 @@ func (r *Reader) Broken() bool { return r.broken != nil }
 // Fail positions err at the record Next returned last.
 func (r *Reader) Fail(err error) error { return r.fail(r.next-1, r.at, err) }
 
+// breaks fails the framing: nothing after it can be read in order. Damage
+// (not a failed read) matches format.ErrFraming.
 func (r *Reader) breaks(err error) error {
+	if errors.Is(err, format.ErrCorrupt) {
+		err = format.Framing(err)
+	}
 	r.broken = r.fail(r.next, r.at, err)
 	return r.broken
 }

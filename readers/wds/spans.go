@@ -44,7 +44,9 @@ func (s *Spans) Starts() []int64 { return s.starts }
 func (s *Spans) Fields() []string { return s.fields }
 
 // Spans reads the rest of the shard's headers, not their data, and locates
-// each sample from the next one on.
+// each sample from the next one on. On an error it returns the samples
+// located before it too: after damage to the framing
+// (format.ErrFraming), those are the samples that can be read.
 func (r *Reader) Spans() (*Spans, error) {
 	sp := &Spans{}
 	for {
@@ -53,7 +55,7 @@ func (r *Reader) Spans() (*Spans, error) {
 			return sp, nil
 		}
 		if err != nil {
-			return nil, err
+			return sp, err
 		}
 		r.next++
 		sp.add(members)

@@ -84,13 +84,10 @@ func (r *Reader) Skip() error {
 
 // Offsets reads the rest of the shard's headers, not their data, and
 // returns where each sample from the next one on starts: the offset of
-// its first member's header.
+// its first member's header. On an error, those located before it too.
 func (r *Reader) Offsets() ([]int64, error) {
 	sp, err := r.Spans()
-	if err != nil {
-		return nil, err
-	}
-	return sp.Starts(), nil
+	return sp.Starts(), err
 }
 
 // Seek moves the reader to sample n, whose first header is at offset off
@@ -167,7 +164,7 @@ func (r *Reader) member(read bool) (*member, error) {
 		}
 		if err != nil {
 			if !r.src.failed(err) {
-				err = format.Corrupt("tar: %v", err)
+				err = format.Framing(format.Corrupt("tar: %v", err))
 			}
 			r.broken = r.fail(r.next, "", at, err)
 			return nil, r.broken
@@ -183,7 +180,7 @@ func (r *Reader) member(read bool) (*member, error) {
 		}
 		m := &member{name: h.Name, key: key, ext: ext, off: at, start: r.src.n, size: h.Size, sparse: sparse}
 		if h.Size > MaxMemberBytes {
-			r.broken = r.fail(r.next, h.Name, at, format.Corrupt("%d bytes, more than a member may hold (%d)", h.Size, MaxMemberBytes))
+			r.broken = r.fail(r.next, h.Name, at, format.Framing(format.Corrupt("%d bytes, more than a member may hold (%d)", h.Size, MaxMemberBytes)))
 			return nil, r.broken
 		}
 		if sparse {
@@ -235,7 +232,7 @@ func (r *Reader) readData(m *member) error {
 		err = io.ErrUnexpectedEOF
 	}
 	if err != nil && !r.src.failed(err) {
-		err = format.Truncated("data cut off: %v", err)
+		err = format.Framing(format.Truncated("data cut off: %v", err))
 	}
 	if err != nil {
 		r.broken = r.fail(r.next, m.name, m.off, err)
