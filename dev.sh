@@ -110,6 +110,8 @@ fuzz)
   fuzz FuzzSpans ./readers/wds 100000
   fuzz FuzzScanSpans ./readers/wds 100000
   fuzz FuzzUnmarshalSpans ./readers/wds 100000
+  fuzz FuzzSplit ./readers/wds 200000
+  fuzz FuzzShardsAgainstTarfile ./readers/wds 100000
   fuzz FuzzExample ./readers/tfrecord 100000
   fuzz FuzzRecords ./readers/tfrecord 100000
   fuzz FuzzApply ./readers/vision 20000

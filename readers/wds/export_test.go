@@ -10,3 +10,9 @@ func ScanOnly(b []byte) (*Spans, error) {
 }
 
 var ErrIrregular = errIrregular
+
+// Field makes a field's tensor by its extension, as the readers do.
+var Field = field
+
+// Split is a member's key and extension.
+var Split = split

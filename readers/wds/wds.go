@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"path"
 	"slices"
 	"strconv"
 	"strings"
@@ -175,6 +174,13 @@ func (r *Reader) member(read bool) (*member, error) {
 		key, ext, ok := split(h.Name)
 		isField := ok && (h.Typeflag == tar.TypeReg || h.Typeflag == tar.TypeCont || h.Typeflag == tar.TypeGNUSparse)
 		sparse := isSparse(h)
+		regular := h.Typeflag == tar.TypeReg || h.Typeflag == tar.TypeCont
+		if regular && !sparse && r.src.tailN == block && !nameAgrees(h, r.src.tail[:]) {
+			r.broken = r.fail(r.next, h.Name, at, format.Framing(format.Corrupt(
+				"its header's prefix field holds %q, which Python's tarfile (so webdataset) reads as part of the name and tar, in a header of this format, as nothing: its name cannot be trusted",
+				cString(r.src.tail[345:500]))))
+			return nil, r.broken
+		}
 		if !isField && !sparse {
 			continue
 		}
@@ -202,6 +208,35 @@ func (r *Reader) member(read bool) (*member, error) {
 		}
 		return m, nil
 	}
+}
+
+// nameAgrees says whether archive/tar and Python's tarfile read the same
+// name in the member header b that h was read from. tarfile prepends a
+// header's prefix field (bytes 345-500) to its name whatever its format,
+// but for the GNU types L, K and S; tar only in ustar and pax headers
+// (and star's shorter one). A name from a long-name record (pax path, GNU
+// L) is read by both alike.
+func nameAgrees(h *tar.Header, b []byte) bool {
+	name := cString(b[:100])
+	ours := name
+	switch magic := string(b[257:265]); {
+	case magic[:6] == "ustar\x00" && string(b[508:512]) == "tar\x00":
+		if p := cString(b[345:476]); p != "" {
+			ours = p + "/" + name
+		}
+	case magic[:6] == "ustar\x00":
+		if p := cString(b[345:500]); p != "" {
+			ours = p + "/" + name
+		}
+	}
+	if ours != strings.TrimSuffix(h.Name, "/") && ours != h.Name {
+		return true // a long-name record named it
+	}
+	theirs := name
+	if p := cString(b[345:500]); p != "" && h.Typeflag != tar.TypeGNULongName && h.Typeflag != tar.TypeGNULongLink && h.Typeflag != tar.TypeGNUSparse {
+		theirs = p + "/" + name
+	}
+	return theirs == ours
 }
 
 // isSparse says whether tar reads h's member as a sparse file, as
@@ -252,15 +287,36 @@ func dataSize(h *tar.Header) int64 {
 	return max(h.Size, 0)
 }
 
-// split cuts a member's name into its key (the path up to the first dot
-// of the file's name) and its extension, lower-cased.
+// split cuts a member's name into its key and its extension, lower-cased,
+// as the webdataset library's base_plus_ext does by the pattern
+// ^((?:.*/|)[^.]+)[.]([^/]*)$: the key is the path up to the first dot of
+// the file's name, the extension the rest (perhaps empty). A file's name
+// that starts with a dot belongs, whole, to the key of its directory
+// (d/x/.hidden: key "d/x/", field "hidden") when the directory's name
+// has no dot; otherwise, and without a dot, it is no field. Like the
+// pattern's ".", the part before a key's last slash holds no newline.
 func split(name string) (key, ext string, ok bool) {
-	dir, file := path.Split(name)
-	i := strings.IndexByte(file, '.')
-	if i <= 0 || i == len(file)-1 {
-		return "", "", false
+	last := strings.LastIndexByte(name, '/')
+	newline := strings.IndexByte(name, '\n')
+	// The key ends in a slash s (the latest that works) followed by a run
+	// without dots, or (s = -1) is such a run from the start; its dot must
+	// lie past the last slash.
+	for s := last; ; {
+		if s < 0 || newline < 0 || newline > s {
+			dot := strings.IndexByte(name[s+1:], '.')
+			if dot > 0 && s+1+dot > last {
+				return name[:s+1+dot], strings.ToLower(name[s+2+dot:]), true
+			}
+		}
+		if s < 0 {
+			return "", "", false
+		}
+		prev := strings.LastIndexByte(name[:s], '/')
+		if strings.IndexByte(name[prev+1:s], '.') >= 0 {
+			return "", "", false // every earlier run holds that dot
+		}
+		s = prev
 	}
-	return dir + file[:i], strings.ToLower(file[i+1:]), true
 }
 
 // decode makes sample idx's slots from its members.
@@ -330,6 +386,23 @@ type counter struct {
 	buf  []byte
 	b, e int   // buf[b:e] is unread
 	err  error // r's last error other than io.EOF
+	// tail is the last block of bytes handed on (tailN of them): after
+	// tar.Reader.Next, the member's own header.
+	tail  [block]byte
+	tailN int
+}
+
+// keep keeps the end of p, handed on, in the tail.
+func (c *counter) keepTail(p []byte) {
+	if len(p) >= block {
+		copy(c.tail[:], p[len(p)-block:])
+		c.tailN = block
+		return
+	}
+	keep := min(c.tailN, block-len(p))
+	copy(c.tail[:keep], c.tail[c.tailN-keep:c.tailN])
+	copy(c.tail[keep:], p)
+	c.tailN = keep + len(p)
 }
 
 // failed reports whether err is a failed read of r, not damage.
@@ -347,6 +420,7 @@ func (c *counter) Read(p []byte) (int, error) {
 			n, err := c.r.Read(p)
 			c.n += int64(n)
 			c.keep(err)
+			c.keepTail(p[:n])
 			return n, err
 		}
 		if c.buf == nil {
@@ -362,6 +436,7 @@ func (c *counter) Read(p []byte) (int, error) {
 	n := copy(p, c.buf[c.b:c.e])
 	c.b += n
 	c.n += int64(n)
+	c.keepTail(p[:n])
 	return n, nil
 }
 

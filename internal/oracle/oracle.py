@@ -1,0 +1,184 @@
+"""The ecosystem's own readers, as an oracle for actorfeed's differential
+tests (package internal/oracle): Python's tarfile grouped into samples as
+the webdataset library groups them, TFRecord read with python3-crc32c
+and python3-protobuf, and images decoded by Pillow.
+
+Requests come on stdin, answers go to stdout, each a 4-byte little-endian
+length and that many bytes: a request is an op, then its input; an answer
+is a JSON header, then a payload (an image's RGB bytes, or nothing). The
+process ends when stdin does.
+"""
+
+import io
+import json
+import re
+import struct
+import sys
+import tarfile
+
+import crc32c
+from google.protobuf import descriptor_pb2, message_factory
+
+
+def read_frame(f):
+    head = f.read(4)
+    if len(head) < 4:
+        return None
+    (n,) = struct.unpack("<I", head)
+    data = f.read(n)
+    if len(data) < n:
+        return None
+    return data
+
+
+def write_frame(f, data):
+    f.write(struct.pack("<I", len(data)))
+    f.write(data)
+
+
+# webdataset's tariterators.base_plus_ext: the key is the path up to the
+# first dot of the file's name, the field the rest.
+BASE_PLUS_EXT = re.compile(r"^((?:.*/|)[^.]+)[.]([^/]*)$")
+
+MAX_MEMBER_BYTES = 256 << 20
+
+
+def tar_samples(data):
+    """The samples webdataset makes of a shard: its regular members (as
+    tarfile counts them: sparse and contiguous files too) grouped by key
+    while the key stays the same, fields lower-cased; a field given twice
+    in a sample is webdataset's ValueError. On an error, the samples whole
+    before it too, and apart the one being read when it came ("partial":
+    webdataset would not hand it out)."""
+    samples, current = [], None
+    try:
+        with tarfile.open(fileobj=io.BytesIO(data), mode="r:") as tar:
+            for m in tar:
+                if not m.isreg():
+                    continue
+                match = BASE_PLUS_EXT.match(m.name)
+                if not match:
+                    continue
+                key, ext = match.group(1), match.group(2).lower()
+                if m.size > MAX_MEMBER_BYTES:
+                    # actorfeed refuses it (wds.MaxMemberBytes); webdataset
+                    # would read it into memory, a sparse one's holes too.
+                    raise ValueError("%s: %d bytes, more than a member may hold" % (m.name, m.size))
+                payload = tar.extractfile(m).read()
+                if current is None or current["key"] != key:
+                    current = {"key": key, "fields": {}}
+                    samples.append(current)
+                if ext in current["fields"]:
+                    raise ValueError("%s: duplicate file name in tar file %s" % (m.name, ext))
+                current["fields"][ext] = payload.hex()
+    except Exception as e:
+        return {"samples": samples[:-1], "partial": samples[-1:], "error": "%s: %s" % (type(e).__name__, e)}
+    return {"samples": samples}
+
+
+F = descriptor_pb2.FieldDescriptorProto
+
+
+def example_class():
+    fdp = descriptor_pb2.FileDescriptorProto(name="oracle_example.proto", package="oracle", syntax="proto3")
+    for name, typ in (("BytesList", F.TYPE_BYTES), ("FloatList", F.TYPE_FLOAT), ("Int64List", F.TYPE_INT64)):
+        m = fdp.message_type.add(name=name)
+        f = m.field.add(name="value", number=1, type=typ, label=F.LABEL_REPEATED)
+        if typ != F.TYPE_BYTES:
+            f.options.packed = True
+    feature = fdp.message_type.add(name="Feature")
+    feature.oneof_decl.add(name="kind")
+    for i, (name, typ) in enumerate((("bytes_list", "BytesList"), ("float_list", "FloatList"), ("int64_list", "Int64List"))):
+        feature.field.add(name=name, number=i + 1, type=F.TYPE_MESSAGE, label=F.LABEL_OPTIONAL,
+                          type_name=".oracle." + typ, oneof_index=0)
+    features = fdp.message_type.add(name="Features")
+    entry = features.nested_type.add(name="FeatureEntry")
+    entry.options.map_entry = True
+    entry.field.add(name="key", number=1, type=F.TYPE_STRING, label=F.LABEL_OPTIONAL)
+    entry.field.add(name="value", number=2, type=F.TYPE_MESSAGE, label=F.LABEL_OPTIONAL, type_name=".oracle.Feature")
+    features.field.add(name="feature", number=1, type=F.TYPE_MESSAGE, label=F.LABEL_REPEATED,
+                       type_name=".oracle.Features.FeatureEntry")
+    example = fdp.message_type.add(name="Example")
+    example.field.add(name="features", number=1, type=F.TYPE_MESSAGE, label=F.LABEL_OPTIONAL, type_name=".oracle.Features")
+    return message_factory.GetMessages([fdp])["oracle.Example"]
+
+
+Example = example_class()
+
+
+def masked(data):
+    c = crc32c.crc32c(data)
+    return (((c >> 15) | (c << 17)) + 0xA282EAD8) & 0xFFFFFFFF
+
+
+def tfrecord_records(data):
+    """Each record's features, {name: [kind, values]} (bytes as hex,
+    floats as their bits), until the file ends or a record does not check
+    or parse: then the records before it and the error."""
+    records, at = [], 0
+    try:
+        while at < len(data):
+            if len(data) - at < 12:
+                raise ValueError("a header cut off at %d" % at)
+            length = data[at:at + 8]
+            (n,) = struct.unpack("<Q", length)
+            if struct.unpack("<I", data[at + 8:at + 12])[0] != masked(length):
+                raise ValueError("length checksum at %d" % at)
+            if len(data) - at - 16 < n:
+                raise ValueError("a record cut off at %d" % at)
+            payload = data[at + 12:at + 12 + n]
+            if struct.unpack("<I", data[at + 12 + n:at + 16 + n])[0] != masked(payload):
+                raise ValueError("data checksum at %d" % at)
+            at += 16 + n
+            ex = Example.FromString(payload)
+            out = {}
+            for name, f in ex.features.feature.items():
+                kind = f.WhichOneof("kind")
+                if kind is None:
+                    out[name] = ["none", []]
+                elif kind == "bytes_list":
+                    out[name] = ["bytes", [v.hex() for v in f.bytes_list.value]]
+                elif kind == "float_list":
+                    out[name] = ["float", [struct.unpack("<I", struct.pack("<f", v))[0] for v in f.float_list.value]]
+                else:
+                    out[name] = ["int64", list(f.int64_list.value)]
+            records.append(out)
+    except Exception as e:
+        return {"records": records, "error": "%s: %s" % (type(e).__name__, e)}
+    return {"records": records}
+
+
+def image_rgb(data):
+    from PIL import Image
+    with Image.open(io.BytesIO(data)) as im:
+        im.load()
+        rgb = im.convert("RGB")
+        return {"w": rgb.size[0], "h": rgb.size[1], "mode": im.mode}, rgb.tobytes()
+
+
+def serve():
+    stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
+    while True:
+        op = read_frame(stdin)
+        data = read_frame(stdin)
+        if op is None or data is None:
+            return
+        payload = b""
+        try:
+            if op == b"tar":
+                head = tar_samples(data)
+            elif op == b"tfrecord":
+                head = tfrecord_records(data)
+            elif op == b"image":
+                head, payload = image_rgb(data)
+            else:
+                head = {"error": "no op %r" % op}
+        except Exception as e:
+            head = {"error": "%s: %s" % (type(e).__name__, e)}
+        write_frame(stdout, json.dumps(head).encode())
+        write_frame(stdout, payload)
+        stdout.flush()
+
+
+if __name__ == "__main__":
+    serve()
