@@ -114,6 +114,7 @@ fuzz)
   fuzz FuzzShardsAgainstTarfile ./readers/wds 100000
   fuzz FuzzExample ./readers/tfrecord 100000
   fuzz FuzzRecords ./readers/tfrecord 100000
+  fuzz FuzzTFRecordsAgainstProtobuf ./readers/tfrecord 100000
   fuzz FuzzApply ./readers/vision 20000
   fuzz FuzzBatch ./messages 250000
   fuzz FuzzResume ./actors 20000

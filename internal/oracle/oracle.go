@@ -199,48 +199,68 @@ type Feature struct {
 	Floats []uint32
 }
 
-// TFRecord is each record's features as python3-crc32c and
-// python3-protobuf read them, up to the first record that does not check
-// or parse, and then the error.
-func (o *Oracle) TFRecord(data []byte) ([]map[string]Feature, error) {
+// Record is a TFRecord record as Python reads it: its features, or why
+// it was not read (its data failed its checksum, or is no Example).
+type Record struct {
+	Features map[string]Feature
+	Err      string
+}
+
+// TFRecord is each record as python3-crc32c and python3-protobuf read
+// it, up to damage to the file's framing (a length or its checksum),
+// and then the error.
+func (o *Oracle) TFRecord(data []byte) ([]Record, error) {
 	var head struct {
-		Records []map[string][2]json.RawMessage `json:"records"`
-		Error   string                          `json:"error"`
+		Records []struct {
+			Features map[string][2]json.RawMessage `json:"features"`
+			Error    string                        `json:"error"`
+		} `json:"records"`
+		Error string `json:"error"`
 	}
 	if _, err := o.ask("tfrecord", data, &head); err != nil {
 		return nil, err
 	}
-	out := make([]map[string]Feature, len(head.Records))
+	out := make([]Record, len(head.Records))
 	for i, r := range head.Records {
-		out[i] = map[string]Feature{}
-		for name, kv := range r {
-			var f Feature
-			if err := json.Unmarshal(kv[0], &f.Kind); err != nil {
-				return nil, err
-			}
-			var err error
-			switch f.Kind {
-			case "bytes":
-				var hs []hexed
-				err = json.Unmarshal(kv[1], &hs)
-				for _, h := range hs {
-					f.Bytes = append(f.Bytes, h)
-				}
-			case "float":
-				err = json.Unmarshal(kv[1], &f.Floats)
-			case "int64":
-				err = json.Unmarshal(kv[1], &f.Ints)
-			}
+		out[i].Err = r.Error
+		if r.Error != "" {
+			continue
+		}
+		out[i].Features = map[string]Feature{}
+		for name, kv := range r.Features {
+			f, err := feature(kv)
 			if err != nil {
 				return nil, err
 			}
-			out[i][name] = f
+			out[i].Features[name] = f
 		}
 	}
 	if head.Error != "" {
 		return out, fmt.Errorf("python: %s", head.Error)
 	}
 	return out, nil
+}
+
+// feature decodes a feature's [kind, values].
+func feature(kv [2]json.RawMessage) (Feature, error) {
+	var f Feature
+	if err := json.Unmarshal(kv[0], &f.Kind); err != nil {
+		return f, err
+	}
+	var err error
+	switch f.Kind {
+	case "bytes":
+		var hs []hexed
+		err = json.Unmarshal(kv[1], &hs)
+		for _, h := range hs {
+			f.Bytes = append(f.Bytes, h)
+		}
+	case "float":
+		err = json.Unmarshal(kv[1], &f.Floats)
+	case "int64":
+		err = json.Unmarshal(kv[1], &f.Ints)
+	}
+	return f, err
 }
 
 // Image is the image in data decoded by Pillow and converted to RGB

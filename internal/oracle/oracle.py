@@ -111,10 +111,27 @@ def masked(data):
     return (((c >> 15) | (c << 17)) + 0xA282EAD8) & 0xFFFFFFFF
 
 
+def features(payload):
+    ex = Example.FromString(payload)
+    out = {}
+    for name, f in ex.features.feature.items():
+        kind = f.WhichOneof("kind")
+        if kind is None:
+            out[name] = ["none", []]
+        elif kind == "bytes_list":
+            out[name] = ["bytes", [v.hex() for v in f.bytes_list.value]]
+        elif kind == "float_list":
+            out[name] = ["float", [struct.unpack("<I", struct.pack("<f", v))[0] for v in f.float_list.value]]
+        else:
+            out[name] = ["int64", list(f.int64_list.value)]
+    return out
+
+
 def tfrecord_records(data):
-    """Each record's features, {name: [kind, values]} (bytes as hex,
-    floats as their bits), until the file ends or a record does not check
-    or parse: then the records before it and the error."""
+    """Each record: its features, {name: [kind, values]} (bytes as hex,
+    floats as their bits), or, where its data fails its checksum or does
+    not parse, why; until the file ends or its framing (a length, its
+    checksum) fails: then the records before it and the error."""
     records, at = [], 0
     try:
         while at < len(data):
@@ -127,22 +144,15 @@ def tfrecord_records(data):
             if len(data) - at - 16 < n:
                 raise ValueError("a record cut off at %d" % at)
             payload = data[at + 12:at + 12 + n]
-            if struct.unpack("<I", data[at + 12 + n:at + 16 + n])[0] != masked(payload):
-                raise ValueError("data checksum at %d" % at)
+            crc = struct.unpack("<I", data[at + 12 + n:at + 16 + n])[0]
             at += 16 + n
-            ex = Example.FromString(payload)
-            out = {}
-            for name, f in ex.features.feature.items():
-                kind = f.WhichOneof("kind")
-                if kind is None:
-                    out[name] = ["none", []]
-                elif kind == "bytes_list":
-                    out[name] = ["bytes", [v.hex() for v in f.bytes_list.value]]
-                elif kind == "float_list":
-                    out[name] = ["float", [struct.unpack("<I", struct.pack("<f", v))[0] for v in f.float_list.value]]
-                else:
-                    out[name] = ["int64", list(f.int64_list.value)]
-            records.append(out)
+            if crc != masked(payload):
+                records.append({"error": "data checksum"})
+                continue
+            try:
+                records.append({"features": features(payload)})
+            except Exception as e:
+                records.append({"error": "%s: %s" % (type(e).__name__, e)})
     except Exception as e:
         return {"records": records, "error": "%s: %s" % (type(e).__name__, e)}
     return {"records": records}

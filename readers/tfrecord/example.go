@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"slices"
+	"unicode/utf8"
 
 	"google.golang.org/protobuf/encoding/protowire"
 
@@ -149,11 +150,17 @@ func (p *Parser) walk(data []byte) error {
 }
 
 // entry keeps a map entry's Feature when its key is in the spec; a later
-// entry for the same key replaces it, as protobuf merges maps.
+// entry for the same key replaces it, as protobuf merges maps. Every
+// entry's Feature is checked, those of other keys and those replaced
+// too: protobuf refuses an Example with any malformed part, and a record
+// protobuf refuses is not read here either.
 func (p *Parser) entry(b []byte) error {
 	key, value, err := mapEntry(b)
 	if err != nil {
 		return err
+	}
+	if err := checkFeature(value); err != nil {
+		return fmt.Errorf("feature %q: %w", key, err)
 	}
 	if i, ok := p.index[string(key)]; ok {
 		p.found[i], p.has[i] = value, true
@@ -161,14 +168,42 @@ func (p *Parser) entry(b []byte) error {
 	return nil
 }
 
-// mapEntry is a map entry's key and value.
+// checkFeature checks a Feature message's wire form as protobuf parses
+// it: its lists, and their values, packed or not.
+func checkFeature(b []byte) error {
+	return fields(b, func(num protowire.Number, v []byte) error {
+		switch Kind(num) {
+		case Bytes:
+			return fields(v, func(protowire.Number, []byte) error { return nil })
+		case Float, Int64:
+			_, err := count(Kind(num), [][]byte{v})
+			return err
+		}
+		return nil
+	})
+}
+
+// mapEntry is a map entry's key and value. The key, a proto3 string, must
+// be UTF-8, as protobuf requires. A value given more than once is their
+// merge, as protobuf merges a message field given twice: their encodings
+// one after the other (a copy, only then).
 func mapEntry(b []byte) (key, value []byte, err error) {
+	values := 0
 	err = fields(b, func(num protowire.Number, v []byte) error {
 		switch num {
 		case 1:
+			if !utf8.Valid(v) { // each, a replaced one too, as protobuf checks
+				return format.Corrupt("a feature's name is not UTF-8: %q", v)
+			}
 			key = v
 		case 2:
-			value = v
+			if values++; values == 2 {
+				value = append(slices.Clip(value), v...)
+			} else if values > 2 {
+				value = append(value, v...)
+			} else {
+				value = v
+			}
 		}
 		return nil
 	})
@@ -439,6 +474,7 @@ func Infer(data []byte) (Spec, error) {
 	if err != nil {
 		return nil, err
 	}
+	spec = slices.DeleteFunc(spec, func(f Feature) bool { return f.Kind == 0 })
 	if len(spec) == 0 {
 		return nil, format.Corrupt("the first record holds no features to read")
 	}
@@ -463,11 +499,14 @@ func inferEntry(entry []byte, spec *Spec, seen map[string]int) error {
 		return err
 	}
 	kind, lists, err := featureLists(value, nil)
-	if err != nil || kind == 0 {
+	if err != nil {
 		return err
 	}
+	// A Feature of no list (kind 0) is kept as such, for a later entry
+	// of the same key to replace, and it to replace an earlier one: the
+	// key's last entry is the Example's, as protobuf merges a map.
 	f := Feature{Name: string(key), Kind: kind}
-	if kind != Bytes {
+	if kind != Bytes && kind != 0 {
 		n, err := count(kind, lists)
 		if err != nil {
 			return err
