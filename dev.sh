@@ -116,6 +116,7 @@ fuzz)
   fuzz FuzzRecords ./readers/tfrecord 100000
   fuzz FuzzTFRecordsAgainstProtobuf ./readers/tfrecord 100000
   fuzz FuzzApply ./readers/vision 20000
+  fuzz FuzzImagesAgainstPillow ./readers/vision 50000
   fuzz FuzzBatch ./messages 250000
   fuzz FuzzResume ./actors 20000
   fuzz FuzzDecodeState ./actors 100000

@@ -281,6 +281,37 @@ func (o *Oracle) Image(data []byte) (w, h int, rgb []byte, err error) {
 	return head.W, head.H, payload, nil
 }
 
+// Picture describes an image for Encode to write: its Pillow mode (L,
+// LA, RGB, RGBA, CMYK, P), size, format (JPEG, PNG), and a JPEG's
+// quality, chroma subsampling (0 4:4:4, 1 4:2:2, 2 4:2:0) and
+// progressive scan; a palette's colours and transparent entry.
+type Picture struct {
+	Mode        string `json:"mode"`
+	W           int    `json:"w"`
+	H           int    `json:"h"`
+	Format      string `json:"format"`
+	Seed        uint64 `json:"seed"`
+	Quality     int    `json:"quality,omitempty"`
+	Subsampling int    `json:"subsampling"`
+	Progressive bool   `json:"progressive,omitempty"`
+	Colors      int    `json:"colors,omitempty"`
+	Transparent *int   `json:"transparency,omitempty"`
+}
+
+// Encode is the image p describes, written by Pillow.
+func (o *Oracle) Encode(p Picture) ([]byte, error) {
+	params, err := json.Marshal(p)
+	if err != nil {
+		return nil, err
+	}
+	var head struct{ Error string }
+	b, err := o.ask("encode", params, &head)
+	if err == nil && head.Error != "" {
+		err = fmt.Errorf("pillow: %s", head.Error)
+	}
+	return b, err
+}
+
 // hexed is bytes given as hex.
 type hexed []byte
 

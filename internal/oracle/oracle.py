@@ -166,6 +166,34 @@ def image_rgb(data):
         return {"w": rgb.size[0], "h": rgb.size[1], "mode": im.mode}, rgb.tobytes()
 
 
+def encode_image(params):
+    """An image Pillow writes: params (JSON) give its mode, size, format
+    and, for a JPEG, quality, subsampling and progressive; its pixels are
+    gradients and noise from the seed, as photographs have both."""
+    import numpy as np
+    from PIL import Image
+    p = json.loads(params)
+    rng = np.random.default_rng(p["seed"])
+    w, h, mode = p["w"], p["h"], p["mode"]
+    bands = {"L": 1, "LA": 2, "RGB": 3, "RGBA": 4, "CMYK": 4, "P": 3}[mode]
+    y, x = np.mgrid[0:h, 0:w]
+    planes = [(x * rng.integers(1, 9) + y * rng.integers(0, 9) + rng.integers(0, 255)) % 256 for _ in range(bands)]
+    pixels = np.clip(np.stack(planes, axis=2) + rng.integers(-20, 21, size=(h, w, bands)), 0, 255).astype(np.uint8)
+    if bands == 1:
+        pixels = pixels[:, :, 0]
+    im = Image.fromarray(pixels, "RGB" if mode == "P" else mode)
+    kw = {"format": p["format"]}
+    if mode == "P":
+        im = im.convert("P", palette=Image.ADAPTIVE, colors=p.get("colors", 256))
+        if "transparency" in p:
+            kw["transparency"] = p["transparency"]
+    if p["format"] == "JPEG":
+        kw.update(quality=p.get("quality", 90), subsampling=p.get("subsampling", 2), progressive=p.get("progressive", False))
+    b = io.BytesIO()
+    im.save(b, **kw)
+    return {}, b.getvalue()
+
+
 def serve():
     stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
     while True:
@@ -181,6 +209,8 @@ def serve():
                 head = tfrecord_records(data)
             elif op == b"image":
                 head, payload = image_rgb(data)
+            elif op == b"encode":
+                head, payload = encode_image(data)
             else:
                 head = {"error": "no op %r" % op}
         except Exception as e:

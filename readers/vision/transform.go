@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"fmt"
 	"image"
-	"image/draw"
 	_ "image/jpeg" // the formats Apply decodes
 	_ "image/png"
 	"math"
@@ -152,28 +151,41 @@ func (t Transform) apply(epoch int, id uint64, data []byte, out []float32, sc *s
 			return err
 		}
 	}
+	return t.applyGo(epoch, id, data, out, sc)
+}
+
+// applyGo is apply by Go's decoders.
+func (t Transform) applyGo(epoch int, id uint64, data []byte, out []float32, sc *scratch) error {
+	rgb, err := decodeGo(data, sc.decoded)
+	if err != nil {
+		return err
+	}
+	sc.decoded = rgb
+	r := t.rng(epoch, id)
+	crop := t.crop(rgb.Rect, r)
+	c := [4]float64{float64(crop.Min.X), float64(crop.Min.Y), float64(crop.Max.X), float64(crop.Max.Y)}
+	sc.resample(rgb, c, t, out, t.Flip && r.IntN(2) == 1)
+	return nil
+}
+
+// decodeGo decodes data with Go's decoders into an image whose pixels
+// hold its colours as Pillow's convert("RGB") makes them, in dst's memory
+// when it holds them: a pixel's colour, not premultiplied by its alpha
+// (a transparent pixel keeps its colour), CMYK as (255-c)(255-k)/255.
+// The result is an *image.RGBA only by its layout: its alpha is unused.
+func decodeGo(data []byte, dst *image.RGBA) (*image.RGBA, error) {
 	cfg, _, err := image.DecodeConfig(bytes.NewReader(data))
 	if err != nil {
-		return fmt.Errorf("%w: %v", ErrImage, err)
+		return nil, fmt.Errorf("%w: %v", ErrImage, err)
 	}
 	if cfg.Width < 1 || cfg.Height < 1 || cfg.Width*cfg.Height > MaxPixels {
-		return fmt.Errorf("%w: %dx%d pixels (at most %d)", ErrImage, cfg.Width, cfg.Height, MaxPixels)
+		return nil, fmt.Errorf("%w: %dx%d pixels (at most %d)", ErrImage, cfg.Width, cfg.Height, MaxPixels)
 	}
 	img, _, err := image.Decode(bytes.NewReader(data))
 	if err != nil {
-		return fmt.Errorf("%w: %v", ErrImage, err)
+		return nil, fmt.Errorf("%w: %v", ErrImage, err)
 	}
-	r := t.rng(epoch, id)
-	crop := t.crop(img.Bounds(), r)
-	rgba, ok := img.(*image.RGBA)
-	if !ok {
-		sc.decoded = reuse(sc.decoded, img.Bounds())
-		draw.Draw(sc.decoded, sc.decoded.Rect, img, img.Bounds().Min, draw.Src)
-		rgba = sc.decoded
-	}
-	c := [4]float64{float64(crop.Min.X), float64(crop.Min.Y), float64(crop.Max.X), float64(crop.Max.Y)}
-	sc.resample(rgba, c, t, out, t.Flip && r.IntN(2) == 1)
-	return nil
+	return asRGB(img, dst), nil
 }
 
 // reuse is an RGBA image of bounds b, in img's memory when it holds it.
@@ -188,9 +200,10 @@ func reuse(img *image.RGBA, b image.Rectangle) *image.RGBA {
 // applyTurbo is apply for a JPEG that TurboJPEG decodes: the crop is drawn
 // on the image's full size, as apply draws it, and the image decoded at
 // the smallest eighth of its size that keeps the crop at least Size a
-// side.
+// side. A CMYK or YCCK JPEG (Adobe's), which TurboJPEG makes no RGB of,
+// is decoded to CMYK and made RGB as Pillow makes it (decodeCMYK).
 func (t Transform) applyTurbo(tj *turbo, epoch int, id uint64, data []byte, out []float32, sc *scratch) error {
-	w, h, err := tj.header(data)
+	w, h, rgb, err := tj.header(data)
 	if err != nil {
 		return err
 	}
@@ -203,7 +216,11 @@ func (t Transform) applyTurbo(tj *turbo, epoch int, id uint64, data []byte, out 
 	for e > 1 && scaled(crop.Dx(), e-1) >= t.Size && scaled(crop.Dy(), e-1) >= t.Size {
 		e--
 	}
-	if sc.decoded, err = tj.decode(data, w, h, e, sc.decoded); err != nil {
+	decode := tj.decode
+	if !rgb {
+		decode = tj.decodeCMYK
+	}
+	if sc.decoded, err = decode(data, w, h, e, sc.decoded); err != nil {
 		return err
 	}
 	f := float64(e) / 8

@@ -21,10 +21,15 @@ var ErrNoTurboJPEG = errors.New("vision: libturbojpeg.so.0 cannot be loaded (apt
 // TurboJPEG's pixel format and flags (turbojpeg.h, libjpeg-turbo 2.x).
 const (
 	tjpfRGBA             = 7
+	tjpfCMYK             = 11
 	tjflagStopOnWarning  = 8192  // a corrupt stream is an error, not a warning
 	tjflagLimitScans     = 32768 // a progressive image of over 500 scans is an error
 	tjflagAccurateDCT    = 4096
 	turboDecompressFlags = tjflagStopOnWarning | tjflagLimitScans | tjflagAccurateDCT
+	// TJCS_CMYK and TJCS_YCCK, a JPEG's colour spaces that TurboJPEG does
+	// not convert to RGB ("Unsupported color conversion request").
+	tjcsCMYK = 3
+	tjcsYCCK = 4
 )
 
 // turbo is the part of the TurboJPEG API that decodes. A handle is not
@@ -108,16 +113,18 @@ func (t *turbo) call(fn func(h uintptr) int32) error {
 	return nil
 }
 
-// header is a JPEG's size; ErrImage when data is no JPEG TurboJPEG reads.
-func (t *turbo) header(data []byte) (w, h int, err error) {
+// header is a JPEG's size, and whether TurboJPEG makes RGB of it (not of
+// a CMYK or YCCK one, which decodeCMYK decodes); ErrImage when data is no
+// JPEG TurboJPEG reads.
+func (t *turbo) header(data []byte) (w, h int, rgb bool, err error) {
 	if len(data) == 0 {
-		return 0, 0, fmt.Errorf("%w: no bytes", ErrImage)
+		return 0, 0, false, fmt.Errorf("%w: no bytes", ErrImage)
 	}
 	var w32, h32, sub, cs int32
 	err = t.call(func(hd uintptr) int32 {
 		return t.tjDecompressHeader3(hd, &data[0], uint64(len(data)), &w32, &h32, &sub, &cs)
 	})
-	return int(w32), int(h32), err
+	return int(w32), int(h32), cs != tjcsCMYK && cs != tjcsYCCK, err
 }
 
 // decode decodes data at eighths/8 of its size (libjpeg's DCT scaling)
@@ -130,6 +137,27 @@ func (t *turbo) decode(data []byte, w, h, eighths int, dst *image.RGBA) (*image.
 		return t.tjDecompress2(hd, &data[0], uint64(len(data)), &dst.Pix[0], int32(sw), int32(4*sw), int32(sh), tjpfRGBA, turboDecompressFlags)
 	})
 	return dst, err
+}
+
+// decodeCMYK is decode for a CMYK or YCCK JPEG, which TurboJPEG makes
+// CMYK of, as the file holds it; its RGB is then made as Pillow makes it:
+// the values inverted (Adobe's convention, which Pillow assumes: "CMYK;I"),
+// then each colour (255-c)(255-k)/255, rounded as Pillow rounds.
+func (t *turbo) decodeCMYK(data []byte, w, h, eighths int, dst *image.RGBA) (*image.RGBA, error) {
+	sw, sh := scaled(w, eighths), scaled(h, eighths)
+	dst = reuse(dst, image.Rect(0, 0, sw, sh))
+	err := t.call(func(hd uintptr) int32 {
+		return t.tjDecompress2(hd, &data[0], uint64(len(data)), &dst.Pix[0], int32(sw), int32(4*sw), int32(sh), tjpfCMYK, turboDecompressFlags)
+	})
+	if err != nil {
+		return dst, err
+	}
+	for i := 0; i+4 <= len(dst.Pix); i += 4 {
+		p := dst.Pix[i : i+4 : i+4]
+		nk := int(p[3]) // 255 - k, k being 255 - the stored value
+		p[0], p[1], p[2], p[3] = uint8(nk-muldiv255(255-int(p[0]), nk)), uint8(nk-muldiv255(255-int(p[1]), nk)), uint8(nk-muldiv255(255-int(p[2]), nk)), 255
+	}
+	return dst, nil
 }
 
 // scaled is TJSCALED: dim at eighths/8, rounded up.
