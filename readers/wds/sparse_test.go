@@ -5,11 +5,14 @@ import (
 	"errors"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"runtime"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/actorfeed/actorfeed/readers/format"
 	"github.com/actorfeed/actorfeed/readers/wds"
 	"github.com/actorfeed/actorfeed/tensor"
 )
@@ -94,4 +97,34 @@ func readSpans(t *testing.T, b []byte, sp *wds.Spans) []tensor.Slots {
 		require.NoError(t, err)
 		all = append(all, s)
 	}
+}
+
+// A sparse member whose file is mostly hole (100 MB of it in a shard of a
+// few KiB) is refused by name once it has expanded past
+// MaxSparseExpansion times its bytes in the shard, having allocated a
+// small part of its size; before, every such sample asked for its whole
+// size, so that a batch of them asked for gigabytes.
+func TestASparseBombIsRefusedByName(t *testing.T) {
+	dir := t.TempDir()
+	f, err := os.Create(filepath.Join(dir, "0.bin"))
+	require.NoError(t, err)
+	require.NoError(t, f.Truncate(100<<20))
+	_, err = f.WriteAt([]byte{1}, 100<<20-1)
+	require.NoError(t, err)
+	require.NoError(t, f.Close())
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "0.cls"), []byte("3"), 0o644))
+	shard := filepath.Join(t.TempDir(), "bomb.tar")
+	out, err := exec.Command("tar", "-S", "--format=posix", "-cf", shard, "-C", dir, "0.bin", "0.cls").CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	b, err := os.ReadFile(shard)
+	require.NoError(t, err)
+	require.Less(t, len(b), 64<<10, "a sparse shard: GNU tar wrote the hole as a hole")
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	_, _, err = wds.NewReader(bytes.NewReader(b), "bomb.tar").Next()
+	runtime.ReadMemStats(&after)
+	require.ErrorIs(t, err, format.ErrCorrupt)
+	require.ErrorContains(t, err, "member 0.bin")
+	require.ErrorContains(t, err, "a sparse file of more than 64 times the bytes it takes in the shard")
+	require.Less(t, after.TotalAlloc-before.TotalAlloc, uint64(32<<20), "allocated to refuse it")
 }

@@ -260,14 +260,23 @@ func isSparse(h *tar.Header) bool {
 // readData reads m's data, the tar reader standing at m.
 func (r *Reader) readData(m *member) error {
 	// ReadAll grows as data arrives: a size the header overstates costs no
-	// more than the bytes there are.
+	// more than the bytes there are. A sparse member's holes arrive as
+	// zeros without bytes: they are bounded by what the member takes in
+	// the shard (sparseBound).
+	var src io.Reader = r.tr
+	if m.sparse {
+		src = &sparseBound{r: r.tr, src: r.src, from: m.off}
+	}
 	var err error
-	m.data, err = io.ReadAll(io.LimitReader(r.tr, m.size))
+	m.data, err = io.ReadAll(io.LimitReader(src, m.size))
 	if err == nil && int64(len(m.data)) < m.size {
 		err = io.ErrUnexpectedEOF
 	}
-	if err != nil && !r.src.failed(err) {
+	if err != nil && !r.src.failed(err) && !errors.Is(err, format.ErrCorrupt) {
 		err = format.Framing(format.Truncated("data cut off: %v", err))
+	}
+	if errors.Is(err, errSparseBomb) {
+		err = format.Framing(err)
 	}
 	if err != nil {
 		r.broken = r.fail(r.next, m.name, m.off, err)
@@ -275,6 +284,34 @@ func (r *Reader) readData(m *member) error {
 	}
 	m.read = true
 	return nil
+}
+
+// MaxSparseExpansion bounds a sparse member: its file may hold at most
+// this many times the bytes it takes in the shard (its headers, map and
+// data), and 64 KiB more. Its holes read as zeros that no byte of the
+// shard pays for: unbounded, a shard of a few KiB would ask for
+// MaxMemberBytes a sample.
+const MaxSparseExpansion = 64
+
+// errSparseBomb is a sparse member past MaxSparseExpansion.
+var errSparseBomb = format.Corrupt("a sparse file of more than %d times the bytes it takes in the shard", MaxSparseExpansion)
+
+// sparseBound fails a sparse member's read once it has handed out more
+// than MaxSparseExpansion times the shard's bytes read since from.
+type sparseBound struct {
+	r    io.Reader
+	src  *counter
+	from int64
+	out  int64
+}
+
+func (s *sparseBound) Read(p []byte) (int, error) {
+	n, err := s.r.Read(p)
+	s.out += int64(n)
+	if s.out > MaxSparseExpansion*(s.src.n-s.from)+64<<10 {
+		return n, errSparseBomb
+	}
+	return n, err
 }
 
 // dataSize is what tar reads of a member's data: none for the types that
