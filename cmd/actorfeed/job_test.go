@@ -150,9 +150,10 @@ func TestOutputsOnOnePathAreRefused(t *testing.T) {
 }
 
 // A run stopped before its pipeline was built (SIGTERM in its first
-// milliseconds) leaves a state all the same: the job's start when it
-// starts afresh, its rank's share of the re-dealt rest when it resumes.
-// Resumed from those, the job delivers every record once.
+// milliseconds, while its file list is still being resolved) leaves a
+// state all the same: the job's start when it starts afresh, its rank's
+// share of the re-dealt rest when it resumes. Resumed from those, the job
+// delivers every record once.
 func TestStoppedBeforeItsPipelineLeavesAState(t *testing.T) {
 	data := genSet(t, 2, 4000)
 	dir := t.TempDir()
@@ -186,6 +187,17 @@ func TestStoppedBeforeItsPipelineLeavesAState(t *testing.T) {
 	}
 	out, err := cli(t, "verify-ids", "--data", filepath.Join(data, "*.recordio"), in("*.jsonl"))
 	require.NoError(t, err, out)
+
+	// Stopped while its files were being found, before its outputs were
+	// checked against them, a run writes no state over a file that is not
+	// one: here, a data file named as the checkpoint.
+	victim := filepath.Join(data, fileName(0))
+	before, err := os.ReadFile(victim)
+	require.NoError(t, err)
+	early("--checkpoint", victim)
+	after, err := os.ReadFile(victim)
+	require.NoError(t, err)
+	require.Equal(t, before, after, "the data file is as it was")
 }
 
 type discard struct{}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"math"
 	"os"
 	"path/filepath"
@@ -357,6 +358,8 @@ func newRunScope(ctx context.Context, o *runOptions, changed func(string) bool) 
 	opts.Resume = res.states
 	rs := runScope{scope: program.NewScope(opts), reader: "reader", resume: res}
 	rs.scope.Maps, rs.scope.SampleMaps = builtinMaps, sampleMaps
+	rem, _ := order.ParseRemainder(o.remainder)
+	rs.scope.Options.Shard = actors.Shard{Rank: o.rank, World: o.world, Remainder: rem}
 	if o.spec != "" {
 		if rs.startup, rs.reader, err = loadSpec(o, rs.scope, changed); err == nil {
 			rs.files = programFiles(ctx, rs.startup)
@@ -374,12 +377,15 @@ func newRunScope(ctx context.Context, o *runOptions, changed func(string) bool) 
 		}
 	}
 	if err != nil {
+		// A stop while the files were being found (a list of a million
+		// names, a listing) leaves the state as a stop before the build
+		// does; the outputs have not been checked against the inputs yet,
+		// so only over no file or a state (a checkpoint of the job).
+		if o.ckpt != "" && stateOrNothing(o.ckpt) {
+			err = rs.notStarted(ctx, *o, err)
+		}
 		rs.scope.Close()
 		return runScope{}, err
-	}
-	if rs.scope.Options.Shard == (actors.Shard{}) {
-		rem, _ := order.ParseRemainder(o.remainder)
-		rs.scope.Options.Shard = actors.Shard{Rank: o.rank, World: o.world, Remainder: rem}
 	}
 	if len(o.service) > 0 {
 		rs.scope.Options.Service = &actors.Service{Workers: o.service, Credit: o.credit}
@@ -449,6 +455,15 @@ func (rs runScope) checkOutputs(o runOptions) error {
 		}
 	}
 	return nil
+}
+
+// stateOrNothing says whether path names no file, or a state.
+func stateOrNothing(path string) bool {
+	if _, err := os.Lstat(path); errors.Is(err, fs.ErrNotExist) {
+		return true
+	}
+	_, _, err := readState(path)
+	return err == nil
 }
 
 // notStarted ends a run whose pipeline could not be built or started: a
