@@ -263,6 +263,40 @@ func feature(kv [2]json.RawMessage) (Feature, error) {
 	return f, err
 }
 
+// WriteTFRecord is a TFRecord file of records written by protobuf and
+// crc32c: an implementation independent of actorfeed's.
+func (o *Oracle) WriteTFRecord(records []map[string]Feature) ([]byte, error) {
+	var in []map[string][2]any
+	for _, r := range records {
+		m := map[string][2]any{}
+		for name, f := range r {
+			switch f.Kind {
+			case "bytes":
+				hs := make([]string, len(f.Bytes))
+				for i, b := range f.Bytes {
+					hs[i] = hex.EncodeToString(b)
+				}
+				m[name] = [2]any{f.Kind, hs}
+			case "float":
+				m[name] = [2]any{f.Kind, f.Floats}
+			case "int64":
+				m[name] = [2]any{f.Kind, f.Ints}
+			}
+		}
+		in = append(in, m)
+	}
+	data, err := json.Marshal(in)
+	if err != nil {
+		return nil, err
+	}
+	var head struct{ Error string }
+	b, err := o.ask("tfrecord-write", data, &head)
+	if err == nil && head.Error != "" {
+		err = fmt.Errorf("python: %s", head.Error)
+	}
+	return b, err
+}
+
 // Image is the image in data decoded by Pillow and converted to RGB
 // (convert("RGB"), as torchvision's loaders do): w x h pixels of 3 bytes,
 // row by row; or Pillow's error.

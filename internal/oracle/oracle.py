@@ -1,7 +1,9 @@
 """The ecosystem's own readers, as an oracle for actorfeed's differential
 tests (package internal/oracle): Python's tarfile grouped into samples as
-the webdataset library groups them, TFRecord read with python3-crc32c
-and python3-protobuf, and images decoded by Pillow.
+the webdataset library groups them, TFRecord read and written with
+python3-crc32c and python3-protobuf (tf.train.Example's classes built
+from example.proto and feature.proto here), and images decoded and
+written by Pillow.
 
 Requests come on stdin, answers go to stdout, each a 4-byte little-endian
 length and that many bytes: a request is an op, then its input; an answer
@@ -158,6 +160,26 @@ def tfrecord_records(data):
     return {"records": records}
 
 
+def tfrecord_write(data):
+    """A TFRecord file of the records in data (JSON, as tfrecord_records
+    gives them), written by protobuf and crc32c."""
+    out = []
+    for record in json.loads(data):
+        ex = Example()
+        for name, (kind, values) in record.items():
+            f = ex.features.feature[name]
+            if kind == "bytes":
+                f.bytes_list.value.extend(bytes.fromhex(v) for v in values)
+            elif kind == "float":
+                f.float_list.value.extend(struct.unpack("<f", struct.pack("<I", v))[0] for v in values)
+            elif kind == "int64":
+                f.int64_list.value.extend(values)
+        payload = ex.SerializeToString()
+        length = struct.pack("<Q", len(payload))
+        out.append(length + struct.pack("<I", masked(length)) + payload + struct.pack("<I", masked(payload)))
+    return {}, b"".join(out)
+
+
 def image_rgb(data):
     from PIL import Image
     with Image.open(io.BytesIO(data)) as im:
@@ -207,6 +229,8 @@ def serve():
                 head = tar_samples(data)
             elif op == b"tfrecord":
                 head = tfrecord_records(data)
+            elif op == b"tfrecord-write":
+                head, payload = tfrecord_write(data)
             elif op == b"image":
                 head, payload = image_rgb(data)
             elif op == b"encode":

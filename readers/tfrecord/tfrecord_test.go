@@ -3,17 +3,11 @@ package tfrecord_test
 import (
 	"bytes"
 	"encoding/binary"
-	"encoding/hex"
-	"encoding/json"
-	"errors"
 	"hash/crc32"
 	"io"
 	"math"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"runtime"
-	"strings"
 	"syscall"
 	"testing"
 
@@ -22,6 +16,7 @@ import (
 	"go.uber.org/goleak"
 	"google.golang.org/protobuf/encoding/protowire"
 
+	"github.com/actorfeed/actorfeed/internal/oracle"
 	"github.com/actorfeed/actorfeed/internal/testutil"
 	"github.com/actorfeed/actorfeed/readers/format"
 	"github.com/actorfeed/actorfeed/readers/tfrecord"
@@ -30,7 +25,7 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// sample is record i's features, as testdata/tfrecord_py.py computes them.
+// sample is record i's features.
 func sample(i int) (image []byte, label int64, pair []float32, tokens []int64) {
 	for j := range 10 + i {
 		image = append(image, byte((i*7+j)%256))
@@ -236,14 +231,30 @@ func TestSpecs(t *testing.T) {
 	}
 }
 
+// features is sample i's as the oracle reads and writes them.
+func features(i int) map[string]oracle.Feature {
+	image, label, pair, tokens := sample(i)
+	bits := make([]uint32, len(pair))
+	for j, v := range pair {
+		bits[j] = math.Float32bits(v)
+	}
+	return map[string]oracle.Feature{
+		"image/encoded": {Kind: "bytes", Bytes: [][]byte{image}},
+		"label":         {Kind: "int64", Ints: []int64{label}},
+		"pair":          {Kind: "float", Floats: bits},
+		"tokens":        {Kind: "int64", Ints: append([]int64{}, tokens...)},
+	}
+}
+
 // TestAnIndependentWriterAndReader reads records that Python's protobuf
-// and crc32c wrote, and has them read what this package wrote.
+// and crc32c wrote, gzip'd too, and has them read what this package wrote.
 func TestAnIndependentWriterAndReader(t *testing.T) {
-	py := python(t)
-	dir := t.TempDir()
-	out := filepath.Join(dir, "py.tfrecord")
-	run(t, py, "write", out, "6")
-	raw, err := os.ReadFile(out)
+	o := oracle.Start(t)
+	var want []map[string]oracle.Feature
+	for i := range 6 {
+		want = append(want, features(i))
+	}
+	raw, err := o.WriteTFRecord(want)
 	require.NoError(t, err)
 	e := examples(t, raw, spec)
 	for i := range 6 {
@@ -251,50 +262,24 @@ func TestAnIndependentWriterAndReader(t *testing.T) {
 		require.NoError(t, err, "record %d", i)
 		checkSample(t, i, s)
 	}
-	gz, err := os.Open(out + ".gz")
+	var z bytes.Buffer
+	zw := gzip.NewWriter(&z)
+	_, err = zw.Write(raw)
 	require.NoError(t, err)
-	defer gz.Close()
-	r, err := tfrecord.NewGzipReader(gz, out+".gz")
+	require.NoError(t, zw.Close())
+	r, err := tfrecord.NewGzipReader(&z, "py.tfrecord.gz")
 	require.NoError(t, err)
 	n, err := r.Offsets()
 	require.NoError(t, err)
 	require.Len(t, n, 6)
 
-	ours := filepath.Join(dir, "go.tfrecord")
-	require.NoError(t, os.WriteFile(ours, file(t, 6), 0o644))
-	lines := strings.Split(strings.TrimSpace(run(t, py, "read", ours)), "\n")
-	require.Len(t, lines, 6)
-	for i, line := range lines {
-		var got map[string][]any
-		require.NoError(t, json.Unmarshal([]byte(line), &got))
-		image, label, pair, tokens := sample(i)
-		require.Equal(t, []any{hex.EncodeToString(image)}, got["image/encoded"])
-		require.Equal(t, []any{float64(label)}, got["label"])
-		require.Equal(t, []any{float64(pair[0]), float64(pair[1])}, got["pair"])
-		require.Len(t, got["tokens"], len(tokens))
-	}
-}
-
-// python is Debian's interpreter with python3-crc32c and python3-protobuf;
-// outside CI a machine without them skips.
-func python(t *testing.T) string {
-	const py = "/usr/bin/python3"
-	err := exec.Command(py, "-c", "import crc32c, google.protobuf").Run()
-	if err != nil && os.Getenv("CI") == "" {
-		t.Skipf("%s with python3-crc32c and python3-protobuf: %v", py, err)
-	}
-	require.NoError(t, err, "CI installs python3-crc32c and python3-protobuf")
-	return py
-}
-
-func run(t *testing.T, py string, args ...string) string {
-	out, err := exec.Command(py, append([]string{filepath.Join("testdata", "tfrecord_py.py")}, args...)...).Output()
-	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		t.Fatalf("tfrecord_py.py %v: %s", args, ee.Stderr)
-	}
+	got, err := o.TFRecord(file(t, 6))
 	require.NoError(t, err)
-	return string(out)
+	require.Len(t, got, 6)
+	for i, r := range got {
+		require.Empty(t, r.Err)
+		require.Equal(t, want[i], r.Features, "record %d", i)
+	}
 }
 
 // recordEnd is where record i ends in data.
