@@ -226,7 +226,7 @@ func checkState(st *State) error {
 		return fmt.Errorf("window %d is not %s", st.Window, stateRanges["window"])
 	case st.Data.Files < 1 || st.Data.Files > messages.MaxFiles:
 		return fmt.Errorf("data: %d files is not %s", st.Data.Files, stateRanges["data.files"])
-	case st.Data.Splits < st.Data.Files:
+	case st.Data.Splits < 0 || uint64(st.Data.Splits) > st.Data.Records:
 		return fmt.Errorf("data: %d splits is not %s", st.Data.Splits, stateRanges["data.splits"])
 	}
 	rem, err := order.ParseRemainder(st.Remainder)

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"math"
+	"path/filepath"
 	"slices"
 	"sync"
 	"testing"
@@ -15,6 +16,7 @@ import (
 	"github.com/actorfeed/actorfeed/actors"
 	"github.com/actorfeed/actorfeed/internal/testutil"
 	"github.com/actorfeed/actorfeed/readers/order"
+	"github.com/actorfeed/actorfeed/tensor"
 )
 
 // jobStates runs ranks of a job of world ranks, rank r stopping after
@@ -88,6 +90,33 @@ func TestResumeRefusesStatesThatCannotBeTrusted(t *testing.T) {
 		var se *actors.StateError
 		require.True(t, errors.As(err, &se), c.name)
 	}
+}
+
+// A data set with an empty file has fewer splits than files (an empty
+// file has none); its states are as good as any other's, saved as JSON
+// and read back by DecodeState included.
+func TestStateOverAnEmptyFileResumes(t *testing.T) {
+	ctx := testutil.Context(t)
+	paths := testutil.WriteFiles(t, 1, 70, 0) // one chunk: one split
+	for _, name := range []string{"empty-1.rio", "empty-2.rio"} {
+		paths = append(paths, testutil.WriteRecords(t, filepath.Join(t.TempDir(), name), 0, 0,
+			func(r int) tensor.Slots { return testutil.Sample(1, r) }))
+	}
+	states := jobStates(t, ctx, paths, 2, order.Drop, []int{2, 3})
+	for i, st := range states {
+		b, err := json.Marshal(st)
+		require.NoError(t, err)
+		back, err := actors.DecodeState(b)
+		require.NoError(t, err, "state %d", i)
+		require.Less(t, back.Data.Splits, back.Data.Files, "the case this test is about")
+		states[i] = back
+	}
+	p, err := actors.New(ordered(paths, 2), actors.Options{System: sharedSys, GroupSize: 8, Resume: states,
+		Shard: actors.Shard{Rank: 0, World: 2, Remainder: order.Drop}})
+	require.NoError(t, err)
+	_, err = p.Next(ctx)
+	require.NoError(t, err)
+	closeAndCheck(t, p, sharedSys)
 }
 
 // Ranks that stopped at different steps, and ranks of which one finished

@@ -19,7 +19,7 @@ var stateRanges = map[string]string{
 	"unit":             fmt.Sprintf("from 1 to %d", MaxBatch),
 	"data.files":       fmt.Sprintf("from 1 to %d", messages.MaxFiles),
 	"data.records":     "from 0 to 2^64-1, the layout's ranges within it",
-	"data.splits":      "from the number of files to 2^63-1",
+	"data.splits":      "from 0 to data.records (an empty file has none)",
 	"epoch":            fmt.Sprintf("from 0 to %d", MaxEpoch),
 	"layout.world":     fmt.Sprintf("from 1 to %d", MaxWorld),
 	"layout.ranges.lo": "below its hi, at or past the last range's hi",
