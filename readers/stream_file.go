@@ -74,7 +74,11 @@ var wdsFormat = &streamFormat{
 		return wdsStream{s}, nil
 	},
 	index: func(src *io.SectionReader, name string) (streamIndex, error) {
-		return wds.ScanSpans(src, src.Size(), name)
+		sp, err := wds.ScanSpans(src, src.Size(), name)
+		if sp == nil {
+			return nil, err // no spans: no index, not a nil *Spans in one
+		}
+		return sp, err
 	},
 	byIndex: func(ix streamIndex, src Source, name string) stream {
 		sp := ix.(*wds.Spans)
@@ -530,7 +534,7 @@ func (w *streamFile) index() (streamIndex, error) {
 		ix = offsets(o)
 	}
 	switch {
-	case err != nil && errors.Is(err, format.ErrFraming) && ix != nil && !isNilIndex(ix):
+	case errors.Is(err, format.ErrFraming) && ix != nil:
 		// The samples before the damage can be read, and nothing after
 		// it found: the index holds them, and says why it ends there.
 		// It is kept in the process, not past it.
@@ -589,12 +593,6 @@ func (t *tailStream) Broken() bool { return t.Index() >= t.n || t.stream.Broken(
 type damagedIndex struct {
 	streamIndex
 	damage error
-}
-
-// isNilIndex says whether ix is a nil pointer of a format's index type.
-func isNilIndex(ix streamIndex) bool {
-	sp, ok := ix.(*wds.Spans)
-	return ok && sp == nil
 }
 
 // DamagedTail is Count's error for a file whose framing is damaged (a
