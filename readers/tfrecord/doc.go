@@ -14,9 +14,10 @@
 // Sizes are checked before anything is allocated: a record may hold at
 // most MaxRecordBytes, every value's tensor is sized by bytes the record
 // holds (at most 8 bytes of slots a byte of it, an int64 of a one-byte
-// varint), and a record's slots may hold at most MaxSampleBytes. Errors are *format.Error values naming the file, the
-// record and the offset of its header; damaged data matches
-// format.ErrCorrupt. Readers are not safe for concurrent use.
+// varint), and a record's slots may hold at most MaxSampleBytes. Errors
+// are *format.Error values naming the file, the record and the offset of
+// its header; damaged data matches format.ErrCorrupt. Readers are not
+// safe for concurrent use.
 //
 // tfrecord imports tensor, readers/format and protowire only.
 package tfrecord

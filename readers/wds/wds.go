@@ -275,9 +275,6 @@ func (r *Reader) readData(m *member) error {
 	if err != nil && !r.src.failed(err) && !errors.Is(err, format.ErrCorrupt) {
 		err = format.Framing(format.Truncated("data cut off: %v", err))
 	}
-	if errors.Is(err, errSparseBomb) {
-		err = format.Framing(err)
-	}
 	if err != nil {
 		r.broken = r.fail(r.next, m.name, m.off, err)
 		return r.broken
@@ -293,8 +290,10 @@ func (r *Reader) readData(m *member) error {
 // MaxMemberBytes a sample.
 const MaxSparseExpansion = 64
 
-// errSparseBomb is a sparse member past MaxSparseExpansion.
-var errSparseBomb = format.Corrupt("a sparse file of more than %d times the bytes it takes in the shard", MaxSparseExpansion)
+// errSparseBomb is a sparse member past MaxSparseExpansion. It is damage
+// to the shard's framing: the tar reader stops inside the member, so where
+// the next one starts is unknown.
+var errSparseBomb = format.Framing(format.Corrupt("a sparse file of more than %d times the bytes it takes in the shard", MaxSparseExpansion))
 
 // sparseBound fails a sparse member's read once it has handed out more
 // than MaxSparseExpansion times the shard's bytes read since from.
@@ -429,7 +428,7 @@ type counter struct {
 	tailN int
 }
 
-// keep keeps the end of p, handed on, in the tail.
+// keepTail keeps the end of p, handed on, in the tail.
 func (c *counter) keepTail(p []byte) {
 	if len(p) >= block {
 		copy(c.tail[:], p[len(p)-block:])
