@@ -35,9 +35,7 @@ func asRGB(img image.Image, dst *image.RGBA) *image.RGBA {
 		for y := range b.Dy() {
 			for x := range b.Dx() {
 				p := img.Pix[y*img.Stride+4*x:]
-				nk := 255 - int(p[3])
-				q := dst.Pix[y*dst.Stride+4*x:]
-				q[0], q[1], q[2], q[3] = uint8(nk-muldiv255(int(p[0]), nk)), uint8(nk-muldiv255(int(p[1]), nk)), uint8(nk-muldiv255(int(p[2]), nk)), 255
+				cmykToRGB(dst.Pix[y*dst.Stride+4*x:], int(p[0]), int(p[1]), int(p[2]), int(p[3]))
 			}
 		}
 	case *image.Paletted:
@@ -46,9 +44,6 @@ func asRGB(img image.Image, dst *image.RGBA) *image.RGBA {
 		pal := make([][4]uint8, len(img.Palette))
 		for i, c := range img.Palette {
 			n := color.NRGBAModel.Convert(c).(color.NRGBA)
-			if nc, ok := c.(color.NRGBA); ok {
-				n = nc
-			}
 			pal[i] = [4]uint8{n.R, n.G, n.B, 255}
 		}
 		for y := range b.Dy() {
@@ -70,6 +65,14 @@ func asRGB(img image.Image, dst *image.RGBA) *image.RGBA {
 		draw.Draw(n, n.Rect, img, b.Min, draw.Src)
 	}
 	return dst
+}
+
+// cmykToRGB writes the RGB of a CMYK pixel to q[:4] as Pillow's
+// convert("RGB") makes it: each colour (255-c)(255-k)/255, rounded as
+// Pillow rounds.
+func cmykToRGB(q []byte, c, m, y, k int) {
+	nk := 255 - k
+	q[0], q[1], q[2], q[3] = uint8(nk-muldiv255(c, nk)), uint8(nk-muldiv255(m, nk)), uint8(nk-muldiv255(y, nk)), 255
 }
 
 // muldiv255 is a*b/255 rounded, as Pillow computes it.

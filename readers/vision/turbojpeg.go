@@ -142,7 +142,7 @@ func (t *turbo) decode(data []byte, w, h, eighths int, dst *image.RGBA) (*image.
 // decodeCMYK is decode for a CMYK or YCCK JPEG, which TurboJPEG makes
 // CMYK of, as the file holds it; its RGB is then made as Pillow makes it:
 // the values inverted (Adobe's convention, which Pillow assumes: "CMYK;I"),
-// then each colour (255-c)(255-k)/255, rounded as Pillow rounds.
+// then cmykToRGB.
 func (t *turbo) decodeCMYK(data []byte, w, h, eighths int, dst *image.RGBA) (*image.RGBA, error) {
 	sw, sh := scaled(w, eighths), scaled(h, eighths)
 	dst = reuse(dst, image.Rect(0, 0, sw, sh))
@@ -154,8 +154,7 @@ func (t *turbo) decodeCMYK(data []byte, w, h, eighths int, dst *image.RGBA) (*im
 	}
 	for i := 0; i+4 <= len(dst.Pix); i += 4 {
 		p := dst.Pix[i : i+4 : i+4]
-		nk := int(p[3]) // 255 - k, k being 255 - the stored value
-		p[0], p[1], p[2], p[3] = uint8(nk-muldiv255(255-int(p[0]), nk)), uint8(nk-muldiv255(255-int(p[1]), nk)), uint8(nk-muldiv255(255-int(p[2]), nk)), 255
+		cmykToRGB(p, 255-int(p[0]), 255-int(p[1]), 255-int(p[2]), 255-int(p[3]))
 	}
 	return dst, nil
 }

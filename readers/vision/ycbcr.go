@@ -8,8 +8,8 @@ import "image"
 // nearer sample and 1/4 of the further in each direction subsampled, with
 // its rounding, the edges' samples repeated; other subsamplings, and
 // planes of 2 samples across or fewer, repeat each chroma sample, as
-// libjpeg's plain upsampling does. Then YCbCr goes
-// to RGB by libjpeg's 16-bit fixed-point tables (jdcolor.c).
+// libjpeg's plain upsampling does. Then YCbCr goes to RGB by libjpeg's
+// 16-bit fixed-point tables (jdcolor.c).
 func ycbcrToRGB(img *image.YCbCr, dst *image.RGBA) {
 	b := img.Rect
 	w, h := b.Dx(), b.Dy()
