@@ -46,14 +46,22 @@ const answerWithin = 20 * time.Second
 func Start(tb testing.TB) *Oracle {
 	tb.Helper()
 	o, err := start()
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			tb.Fatalf("the oracle: %v (CI installs python3-pil, python3-crc32c, python3-protobuf)", err)
-		}
-		tb.Skipf("the oracle: %v", err)
-	}
+	need(tb, err)
 	tb.Cleanup(o.close)
 	return o
+}
+
+// need fails tb under CI, and skips it elsewhere, when the oracle could
+// not start.
+func need(tb testing.TB, err error) {
+	tb.Helper()
+	if err == nil {
+		return
+	}
+	if os.Getenv("CI") != "" {
+		tb.Fatalf("the oracle: %v (CI installs python3-pil, python3-crc32c, python3-protobuf)", err)
+	}
+	tb.Skipf("the oracle: %v", err)
 }
 
 var (
@@ -67,12 +75,7 @@ var (
 func Shared(tb testing.TB) *Oracle {
 	tb.Helper()
 	once.Do(func() { shared, sharedErr = start() })
-	if sharedErr != nil {
-		if os.Getenv("CI") != "" {
-			tb.Fatalf("the oracle: %v (CI installs python3-pil, python3-crc32c, python3-protobuf)", sharedErr)
-		}
-		tb.Skipf("the oracle: %v", sharedErr)
-	}
+	need(tb, sharedErr)
 	return shared
 }
 
