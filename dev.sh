@@ -6,7 +6,8 @@
 #   ./dev.sh python   the Python package installed as docs/python.md says,
 #                     into a throwaway venv of Debian's python3, and its tests
 #   ./dev.sh race     every test under the race detector
-#   ./dev.sh lint     gofmt, go vet, staticcheck (pinned in go.mod's tools)
+#   ./dev.sh lint     gofmt, go vet, staticcheck (pinned in go.mod's tools),
+#                     mypy --strict on the oracle's Python
 #   ./dev.sh bench [go test flags]   every benchmark (CI: -race -benchtime=1x)
 #   ./dev.sh sim      the fault-injection, preemption, network and
 #                     object-store scenarios
@@ -72,6 +73,9 @@ lint)
   fi
   go vet ./...
   go tool staticcheck ./...
+  # The Python the Go tests run (the differential tests' oracle), typed;
+  # the package under python/ is not yet.
+  /usr/bin/mypy --strict internal/oracle/oracle.py
   ;;
 bench)
   shift

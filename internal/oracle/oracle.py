@@ -17,12 +17,16 @@ import re
 import struct
 import sys
 import tarfile
+from typing import IO, Any
 
-import crc32c
-from google.protobuf import descriptor_pb2, message_factory
+import crc32c  # type: ignore[import]  # it ships no types
+from google.protobuf import descriptor_pb2, message_factory  # type: ignore[import]  # Debian has no stubs for it
+
+# An answer's JSON header.
+Head = dict[str, Any]
 
 
-def read_frame(f):
+def read_frame(f: IO[bytes]) -> bytes | None:
     head = f.read(4)
     if len(head) < 4:
         return None
@@ -33,7 +37,7 @@ def read_frame(f):
     return data
 
 
-def write_frame(f, data):
+def write_frame(f: IO[bytes], data: bytes) -> None:
     f.write(struct.pack("<I", len(data)))
     f.write(data)
 
@@ -45,14 +49,15 @@ BASE_PLUS_EXT = re.compile(r"^((?:.*/|)[^.]+)[.]([^/]*)$")
 MAX_MEMBER_BYTES = 256 << 20
 
 
-def tar_samples(data):
+def tar_samples(data: bytes) -> Head:
     """The samples webdataset makes of a shard: its regular members (as
     tarfile counts them: sparse and contiguous files too) grouped by key
     while the key stays the same, fields lower-cased; a field given twice
     in a sample is webdataset's ValueError. On an error, the samples whole
     before it too, and apart the one being read when it came ("partial":
     webdataset would not hand it out)."""
-    samples, current = [], None
+    samples: list[Head] = []
+    current: Head | None = None
     try:
         with tarfile.open(fileobj=io.BytesIO(data), mode="r:") as tar:
             for m in tar:
@@ -65,23 +70,30 @@ def tar_samples(data):
                 if m.size > MAX_MEMBER_BYTES:
                     # actorfeed refuses it (wds.MaxMemberBytes); webdataset
                     # would read it into memory, a sparse one's holes too.
-                    raise ValueError("%s: %d bytes, more than a member may hold" % (m.name, m.size))
-                payload = tar.extractfile(m).read()
+                    raise ValueError(f"{m.name}: {m.size} bytes, more than a member may hold")
+                f = tar.extractfile(m)
+                if f is None:
+                    raise ValueError(f"{m.name}: tarfile cannot extract it")
+                payload = f.read()
                 if current is None or current["key"] != key:
                     current = {"key": key, "fields": {}}
                     samples.append(current)
                 if ext in current["fields"]:
-                    raise ValueError("%s: duplicate file name in tar file %s" % (m.name, ext))
+                    raise ValueError(f"{m.name}: duplicate file name in tar file {ext}")
                 current["fields"][ext] = payload.hex()
     except Exception as e:
-        return {"samples": samples[:-1], "partial": samples[-1:], "error": "%s: %s" % (type(e).__name__, e)}
+        return {"samples": samples[:-1], "partial": samples[-1:], "error": described(e)}
     return {"samples": samples}
+
+
+def described(e: Exception) -> str:
+    return f"{type(e).__name__}: {e}"
 
 
 F = descriptor_pb2.FieldDescriptorProto
 
 
-def example_class():
+def example_class() -> Any:
     fdp = descriptor_pb2.FileDescriptorProto(name="oracle_example.proto", package="oracle", syntax="proto3")
     for name, typ in (("BytesList", F.TYPE_BYTES), ("FloatList", F.TYPE_FLOAT), ("Int64List", F.TYPE_INT64)):
         m = fdp.message_type.add(name=name)
@@ -108,14 +120,14 @@ def example_class():
 Example = example_class()
 
 
-def masked(data):
-    c = crc32c.crc32c(data)
+def masked(data: bytes) -> int:
+    c = int(crc32c.crc32c(data))
     return (((c >> 15) | (c << 17)) + 0xA282EAD8) & 0xFFFFFFFF
 
 
-def features(payload):
+def features(payload: bytes) -> Head:
     ex = Example.FromString(payload)
-    out = {}
+    out: Head = {}
     for name, f in ex.features.feature.items():
         kind = f.WhichOneof("kind")
         if kind is None:
@@ -129,22 +141,23 @@ def features(payload):
     return out
 
 
-def tfrecord_records(data):
+def tfrecord_records(data: bytes) -> Head:
     """Each record: its features, {name: [kind, values]} (bytes as hex,
     floats as their bits), or, where its data fails its checksum or does
     not parse, why; until the file ends or its framing (a length, its
     checksum) fails: then the records before it and the error."""
-    records, at = [], 0
+    records: list[Head] = []
+    at = 0
     try:
         while at < len(data):
             if len(data) - at < 12:
-                raise ValueError("a header cut off at %d" % at)
+                raise ValueError(f"a header cut off at {at}")
             length = data[at:at + 8]
             (n,) = struct.unpack("<Q", length)
             if struct.unpack("<I", data[at + 8:at + 12])[0] != masked(length):
-                raise ValueError("length checksum at %d" % at)
+                raise ValueError(f"length checksum at {at}")
             if len(data) - at - 16 < n:
-                raise ValueError("a record cut off at %d" % at)
+                raise ValueError(f"a record cut off at {at}")
             payload = data[at + 12:at + 12 + n]
             crc = struct.unpack("<I", data[at + 12 + n:at + 16 + n])[0]
             at += 16 + n
@@ -154,13 +167,13 @@ def tfrecord_records(data):
             try:
                 records.append({"features": features(payload)})
             except Exception as e:
-                records.append({"error": "%s: %s" % (type(e).__name__, e)})
+                records.append({"error": described(e)})
     except Exception as e:
-        return {"records": records, "error": "%s: %s" % (type(e).__name__, e)}
+        return {"records": records, "error": described(e)}
     return {"records": records}
 
 
-def tfrecord_write(data):
+def tfrecord_write(data: bytes) -> tuple[Head, bytes]:
     """A TFRecord file of the records in data (JSON, as tfrecord_records
     gives them), written by protobuf and crc32c."""
     out = []
@@ -180,7 +193,7 @@ def tfrecord_write(data):
     return {}, b"".join(out)
 
 
-def image_rgb(data):
+def image_rgb(data: bytes) -> tuple[Head, bytes]:
     from PIL import Image
     with Image.open(io.BytesIO(data)) as im:
         im.load()
@@ -188,7 +201,7 @@ def image_rgb(data):
         return {"w": rgb.size[0], "h": rgb.size[1], "mode": im.mode}, rgb.tobytes()
 
 
-def encode_image(params):
+def encode_image(params: bytes) -> tuple[Head, bytes]:
     """An image Pillow writes: params (JSON) give its mode, size, format
     and, for a JPEG, quality, subsampling and progressive; its pixels are
     gradients and noise from the seed, as photographs have both."""
@@ -204,9 +217,10 @@ def encode_image(params):
     if bands == 1:
         pixels = pixels[:, :, 0]
     im = Image.fromarray(pixels, "RGB" if mode == "P" else mode)
-    kw = {"format": p["format"]}
+    kw: Head = {"format": p["format"]}
     if mode == "P":
-        im = im.convert("P", palette=Image.ADAPTIVE, colors=p.get("colors", 256))
+        # The stubs admit only Palette.WEB; Pillow takes ADAPTIVE too.
+        im = im.convert("P", palette=Image.Palette.ADAPTIVE, colors=p.get("colors", 256))  # type: ignore[arg-type]
         if "transparency" in p:
             kw["transparency"] = p["transparency"]
     if p["format"] == "JPEG":
@@ -216,7 +230,7 @@ def encode_image(params):
     return {}, b.getvalue()
 
 
-def serve():
+def serve() -> None:
     stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
     while True:
         op = read_frame(stdin)
@@ -224,6 +238,7 @@ def serve():
         if op is None or data is None:
             return
         payload = b""
+        head: Head
         try:
             if op == b"tar":
                 head = tar_samples(data)
@@ -236,9 +251,9 @@ def serve():
             elif op == b"encode":
                 head, payload = encode_image(data)
             else:
-                head = {"error": "no op %r" % op}
+                head = {"error": f"no op {op!r}"}
         except Exception as e:
-            head = {"error": "%s: %s" % (type(e).__name__, e)}
+            head = {"error": described(e)}
         write_frame(stdout, json.dumps(head).encode())
         write_frame(stdout, payload)
         stdout.flush()
