@@ -292,12 +292,7 @@ func (o *Oracle) WriteTFRecord(records []map[string]Feature) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	var head struct{ Error string }
-	b, err := o.ask("tfrecord-write", data, &head)
-	if err == nil && head.Error != "" {
-		err = fmt.Errorf("python: %s", head.Error)
-	}
-	return b, err
+	return o.made("tfrecord-write", data, "python")
 }
 
 // Image is the image in data decoded by Pillow and converted to RGB
@@ -341,10 +336,16 @@ func (o *Oracle) Encode(p Picture) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	return o.made("encode", params, "pillow")
+}
+
+// made asks op of data for a file the oracle makes: its bytes, or the
+// error of the maker (python, pillow) that failed.
+func (o *Oracle) made(op string, data []byte, maker string) ([]byte, error) {
 	var head struct{ Error string }
-	b, err := o.ask("encode", params, &head)
+	b, err := o.ask(op, data, &head)
 	if err == nil && head.Error != "" {
-		err = fmt.Errorf("pillow: %s", head.Error)
+		err = fmt.Errorf("%s: %s", maker, head.Error)
 	}
 	return b, err
 }
