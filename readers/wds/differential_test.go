@@ -164,6 +164,9 @@ func hostileShards(t testing.TB) map[string][]byte {
 		"dots in field":  build(reg("a.seg.png"), reg("a.cls"), reg("b.seg.png"), reg("b.cls")),
 		"split a sample": build(reg("a.cls"), reg("b.cls"), reg("a.txt")),
 	}
+	for name, b := range misreadNumbers(t) {
+		out[name] = b
+	}
 	paths, err := filepath.Glob("testdata/sparse/*.tar")
 	require.NoError(t, err)
 	for _, p := range paths {
@@ -172,6 +175,67 @@ func hostileShards(t testing.TB) map[string][]byte {
 		out["sparse "+filepath.Base(p)] = b
 	}
 	return out
+}
+
+// misreadNumbers are shards with a header's number that Python's tarfile
+// and archive/tar read differently: tarfile reads a numeric field up to
+// its first NUL, tar past leading NULs, so a NUL before the digits makes
+// the field 0 to one and the digits to the other; and a base-256 marker
+// tarfile does not know. In a member's size (ustar and v7 headers), a pax
+// header's size and a checksum; and in a v7 header's device number, which
+// tar does not read and tarfile refuses.
+func misreadNumbers(t testing.TB) map[string][]byte {
+	t.Helper()
+	var plain, pax bytes.Buffer
+	for _, c := range []struct {
+		w    *bytes.Buffer
+		name string
+	}{{&plain, "a"}, {&pax, "d/" + strings.Repeat("x", 120)}} {
+		w := tar.NewWriter(c.w)
+		for i, ext := range []string{".bin", ".txt", ".bin", ".txt"} {
+			name := fmt.Sprintf("%s%d%s", c.name, i/2, ext)
+			require.NoError(t, w.WriteHeader(&tar.Header{Name: name, Typeflag: tar.TypeReg, Mode: 0o644, Size: 3}))
+			_, err := w.Write([]byte("123"))
+			require.NoError(t, err)
+		}
+		require.NoError(t, w.Close())
+	}
+	require.Equal(t, byte(tar.TypeXHeader), pax.Bytes()[156], "the long name is a pax header's")
+	v7 := bytes.Clone(plain.Bytes())
+	for off := 0; off+512 <= len(v7); off += 512 {
+		if string(v7[off+257:off+262]) == "ustar" { // a v7 header has no magic
+			clear(v7[off+257 : off+512])
+		}
+	}
+	fixChecksums(v7, false)
+	// nulFirst puts a NUL before the digits of the n-byte field at off of
+	// block blk, the digits read the same by tar.
+	nulFirst := func(b []byte, blk, off, n int) []byte {
+		b = bytes.Clone(b)
+		f := b[blk*512+off : blk*512+off+n]
+		copy(f[1:], bytes.Clone(f[:n-1]))
+		f[0] = 0
+		fixChecksums(b, false)
+		return b
+	}
+	patch := func(b []byte, blk, off int, value string) []byte {
+		b = bytes.Clone(b)
+		copy(b[blk*512+off:], value)
+		fixChecksums(b, false)
+		return b
+	}
+	checksumNul := bytes.Clone(plain.Bytes())
+	fixChecksums(checksumNul, false)
+	copy(checksumNul[1024+148:1024+156], append([]byte{0}, checksumNul[1024+148:1024+155]...))
+	return map[string][]byte{
+		"size after a NUL":          nulFirst(plain.Bytes(), 0, 124, 12),
+		"v7 size after a NUL":       nulFirst(v7, 2, 124, 12),
+		"pax header size after NUL": nulFirst(pax.Bytes(), 0, 124, 12),
+		"size after spaces, a NUL":  patch(plain.Bytes(), 2, 124, "  \x00000000003"),
+		"checksum after a NUL":      checksumNul,
+		"base-256 tarfile refuses":  patch(plain.Bytes(), 0, 108, "\x81\x00\x00\x00\x00\x00\x00\x00"),
+		"v7 device number":          patch(v7, 2, 329, "garbage\x00"),
+	}
 }
 
 // The shards people write, and shards of what they rarely write, read

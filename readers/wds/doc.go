@@ -23,6 +23,11 @@
 // headers are most of a shard's cost. Spans encode for a cache
 // (MarshalBinary, UnmarshalSpans, checked in full).
 //
+// A header that Python's tarfile, which the webdataset library reads
+// with, would read otherwise than archive/tar (tarfile.go: a name's prefix
+// field, a number after a leading NUL) is refused as damage to the
+// framing: a sample is never other bytes than webdataset's.
+//
 // Sizes are checked before anything is allocated: a member may hold at
 // most MaxMemberBytes, and an npy header's shape must fit its member.
 // Errors are *format.Error values naming the shard, the sample, the member

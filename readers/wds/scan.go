@@ -308,13 +308,16 @@ func checksums(b []byte) (unsigned, signed int64) {
 }
 
 // parseOctal reads a numeric field as tar does: NULs and spaces trimmed,
-// then up to the first NUL; false for a base-256 number or more digits
-// than an int64 holds.
+// then up to the first NUL; false for a base-256 number, more digits than
+// an int64 holds, and a number other than 0 after a leading NUL: Python's
+// tarfile reads a field only up to its first NUL, so it reads 0 there.
 func parseOctal(b []byte) (int64, bool) {
 	if len(b) > 0 && b[0]&0x80 != 0 {
 		return 0, false
 	}
+	nul := false
 	for len(b) > 0 && (b[0] == ' ' || b[0] == 0) {
+		nul = nul || b[0] == 0
 		b = b[1:]
 	}
 	for len(b) > 0 && (b[len(b)-1] == ' ' || b[len(b)-1] == 0) {
@@ -333,7 +336,7 @@ func parseOctal(b []byte) (int64, bool) {
 		}
 		v = v<<3 | int64(c-'0')
 	}
-	return v, true
+	return v, !nul || v == 0
 }
 
 func cString(b []byte) string {

@@ -157,7 +157,9 @@ func (r *Reader) sample(read bool) ([]*member, error) {
 func (r *Reader) member(read bool) (*member, error) {
 	for {
 		at := r.hdr
+		r.src.recordFrom(at)
 		h, err := r.tr.Next()
+		r.src.stopRecording()
 		if errors.Is(err, io.EOF) {
 			return nil, io.EOF
 		}
@@ -174,11 +176,8 @@ func (r *Reader) member(read bool) (*member, error) {
 		key, ext, ok := split(h.Name)
 		isField := ok && (h.Typeflag == tar.TypeReg || h.Typeflag == tar.TypeCont || h.Typeflag == tar.TypeGNUSparse)
 		sparse := isSparse(h)
-		regular := h.Typeflag == tar.TypeReg || h.Typeflag == tar.TypeCont
-		if regular && !sparse && r.src.tailN == block && !nameAgrees(h, r.src.tail[:]) {
-			r.broken = r.fail(r.next, h.Name, at, format.Framing(format.Corrupt(
-				"its header's prefix field holds %q, which Python's tarfile (so webdataset) reads as part of the name and tar, in a header of this format, as nothing: its name cannot be trusted",
-				cString(r.src.tail[345:500]))))
+		if err := r.tarfileAgrees(h); err != nil {
+			r.broken = r.fail(r.next, h.Name, at, format.Framing(err))
 			return nil, r.broken
 		}
 		if !isField && !sparse {
@@ -208,35 +207,6 @@ func (r *Reader) member(read bool) (*member, error) {
 		}
 		return m, nil
 	}
-}
-
-// nameAgrees says whether archive/tar and Python's tarfile read the same
-// name in the member header b that h was read from. tarfile prepends a
-// header's prefix field (bytes 345-500) to its name whatever its format,
-// but for the GNU types L, K and S; tar only in ustar and pax headers
-// (and star's shorter one). A name from a long-name record (pax path, GNU
-// L) is read by both alike.
-func nameAgrees(h *tar.Header, b []byte) bool {
-	name := cString(b[:100])
-	ours := name
-	switch magic := string(b[257:265]); {
-	case magic[:6] == "ustar\x00" && string(b[508:512]) == "tar\x00":
-		if p := cString(b[345:476]); p != "" {
-			ours = p + "/" + name
-		}
-	case magic[:6] == "ustar\x00":
-		if p := cString(b[345:500]); p != "" {
-			ours = p + "/" + name
-		}
-	}
-	if ours != strings.TrimSuffix(h.Name, "/") && ours != h.Name {
-		return true // a long-name record named it
-	}
-	theirs := name
-	if p := cString(b[345:500]); p != "" && h.Typeflag != tar.TypeGNULongName && h.Typeflag != tar.TypeGNULongLink && h.Typeflag != tar.TypeGNUSparse {
-		theirs = p + "/" + name
-	}
-	return theirs == ours
 }
 
 // isSparse says whether tar reads h's member as a sparse file, as
@@ -422,23 +392,36 @@ type counter struct {
 	buf  []byte
 	b, e int   // buf[b:e] is unread
 	err  error // r's last error other than io.EOF
-	// tail is the last block of bytes handed on (tailN of them): after
-	// tar.Reader.Next, the member's own header.
-	tail  [block]byte
-	tailN int
+	// headers are the bytes handed on from position from on while
+	// recording (tar.Reader.Next: a member's headers, from its first, a
+	// pax or long-name header's, to its own), at most maxHeaderBytes.
+	headers   []byte
+	from      int64
+	recording bool
 }
 
-// keepTail keeps the end of p, handed on, in the tail.
-func (c *counter) keepTail(p []byte) {
-	if len(p) >= block {
-		copy(c.tail[:], p[len(p)-block:])
-		c.tailN = block
+// maxHeaderBytes bounds the headers recorded before a member: tar allows
+// a pax header or a long name 1 MiB each.
+const maxHeaderBytes = 4 << 20
+
+// recordFrom starts recording the bytes handed on from position at on.
+func (c *counter) recordFrom(at int64) {
+	c.headers, c.from, c.recording = c.headers[:0], at, true
+}
+
+func (c *counter) stopRecording() { c.recording = false }
+
+// record keeps the part of p, just handed on, that lies at or past from.
+func (c *counter) record(p []byte) {
+	if !c.recording {
 		return
 	}
-	keep := min(c.tailN, block-len(p))
-	copy(c.tail[:keep], c.tail[c.tailN-keep:c.tailN])
-	copy(c.tail[keep:], p)
-	c.tailN = keep + len(p)
+	if skip := c.from - (c.n - int64(len(p))); skip > 0 {
+		p = p[min(skip, int64(len(p))):]
+	}
+	if room := maxHeaderBytes - len(c.headers); room > 0 {
+		c.headers = append(c.headers, p[:min(len(p), room)]...)
+	}
 }
 
 // failed reports whether err is a failed read of r, not damage.
@@ -456,7 +439,7 @@ func (c *counter) Read(p []byte) (int, error) {
 			n, err := c.r.Read(p)
 			c.n += int64(n)
 			c.keep(err)
-			c.keepTail(p[:n])
+			c.record(p[:n])
 			return n, err
 		}
 		if c.buf == nil {
@@ -472,7 +455,7 @@ func (c *counter) Read(p []byte) (int, error) {
 	n := copy(p, c.buf[c.b:c.e])
 	c.b += n
 	c.n += int64(n)
-	c.keepTail(p[:n])
+	c.record(p[:n])
 	return n, nil
 }
 
