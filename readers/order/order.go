@@ -69,6 +69,15 @@ type Config struct {
 	// Window is how many records are permuted together; 0 or 1 permutes
 	// none.
 	Window int
+	// Global permutes all the records of the data set together, each epoch
+	// by a Permutation keyed by the seed and the epoch (Window must be 0 or
+	// 1, and Shuffle is implied). The records are then read by position:
+	// the order's pieces are runs of positions of one virtual file, index
+	// Files, whose record g is G position g (see Epoch.At).
+	Global bool
+	// Files is the data set's number of files: the virtual file's index
+	// under Global.
+	Files int
 }
 
 // Order is the order function over one data set: its splits, the seed and
@@ -80,6 +89,9 @@ type Order struct {
 	shuffle bool
 	permute bool   // the window's records are permuted (Window > 1)
 	window  uint64 // Window, or Block when no record is permuted
+	global  bool
+	virtual int      // under global, the virtual file's index
+	starts  []uint64 // under global, each split's first data set position
 }
 
 // Block is the window, in records, of an order that permutes no record:
@@ -89,20 +101,46 @@ const Block = 4096
 // New returns the order over splits (in the data set's own order: files in
 // list order, splits in file order).
 func New(splits []Split, c Config) (*Order, error) {
-	if c.Window < 0 || c.Window > MaxWindow {
+	switch {
+	case c.Window < 0 || c.Window > MaxWindow:
 		return nil, fmt.Errorf("%w: window %d, want 0 to %d", ErrBadOrder, c.Window, MaxWindow)
+	case c.Global && c.Window > 1:
+		return nil, fmt.Errorf("%w: a global order has no window (window %d)", ErrBadOrder, c.Window)
+	case c.Global && c.Files < 0:
+		return nil, fmt.Errorf("%w: %d files", ErrBadOrder, c.Files)
 	}
-	o := &Order{splits: slices.Clone(splits), seed: c.Seed, shuffle: c.Shuffle, permute: c.Window > 1, window: uint64(c.Window)}
+	o := &Order{splits: slices.Clone(splits), seed: c.Seed, shuffle: c.Shuffle || c.Global, permute: c.Window > 1,
+		window: uint64(c.Window), global: c.Global, virtual: c.Files}
 	if !o.permute {
 		o.window = Block
 	}
-	for _, s := range splits {
+	if o.global {
+		o.starts = make([]uint64, len(splits))
+	}
+	for i, s := range splits {
 		if o.n+s.Count < o.n {
 			return nil, fmt.Errorf("%w: more than 2^64 records", ErrBadOrder)
+		}
+		if o.global {
+			o.starts[i] = o.n
 		}
 		o.n += s.Count
 	}
 	return o, nil
+}
+
+// Global reports whether the order permutes the whole data set (Config.Global).
+func (o *Order) Global() bool { return o.global }
+
+// Virtual is the index of the virtual file a global order's pieces read:
+// Config.Files.
+func (o *Order) Virtual() int { return o.virtual }
+
+// locate is the file and record at data set position s, under global.
+func (o *Order) locate(s uint64) (file int, record uint64) {
+	i := sort.Search(len(o.starts), func(i int) bool { return o.starts[i]+o.splits[i].Count > s })
+	sp := o.splits[i]
+	return sp.File, sp.First + (s - o.starts[i])
 }
 
 // Len is the number of records in the data set: the positions of an epoch.
@@ -147,10 +185,18 @@ type Epoch struct {
 	e      uint64
 	perm   []int    // S's splits, as indices into o.splits
 	starts []uint64 // S position of each of perm's splits
+	global Permutation
 }
 
-// Epoch computes epoch e's split permutation.
+// globalStream is the stream of a global order's permutation.
+const globalStream = 1<<64 - 2
+
+// Epoch computes epoch e's split permutation, or, of a global order, its
+// Permutation's keys.
 func (o *Order) Epoch(e uint64) *Epoch {
+	if o.global {
+		return &Epoch{o: o, e: e, global: NewPermutation(o.n, mix(o.seed, mix(e, globalStream)))}
+	}
 	ep := &Epoch{o: o, e: e, perm: make([]int, len(o.splits)), starts: make([]uint64, len(o.splits))}
 	for i := range ep.perm {
 		ep.perm[i] = i
@@ -223,14 +269,22 @@ func (ep *Epoch) Pieces(lo, hi uint64) []Piece {
 // PieceAt is the first piece of S positions [lo, hi), lo < hi <= Len: the
 // records from lo to the end of its split or to hi.
 func (ep *Epoch) PieceAt(lo, hi uint64) Piece {
+	if ep.o.global { // the virtual file's records, to the end of their block
+		b := min(hi, (lo/Block+1)*Block)
+		return Piece{File: ep.o.virtual, From: lo, To: b, Pos: lo}
+	}
 	i := sort.Search(len(ep.starts), func(i int) bool { return ep.starts[i]+ep.o.splits[ep.perm[i]].Count > lo })
 	s := ep.o.splits[ep.perm[i]]
 	b := min(hi, ep.starts[i]+s.Count)
 	return Piece{File: s.File, From: s.First + (lo - ep.starts[i]), To: s.First + (b - ep.starts[i]), Pos: lo}
 }
 
-// At is the split record at G position g: its file and record.
+// At is the record at G position g: its file and record (of a global
+// order, the data set's file, not the virtual one its pieces read).
 func (ep *Epoch) At(g uint64) (file int, record uint64) {
+	if ep.o.global {
+		return ep.o.locate(ep.global.At(g))
+	}
 	j := g / ep.o.window
 	s := j*ep.o.window + uint64(ep.Perm(j)[g-j*ep.o.window])
 	p := ep.Pieces(s, s+1)[0]
@@ -240,6 +294,12 @@ func (ep *Epoch) At(g uint64) (file int, record uint64) {
 // Records calls f with the file and record of each G position of r, in
 // order, permuting each window once (At permutes one per call).
 func (ep *Epoch) Records(r Range, f func(file int, record uint64)) {
+	if ep.o.global {
+		for g := r.Lo; g < r.Hi; g++ {
+			f(ep.At(g))
+		}
+		return
+	}
 	var perm []int
 	w, cur := ep.o.window, ^uint64(0)
 	for g := r.Lo; g < r.Hi; g++ {
