@@ -262,6 +262,11 @@ func (s *fileSource) index(parent context.Context, f int, timeout time.Duration)
 		return fileIndex{}, fmt.Errorf("cannot open: %w", s.stalledOr(f, err, timeout))
 	}
 	defer r.Close()
+	if s.positional {
+		if err := addressable(r); err != nil {
+			return fileIndex{}, err
+		}
+	}
 	x := fileIndex{size: -1}
 	if sz, ok := r.(interface{ Size() int64 }); ok {
 		x.size = sz.Size()
@@ -315,6 +320,16 @@ func (s *fileSource) index(parent context.Context, f int, timeout time.Duration)
 		x.records++
 	}
 	return splitRecords(f, x, x.records), nil
+}
+
+// addressable refuses a reader whose records cannot be read by position,
+// saying why and what to do.
+func addressable(r readers.Reader) error {
+	p, ok := r.(readers.Positional)
+	if !ok {
+		return fmt.Errorf("%w: its format is not read by position: shuffle in a window (--shuffle N)", readers.ErrNotPositional)
+	}
+	return p.Addressable()
 }
 
 // versioned is a reader of an object, which says which version it reads.

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/actorfeed/actorfeed/internal/protocol"
+	"github.com/actorfeed/actorfeed/messages"
 	"github.com/actorfeed/actorfeed/readers/order"
 )
 
@@ -95,16 +96,29 @@ func (p *Pipeline) planOrder(ctx context.Context, stages []Stage) error {
 		return nil
 	}
 	var seed uint64
-	window, shuffled := 1, false
+	window, shuffled, global := 1, false, false
 	if sh, ok := stageAt[Shuffle](stages, 1); ok {
-		seed, window, shuffled = sh.Seed, sh.Window, true
+		seed, window, shuffled, global = sh.Seed, sh.Window, true, sh.Global
 	}
+	switch {
+	case global && len(f.Paths) >= messages.MaxFiles:
+		return fmt.Errorf("%w: a global order reads at most %d files", ErrBadSpec, messages.MaxFiles-1)
+	case global && opts.Service != nil:
+		// The service's workers read tasks of a file's records in the
+		// windowed order's splits (service.go); a task of a global order
+		// reads records of every file, which they do not yet.
+		return fmt.Errorf("%w: a global order is not yet read by the data service's workers: read it in this process, or shuffle in a window", ErrBadSpec)
+	}
+	fs.positional = global
 	threads, _ := f.readers(len(f.Paths)) // indexing: a file each
 	splits, fp, err := splitsOf(ctx, fs, opts, threads, &p.pipe.corrupt)
 	if err != nil {
 		return err
 	}
-	ord, err := order.New(splits, order.Config{Seed: seed, Shuffle: shuffled, Window: window})
+	if global {
+		splits = fileRuns(splits)
+	}
+	ord, err := order.New(splits, order.Config{Seed: seed, Shuffle: shuffled, Window: window, Global: global, Files: len(f.Paths)})
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrBadSpec, err)
 	}
@@ -119,7 +133,25 @@ func (p *Pipeline) planOrder(ctx context.Context, stages []Stage) error {
 	}
 	plan.splitPasses(stages)
 	p.order = plan
+	if global {
+		p.gather = newGatherSource(fs, &plan.Plan)
+	}
 	return nil
+}
+
+// fileRuns joins the splits that continue each other in a file: a global
+// order locates a record among them, and needs no split of its own for
+// every DefaultSplitRecords records.
+func fileRuns(splits []order.Split) []order.Split {
+	var out []order.Split
+	for _, s := range splits {
+		if n := len(out); n > 0 && out[n-1].File == s.File && out[n-1].First+out[n-1].Count == s.First {
+			out[n-1].Count += s.Count
+			continue
+		}
+		out = append(out, s)
+	}
+	return out
 }
 
 // splitPasses sets how the multi-pass stages map their passes to the

@@ -839,7 +839,7 @@ func TestGzipIDXGivesTheBatchesOfItsRawFile(t *testing.T) {
 
 // writeIDX writes an IDX file of uint8 data of the given dims, gzip'd or
 // not (then named .gz), and returns its path.
-func writeIDX(t *testing.T, path string, dims []uint32, data []byte, gz bool) string {
+func writeIDX(t testing.TB, path string, dims []uint32, data []byte, gz bool) string {
 	t.Helper()
 	b := []byte{0, 0, 8, byte(len(dims))}
 	for _, d := range dims {

@@ -34,6 +34,7 @@ type Pipeline struct {
 	cells   []*cell
 	queues  []*readers.FeedQueue // closed at shutdown, releasing producers
 	files   *fileSource          // a Files source's files
+	gather  *gatherSource        // their records by position, in a global order
 	order   *orderPlan           // nil when the source is not Files in an order
 	service *serviceCell         // the service stage (Options.Service)
 	// unplaced names the stage that does not keep items' places in the
@@ -460,6 +461,9 @@ func (p *Pipeline) markClosed() bool {
 // user code they abandoned.
 func (p *Pipeline) finish() error {
 	p.pool.close()
+	if p.gather != nil {
+		p.gather.close()
+	}
 	for _, q := range p.queues {
 		q.Close()
 	}

@@ -215,6 +215,9 @@ func (p *Pipeline) planSource(name string, s Stage) ([]spawnable, error) {
 	switch s := s.(type) {
 	case Files:
 		src, files, slots = p.files, len(s.Paths), s.Slots
+		if p.gather != nil {
+			src = p.gather
+		}
 		threads, buffer = s.readers(p.pieces(s))
 	case Generator:
 		src, threads = &fileSource{entries: []string{s.Name}, names: []string{s.Name}, indexes: map[int]*recordio.Index{},

@@ -133,7 +133,7 @@ func oneJob(states []State) error {
 	for i, st := range states {
 		switch {
 		case st.Version != first.Version || !st.Data.same(first.Data) || st.Seed != first.Seed || st.Window != first.Window ||
-			st.Shuffled != first.Shuffled || st.Unit != first.Unit || st.Remainder != first.Remainder:
+			st.Shuffled != first.Shuffled || st.Global != first.Global || st.Unit != first.Unit || st.Remainder != first.Remainder:
 			return stateError(i, "the state's data set or order is not the first state's: states of two jobs")
 		case st.Epoch != first.Epoch:
 			return stateError(i, "the state is in epoch %d and another in epoch %d: the ranks of a job resume together from one epoch, where some may have finished their share",

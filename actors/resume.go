@@ -33,9 +33,11 @@ var ErrState = errors.New("actors: no resumable state")
 type State struct {
 	Version int `json:"version"`
 	// The order: these must match the resuming pipeline's.
-	Seed      uint64      `json:"seed"`
-	Window    int         `json:"window"`
-	Shuffled  bool        `json:"shuffled"`
+	Seed     uint64 `json:"seed"`
+	Window   int    `json:"window"`
+	Shuffled bool   `json:"shuffled"`
+	// Global is a global order's (Shuffle.Global); absent for a windowed one.
+	Global    bool        `json:"global,omitempty"`
 	Unit      int         `json:"unit"` // positions per item: the batch size
 	Remainder string      `json:"remainder"`
 	Data      Fingerprint `json:"data"`
@@ -93,9 +95,9 @@ func (p *orderPlan) compatible(st *State) error {
 	case !st.Data.same(p.data):
 		why = fmt.Sprintf("it was taken over another data set (%d files, %d records, sum %s; these are %d files, %d records, sum %s)%s",
 			st.Data.Files, st.Data.Records, st.Data.Sum, p.data.Files, p.data.Records, p.data.Sum, p.writtenSince(st.Data.Modified))
-	case st.Seed != p.Ord.Seed() || st.Window != p.Ord.Window() || st.Shuffled != p.shuffled:
-		why = fmt.Sprintf("its order is seed %d, window %d, shuffled %v; this pipeline's is seed %d, window %d, shuffled %v",
-			st.Seed, st.Window, st.Shuffled, p.Ord.Seed(), p.Ord.Window(), p.shuffled)
+	case st.Seed != p.Ord.Seed() || st.Window != p.Ord.Window() || st.Shuffled != p.shuffled || st.Global != p.Ord.Global():
+		why = fmt.Sprintf("its order is seed %d, %s, shuffled %v; this pipeline's is seed %d, %s, shuffled %v",
+			st.Seed, shuffleName(st.Global, st.Window), st.Shuffled, p.Ord.Seed(), shuffleName(p.Ord.Global(), p.Ord.Window()), p.shuffled)
 	case st.Unit != p.Unit:
 		why = fmt.Sprintf("it was taken with %d positions an item (the batch size); this pipeline has %d", st.Unit, p.Unit)
 	case st.Remainder != p.Remainder.String():
@@ -165,7 +167,7 @@ func (p *orderPlan) state(pass uint32, done uint64, beyond []uint64, ended bool)
 	for _, l := range beyond {
 		rel = append(rel, l-base)
 	}
-	return State{Version: StateVersion, Seed: p.Ord.Seed(), Window: p.Ord.Window(), Shuffled: p.shuffled, Unit: p.Unit,
+	return State{Version: StateVersion, Seed: p.Ord.Seed(), Window: p.Ord.Window(), Shuffled: p.shuffled, Global: p.Ord.Global(), Unit: p.Unit,
 		Remainder: p.Remainder.String(), Data: p.data, Epoch: p.Epoch(at), Layout: layout, Rank: p.Rank, Done: pos,
 		Beyond: rel}
 }
@@ -323,4 +325,12 @@ func (p *Pipeline) Batches() (int, error) {
 	pass := p.pass
 	p.mu.Unlock()
 	return p.order.batches(pass, p.dropLast), nil
+}
+
+// shuffleName names an order's shuffle in a refused state's message.
+func shuffleName(global bool, window int) string {
+	if global {
+		return "a global shuffle"
+	}
+	return fmt.Sprintf("window %d", window)
 }

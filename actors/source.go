@@ -33,6 +33,9 @@ type fileSource struct {
 	versions map[int]string
 	// modified is when each file was written, as indexed (file_index.go).
 	modified []time.Time
+	// positional says the files are read by position (a global order):
+	// indexing refuses a file that cannot be (readers.Positional).
+	positional bool
 }
 
 // indexed is a reader that can seek with a kept chunk index.

@@ -86,10 +86,18 @@ type Generator struct {
 // (nothing reads a queue's next pass ahead).
 type Queue struct{ Queue *readers.FeedQueue }
 
-// Shuffle is create_shuffle_reader (see readers.Shuffle).
+// Shuffle is create_shuffle_reader (see readers.Shuffle). Right after
+// Files it is the order's shuffle: the files' splits are permuted and then
+// windows of Window records; with Global, every epoch is a uniformly
+// random permutation of all the records, read by position
+// (docs/determinism.md, "The global order").
 type Shuffle struct {
 	Window int
 	Seed   uint64
+	// Global permutes the whole data set each epoch, in a memory and a
+	// start-up that do not grow with it. Window must be 0; the Shuffle
+	// must follow Files, and every file be readers.Positional.
+	Global bool
 }
 
 // Batch is create_batch_reader. It copies the instances of each batch
@@ -348,6 +356,9 @@ func validate(stages []Stage, dev *Devices) error {
 		if err := validateStage(where, s, i == 0, i == len(stages)-1); err != nil {
 			return err
 		}
+		if sh, ok := s.(Shuffle); ok && sh.Global && (i != 1 || stages[0].kind() != KindFiles) {
+			return fmt.Errorf("%w: %s: a global shuffle must follow Files: it is the order of the files' records", ErrBadSpec, where)
+		}
 		if i == 0 && s.kind() != KindFiles {
 			return fmt.Errorf("%w: %s: the first stage must be a source (Files, Generator or Queue)", ErrBadSpec, where)
 		}
@@ -398,6 +409,9 @@ func validateStage(where string, s Stage, first, last bool) error {
 			return fmt.Errorf("%w: %s: no queue", ErrBadSpec, where)
 		}
 	case Shuffle:
+		if s.Global && s.Window != 0 {
+			return fmt.Errorf("%w: %s: a global shuffle has no window (window %d)", ErrBadSpec, where, s.Window)
+		}
 		return checkSize(where, "window", s.Window, 0, MaxWindow)
 	case Batch:
 		return checkSize(where, "size", s.Size, 1, MaxBatch)

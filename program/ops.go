@@ -264,12 +264,17 @@ func mapReader(s *Scope, c *opCtx) error {
 	return decorate(func(*opCtx) (actors.Stage, error) { return st, nil })(s, c)
 }
 
+// shuffleStage is a shuffle of buffer_size records, or, with buffer_size
+// "all", the global order (actors.Shuffle.Global).
 func shuffleStage(c *opCtx) (actors.Stage, error) {
-	window, err := c.integer("buffer_size", -1, 0, "an integer >= 0")
+	seed, err := c.integer("seed", 0, 0, "an integer >= 0")
 	if err != nil {
 		return nil, err
 	}
-	seed, err := c.integer("seed", 0, 0, "an integer >= 0")
+	if c.op.Attrs["buffer_size"] == "all" {
+		return actors.Shuffle{Global: true, Seed: uint64(seed)}, nil
+	}
+	window, err := c.integer("buffer_size", -1, 0, `an integer >= 0, or "all"`)
 	if err != nil {
 		return nil, err
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/actorfeed/actorfeed/readers"
@@ -63,3 +64,35 @@ func withFeatures(entries []string, spec string) ([]string, error) {
 	}
 	return out, nil
 }
+
+// shuffleValue is --shuffle: a window of records, or "all", the global
+// order.
+type shuffleValue struct {
+	window *int
+	global *bool
+}
+
+func (v shuffleValue) Set(s string) error {
+	if s == "all" {
+		*v.window, *v.global = 0, true
+		return nil
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		return fmt.Errorf("want a window of records (an integer) or all")
+	}
+	*v.window, *v.global = n, false
+	return nil
+}
+
+func (v shuffleValue) String() string {
+	if v.global != nil && *v.global {
+		return "all"
+	}
+	if v.window == nil {
+		return "0"
+	}
+	return strconv.Itoa(*v.window)
+}
+
+func (v shuffleValue) Type() string { return "window|all" }

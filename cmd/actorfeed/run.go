@@ -35,6 +35,7 @@ type runOptions struct {
 	features  string // --features: a TFRecord spec for entries without one
 	batch     int
 	shuffle   int
+	global    bool // --shuffle all
 	mapName   string
 	seed      uint64
 	passes    int
@@ -127,7 +128,8 @@ func (o *runOptions) pipelineFlags(f *pflag.FlagSet) {
 	f.Var(entriesValue{&o.data}, "data", "files or globs to read, each optionally format:path; braces as WebDataset's shard lists, shard-{000000..000099}.tar (repeat or comma-separate)")
 	f.StringVar(&o.features, "features", "", "the features to read from TFRecord files, name=kind[shape],... (kind bytes, float or int64; docs/formats.md); default: a file's first record's")
 	f.IntVar(&o.batch, "batch", 64, "batch size")
-	f.IntVar(&o.shuffle, "shuffle", 1024, "shuffle window (0 keeps the order)")
+	o.shuffle = 1024
+	f.Var(shuffleValue{&o.shuffle, &o.global}, "shuffle", "shuffle window (0 keeps the order), or all: each epoch a uniformly random permutation of every record, read by position (IDX, TFRecord, WebDataset; docs/determinism.md)")
 	f.StringVar(&o.mapName, "map", "", "a map to run on every batch, after the batch stage (normalize: uint8 images to float32 in [0, 1]; decode(size=224,crop=random,flip,normalize=imagenet): decode and augment each sample's JPEG or PNG, docs/formats.md); with --service, on the workers")
 	f.Uint64Var(&o.seed, "seed", 1, "shuffle seed")
 	f.IntVar(&o.threads, "threads", 0, "file-reader threads: in the order they share the files' chunks, with --any-order a file each (default #cpus, at least 8 over s3:// objects, at most the chunks or files)")
@@ -253,9 +255,13 @@ func flagProgram(o runOptions, files []string) *program.Program {
 	ops := []program.Op{{Type: "open_files", Out: []string{"files"},
 		Attrs: map[string]any{"file_names": files, "thread_num": o.threads, "any_order": o.anyOrder}}}
 	in := "files"
-	if o.shuffle > 1 {
+	if o.shuffle > 1 || o.global {
+		size := any(o.shuffle)
+		if o.global {
+			size = "all"
+		}
 		ops = append(ops, program.Op{Type: "create_shuffle_reader", In: in, Out: []string{"shuffled"},
-			Attrs: map[string]any{"buffer_size": o.shuffle, "seed": int(o.seed)}})
+			Attrs: map[string]any{"buffer_size": size, "seed": int(o.seed)}})
 		in = "shuffled"
 	}
 	ops = append(ops, program.Op{Type: "create_batch_reader", In: in, Out: []string{"batches"}, Attrs: map[string]any{"batch_size": o.batch, "drop_last": o.dropLast}})

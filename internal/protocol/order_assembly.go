@@ -466,6 +466,7 @@ func (w *Windows) cut(end uint64, out []*messages.Batch) ([]*messages.Batch, err
 			return nil, err
 		}
 		b.Position, b.Positions, b.Padding, b.OrderPass = o.at, end-o.at, o.padding, w.pass
+		w.named(b)
 		out = append(out, b)
 	}
 	o.got.Reset() // the item holds its own rows and ids
@@ -485,12 +486,27 @@ func (w *Windows) flush(out []*messages.Batch) ([]*messages.Batch, error) {
 		return nil, err
 	}
 	b.Position, b.Positions, b.OrderPass = o.from, uint64(len(o.cuts))*w.unit, w.pass
+	w.named(b)
 	if len(o.cuts) > 1 {
 		b.Cuts = slices.Clone(o.cuts)
 	}
 	o.got.Cut(o.held)
 	o.cuts, o.held = o.cuts[:0], 0
 	return append(out, b), nil
+}
+
+// named gives the records of a global order's item their ids: the readers
+// read them as records of the virtual file, which are G positions.
+func (w *Windows) named(b *messages.Batch) {
+	if !w.plan.Ord.Global() {
+		return
+	}
+	for i, id := range b.Ids {
+		if f, g := messages.SplitID(id); f == w.plan.Ord.Virtual() {
+			file, rec := w.ep.At(uint64(g))
+			b.Ids[i] = messages.SampleID(file, int(rec))
+		}
+	}
 }
 
 // OrderLogic is a Shuffle stage behind open_files in the order: the

@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/klauspost/compress/gzip"
@@ -250,6 +251,39 @@ func (r *Reader) Next() (tensor.Tensor, error) {
 	}
 	toLittleEndian(t.Bytes(), r.buf.Bytes(), h.DType.Size())
 	r.next++
+	return t, nil
+}
+
+// SampleAt reads sample n by its offset in a raw file (pread: through the
+// page cache, the reader staying where it is; safe for concurrent use with
+// other SampleAt calls), as Next would return it. A gzip stream cannot be
+// read by position: it fails.
+func (r *Reader) SampleAt(n int) (tensor.Tensor, error) {
+	h := r.header
+	at, ok := r.src.(io.ReaderAt)
+	switch {
+	case r.gzipped || !ok:
+		return tensor.Tensor{}, fail(r.name, 0, fmt.Errorf("sample %d: a gzip stream cannot be read by position", n))
+	case n < 0 || n >= h.Samples():
+		return tensor.Tensor{}, fail(r.name, 0, fmt.Errorf("no sample %d of %d", n, h.Samples()))
+	}
+	t, err := tensor.Zeros(h.DType, h.SampleShape())
+	if err != nil {
+		return tensor.Tensor{}, fail(r.name, 0, err)
+	}
+	off := int64(h.Size) + int64(n)*int64(h.sampleBytes())
+	dst := t.Bytes()
+	if _, err := at.ReadAt(dst, off); err != nil {
+		if errors.Is(err, io.EOF) {
+			err = format.Truncated("sample %d of %d cut off", n, h.Samples())
+		}
+		return tensor.Tensor{}, &format.Error{Format: "idx", File: r.name, Chunk: -1, Record: n, Offset: off, Err: err}
+	}
+	if size := h.DType.Size(); size > 1 {
+		for i := 0; i+size <= len(dst); i += size {
+			slices.Reverse(dst[i : i+size])
+		}
+	}
 	return t, nil
 }
 

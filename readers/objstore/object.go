@@ -101,6 +101,9 @@ func (o *Object) URL() string { return o.url.String() }
 // object's reads from disk once it fetched it whole.
 func (o *Object) ServeFrom(local io.ReaderAt, c io.Closer) { o.local, o.localCloser = local, c }
 
+// Local reports whether o's reads are served from a local copy (ServeFrom).
+func (o *Object) Local() bool { return o.local != nil }
+
 // ReadAt reads len(p) bytes at off by ranged GETs of the version opened; a
 // body cut off is read on from the byte it reached. Reads that move
 // forward through the object are served from its read-ahead (ahead.go).

@@ -1,0 +1,232 @@
+package actors
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"io"
+	"slices"
+	"sync"
+
+	"github.com/actorfeed/actorfeed/internal/protocol"
+	"github.com/actorfeed/actorfeed/readers"
+	"github.com/actorfeed/actorfeed/readers/order"
+	"github.com/actorfeed/actorfeed/tensor"
+)
+
+// gatherSource is the record source of a global order (Shuffle.Global).
+// The order's units are runs of positions of one virtual file
+// (order.Order.Virtual), whose record g is the record at G position g of
+// the pass's epoch: a reader of it gathers each record from the data set's
+// files by position (readers.Positional), through the page cache. Readers
+// of the files are pooled, so that a unit does not open every file again.
+type gatherSource struct {
+	files *fileSource
+	plan  *protocol.Plan
+
+	mu     sync.Mutex
+	idle   map[int][]readers.Positional // open readers no gather reader holds, by file
+	pooled int
+	closed bool
+}
+
+// maxPooledReaders bounds the open readers a global order keeps idle:
+// enough for every reader thread to find its files open on a data set of
+// a few shards, few enough that thousands of shards do not hold as many
+// open files and buffers.
+const maxPooledReaders = 64
+
+// gatherAhead is how many positions a gather reader reads at a time,
+// sorted by file and offset.
+const gatherAhead = 64
+
+func newGatherSource(files *fileSource, plan *protocol.Plan) *gatherSource {
+	return &gatherSource{files: files, plan: plan, idle: map[int][]readers.Positional{}}
+}
+
+func (s *gatherSource) Rewindable() bool { return true }
+
+func (s *gatherSource) Name(file int) string {
+	if file == s.plan.Ord.Virtual() {
+		return "the data set in its global order"
+	}
+	return s.files.Name(file)
+}
+
+// Open opens the virtual file at G position from of pass's epoch; other
+// files as the file source does.
+func (s *gatherSource) Open(ctx context.Context, file int, pass uint32, from uint64) (readers.Reader, error) {
+	if file != s.plan.Ord.Virtual() {
+		return s.files.Open(ctx, file, pass, from)
+	}
+	ep := s.plan.Ord.Epoch(uint64(s.plan.Epoch(pass)))
+	return &gatherReader{src: s, ep: ep, next: from, until: s.plan.Ord.Len(), held: map[int]readers.Positional{}}, nil
+}
+
+// take is an open reader of file: an idle one, or a new one. A file whose
+// records cannot be read by position fails, saying why.
+func (s *gatherSource) take(ctx context.Context, file int) (readers.Positional, error) {
+	s.mu.Lock()
+	if rs := s.idle[file]; len(rs) > 0 {
+		r := rs[len(rs)-1]
+		s.idle[file] = rs[:len(rs)-1]
+		s.pooled--
+		s.mu.Unlock()
+		return r, nil
+	}
+	s.mu.Unlock()
+	r, err := s.files.Open(ctx, file, 0, 0)
+	if err != nil {
+		return nil, err
+	}
+	if err := addressable(r); err != nil {
+		r.Close()
+		return nil, err
+	}
+	return r.(readers.Positional), nil
+}
+
+// give puts r, open on file, back in the pool, or closes it.
+func (s *gatherSource) give(file int, r readers.Positional) {
+	s.mu.Lock()
+	if s.closed || s.pooled >= maxPooledReaders {
+		s.mu.Unlock()
+		r.Close()
+		return
+	}
+	s.idle[file] = append(s.idle[file], r)
+	s.pooled++
+	s.mu.Unlock()
+}
+
+// close closes the idle readers; the pool keeps none after it.
+func (s *gatherSource) close() {
+	s.mu.Lock()
+	idle := s.idle
+	s.idle, s.pooled, s.closed = nil, 0, true
+	s.mu.Unlock()
+	for _, rs := range idle {
+		for _, r := range rs {
+			r.Close()
+		}
+	}
+}
+
+// gatherReader reads the virtual file of one epoch from a G position on:
+// gatherAhead positions at a time, their records read in file and offset
+// order and handed out in G order.
+type gatherReader struct {
+	src   *gatherSource
+	ep    *order.Epoch
+	next  uint64     // the G position Next returns next
+	until uint64     // no position from until on is read (ReadUntil)
+	ahead []gathered // positions next, next+1, ..., read
+	held  map[int]readers.Positional
+	byPos []int // scratch: the positions of a fill, sorted by file and record
+}
+
+// gathered is one position read: its record, or why it could not be.
+type gathered struct {
+	file   int
+	record uint64
+	item   tensor.Slots
+	err    error
+}
+
+func (g *gatherReader) Next(ctx context.Context) (tensor.Slots, error) {
+	if len(g.ahead) == 0 {
+		if g.next >= g.until {
+			return nil, io.EOF
+		}
+		g.fill(ctx)
+	}
+	r := &g.ahead[0]
+	if r.err != nil {
+		return nil, r.err // SkipCorrupt passes over it
+	}
+	item := r.item
+	g.ahead = g.ahead[1:]
+	g.next++
+	return item, nil
+}
+
+// NextStacked copies the next record onto st when it stacks: a group of
+// records then travels as one tensor a slot.
+func (g *gatherReader) NextStacked(ctx context.Context, st *tensor.Stack) (tensor.Slots, error) {
+	item, err := g.Next(ctx)
+	if err != nil || !st.Append(item) {
+		return item, err
+	}
+	return nil, nil
+}
+
+// fill reads the records of the next gatherAhead positions (before
+// until): sorted by file and record, so that the reads of one file go
+// forward through it, and those of neighbouring records follow each other.
+func (g *gatherReader) fill(ctx context.Context) {
+	n := int(min(gatherAhead, g.until-g.next))
+	g.ahead = slices.Grow(g.ahead[:0], n)[:n]
+	g.byPos = g.byPos[:0]
+	for i := range n {
+		f, rec := g.ep.At(g.next + uint64(i))
+		g.ahead[i] = gathered{file: f, record: rec}
+		g.byPos = append(g.byPos, i)
+	}
+	slices.SortFunc(g.byPos, func(a, b int) int {
+		x, y := &g.ahead[a], &g.ahead[b]
+		return cmp.Or(cmp.Compare(x.file, y.file), cmp.Compare(x.record, y.record))
+	})
+	for _, i := range g.byPos {
+		r := &g.ahead[i]
+		r.item, r.err = g.read(ctx, r.file, r.record)
+	}
+}
+
+// read reads one record of a data set's file; a failed reader is closed,
+// and the file opened afresh for its next record.
+func (g *gatherReader) read(ctx context.Context, file int, record uint64) (tensor.Slots, error) {
+	r, ok := g.held[file]
+	if !ok {
+		var err error
+		if r, err = g.src.take(ctx, file); err != nil {
+			return nil, fmt.Errorf("%s: %w", g.src.files.Name(file), err)
+		}
+		g.held[file] = r
+	}
+	item, err := r.RecordAt(ctx, int(record))
+	if err != nil {
+		delete(g.held, file)
+		r.Close()
+		return nil, fmt.Errorf("%s record %d: %w", g.src.files.Name(file), record, err)
+	}
+	return item, nil
+}
+
+// SkipCorrupt passes over the position whose record was corrupt.
+func (g *gatherReader) SkipCorrupt() (records int, ok bool) {
+	if len(g.ahead) == 0 || g.ahead[0].err == nil {
+		return 0, false
+	}
+	g.ahead = g.ahead[1:]
+	g.next++
+	return 1, true
+}
+
+// ReadUntil says no position from n on is read (n <= 0: to the epoch's end).
+func (g *gatherReader) ReadUntil(n int) {
+	if n > 0 {
+		g.until = min(uint64(n), g.src.plan.Ord.Len())
+	}
+}
+
+func (g *gatherReader) Reset() error { return readers.ErrResetUnsupported }
+
+// Close gives the open readers back to the pool.
+func (g *gatherReader) Close() error {
+	for f, r := range g.held {
+		g.src.give(f, r)
+	}
+	clear(g.held)
+	g.ahead = nil
+	return nil
+}

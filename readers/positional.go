@@ -1,0 +1,122 @@
+package readers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/actorfeed/actorfeed/readers/objstore"
+	"github.com/actorfeed/actorfeed/tensor"
+)
+
+// ErrNotPositional is wrapped by a Positional reader's Addressable error:
+// its records cannot each be read alone at the cost of that record.
+var ErrNotPositional = errors.New("the records cannot be read by position")
+
+// Positional is a file reader that reads any record by its index, at the
+// cost of that record alone: what a global order (actors' Shuffle.Global)
+// reads with. IDX files, TFRecord files and WebDataset shards are
+// positional when raw (or gzip'd with a decoded copy, DecodeCacheEnv) and
+// on local disk (or an object served from the object cache,
+// ObjectCacheEnv); RecordIO files are not (see RecordFile.Addressable).
+type Positional interface {
+	Reader
+	// Addressable is nil when RecordAt reads a record at the cost of that
+	// record; otherwise an error wrapping ErrNotPositional that names the
+	// file, says why, and says what to do.
+	Addressable() error
+	// RecordAt reads record n as Next would return it. It may move the
+	// reader: a Next after it reads from wherever RecordAt left it.
+	RecordAt(ctx context.Context, n int) (tensor.Slots, error)
+}
+
+// Addressable says whether the IDX file's samples can be read by
+// position: a raw file, or a gzip'd one with a decoded copy.
+func (r *idxFile) Addressable() error {
+	if r.closed || r.pair == nil && r.one == nil {
+		return ErrClosed
+	}
+	if r.gzipped() {
+		r.useDecoded()
+	}
+	if r.gzipped() {
+		return fmt.Errorf("%w: %s is gzip'd and no decoded copy of it could be made (%s is off, full or not writable): "+
+			"decompress it (gunzip -k), or shuffle in a window (--shuffle N)", ErrNotPositional, r.images, DecodeCacheEnv)
+	}
+	return nil
+}
+
+// RecordAt reads sample n at its offset (pread).
+func (r *idxFile) RecordAt(ctx context.Context, n int) (tensor.Slots, error) {
+	if err := r.Addressable(); err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if r.pair == nil {
+		t, err := r.one.SampleAt(n)
+		if err != nil {
+			return nil, err
+		}
+		return tensor.Slots{{Tensor: t}}, nil
+	}
+	img, err := r.pair.Images.SampleAt(n)
+	if err != nil {
+		return nil, err
+	}
+	lbl, err := r.pair.Labels.SampleAt(n)
+	if err != nil {
+		return nil, err
+	}
+	return tensor.Slots{{Tensor: img}, {Tensor: lbl}}, nil
+}
+
+// Addressable says whether the shard's or TFRecord file's samples can be
+// read by position: a raw file, or a gzip'd one with a decoded copy, on
+// local disk or served from the object cache.
+func (w *streamFile) Addressable() error {
+	if err := w.ready(); err != nil {
+		return err
+	}
+	if w.gzipped {
+		w.useDecoded()
+	}
+	if w.gzipped {
+		return fmt.Errorf("%w: %s is gzip'd and no decoded copy of it could be made (%s is off, full or not writable): "+
+			"decompress it, or shuffle in a window (--shuffle N)", ErrNotPositional, w.path, DecodeCacheEnv)
+	}
+	if o, ok := w.src.(*objstore.Object); ok && !o.Local() {
+		return fmt.Errorf("%w: %s is an object not in the object cache, and each record read alone would be a GET of its own: "+
+			"turn the cache on (%s=DIR), or shuffle in a window (--shuffle N)", ErrNotPositional, w.path, ObjectCacheEnv)
+	}
+	if _, err := w.index(); err != nil {
+		return err
+	}
+	return nil
+}
+
+// RecordAt seeks to sample n by the file's index and reads it.
+func (w *streamFile) RecordAt(ctx context.Context, n int) (tensor.Slots, error) {
+	if err := w.Addressable(); err != nil {
+		return nil, err
+	}
+	if w.r.Index() != n {
+		if err := w.seekRaw(n); err != nil {
+			return nil, err
+		}
+	}
+	return w.Next(ctx)
+}
+
+// Addressable is never nil for RecordIO: a chunk's checksum covers the
+// whole chunk, so a record read alone would go unchecked, and checked it
+// costs its chunk (docs/determinism.md, "The global order").
+func (r *RecordFile) Addressable() error {
+	return fmt.Errorf("%w: %s is RecordIO, whose checksums cover whole chunks, so a record cannot be read alone and checked: "+
+		"write the data as IDX, TFRecord or WebDataset files (actorfeed convert writes them from IDX), or shuffle in a window (--shuffle N)",
+		ErrNotPositional, r.path)
+}
+
+// RecordAt fails: see Addressable.
+func (r *RecordFile) RecordAt(context.Context, int) (tensor.Slots, error) { return nil, r.Addressable() }
