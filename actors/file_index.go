@@ -128,7 +128,13 @@ func (s *fileSource) indexCached(ctx context.Context, f int, opts Options) (file
 	if !ok {
 		return s.indexRetried(ctx, f, opts)
 	}
-	if x, chunks, ok := c.get(s.entries[f], f, st); ok {
+	// A file read by position has one split, one read in the windowed
+	// order many: each is kept apart.
+	key := s.entries[f]
+	if s.positional {
+		key += "\x00positional"
+	}
+	if x, chunks, ok := c.get(key, f, st); ok {
 		if chunks != nil {
 			s.mu.Lock()
 			s.indexes[f] = chunks
@@ -141,7 +147,7 @@ func (s *fileSource) indexCached(ctx context.Context, f int, opts Options) (file
 		s.mu.Lock()
 		chunks := s.indexes[f]
 		s.mu.Unlock()
-		c.put(s.entries[f], st, x, chunks)
+		c.put(key, st, x, chunks)
 	}
 	return x, err
 }
@@ -295,10 +301,10 @@ func (s *fileSource) index(parent context.Context, f int, timeout time.Duration)
 			// The records before damage to the file's framing are its
 			// records; splitsOf decides what the damage means.
 			s.setTail(f, tail.Err)
-			return splitRecords(f, x, tail.Samples), nil
+			return s.splitRecords(f, x, tail.Samples), nil
 		}
 		if err == nil {
-			return splitRecords(f, x, n), nil
+			return s.splitRecords(f, x, n), nil
 		}
 		if !errors.Is(err, readers.ErrUncounted) {
 			return fileIndex{}, s.stalledOr(f, fmt.Errorf("counting records: %w", err), timeout)
@@ -319,7 +325,7 @@ func (s *fileSource) index(parent context.Context, f int, timeout time.Duration)
 		}
 		x.records++
 	}
-	return splitRecords(f, x, x.records), nil
+	return s.splitRecords(f, x, x.records), nil
 }
 
 // addressable refuses a reader whose records cannot be read by position,
@@ -351,11 +357,16 @@ type counted interface {
 }
 
 // splitRecords gives file f's index x its n records in splits of
-// DefaultSplitRecords.
-func splitRecords(f int, x fileIndex, n uint64) fileIndex {
+// DefaultSplitRecords; read by position (a global order), in one split,
+// which a billion records would otherwise make a million of.
+func (s *fileSource) splitRecords(f int, x fileIndex, n uint64) fileIndex {
 	x.records = n
-	for at := uint64(0); at < n; at += DefaultSplitRecords {
-		x.splits = append(x.splits, order.Split{File: f, First: at, Count: min(DefaultSplitRecords, n-at)})
+	size := uint64(DefaultSplitRecords)
+	if s.positional {
+		size = max(n, 1)
+	}
+	for at := uint64(0); at < n; at += size {
+		x.splits = append(x.splits, order.Split{File: f, First: at, Count: min(size, n-at)})
 	}
 	return x
 }

@@ -285,3 +285,53 @@ func TestGlobalOrderResumesExactlyOnAnyWorld(t *testing.T) {
 		actors.Options{System: sharedSys, Resume: states, Shard: actors.Shard{World: 3, Remainder: order.Pad}})
 	require.ErrorContains(t, err, "a global shuffle")
 }
+
+// A global order over a billion records starts as one over a thousand:
+// nothing is made a split or a window at a time of the whole data set
+// (it took minutes before the first batch, and a million splits).
+func TestGlobalOrderStartsAtAnySize(t *testing.T) {
+	ctx := testutil.Context(t)
+	const n = 1_000_000_000
+	path := filepath.Join(t.TempDir(), "huge-idx2-ubyte")
+	header := binary.BigEndian.AppendUint32(binary.BigEndian.AppendUint32([]byte{0, 0, 8, 2}, n), 1)
+	require.NoError(t, os.WriteFile(path, header, 0o644))
+	require.NoError(t, os.Truncate(path, int64(len(header))+n)) // sparse: zeros
+	p, err := actors.New(global([]string{"idx:" + path}, 2), actors.Options{System: sharedSys})
+	require.NoError(t, err)
+	it, err := p.Next(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 16, it.Instances)
+	ep := mustGlobal(t, n)
+	for g, id := range it.IDs {
+		f, r := ep.At(uint64(g))
+		require.Equal(t, messages.SampleID(f, int(r)), id)
+	}
+	closeAndCheck(t, p, sharedSys)
+}
+
+// mustGlobal is epoch 0 of global's order over one file of n records.
+func mustGlobal(t testing.TB, n uint64) *order.Epoch {
+	o, err := order.New([]order.Split{{Count: n}}, order.Config{Seed: 11, Global: true, Files: 1})
+	require.NoError(t, err)
+	return o.Epoch(0)
+}
+
+// Pipelines that share an IndexCache keep each order's index of a file:
+// the windowed order after a global one over the same files permutes its
+// splits as it does alone.
+func TestIndexCacheKeepsEachOrdersSplits(t *testing.T) {
+	ctx := testutil.Context(t)
+	paths := globalIDX(t, 5000)
+	windowed := []actors.Stage{actors.Files{Paths: paths}, actors.Shuffle{Window: 64, Seed: 1}, actors.Batch{Size: 16}}
+	read := func(stages []actors.Stage, cache *actors.IndexCache) []uint64 {
+		p, err := actors.New(stages, actors.Options{System: sharedSys, Indexes: cache})
+		require.NoError(t, err)
+		defer closeAndCheck(t, p, sharedSys)
+		return readPass(t, ctx, p, func(actors.Item) {})
+	}
+	alone := read(windowed, nil)
+	cache := actors.NewIndexCache(0)
+	read(global(paths, 1), cache)
+	require.Equal(t, alone, read(windowed, cache))
+	require.EqualValues(t, 0, cache.Hits())
+}

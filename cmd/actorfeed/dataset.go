@@ -1,12 +1,18 @@
 package main
 
 import (
+	"bufio"
 	"cmp"
 	"context"
+	"encoding/binary"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strings"
+
+	"github.com/actorfeed/actorfeed/internal/atomicfile"
 
 	"github.com/actorfeed/actorfeed/readers"
 	"github.com/actorfeed/actorfeed/readers/recordio"
@@ -27,6 +33,9 @@ type synthetic struct {
 	// image is the image's size in bytes when it is not Fashion-MNIST's
 	// 784: the image is then a [1,image] vector (bench --sizes).
 	image int
+	// idx writes IDX pairs, as Fashion-MNIST's files are, in place of
+	// RecordIO files: records of a fixed size, read by position.
+	idx bool
 }
 
 const (
@@ -36,6 +45,12 @@ const (
 
 // fileName is the base name of file f of a data set.
 func fileName(f int) string { return fmt.Sprintf("part-%05d.recordio", f) }
+
+// idxNames are the base names of file f's IDX pair: its images, and its
+// labels, named as MNIST's so that a reader pairs them.
+func idxNames(f int) (images, labels string) {
+	return fmt.Sprintf("part-%05d-images-idx3-ubyte", f), fmt.Sprintf("part-%05d-labels-idx1-ubyte", f)
+}
 
 // write writes the data set to dir (created if missing) and returns the
 // paths of its files. File f holds samples/files records, the first
@@ -58,7 +73,12 @@ func (s synthetic) write(ctx context.Context, dir string) ([]string, error) {
 			n++
 		}
 		paths[f] = filepath.Join(dir, fileName(f))
-		if err := s.writeFile(ctx, paths[f], protos, first, n); err != nil {
+		write := s.writeFile
+		if s.idx {
+			images, _ := idxNames(f)
+			paths[f], write = filepath.Join(dir, images), s.writeIDX
+		}
+		if err := write(ctx, paths[f], protos, first, n); err != nil {
 			return nil, err
 		}
 		first += n
@@ -97,21 +117,71 @@ func (s synthetic) writeFile(ctx context.Context, path string, protos [classes][
 		if err := context.Cause(ctx); err != nil {
 			return nil, err
 		}
-		rng := rand.New(rand.NewPCG(s.seed, uint64(first+i)))
-		label := rng.IntN(classes)
-		if s.image == 0 {
-			for k, p := range protos[label] {
-				img[k] = uint8((int(p)*3 + rng.IntN(256)) / 4)
-			}
-		} else {
-			noisy(img, protos[label], rng)
-		}
+		label := s.sample(protos, img, first+i)
 		return tensor.Slots{
 			{Tensor: tensor.MustFromSlice(shape, img)},
 			{Tensor: tensor.MustFromSlice(tensor.Shape{1}, []int64{int64(label)})},
 		}, nil
 	}))
 	return err
+}
+
+// sample makes sample i of the set in img, and returns its label.
+func (s synthetic) sample(protos [classes][]uint8, img []uint8, i int) int {
+	rng := rand.New(rand.NewPCG(s.seed, uint64(i)))
+	label := rng.IntN(classes)
+	if s.image == 0 {
+		for k, p := range protos[label] {
+			img[k] = uint8((int(p)*3 + rng.IntN(256)) / 4)
+		}
+	} else {
+		noisy(img, protos[label], rng)
+	}
+	return label
+}
+
+// writeIDX writes samples first..first+n-1 of the set as an IDX pair:
+// images at path, their labels (uint8) beside it. Each file appears whole
+// or not at all.
+func (s synthetic) writeIDX(ctx context.Context, path string, protos [classes][]uint8, first, n int) error {
+	dims := append([]int{n}, s.shape()[1:]...)
+	if len(dims) == 2 && s.pixels() == imageSide*imageSide {
+		dims = []int{n, imageSide, imageSide}
+	}
+	labels := make([]byte, 0, n)
+	err := atomicfile.Write(path, func(w io.Writer) error {
+		bw := bufio.NewWriterSize(w, 1<<20)
+		if _, err := bw.Write(idxHeader(dims)); err != nil {
+			return err
+		}
+		img := make([]uint8, s.pixels())
+		for i := range n {
+			if err := context.Cause(ctx); err != nil {
+				return err
+			}
+			labels = append(labels, byte(s.sample(protos, img, first+i)))
+			if _, err := bw.Write(img); err != nil {
+				return err
+			}
+		}
+		return bw.Flush()
+	})
+	if err != nil {
+		return err
+	}
+	return atomicfile.Write(strings.Replace(path, "images-idx3", "labels-idx1", 1), func(w io.Writer) error {
+		_, err := w.Write(append(idxHeader([]int{n}), labels...))
+		return err
+	})
+}
+
+// idxHeader is the header of an IDX file of uint8 data of dims.
+func idxHeader(dims []int) []byte {
+	h := []byte{0, 0, 0x08, byte(len(dims))}
+	for _, d := range dims {
+		h = binary.BigEndian.AppendUint32(h, uint32(d))
+	}
+	return h
 }
 
 // noisy makes img its prototype plus noise, as a Fashion-MNIST-shaped

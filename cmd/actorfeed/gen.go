@@ -29,6 +29,11 @@ on the flags, so sample ids (<file base name>#<record index>) are stable. Each
 class has a prototype image and a sample is its prototype plus noise, so a
 classifier can learn the set.
 
+With --to idx it writes the same samples as K IDX pairs, as Fashion-MNIST's
+files are: DIR/part-00000-images-idx3-ubyte (uint8 images) and
+DIR/part-00000-labels-idx1-ubyte (uint8 labels), ..., records of a fixed
+size that a global order (run --shuffle all) reads by position.
+
 With --to wds or --to tfrecord it writes N JPEG images instead, each 3/4 to
 5/4 of --image-size a side, of one of 10 classes (a colour and stripes of
 its own, plus noise), as K WebDataset shards (NNNNNNNN.jpg, NNNNNNNN.cls)
@@ -47,7 +52,8 @@ or TFRecord files (image, label), sample i in shard i mod K.`,
 			if err := checkInts(intFlag{"--files", s.files, 1, maxGenFiles}, intFlag{"--samples", s.samples, s.files, 1 << 40}); err != nil {
 				return usageError{err}
 			}
-			if to != "recordio" {
+			s.idx = to == "idx"
+			if to != "recordio" && !s.idx {
 				return genImages(cmd, out, to, imageSet{files: s.files, samples: s.samples, size: size, seed: s.seed, format: to})
 			}
 			s.compressor = c
@@ -62,6 +68,10 @@ or TFRecord files (image, label), sample i in shard i mod K.`,
 			if err != nil {
 				return err
 			}
+			if s.idx {
+				fmt.Fprintf(cmd.OutOrStdout(), "wrote %d samples in %d IDX pairs to %s\n", s.samples, len(paths), out)
+				return nil
+			}
 			fmt.Fprintf(cmd.OutOrStdout(), "wrote %d samples in %d files to %s (%v)\n", s.samples, len(paths), out, c)
 			return nil
 		},
@@ -72,7 +82,7 @@ or TFRecord files (image, label), sample i in shard i mod K.`,
 	f.IntVar(&s.samples, "samples", 10000, "number of samples in all")
 	f.Uint64Var(&s.seed, "seed", 1, "seed of the data")
 	f.StringVar(&comp, "compressor", "snappy", "chunk compression: none, snappy or gzip")
-	f.StringVar(&to, "to", "recordio", "recordio, or JPEG images as wds (WebDataset shards) or tfrecord")
+	f.StringVar(&to, "to", "recordio", "recordio, idx (IDX pairs), or JPEG images as wds (WebDataset shards) or tfrecord")
 	f.IntVar(&size, "image-size", 256, "with --to wds or tfrecord: the images' typical side in pixels")
 	return cmd
 }
@@ -80,7 +90,7 @@ or TFRecord files (image, label), sample i in shard i mod K.`,
 // genImages writes gen's JPEG image set.
 func genImages(cmd *cobra.Command, out, to string, s imageSet) error {
 	if shardFormats[to].new == nil {
-		return usageError{fmt.Errorf("--to %q: want recordio, wds or tfrecord", to)}
+		return usageError{fmt.Errorf("--to %q: want recordio, idx, wds or tfrecord", to)}
 	}
 	if err := checkInts(intFlag{"--image-size", s.size, 8, maxImageSize}, intFlag{"--samples", s.samples, s.files, 1 << 24}); err != nil {
 		return usageError{err}

@@ -630,6 +630,9 @@ func describe(stages []actors.Stage) string {
 			parts[i] = fmt.Sprintf("open_files(%d files)", len(st.Paths))
 		case actors.Shuffle:
 			parts[i] = fmt.Sprintf("shuffle(%d)", st.Window)
+			if st.Global {
+				parts[i] = "shuffle(all)"
+			}
 		case actors.Batch:
 			parts[i] = fmt.Sprintf("batch(%d)", st.Size)
 		case actors.MultiPass:

@@ -297,8 +297,12 @@ func (w *Windows) take(b *messages.Batch, walk bool) ([]*messages.Batch, error) 
 	// its positions to count, the first too when it holds holes only.
 	// Each is handed on as soon as it is complete, before the next opens:
 	// the holes of a skipped chunk of millions of records hold one window
-	// at a time, not all of them.
-	w.window(run, b.Position, walk)
+	// at a time, not all of them. A first window the walk reached already
+	// is open or was handed on (by this group, when it completed it):
+	// looking for it would open every later window of the pass.
+	if w.walk.run < run || w.walk.run == run && b.Position >= w.walk.end {
+		w.window(run, b.Position, walk)
+	}
 	for {
 		if out, err = w.handDone(run, upto, out); err != nil {
 			return nil, err

@@ -632,7 +632,10 @@ func (s *stagePanics) fired() map[sim.FaultKind]int {
 func chain(sc Scenario, paths []string) []actors.Stage {
 	sh := sc.Shape
 	st := []actors.Stage{actors.Files{Paths: entries(sh, paths), Threads: sh.Threads, AnyOrder: sh.AnyOrder}}
-	if sh.Shuffle > 0 {
+	switch {
+	case sh.Global:
+		st = append(st, actors.Shuffle{Global: true, Seed: sc.Seed})
+	case sh.Shuffle > 0:
 		st = append(st, actors.Shuffle{Window: sh.Shuffle, Seed: sc.Seed})
 	}
 	if sh.XMap > 0 {
@@ -781,7 +784,7 @@ func orderTails(sc Scenario, paths []string, damaged []map[int]bool) ([]int, err
 			}
 		}
 	}
-	ord, err := order.New(splits, order.Config{Seed: sc.Seed, Shuffle: sh.Shuffle > 0, Window: sh.Shuffle})
+	ord, err := order.New(splits, order.Config{Seed: sc.Seed, Shuffle: sh.Shuffle > 0, Window: sh.Shuffle, Global: sh.Global, Files: len(paths)})
 	if err != nil {
 		return nil, err
 	}

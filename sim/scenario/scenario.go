@@ -23,6 +23,9 @@ type Shape struct {
 	AnyOrder       bool // records as the readers deliver them (otherwise in the order, deterministic)
 	Group          int  // samples per file-reader message
 	Shuffle        int  // window; 0 keeps the order
+	// Global is the global order (actors.Shuffle.Global) in place of a
+	// window; only over stream files, which are read by position.
+	Global bool
 	XMap           int  // 0: no xmap; 1: ordered; 2: unordered
 	Batch          int
 	DropLast       bool
@@ -131,6 +134,9 @@ func (s Scenario) Describe() string {
 	}
 	if sh.Shuffle > 1 {
 		parts = append(parts, fmt.Sprintf("shuf %d", sh.Shuffle))
+	}
+	if sh.Global {
+		parts = append(parts, "shuf all")
 	}
 	if sh.XMap > 0 {
 		parts = append(parts, [...]string{"", "xmap", "xmap-unord"}[sh.XMap])
@@ -243,6 +249,7 @@ func generateFiles(seed uint64) Scenario {
 	// batches in the devices' storage, from a generator of their own.
 	sh.Storage = sh.MultiPass == 0 && rand.New(rand.NewPCG(seed, 0x5707)).IntN(3) == 0
 	sh.Format = drawFormat(seed)
+	drawGlobal(seed, &sh)
 	kinds := stageKinds(sh)
 	var faults []Fault
 	for range rng.IntN(5) {
@@ -270,7 +277,7 @@ func drawQueue(seed uint64, sc *Scenario) {
 		return
 	}
 	sh := &sc.Shape
-	sh.Queue, sh.Files, sh.Threads, sh.Format, sh.AnyOrder, sh.MultiPass, sh.Lanes = true, 1, 1, "", false, 0, 0
+	sh.Queue, sh.Files, sh.Threads, sh.Format, sh.AnyOrder, sh.MultiPass, sh.Lanes, sh.Global = true, 1, 1, "", false, 0, 0, false
 	sh.QueueCap = 1 + rng.IntN(8)
 	sh.QueueLens = make([]int, sh.Passes)
 	for p := range sh.QueueLens {
@@ -307,6 +314,17 @@ func drawFormat(seed uint64) string {
 	return ""
 }
 
+// drawGlobal gives a third of the scenarios in the order over stream files
+// (the formats read by position) the global order in place of their
+// window, from a generator of its own, so that the other draws of every
+// seed stay what they were before the global order existed.
+func drawGlobal(seed uint64, sh *Shape) {
+	if sh.AnyOrder || sh.Format == "" || rand.New(rand.NewPCG(seed, 0x6106a1)).IntN(3) != 0 {
+		return
+	}
+	sh.Global, sh.Shuffle = true, 0
+}
+
 // drawLanes gives half the scenarios that can have lanes 2 or 3 of them,
 // from a generator of its own, so that the other draws of every seed stay
 // what they were before lanes existed.
@@ -325,7 +343,7 @@ func drawLanes(seed uint64, sh Shape) int {
 // targets a stage panic may pick.
 func stageKinds(sh Shape) []string {
 	kinds := []string{actors.KindFileReader, actors.KindFiles, actors.KindBatch, actors.KindDoubleBuffer, actors.KindDevice}
-	if sh.Shuffle > 0 {
+	if sh.Shuffle > 0 || sh.Global {
 		kinds = append(kinds, actors.KindShuffle)
 	}
 	if sh.XMap > 0 {
