@@ -119,4 +119,6 @@ func (r *RecordFile) Addressable() error {
 }
 
 // RecordAt fails: see Addressable.
-func (r *RecordFile) RecordAt(context.Context, int) (tensor.Slots, error) { return nil, r.Addressable() }
+func (r *RecordFile) RecordAt(context.Context, int) (tensor.Slots, error) {
+	return nil, r.Addressable()
+}

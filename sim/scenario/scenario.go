@@ -25,16 +25,16 @@ type Shape struct {
 	Shuffle        int  // window; 0 keeps the order
 	// Global is the global order (actors.Shuffle.Global) in place of a
 	// window; only over stream files, which are read by position.
-	Global bool
-	XMap           int  // 0: no xmap; 1: ordered; 2: unordered
-	Batch          int
-	DropLast       bool
-	MultiPass      int // 0: none
-	Devices        int
-	DropPartial    bool
-	Recycle        bool
-	Passes         int  // run passes (Reset between them)
-	Skip           bool // corrupt records are skipped, not fatal
+	Global      bool
+	XMap        int // 0: no xmap; 1: ordered; 2: unordered
+	Batch       int
+	DropLast    bool
+	MultiPass   int // 0: none
+	Devices     int
+	DropPartial bool
+	Recycle     bool
+	Passes      int  // run passes (Reset between them)
+	Skip        bool // corrupt records are skipped, not fatal
 	// Ragged records carry a LoD sequence (1-3 steps) as their second slot,
 	// so they do not stack: file readers send them as parts of one record
 	// each, and batches are joined on the general path.
