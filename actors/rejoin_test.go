@@ -21,11 +21,26 @@ import (
 
 // jobStates runs ranks of a job of world ranks, rank r stopping after
 // steps[r] batches, and returns their states.
-func jobStates(t testing.TB, ctx context.Context, paths []string, world int, rem order.Remainder, steps []int) []actors.State {
+// dataSet is a job's files and the order they are read in: ordered's
+// windows, or, global, the global order (globalIDX's files).
+type dataSet struct {
+	paths  []string
+	global bool
+}
+
+// stages is the job's pipeline with threads readers.
+func (d dataSet) stages(threads int) []actors.Stage {
+	if d.global {
+		return global(d.paths, threads)
+	}
+	return ordered(d.paths, threads)
+}
+
+func jobStates(t testing.TB, ctx context.Context, d dataSet, world int, rem order.Remainder, steps []int) []actors.State {
 	t.Helper()
 	var out []actors.State
 	for rank := range world {
-		p, err := actors.New(ordered(paths, 2), actors.Options{System: sharedSys, GroupSize: 8,
+		p, err := actors.New(d.stages(2), actors.Options{System: sharedSys, GroupSize: 8,
 			Shard: actors.Shard{Rank: rank, World: world, Remainder: rem}})
 		require.NoError(t, err)
 		for range steps[rank] {
@@ -46,7 +61,7 @@ func jobStates(t testing.TB, ctx context.Context, paths []string, world int, rem
 func TestResumeRefusesStatesThatCannotBeTrusted(t *testing.T) {
 	ctx := testutil.Context(t)
 	paths := testutil.WriteFiles(t, 3, 70, 300)
-	states := jobStates(t, ctx, paths, 2, order.Drop, []int{2, 3})
+	states := jobStates(t, ctx, dataSet{paths: paths}, 2, order.Drop, []int{2, 3})
 	mod := func(f func(*actors.State)) []actors.State {
 		st := states[0]
 		st.Beyond = []uint64{64}
@@ -102,7 +117,7 @@ func TestStateOverAnEmptyFileResumes(t *testing.T) {
 		paths = append(paths, testutil.WriteRecords(t, filepath.Join(t.TempDir(), name), 0, 0,
 			func(r int) tensor.Slots { return testutil.Sample(1, r) }))
 	}
-	states := jobStates(t, ctx, paths, 2, order.Drop, []int{2, 3})
+	states := jobStates(t, ctx, dataSet{paths: paths}, 2, order.Drop, []int{2, 3})
 	for i, st := range states {
 		b, err := json.Marshal(st)
 		require.NoError(t, err)
@@ -170,29 +185,37 @@ func TestJobResizedFromDifferentStepsDeliversEachSampleOnce(t *testing.T) {
 // different steps, one with an item committed ahead) and resumes a job of
 // world ranks from them: it is refused with ErrState, or every sample that
 // the states do not say was delivered is delivered once, and none that
-// they say was.
+// they say was. field/12 odd takes the job in the global order.
 func FuzzResume(f *testing.F) {
 	ctx := testutil.Context(f)
-	paths := testutil.WriteFiles(f, 2, 40, 300)
-	job := jobStates(f, ctx, paths, 2, order.Pad, []int{1, 2})
-	job[0].Beyond = []uint64{32}
-	f.Add(uint8(0), uint8(0), uint64(0), uint8(2))
-	f.Add(uint8(3), uint8(1), uint64(48), uint8(3))
-	f.Add(uint8(5), uint8(0), uint64(16), uint8(1))
+	sets := []dataSet{{paths: testutil.WriteFiles(f, 2, 40, 300)}, {paths: globalIDX(f, 40, 40), global: true}}
+	jobs := make([][]actors.State, len(sets))
+	for i, d := range sets {
+		jobs[i] = jobStates(f, ctx, d, 2, order.Pad, []int{1, 2})
+		jobs[i][0].Beyond = []uint64{32}
+	}
+	for _, g := range []uint8{0, 12} { // windowed, global
+		f.Add(g+0, uint8(0), uint64(0), uint8(2))
+		f.Add(g+3, uint8(1), uint64(48), uint8(3))
+		f.Add(g+5, uint8(0), uint64(16), uint8(1))
+	}
 	// The epoch's extremes: a state at 2^62 once read as "nothing to do".
 	for _, epoch := range []uint64{1 << 62, 1 << 32, math.MaxUint32, math.MaxUint64, 1<<63 - 1} {
 		f.Add(uint8(4), uint8(0), epoch, uint8(2))
 		f.Add(uint8(4), uint8(1), epoch, uint8(3))
+		f.Add(uint8(16), uint8(1), epoch, uint8(3))
 	}
 	f.Fuzz(func(t *testing.T, field, rank uint8, v uint64, world uint8) {
 		ctx := testutil.Context(t)
-		states := mutate(job, int(field), int(rank%2), v)
-		got, err := resumeJob(t, ctx, paths, states, 1+int(world%4))
+		k := int(field/12) % 2
+		d := sets[k]
+		states := mutate(jobs[k], int(field), int(rank%2), v)
+		got, err := resumeJob(t, ctx, d, states, 1+int(world%4))
 		if err != nil {
 			require.ErrorIs(t, err, actors.ErrState)
 			return
 		}
-		before := deliveredBy(t, ctx, paths, states)
+		before := deliveredBy(t, ctx, d, states)
 		for id, k := range got {
 			require.Equal(t, 1, k, "sample %x: delivered twice", id)
 			require.False(t, before[id], "sample %x: delivered again", id)
@@ -241,10 +264,10 @@ func mutate(job []actors.State, field, rank int, v uint64) []actors.State {
 
 // resumeJob resumes world ranks from states and reads the rest of their
 // epoch: the samples delivered (padding aside).
-func resumeJob(t *testing.T, ctx context.Context, paths []string, states []actors.State, world int) (map[uint64]int, error) {
+func resumeJob(t *testing.T, ctx context.Context, d dataSet, states []actors.State, world int) (map[uint64]int, error) {
 	seen := map[uint64]int{}
 	for rank := range world {
-		p, err := actors.New(ordered(paths, 2), actors.Options{System: sharedSys, GroupSize: 8, Resume: states,
+		p, err := actors.New(d.stages(2), actors.Options{System: sharedSys, GroupSize: 8, Resume: states,
 			Shard: actors.Shard{Rank: rank, World: world, Remainder: order.Pad}})
 		if err != nil {
 			return nil, err
@@ -264,7 +287,7 @@ func resumeJob(t *testing.T, ctx context.Context, paths []string, states []actor
 // deliveredBy is what the ranks of accepted states delivered: each old
 // rank's batches before its position and those listed past it, read again
 // from the state's layout.
-func deliveredBy(t *testing.T, ctx context.Context, paths []string, states []actors.State) map[uint64]bool {
+func deliveredBy(t *testing.T, ctx context.Context, d dataSet, states []actors.State) map[uint64]bool {
 	out := map[uint64]bool{}
 	first := slices.IndexFunc(states, func(st actors.State) bool { return st.Epoch == firstEpoch(states) })
 	for _, st := range states {
@@ -275,7 +298,7 @@ func deliveredBy(t *testing.T, ctx context.Context, paths []string, states []act
 		}
 		from := st
 		from.Done, from.Beyond = 0, nil
-		p, err := actors.New(ordered(paths, 2), actors.Options{System: sharedSys, GroupSize: 8, Resume: []actors.State{from},
+		p, err := actors.New(d.stages(2), actors.Options{System: sharedSys, GroupSize: 8, Resume: []actors.State{from},
 			Shard: actors.Shard{Rank: st.Rank, World: st.Layout.World, Remainder: order.Pad}})
 		require.NoError(t, err)
 		readPass(t, ctx, p, func(it actors.Item) {
@@ -301,18 +324,18 @@ func firstEpoch(states []actors.State) int {
 func TestFreshStateJoinsTheOthers(t *testing.T) {
 	ctx := testutil.Context(t)
 	paths := testutil.WriteFiles(t, 2, 40, 300)
-	states := jobStates(t, ctx, paths, 2, order.Pad, []int{2, 0})
+	states := jobStates(t, ctx, dataSet{paths: paths}, 2, order.Pad, []int{2, 0})
 	states[1] = actors.FreshState(actors.Shard{Rank: 1, World: 2})
-	got, err := resumeJob(t, ctx, paths, states, 3)
+	got, err := resumeJob(t, ctx, dataSet{paths: paths}, states, 3)
 	require.NoError(t, err)
-	before := deliveredBy(t, ctx, paths, states[:1])
+	before := deliveredBy(t, ctx, dataSet{paths: paths}, states[:1])
 	for id := range before {
 		require.Zero(t, got[id], "sample %x delivered again", id)
 		got[id]++
 	}
 	require.Len(t, got, 80)
 
-	alone, err := resumeJob(t, ctx, paths, []actors.State{actors.FreshState(actors.Shard{})}, 1)
+	alone, err := resumeJob(t, ctx, dataSet{paths: paths}, []actors.State{actors.FreshState(actors.Shard{})}, 1)
 	require.NoError(t, err)
 	require.Len(t, alone, 80, "the whole epoch")
 }

@@ -96,8 +96,13 @@ def features_spec(features):
 
 
 def shuffle_window(shuffle):
+    """--shuffle for shuffle: a window of samples, or "all", the global order."""
     if isinstance(shuffle, bool):
         return SHUFFLE_WINDOW if shuffle else 0
+    if shuffle == "all":
+        return "all"
+    if isinstance(shuffle, str):
+        raise ValueError(f"shuffle: {shuffle!r}: want True, False, a window of samples (an int) or \"all\"")
     return _int("shuffle", shuffle, 0, MAX_WINDOW)
 
 

@@ -21,8 +21,10 @@ class Batch(dict):
 
 class Loader:
     """Batches of the files of data, shuffled (a window of samples; True is
-    4096, an int the window) in an order that is a function of the files,
-    seed and epoch, this rank's disjoint share of each epoch.
+    4096, an int the window; "all" a uniformly random permutation of every
+    sample each epoch, read by position from IDX, TFRecord or WebDataset
+    files) in an order that is a function of the files, seed and epoch,
+    this rank's disjoint share of each epoch.
 
     Iterating yields the rest of the current epoch (the whole epoch when it
     stands at its start); set_epoch(e) moves to the start of epoch e.
