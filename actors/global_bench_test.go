@@ -3,6 +3,8 @@ package actors_test
 import (
 	"context"
 	"encoding/binary"
+	"fmt"
+	"os"
 	"path/filepath"
 	"sync/atomic"
 	"testing"
@@ -90,4 +92,33 @@ func idxRun(b *testing.B, path string, records int, order []actors.Stage) func()
 	}
 	pass()
 	return pass
+}
+
+// BenchmarkGlobalStartup measures a global order's start-up: building the
+// pipeline over a sparse IDX file of 10^6 or 10^9 one-byte records (its
+// index is its header) and reading its first batch, in "ms/first-batch".
+// docs/determinism.md quotes it.
+//
+//	go test -run '^$' -bench GlobalStartup ./actors
+func BenchmarkGlobalStartup(b *testing.B) {
+	for _, n := range []uint32{1_000_000, 1_000_000_000} {
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			path := filepath.Join(b.TempDir(), "sparse-idx2-ubyte")
+			header := binary.BigEndian.AppendUint32(binary.BigEndian.AppendUint32([]byte{0, 0, 8, 2}, n), 1)
+			require.NoError(b, os.WriteFile(path, header, 0o644))
+			require.NoError(b, os.Truncate(path, int64(len(header))+int64(n)))
+			stages := []actors.Stage{actors.Files{Paths: []string{"idx:" + path}}, actors.Shuffle{Global: true, Seed: 1}, actors.Batch{Size: benchBatch}}
+			var took time.Duration
+			for b.Loop() {
+				start := time.Now()
+				p, err := actors.New(stages, actors.Options{System: sharedSys})
+				require.NoError(b, err)
+				_, err = p.Next(context.Background())
+				require.NoError(b, err)
+				took += time.Since(start)
+				require.NoError(b, p.Close())
+			}
+			b.ReportMetric(float64(took.Microseconds())/1e3/float64(b.N), "ms/first-batch")
+		})
+	}
 }
