@@ -199,6 +199,7 @@ func TestGlobalOrderRefusesWhatItCannotRead(t *testing.T) {
 	for _, stages := range [][]actors.Stage{
 		{actors.Files{Paths: paths}, actors.Shuffle{Global: true, Window: 5}},
 		{actors.Files{Paths: paths}, actors.Batch{Size: 2}, actors.Shuffle{Global: true}},
+		{actors.Files{Paths: paths, AnyOrder: true}, actors.Shuffle{Global: true}},
 	} {
 		_, err := actors.New(stages, actors.Options{System: sharedSys})
 		require.ErrorIs(t, err, actors.ErrBadSpec)

@@ -90,6 +90,9 @@ func (p *Pipeline) planOrder(ctx context.Context, stages []Stage) error {
 	}
 	p.files = fs
 	if f.AnyOrder {
+		if sh, ok := stageAt[Shuffle](stages, 1); ok && sh.Global {
+			return fmt.Errorf("%w: a global shuffle is an order of the records: Files.AnyOrder must be false", ErrBadSpec)
+		}
 		if len(opts.Resume) > 0 || opts.Shard.world() > 1 {
 			return fmt.Errorf("%w: a shard or a resumed state needs the order: Files.AnyOrder must be false", ErrBadSpec)
 		}
