@@ -6,9 +6,12 @@ process of its own (docs/performance.md).
     python3 bench/pytorch/loader_bench.py out/train.recordio [--rounds 3]
 
 Contenders: the Loader (numpy arrays, torch tensors); `actorfeed run`, the
-same pipeline read in process (one device with no step); DataLoader with 0
-and 2 workers over the images in memory (a TensorDataset) and over a raw
-IDX file on disk (a Dataset that reads its rows through np.memmap). Each
+same pipeline read in process (one device with no step); both in the
+global order (shuffle="all", --shuffle all) over the raw IDX files, which
+it reads by position, where the others shuffle a window of the whole
+RecordIO file; DataLoader with 0 and 2 workers over the images in memory
+(a TensorDataset) and over the raw IDX file on disk (a Dataset that reads
+its rows through np.memmap). Each
 prints samples/s over its 3 epochs (actorfeed's from before its pipeline
 is built; a DataLoader's after its dataset is loaded) and its peak
 RSS: the process's, plus its largest child's (the Loader's feed, read from
@@ -51,10 +54,10 @@ def vm_hwm_kb(pid):
     raise RuntimeError("no VmHWM for process %d" % pid)
 
 
-def loader(data, as_torch):
+def loader(data, as_torch, shuffle=WINDOW):
     import actorfeed
 
-    with actorfeed.Loader(data, batch_size=BATCH, shuffle=WINDOW, seed=1, torch=as_torch) as lo:
+    with actorfeed.Loader(data, batch_size=BATCH, shuffle=shuffle, seed=1, torch=as_torch) as lo:
         # Timed from before the child starts, as run's time includes
         # building its pipeline (indexing the file).
         start, n = time.perf_counter(), 0
@@ -65,9 +68,9 @@ def loader(data, as_torch):
         return rate, vm_hwm_kb(lo._feed.proc.pid)  # the feed, before it exits
 
 
-def go_in_process(data):
+def go_in_process(data, shuffle=WINDOW):
     binary = os.environ.get("ACTORFEED_BIN") or shutil.which("actorfeed")
-    out = subprocess.run([binary, "run", "--data", data, "--batch", str(BATCH), "--shuffle", str(WINDOW),
+    out = subprocess.run([binary, "run", "--data", data, "--batch", str(BATCH), "--shuffle", str(shuffle),
                           "--seed", "1", "--passes", str(EPOCHS), "--progress-every", "1h"],
                          capture_output=True, text=True, check=True).stdout
     return float(re.search(r"samples in .*: (\d+) samples/s", out).group(1))
@@ -78,14 +81,14 @@ def dataloader(raw, workers, in_memory):
     import torch
     from torch.utils.data import DataLoader, Dataset, TensorDataset
 
-    labels = torch.from_numpy(np.fromfile(raw + ".labels", np.uint8, offset=8).astype(np.int64))
+    labels = torch.from_numpy(np.fromfile(idx(raw, "labels"), np.uint8, offset=8).astype(np.int64))
     if in_memory:
         # Read, not copied out of a memory map: the map's pages would stay
         # resident beside the copy and count in this contender's RSS.
-        images = np.fromfile(raw + ".images", np.uint8, offset=16).reshape(-1, 28, 28)
+        images = np.fromfile(idx(raw, "images"), np.uint8, offset=16).reshape(-1, 28, 28)
         ds = TensorDataset(torch.from_numpy(images), labels)
     else:
-        images = np.memmap(raw + ".images", np.uint8, "r", offset=16).reshape(-1, 28, 28)
+        images = np.memmap(idx(raw, "images"), np.uint8, "r", offset=16).reshape(-1, 28, 28)
 
         class OnDisk(Dataset):
             def __len__(self):
@@ -103,10 +106,18 @@ def dataloader(raw, workers, in_memory):
     return n / (time.perf_counter() - start)
 
 
+def idx(raw, kind):
+    """The raw IDX file of kind (images, labels) in the directory raw, named
+    as Fashion-MNIST's, so that a reader pairs them."""
+    return os.path.join(raw, "train-%s-idx%d-ubyte" % (kind, 3 if kind == "images" else 1))
+
+
 CONTENDERS = {
     "Loader, numpy arrays": lambda a: loader(a.data, False),
     "Loader, torch tensors": lambda a: loader(a.data, True),
     "Go pipeline in process": lambda a: go_in_process(a.data),
+    "Loader, torch, global, IDX": lambda a: loader("idx:" + idx(a.raw, "images"), True, "all"),
+    "Go pipeline, global, IDX": lambda a: go_in_process("idx:" + idx(a.raw, "images"), "all"),
     "DataLoader, memory, 0 workers": lambda a: dataloader(a.raw, 0, True),
     "DataLoader, memory, 2 workers": lambda a: dataloader(a.raw, 2, True),
     "DataLoader, file, 0 workers": lambda a: dataloader(a.raw, 0, False),
@@ -133,9 +144,9 @@ def main():
     if a.one:
         return one(a.one, a.data, a.raw)
     with tempfile.TemporaryDirectory() as tmp:
-        raw = os.path.join(tmp, "train")
-        for kind, dims, suffix in (("images", 3, ".images"), ("labels", 1, ".labels")):
-            with gzip.open(FASHION % (kind, dims)) as src, open(raw + suffix, "wb") as dst:
+        raw = tmp
+        for kind, dims in (("images", 3), ("labels", 1)):
+            with gzip.open(FASHION % (kind, dims)) as src, open(idx(raw, kind), "wb") as dst:
                 shutil.copyfileobj(src, dst)
         got = {name: [] for name in CONTENDERS}
         for _ in range(a.rounds):

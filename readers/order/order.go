@@ -161,8 +161,15 @@ func (o *Order) Span() int { return int(o.window) }
 // Seed is the order's seed.
 func (o *Order) Seed() uint64 { return o.seed }
 
-// Splits is the number of splits.
-func (o *Order) Splits() int { return len(o.splits) }
+// Splits is the number of splits: the pieces of work readers share. A
+// global order's are its blocks of Block positions, which any reader reads
+// by position, however few files hold them.
+func (o *Order) Splits() int {
+	if o.global {
+		return int((o.n + Block - 1) / Block)
+	}
+	return len(o.splits)
+}
 
 // mix derives a generator stream from (a, b): splitmix64 of each, so that
 // nearby epochs and windows get unrelated streams.

@@ -101,6 +101,7 @@ func TestGlobalOrder(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, o.Global())
 	require.Equal(t, uint64(8001), o.Len())
+	require.Equal(t, 2, o.Splits(), "its blocks: any reader reads any of them")
 	orders := map[uint64][]uint64{}
 	for e := range uint64(3) {
 		ep := o.Epoch(e)
