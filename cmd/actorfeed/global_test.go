@@ -2,10 +2,14 @@ package main
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/actorfeed/actorfeed/internal/s3server/s3servertest"
+	"github.com/actorfeed/actorfeed/readers"
 )
 
 // A job in the global order (--shuffle all over gen's IDX pairs): four
@@ -46,4 +50,35 @@ func TestGlobalOrderJobResizesAndVerifies(t *testing.T) {
 	rio := genSet(t, 1, 100)
 	_, err = cli(t, "run", "--data", filepath.Join(rio, "*.recordio"), "--shuffle", "all")
 	require.ErrorContains(t, err, "part-00000.recordio is RecordIO, whose checksums cover whole chunks")
+}
+
+// WebDataset shards served as objects are read in the global order from
+// the object cache's copies, id for id as the files on disk; without the
+// cache, whose absence would make every record a GET of its own, the run
+// is refused, naming the object and the cache's variable.
+func TestGlobalOrderReadsObjectsFromTheirCopies(t *testing.T) {
+	data := genSet(t, 2, 200, "--to", "wds", "--image-size", "16")
+	srv := s3servertest.Start(t)
+	srv.Bucket(t, "train")
+	srv.PutFiles(t, "train", "shards/", filepath.Join(data, "*.tar"))
+	srv.Env(t, srv.Endpoint)
+	dir := t.TempDir()
+	args := func(data, ids string) []string {
+		return []string{"run", "--data", data, "--shuffle", "all", "--batch", "16", "--passes", "2", "--emit-ids", ids}
+	}
+	_, stderr, code := execCLI(t, dir, args(filepath.Join(data, "*.tar"), "local.jsonl")...)
+	require.Zero(t, code, stderr)
+	_, stderr, code = execCLI(t, dir, args("s3://train/shards/*.tar", "refused.jsonl")...)
+	require.NotZero(t, code)
+	require.Contains(t, stderr, "s3://train/shards/")
+	require.Contains(t, stderr, readers.ObjectCacheEnv)
+
+	t.Setenv(readers.ObjectCacheEnv, t.TempDir())
+	_, stderr, code = execCLI(t, dir, args("s3://train/shards/*.tar", "objects.jsonl")...)
+	require.Zero(t, code, stderr)
+	local, err := os.ReadFile(filepath.Join(dir, "local.jsonl"))
+	require.NoError(t, err)
+	objects, err := os.ReadFile(filepath.Join(dir, "objects.jsonl"))
+	require.NoError(t, err)
+	require.Equal(t, string(local), string(objects))
 }
