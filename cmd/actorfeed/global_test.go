@@ -4,11 +4,13 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/actorfeed/actorfeed/internal/s3server/s3servertest"
+	"github.com/actorfeed/actorfeed/internal/testutil"
 	"github.com/actorfeed/actorfeed/readers"
 )
 
@@ -81,4 +83,15 @@ func TestGlobalOrderReadsObjectsFromTheirCopies(t *testing.T) {
 	objects, err := os.ReadFile(filepath.Join(dir, "objects.jsonl"))
 	require.NoError(t, err)
 	require.Equal(t, string(local), string(objects))
+}
+
+// The README's global-order block runs as written: over Debian's gzip'd
+// Fashion-MNIST (through its decoded copy) and over gen's IDX pairs.
+func TestREADMEGlobalOrderBlockRuns(t *testing.T) {
+	testutil.FashionDir(t)
+	out := runREADMEBlock(t, "the global order", func(b string) bool { return strings.Contains(b, "--shuffle all") })
+	require.Contains(t, out, "open_files(1 files) -> shuffle(all)")
+	require.Contains(t, out, "120000 samples in 938 batches, 2 pass(es)")
+	require.Contains(t, out, "wrote 100000 samples in 4 IDX pairs to out/idx")
+	require.Contains(t, out, "200000 samples in 3126 batches, 2 pass(es)")
 }
