@@ -33,6 +33,7 @@ type Pipeline struct {
 	devices []*deviceCounter
 	cells   []*cell
 	queues  []*readers.FeedQueue // closed at shutdown, releasing producers
+	opened  []uint64             // each queue's Opened when the pass started
 	files   *fileSource          // a Files source's files
 	gather  *gatherSource        // their records by position, in a global order
 	order   *orderPlan           // nil when the source is not Files in an order
@@ -269,9 +270,10 @@ func (p *Pipeline) Reset() error {
 	}
 	p.pass++
 	// A feed queue's pass ended when its producer closed it: it is opened
-	// for the next pass's producer, as Fluid's py_reader reset does.
-	for _, q := range p.queues {
-		q.ReOpenClosed()
+	// for the next pass's producer, as Fluid's py_reader reset does, unless
+	// the producer re-opened it already (then a close is its new pass's).
+	for i, q := range p.queues {
+		p.opened[i] = q.ReOpenClosed(p.opened[i])
 	}
 	// What the old pass left in flight is gone; what the double buffer read
 	// ahead is the new pass's.

@@ -224,7 +224,7 @@ func (p *Pipeline) planSource(name string, s Stage) ([]spawnable, error) {
 			open: func(context.Context, string) (readers.Reader, error) { return s.New() }}, 1
 	case Queue:
 		src, threads = queueSource{q: s.Queue}, 1
-		p.queues = append(p.queues, s.Queue)
+		p.queues, p.opened = append(p.queues, s.Queue), append(p.opened, s.Queue.Opened())
 	}
 	if buffer == 0 {
 		buffer = 3 * threads

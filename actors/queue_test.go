@@ -114,3 +114,50 @@ func TestQueueWaitsForAPausedProducer(t *testing.T) {
 	require.Equal(t, []int64{0, 1}, vals)
 	closeAndCheck(t, p, sys)
 }
+
+// A producer that re-opens the queue, pushes a pass that fits in it and
+// closes it, all before the trainer's Reset, has that pass read. Reset
+// re-opened a closed queue whatever closed it: it dropped such a pass's
+// items, or, with none, its end, so that the pass never ended (a sim
+// scenario's reference run hung so under load, one run in a few).
+func TestAPassPushedBeforeResetIsRead(t *testing.T) {
+	ctx := testutil.Context(t)
+	q, err := readers.NewFeedQueue(4, nil)
+	require.NoError(t, err)
+	sys := actors.NewSystem()
+	var mu sync.Mutex
+	var got []int64
+	p, err := actors.NewDevices([]actors.Stage{actors.Queue{Queue: q}, actors.Batch{Size: 3}, actors.DoubleBuffer{Window: 2}},
+		actors.Devices{N: 1, Step: func(_ context.Context, it actors.Item) error {
+			v, err := tensor.View[int64](it.Slots[0].Tensor)
+			mu.Lock()
+			got = append(got, v...)
+			mu.Unlock()
+			return err
+		}}, actors.Options{System: sys, GroupSize: 2})
+	require.NoError(t, err)
+	for pass, n := range []int{2, 0, 3, 4, 0} {
+		if pass > 0 {
+			q.ReOpen()
+		}
+		for r := range n {
+			require.NoError(t, q.Push(ctx, testutil.Sample(pass, r)))
+		}
+		q.Close()
+		if pass > 0 {
+			require.NoError(t, p.Reset())
+		}
+		run, cancel := context.WithTimeout(ctx, 30*time.Second) // a pass that never ends fails, not hangs
+		require.NoError(t, p.Run(run), "pass %d", pass)
+		cancel()
+		want := make([]int64, n)
+		for r := range want {
+			want[r] = int64(pass*1_000_000 + r)
+		}
+		mu.Lock()
+		require.ElementsMatch(t, want, got, "pass %d", pass)
+		got = got[:0]
+		mu.Unlock()
+	}
+	closeAndCheck(t, p, sys)
+}

@@ -83,7 +83,9 @@ type Generator struct {
 // next stage took them in, and no MultiPass stage may follow it. A pass is
 // what is pushed until the queue is closed; Reset re-opens a closed queue
 // for the next pass, whose items the producer pushes after Reset returns
-// (nothing reads a queue's next pass ahead).
+// (nothing reads a queue's next pass ahead), unless the producer re-opened
+// it itself since the last pass began (FeedQueue.ReOpen): then what it
+// pushed, and a close, are the next pass's.
 type Queue struct{ Queue *readers.FeedQueue }
 
 // Shuffle is create_shuffle_reader (see readers.Shuffle). Right after

@@ -39,7 +39,8 @@ type FeedQueue struct {
 	n       int
 	closed  bool
 	killed  error
-	waiting int // goroutines blocked in Push or Pop
+	waiting int    // goroutines blocked in Push or Pop
+	opened  uint64 // re-openings (ReOpen, ReOpenClosed)
 }
 
 // NewFeedQueue returns a queue that holds at most capacity items, each
@@ -160,27 +161,40 @@ func (q *FeedQueue) Kill(cause error) {
 // ReOpen empties the queue and makes it usable again after Close or Kill.
 func (q *FeedQueue) ReOpen() {
 	q.mu.Lock()
-	clear(q.ring)
-	q.head, q.n = 0, 0
-	q.closed, q.killed = false, nil
-	q.cond.Broadcast()
-	q.mu.Unlock()
+	defer q.mu.Unlock()
+	q.reopen()
+	q.killed = nil
 }
 
-// ReOpenClosed re-opens the queue if it was closed, as ReOpen does, and
-// leaves an open or killed queue as it is: a pipeline's Reset calls it,
-// so that a producer who re-opened the queue already keeps what it pushed
-// since.
-func (q *FeedQueue) ReOpenClosed() {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	if !q.closed || q.killed != nil {
-		return
-	}
+func (q *FeedQueue) reopen() {
 	clear(q.ring)
 	q.head, q.n = 0, 0
 	q.closed = false
+	q.opened++
 	q.cond.Broadcast()
+}
+
+// Opened counts the queue's re-openings: a pipeline notes it when a pass
+// starts, so that its Reset tells the close that ended that pass from one
+// that a producer who re-opened the queue since made (ReOpenClosed).
+func (q *FeedQueue) Opened() uint64 {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.opened
+}
+
+// ReOpenClosed re-opens the queue, as ReOpen does, if it was closed and
+// has not been re-opened since Opened was since; it leaves an open or
+// killed queue as it is, and one a producer re-opened since (what it
+// pushed, and a close that ends its pass, are the next pass's). A
+// pipeline's Reset calls it; it returns Opened after it.
+func (q *FeedQueue) ReOpenClosed(since uint64) uint64 {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.closed && q.killed == nil && q.opened == since {
+		q.reopen()
+	}
+	return q.opened
 }
 
 // Size is the number of queued items.

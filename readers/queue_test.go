@@ -132,22 +132,33 @@ func TestQueueKillReachesTheConsumer(t *testing.T) {
 	assert.Equal(t, []int64{5}, values(t, []tensor.Slots{it}))
 }
 
-// ReOpenClosed opens only a closed queue: an open queue keeps what a
-// producer pushed, and a killed one stays killed.
+// ReOpenClosed opens only a closed queue that no one re-opened since the
+// count it is given: an open queue keeps what a producer pushed, a killed
+// one stays killed, and one a producer re-opened, filled and closed again
+// keeps its items and its close, which are the next pass's.
 func TestQueueReOpenClosedTouchesOnlyAClosedQueue(t *testing.T) {
 	ctx := context.Background()
 	q, err := readers.NewFeedQueue(4, nil)
 	require.NoError(t, err)
 	require.NoError(t, q.Push(ctx, item(1)))
-	q.ReOpenClosed()
+	since := q.ReOpenClosed(q.Opened())
 	assert.Equal(t, 1, q.Size(), "an open queue keeps its items")
 	q.Close()
 	require.ErrorIs(t, q.Push(ctx, item(2)), readers.ErrQueueClosed)
-	q.ReOpenClosed()
+	since = q.ReOpenClosed(since)
 	assert.Equal(t, 0, q.Size(), "a closed queue is emptied, as ReOpen does")
 	require.NoError(t, q.Push(ctx, item(3)))
+	q.Close()
+	q.ReOpen() // a producer's, for its next pass
+	require.NoError(t, q.Push(ctx, item(4)))
+	q.Close()
+	since = q.ReOpenClosed(since)
+	assert.Equal(t, 1, q.Size(), "the producer's pass stays")
+	require.ErrorIs(t, q.Push(ctx, item(5)), readers.ErrQueueClosed, "and so does its close")
+	q.ReOpenClosed(since)
+	require.NoError(t, q.Push(ctx, item(6)))
 	q.Kill(nil)
-	q.ReOpenClosed()
+	q.ReOpenClosed(q.Opened())
 	_, err = q.Pop(ctx)
 	require.ErrorIs(t, err, readers.ErrQueueKilled)
 }
