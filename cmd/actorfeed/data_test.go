@@ -552,7 +552,7 @@ func TestGenWritesJPEGShards(t *testing.T) {
 	require.Contains(t, msg, "29 samples in 4 batches")
 	require.Contains(t, msg, "skipped records 1 (last pass)")
 	require.Contains(t, msg, "skipped 1 sample(s) a map could not read; the first: sample 00000007 (record 2) of "+shard+": vision: not a decodable image")
-	for args, want := range map[string]string{"--to png": `--to "png": want recordio, wds or tfrecord`, "--to wds --image-size 2": "--image-size 2"} {
+	for args, want := range map[string]string{"--to png": `--to "png": want recordio, idx, wds or tfrecord`, "--to wds --image-size 2": "--image-size 2"} {
 		_, err := cli(t, append([]string{"gen", "--out", dir}, strings.Fields(args)...)...)
 		require.ErrorContains(t, err, want)
 	}
