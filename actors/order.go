@@ -106,11 +106,6 @@ func (p *Pipeline) planOrder(ctx context.Context, stages []Stage) error {
 	switch {
 	case global && len(f.Paths) >= messages.MaxFiles:
 		return fmt.Errorf("%w: a global order reads at most %d files", ErrBadSpec, messages.MaxFiles-1)
-	case global && opts.Service != nil:
-		// The service's workers read tasks of a file's records in the
-		// windowed order's splits (service.go); a task of a global order
-		// reads records of every file, which they do not yet.
-		return fmt.Errorf("%w: a global order is not yet read by the data service's workers: read it in this process, or shuffle in a window", ErrBadSpec)
 	}
 	fs.positional = global
 	threads, _ := f.readers(len(f.Paths)) // indexing: a file each

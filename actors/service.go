@@ -244,7 +244,7 @@ func (p *Pipeline) serviceJob(stages []Stage) (*messages.ServiceJob, error) {
 		job.Files = append(job.Files, path)
 	}
 	if sh, ok := stageAt[Shuffle](stages, 1); ok {
-		job.Seed, job.Window, job.Shuffled = sh.Seed, uint32(sh.Window), true
+		job.Seed, job.Window, job.Shuffled, job.Global = sh.Seed, uint32(sh.Window), true, sh.Global
 	}
 	for _, s := range stages[1:] {
 		switch s := s.(type) {

@@ -1013,7 +1013,9 @@ type ServiceJob struct {
 	OnCorrupt  string   `protobuf:"bytes,9,opt,name=on_corrupt,json=onCorrupt,proto3" json:"on_corrupt,omitempty"`
 	// The stages after the shuffle, in order: the batch stage (batch,
 	// drop_last) and the maps, by the names the workers know them by.
-	Stages        []*ServiceStage `protobuf:"bytes,10,rep,name=stages,proto3" json:"stages,omitempty"`
+	Stages []*ServiceStage `protobuf:"bytes,10,rep,name=stages,proto3" json:"stages,omitempty"`
+	// The shuffle is the global order (actors.Shuffle.Global): window is 0.
+	Global        bool `protobuf:"varint,11,opt,name=global,proto3" json:"global,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1116,6 +1118,13 @@ func (x *ServiceJob) GetStages() []*ServiceStage {
 		return x.Stages
 	}
 	return nil
+}
+
+func (x *ServiceJob) GetGlobal() bool {
+	if x != nil {
+		return x.Global
+	}
+	return false
 }
 
 // ServiceStage is a stage of a ServiceJob after the shuffle.
@@ -2000,7 +2009,7 @@ const file_messages_proto_rawDesc = "" +
 	"\x04file\x18\x03 \x01(\rR\x04file\x12\x12\n" +
 	"\x04path\x18\x04 \x01(\tR\x04path\x12\x12\n" +
 	"\x04from\x18\x05 \x01(\x04R\x04from\x12\x0e\n" +
-	"\x02to\x18\x06 \x01(\x04R\x02to\"\xb0\x02\n" +
+	"\x02to\x18\x06 \x01(\x04R\x02to\"\xc8\x02\n" +
 	"\n" +
 	"ServiceJob\x12\x14\n" +
 	"\x05files\x18\x01 \x03(\tR\x05files\x12\x12\n" +
@@ -2016,7 +2025,8 @@ const file_messages_proto_rawDesc = "" +
 	"\n" +
 	"on_corrupt\x18\t \x01(\tR\tonCorrupt\x122\n" +
 	"\x06stages\x18\n" +
-	" \x03(\v2\x1a.actorfeed.v1.ServiceStageR\x06stages\"P\n" +
+	" \x03(\v2\x1a.actorfeed.v1.ServiceStageR\x06stages\x12\x16\n" +
+	"\x06global\x18\v \x01(\bR\x06global\"P\n" +
 	"\fServiceStage\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x18\n" +

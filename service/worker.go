@@ -589,7 +589,7 @@ func (w *Worker) taskPipeline(m *messages.ServiceTask) ([]actors.Stage, actors.O
 	}
 	stages := []actors.Stage{actors.Files{Paths: job.Files, Threads: w.opts.Threads}}
 	if job.Shuffled {
-		stages = append(stages, actors.Shuffle{Window: int(job.Window), Seed: job.Seed})
+		stages = append(stages, actors.Shuffle{Window: int(job.Window), Seed: job.Seed, Global: job.Global})
 	}
 	rest, err := w.jobStages(job)
 	if err != nil {

@@ -32,9 +32,12 @@ type Scenario struct {
 	Workers               int
 	Files, Records, Chunk int
 	Batch, Window, Passes int
-	Credit                int
-	Shard                 actors.Shard // the client's rank
-	Faults                []Fault
+	// Global reads WebDataset shards in the global order (actors.Shuffle.
+	// Global) in place of RecordIO files in a window.
+	Global bool
+	Credit int
+	Shard  actors.Shard // the client's rank
+	Faults []Fault
 	// Slow, when set, is a worker that runs slower than the others for the
 	// whole scenario (Slowdown.Worker is -1 when none).
 	Slow Slowdown
@@ -138,6 +141,9 @@ func Generate(seed uint64) Scenario {
 		sc.Faults = append(sc.Faults, f)
 	}
 	drawSlowness(&sc, seed, batches)
+	// A third of the scenarios read in the global order, from a stream of
+	// its own, so that the draws above stay those of the scenarios before.
+	sc.Global = rand.New(rand.NewPCG(seed, 0x676c6f62)).IntN(3) == 0 // "glob"
 	slices.SortStableFunc(sc.Faults, func(a, b Fault) int { return a.At - b.At })
 	return sc
 }
@@ -170,8 +176,12 @@ func (sc Scenario) Describe() string {
 	if sc.Hostile {
 		fs = append(fs, "a hostile trainer beside it (leases of 1ms, a storm of sessions, credit without end)")
 	}
-	return fmt.Sprintf("net-%d: %d workers, %d files x %d records (chunks of %d bytes), batch %d, window %d, %d pass(es), credit %d, rank %d of %d (%s)%s; %s",
-		sc.Seed, sc.Workers, sc.Files, sc.Records, sc.Chunk, sc.Batch, sc.Window, sc.Passes, sc.Credit, sc.Shard.Rank, max(sc.Shard.World, 1),
+	files, order := fmt.Sprintf("%d files x %d records (chunks of %d bytes)", sc.Files, sc.Records, sc.Chunk), fmt.Sprintf("window %d", sc.Window)
+	if sc.Global {
+		files, order = fmt.Sprintf("%d shards x %d records", sc.Files, sc.Records), "the global order"
+	}
+	return fmt.Sprintf("net-%d: %d workers, %s, batch %d, %s, %d pass(es), credit %d, rank %d of %d (%s)%s; %s",
+		sc.Seed, sc.Workers, files, sc.Batch, order, sc.Passes, sc.Credit, sc.Shard.Rank, max(sc.Shard.World, 1),
 		sc.Shard.Remainder, slow, strings.Join(fs, ", "))
 }
 
@@ -192,7 +202,10 @@ type Result struct {
 // stages is the scenario's chain.
 func (sc Scenario) stages(paths []string) []actors.Stage {
 	chain := []actors.Stage{actors.Files{Paths: paths, Threads: sc.sources}}
-	if sc.Window > 0 {
+	switch {
+	case sc.Global:
+		chain = append(chain, actors.Shuffle{Global: true, Seed: sc.Seed})
+	case sc.Window > 0:
 		chain = append(chain, actors.Shuffle{Window: sc.Window, Seed: sc.Seed})
 	}
 	return append(chain, actors.Batch{Size: sc.Batch}, actors.DoubleBuffer{Window: sc.consumerWindow})
@@ -218,8 +231,12 @@ func Run(ctx context.Context, sc Scenario, cfg Config) (res Result) {
 	defer os.RemoveAll(dir)
 	var paths []string
 	for f := range sc.Files {
-		path := filepath.Join(dir, fmt.Sprintf("part-%d.recordio", f))
-		if err := records.Write(path, f, sc.Records, sc.Chunk, false); err != nil {
+		format := ""
+		if sc.Global {
+			format = records.WebDataset
+		}
+		path := filepath.Join(dir, fmt.Sprintf("part-%d", f)+records.Suffix(format))
+		if err := records.WriteAs(format, path, f, sc.Records, sc.Chunk, false); err != nil {
 			res.Violations = append(res.Violations, err.Error())
 			return res
 		}
