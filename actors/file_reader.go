@@ -213,9 +213,10 @@ func (a *workerActor) drain() {
 	c.meter.items.Add(int64(len(c.handoff)))
 	c.handoff = c.handoff[:0]
 	if c.failed != nil && c.out.Fail == nil {
-		c.out.Fail = protocol.Failure(c.name, c.src.Name(c.file), c.failed.offset, c.failed.err)
-		c.pipe.record(c.name, &StageError{Stage: c.name, File: c.src.Name(c.file), Offset: c.failed.offset,
-			Record: c.failed.record, Class: Classify(c.failed.err), Err: c.failed.err})
+		file, record := failedAt(c.src, c.file, c.failed.record, c.failed.err)
+		c.out.Fail = protocol.Failure(c.name, file, c.failed.offset, c.failed.err)
+		c.pipe.record(c.name, &StageError{Stage: c.name, File: file, Offset: c.failed.offset,
+			Record: record, Class: Classify(c.failed.err), Err: c.failed.err})
 	}
 	if c.ended != nil && c.out.End == nil {
 		c.out.End = &messages.End{Pass: c.pass, Count: c.ended.Count, Skipped: c.ended.Skipped}
@@ -512,7 +513,8 @@ func (fr *fileRead) readGroup() group {
 			return fr.stop(g)
 		}
 		if n, ok := skippable(err, fr.r, c.policy); ok {
-			c.pipe.corrupt.noteSkip(c.src.Name(fr.file), err, n)
+			file, _ := failedAt(c.src, fr.file, int64(fr.rec), err)
+			c.pipe.corrupt.noteSkip(file, err, n)
 			if fr.to > 0 { // the rest of a chunk may lie past the assignment
 				n = int(min(uint64(n), fr.to-fr.rec))
 			}
@@ -546,7 +548,8 @@ func (fr *fileRead) readGroup() group {
 // its next record starts cannot be found, so the rest of the assignment
 // is skipped, and the damage listed with its records unknown.
 func (fr *fileRead) lostTail(g *group, err error) {
-	fr.c.pipe.corrupt.note(CorruptChunk{File: fr.c.src.Name(fr.file), Offset: offsetOf(err), Records: -1, Err: err})
+	file, _ := failedAt(fr.c.src, fr.file, int64(fr.rec), err)
+	fr.c.pipe.corrupt.note(CorruptChunk{File: file, Offset: offsetOf(err), Records: -1, Err: err})
 	if fr.to > fr.rec {
 		g.skipped += fr.to - fr.rec
 		fr.rec = fr.to

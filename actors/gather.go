@@ -3,7 +3,7 @@ package actors
 import (
 	"cmp"
 	"context"
-	"fmt"
+	"errors"
 	"io"
 	"slices"
 	"sync"
@@ -189,7 +189,7 @@ func (g *gatherReader) read(ctx context.Context, file int, record uint64) (tenso
 	if !ok {
 		var err error
 		if r, err = g.src.take(ctx, file); err != nil {
-			return nil, fmt.Errorf("%s: %w", g.src.files.Name(file), err)
+			return nil, &recordError{file: g.src.files.Name(file), record: record, err: err}
 		}
 		g.held[file] = r
 	}
@@ -197,9 +197,31 @@ func (g *gatherReader) read(ctx context.Context, file int, record uint64) (tenso
 	if err != nil {
 		delete(g.held, file)
 		r.Close()
-		return nil, fmt.Errorf("%s record %d: %w", g.src.files.Name(file), record, err)
+		return nil, &recordError{file: g.src.files.Name(file), record: record, err: err}
 	}
 	return item, nil
+}
+
+// recordError is a failure to read a record of one of the data set's
+// files by position: what fails is that file's record, not the virtual
+// file's (failedAt). Its message is the error's, which the stage's error
+// prefixes with the file and record.
+type recordError struct {
+	file   string
+	record uint64
+	err    error
+}
+
+func (e *recordError) Error() string { return e.err.Error() }
+func (e *recordError) Unwrap() error { return e.err }
+
+// failedAt names where err happened, in file's reading at record: the data
+// set's file and record when a gather reader read it by position.
+func failedAt(src recordSource, file int, record int64, err error) (string, int64) {
+	if re, ok := errors.AsType[*recordError](err); ok {
+		return re.file, int64(re.record)
+	}
+	return src.Name(file), record
 }
 
 // SkipCorrupt passes over the position whose record was corrupt.

@@ -107,7 +107,8 @@ func TestGlobalOrderIsThePermutationOfTheDataSet(t *testing.T) {
 
 // WebDataset shards and TFRecord files are read by position too; a
 // damaged sample is skipped under SkipCorrupt (and counted), and fails the
-// pipeline, named, otherwise.
+// pipeline otherwise, its StageError naming the shard and the sample's
+// record (a sim scenario found them naming the virtual file).
 func TestGlobalOrderReadsStreamFiles(t *testing.T) {
 	ctx := testutil.Context(t)
 	dir := t.TempDir()
@@ -160,7 +161,9 @@ func TestGlobalOrderReadsStreamFiles(t *testing.T) {
 	for err == nil {
 		_, err = p.Next(ctx)
 	}
-	require.ErrorContains(t, err, "shard-1.tar record 300")
+	se, ok := errors.AsType[*actors.StageError](err)
+	require.True(t, ok, "%v", err)
+	require.Equal(t, [2]any{filepath.Join(dir, "shard-1.tar"), int64(300)}, [2]any{se.File, se.Record}, "the data set's file and record, not the virtual file's")
 	require.NoError(t, p.Close())
 }
 
