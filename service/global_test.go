@@ -1,3 +1,5 @@
+//go:build !race
+
 package service_test
 
 import (
