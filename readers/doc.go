@@ -12,7 +12,9 @@
 // object cache when ACTORFEED_OBJECT_CACHE is set (object_cache.go).
 // Expand turns a file list as users write it, with WebDataset's brace
 // lists and globs of files or objects, into the files it names (expand.go,
-// braces.go).
+// braces.go). A reader that reads any record by position at the cost of
+// that record is Positional (positional.go): IDX, TFRecord and WebDataset
+// files, which a global order reads so.
 //
 // # The contract
 //

@@ -20,5 +20,11 @@
 // shard covers, and G does not depend on the world size, so an epoch can
 // be re-cut among another number of ranks part way through (Layout.Regroup).
 //
+// A global order (Config.Global) replaces steps 1 and 2: G position p is
+// the data set's record Permutation(p), a keyed bijection of [0, N)
+// computed position by position (permutation.go), and its pieces are runs
+// of positions of a virtual file, whose records a reader reads by
+// position. Step 3 is the same.
+//
 // Layering: order imports only the standard library.
 package order
