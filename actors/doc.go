@@ -26,7 +26,9 @@
 // Options.Resume continues from it exactly, after a preemption, on other
 // numbers of readers or devices; given the states of every rank of a
 // stopped job, on another number of ranks, whatever step each rank
-// stopped at (Rejoin). Devices.Steps stops a trainer at a step.
+// stopped at (Rejoin). Devices.Steps stops a trainer at a step. A Shuffle
+// with Global makes the order a uniform permutation of every record each
+// epoch, whose records the file readers read by position (gather.go).
 //
 // Options.Lanes copies the batch and map stages over the cores, between a
 // deal and a merge stage (lanes.go). Options.Service runs the stages before
