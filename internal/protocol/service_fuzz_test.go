@@ -30,8 +30,9 @@ type serviceFuzz struct {
 	workers []*workerModel
 	d       *downModel
 	link    *linkFuzz // for its subscriber's checks (toDown)
-	tasks   map[uint32][]*Task
-	sizes   map[uint64]uint32 // batches of each task
+	tasks   map[uint32][]*Task // each pass's, as last made
+	made    map[uint64]*Task   // every task made, by id: a worker may run one of a pass made again
+	sizes   map[uint64]uint32  // batches of each task
 	nextID  uint64
 	last    map[uint32]uint64 // the last id the subscriber got of each pass
 }
@@ -51,7 +52,8 @@ type attemptModel struct {
 }
 
 func newServiceFuzz(workers, credit, tasks, capacity, size uint8) *serviceFuzz {
-	fz := &serviceFuzz{now: time.Unix(1e9, 0), tasks: map[uint32][]*Task{}, sizes: map[uint64]uint32{}, last: map[uint32]uint64{}}
+	fz := &serviceFuzz{now: time.Unix(1e9, 0), tasks: map[uint32][]*Task{}, made: map[uint64]*Task{}, sizes: map[uint64]uint32{},
+		last: map[uint32]uint64{}}
 	fz.m = &ServiceMachine{Name: "service", Credit: int(credit%4) + 1, Tasks: int(tasks%2) + 1, Lease: fuzzLease,
 		WaitForWorkers: 1000 * fuzzLease, Capacity: int(capacity%4) + 1, Session: "s", Self: "self",
 		Now: func() time.Time { return fz.now }}
@@ -68,6 +70,7 @@ func newServiceFuzz(workers, credit, tasks, capacity, size uint8) *serviceFuzz {
 		for i := range n {
 			t := NewTask(fz.nextID, lo)
 			fz.nextID++
+			fz.made[t.ID] = t
 			fz.sizes[t.ID] = uint32(1 + (i*5+int(pass))%7)
 			lo += uint64(fz.sizes[t.ID])
 			ts = append(ts, t)
@@ -224,17 +227,9 @@ func (fz *serviceFuzz) workerEvent(box *Outbox, op, arg byte) error {
 // batch is batch idx of an attempt, as a worker sends it: positions
 // counted from the task's start, ids naming it in the pass.
 func (fz *serviceFuzz) batch(wm *workerModel, task uint64, a *attemptModel, idx uint32) *messages.ServiceBatch {
-	var tk *Task
-	for _, ts := range fz.tasks {
-		for _, t := range ts {
-			if t.ID == task {
-				tk = t
-			}
-		}
-	}
 	pass := fz.m.Out.Pass
 	return &messages.ServiceBatch{Session: wm.session, Task: task, Attempt: a.attempt, Index: idx,
-		Batch: &messages.Batch{Position: uint64(idx), Ids: []uint64{batchID(pass, tk, idx)}}}
+		Batch: &messages.Batch{Position: uint64(idx), Ids: []uint64{batchID(pass, fz.made[task], idx)}}}
 }
 
 // deliver hands what the machine sent to the subscriber and the workers.
