@@ -29,7 +29,7 @@ type serviceFuzz struct {
 	now     time.Time
 	workers []*workerModel
 	d       *downModel
-	link    *linkFuzz // for its subscriber's checks (toDown)
+	link    *linkFuzz          // for its subscriber's checks (toDown)
 	tasks   map[uint32][]*Task // each pass's, as last made
 	made    map[uint64]*Task   // every task made, by id: a worker may run one of a pass made again
 	sizes   map[uint64]uint32  // batches of each task
