@@ -7,6 +7,7 @@ import (
 	"io"
 	"slices"
 	"sync"
+	"unsafe"
 
 	"github.com/actorfeed/actorfeed/internal/protocol"
 	"github.com/actorfeed/actorfeed/readers"
@@ -123,6 +124,20 @@ type gatherReader struct {
 	ahead []gathered // positions next, next+1, ..., read
 	held  map[int]readers.Positional
 	byPos []int // scratch: the positions of a fill, sorted by file and record
+	// arena holds the records of a fill that readers read into memory of
+	// the gather reader's (recordInto): reused by the next fill unless a
+	// record in it was handed on as it is rather than copied onto a stack
+	// (lent), so that a gather allocates nothing a record.
+	arena []byte
+	used  int
+	lent  bool
+}
+
+// recordInto is a positional reader that reads a record into memory its
+// caller owns (the IDX file's RecordInto).
+type recordInto interface {
+	RecordBytes() int
+	RecordInto(ctx context.Context, n int, dst []byte) (tensor.Slots, error)
 }
 
 // gathered is one position read: its record, or why it could not be.
@@ -133,7 +148,9 @@ type gathered struct {
 	err    error
 }
 
-func (g *gatherReader) Next(ctx context.Context) (tensor.Slots, error) {
+// pop is the record at the next position, read ahead with the next
+// gatherAhead when none is.
+func (g *gatherReader) pop(ctx context.Context) (tensor.Slots, error) {
 	if len(g.ahead) == 0 {
 		if g.next >= g.until {
 			return nil, io.EOF
@@ -150,11 +167,19 @@ func (g *gatherReader) Next(ctx context.Context) (tensor.Slots, error) {
 	return item, nil
 }
 
+// Next returns the record at the next position. It may be memory of the
+// gather reader's, which is then not reused.
+func (g *gatherReader) Next(ctx context.Context) (tensor.Slots, error) {
+	g.lent = true
+	return g.pop(ctx)
+}
+
 // NextStacked copies the next record onto st when it stacks: a group of
 // records then travels as one tensor a slot.
 func (g *gatherReader) NextStacked(ctx context.Context, st *tensor.Stack) (tensor.Slots, error) {
-	item, err := g.Next(ctx)
+	item, err := g.pop(ctx)
 	if err != nil || !st.Append(item) {
+		g.lent = true
 		return item, err
 	}
 	return nil, nil
@@ -176,10 +201,29 @@ func (g *gatherReader) fill(ctx context.Context) {
 		x, y := &g.ahead[a], &g.ahead[b]
 		return cmp.Or(cmp.Compare(x.file, y.file), cmp.Compare(x.record, y.record))
 	})
+	if g.lent {
+		g.arena, g.lent = nil, false
+	}
+	g.used = 0
 	for _, i := range g.byPos {
 		r := &g.ahead[i]
 		r.item, r.err = g.read(ctx, r.file, r.record)
 	}
+}
+
+// space is size bytes of the arena, aligned to 8, for a record of this
+// fill: the arena grows when they do not fit (the records read into the
+// old one keep it).
+func (g *gatherReader) space(size int) []byte {
+	size = (size + 7) &^ 7
+	if g.used+size > len(g.arena) {
+		words := make([]uint64, max(gatherAhead*size, 2*len(g.arena))/8)
+		g.arena = unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(words))), len(words)*8)
+		g.used = 0
+	}
+	b := g.arena[g.used : g.used+size]
+	g.used += size
+	return b
 }
 
 // read reads one record of a data set's file; a failed reader is closed,
@@ -193,7 +237,13 @@ func (g *gatherReader) read(ctx context.Context, file int, record uint64) (tenso
 		}
 		g.held[file] = r
 	}
-	item, err := r.RecordAt(ctx, int(record))
+	var item tensor.Slots
+	var err error
+	if ri, ok := r.(recordInto); ok {
+		item, err = ri.RecordInto(ctx, int(record), g.space(ri.RecordBytes())[:ri.RecordBytes()])
+	} else {
+		item, err = r.RecordAt(ctx, int(record))
+	}
 	if err != nil {
 		delete(g.held, file)
 		r.Close()

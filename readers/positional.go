@@ -72,6 +72,53 @@ func (r *idxFile) RecordAt(ctx context.Context, n int) (tensor.Slots, error) {
 	return tensor.Slots{{Tensor: img}, {Tensor: lbl}}, nil
 }
 
+// RecordBytes is the memory RecordInto reads a record into: the image's
+// bytes and the label's, each rounded up to 8 so that a typed view of
+// either is aligned.
+func (r *idxFile) RecordBytes() int {
+	if r.pair == nil {
+		if r.one == nil {
+			return 0
+		}
+		return align8(r.one.SampleBytes())
+	}
+	return align8(r.pair.Images.SampleBytes()) + align8(r.pair.Labels.SampleBytes())
+}
+
+// RecordInto is RecordAt reading into dst, RecordBytes long and aligned to
+// 8, which the slots it returns wrap: a gather of many records then
+// allocates nothing a record.
+func (r *idxFile) RecordInto(ctx context.Context, n int, dst []byte) (tensor.Slots, error) {
+	if err := r.Addressable(); err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if len(dst) != r.RecordBytes() {
+		return nil, fmt.Errorf("readers: %s: record %d: %d bytes to read it into, want %d", r.images, n, len(dst), r.RecordBytes())
+	}
+	if r.pair == nil {
+		t, err := r.one.SampleInto(n, dst[:r.one.SampleBytes()])
+		if err != nil {
+			return nil, err
+		}
+		return tensor.Slots{{Tensor: t}}, nil
+	}
+	a := r.pair.Images.SampleBytes()
+	img, err := r.pair.Images.SampleInto(n, dst[:a])
+	if err != nil {
+		return nil, err
+	}
+	lbl, err := r.pair.Labels.SampleInto(n, dst[align8(a):align8(a)+r.pair.Labels.SampleBytes()])
+	if err != nil {
+		return nil, err
+	}
+	return tensor.Slots{{Tensor: img}, {Tensor: lbl}}, nil
+}
+
+func align8(n int) int { return (n + 7) &^ 7 }
+
 // Addressable says whether the shard's or TFRecord file's samples can be
 // read by position: a raw file, or a gzip'd one with a decoded copy, on
 // local disk or served from the object cache.

@@ -259,6 +259,21 @@ func (r *Reader) Next() (tensor.Tensor, error) {
 // other SampleAt calls), as Next would return it. A gzip stream cannot be
 // read by position: it fails.
 func (r *Reader) SampleAt(n int) (tensor.Tensor, error) {
+	t, err := tensor.Zeros(r.header.DType, r.header.SampleShape())
+	if err != nil {
+		return tensor.Tensor{}, fail(r.name, 0, err)
+	}
+	return r.SampleInto(n, t.Bytes())
+}
+
+// SampleBytes is the size of a sample: what SampleInto reads into.
+func (r *Reader) SampleBytes() int { return r.header.sampleBytes() }
+
+// SampleInto is SampleAt reading into dst, of SampleBytes bytes, which the
+// tensor it returns wraps: a reader that gathers many samples into memory
+// of its own allocates nothing a sample. dst must be aligned for the file's
+// type where a typed view of the tensor is taken (tensor.View).
+func (r *Reader) SampleInto(n int, dst []byte) (tensor.Tensor, error) {
 	h := r.header
 	at, ok := r.src.(io.ReaderAt)
 	switch {
@@ -266,13 +281,10 @@ func (r *Reader) SampleAt(n int) (tensor.Tensor, error) {
 		return tensor.Tensor{}, fail(r.name, 0, fmt.Errorf("sample %d: a gzip stream cannot be read by position", n))
 	case n < 0 || n >= h.Samples():
 		return tensor.Tensor{}, fail(r.name, 0, fmt.Errorf("no sample %d of %d", n, h.Samples()))
-	}
-	t, err := tensor.Zeros(h.DType, h.SampleShape())
-	if err != nil {
-		return tensor.Tensor{}, fail(r.name, 0, err)
+	case len(dst) != h.sampleBytes():
+		return tensor.Tensor{}, fail(r.name, 0, fmt.Errorf("sample %d: %d bytes to read it into, want %d", n, len(dst), h.sampleBytes()))
 	}
 	off := int64(h.Size) + int64(n)*int64(h.sampleBytes())
-	dst := t.Bytes()
 	if _, err := at.ReadAt(dst, off); err != nil {
 		if errors.Is(err, io.EOF) {
 			err = format.Truncated("sample %d of %d cut off", n, h.Samples())
@@ -284,7 +296,7 @@ func (r *Reader) SampleAt(n int) (tensor.Tensor, error) {
 			slices.Reverse(dst[i : i+size])
 		}
 	}
-	return t, nil
+	return tensor.WrapBytes(h.DType, h.SampleShape(), dst)
 }
 
 // readErr classifies a failure to read sample r.next's bytes.
