@@ -269,7 +269,7 @@ func (s *fileSource) index(parent context.Context, f int, timeout time.Duration)
 	}
 	defer r.Close()
 	if s.positional {
-		if err := addressable(r); err != nil {
+		if err := addressable(r, s.Name(f)); err != nil {
 			return fileIndex{}, err
 		}
 	}
@@ -330,10 +330,11 @@ func (s *fileSource) index(parent context.Context, f int, timeout time.Duration)
 
 // addressable refuses a reader whose records cannot be read by position,
 // saying why and what to do.
-func addressable(r readers.Reader) error {
+func addressable(r readers.Reader, name string) error {
 	p, ok := r.(readers.Positional)
 	if !ok {
-		return fmt.Errorf("%w: its format is not read by position: shuffle in a window (--shuffle N)", readers.ErrNotPositional)
+		return &readers.NotPositionalError{File: name, Why: "is of a format that is not read by position",
+			Fix: "write it as IDX, TFRecord or WebDataset files"}
 	}
 	return p.Addressable()
 }

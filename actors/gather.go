@@ -80,7 +80,7 @@ func (s *gatherSource) take(ctx context.Context, file int) (readers.Positional, 
 	if err != nil {
 		return nil, err
 	}
-	if err := addressable(r); err != nil {
+	if err := addressable(r, s.files.Name(file)); err != nil {
 		r.Close()
 		return nil, err
 	}

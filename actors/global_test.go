@@ -339,3 +339,34 @@ func TestIndexCacheKeepsEachOrdersSplits(t *testing.T) {
 	require.Equal(t, alone, read(windowed, cache))
 	require.EqualValues(t, 0, cache.Hits())
 }
+
+// A global shuffle with OrWindow shuffles a data set it cannot read by
+// position (RecordIO) in that window, exactly as a Shuffle of that window
+// does, and Windowed names the file and why; over IDX files it is the
+// global order.
+func TestGlobalOrderFallsBackToItsWindow(t *testing.T) {
+	ctx := testutil.Context(t)
+	ids := func(stages []actors.Stage) ([][]uint64, error) {
+		p, err := actors.New(stages, actors.Options{System: sharedSys})
+		require.NoError(t, err)
+		defer closeAndCheck(t, p, sharedSys)
+		passes := passItems(t, ctx, p, 2, func(it actors.Item) []uint64 { return slices.Clone(it.IDs) })
+		return [][]uint64{slices.Concat(passes[0]...), slices.Concat(passes[1]...)}, p.Windowed()
+	}
+	recordio := testutil.WriteFiles(t, 3, 200, 5)
+	orWindow := actors.Shuffle{Global: true, OrWindow: 64, Seed: 11}
+	got, why := ids([]actors.Stage{actors.Files{Paths: recordio}, orWindow, actors.Batch{Size: 16}})
+	require.ErrorIs(t, why, readers.ErrNotPositional)
+	require.ErrorContains(t, why, recordio[0])
+	want, none := ids([]actors.Stage{actors.Files{Paths: recordio}, actors.Shuffle{Window: 64, Seed: 11}, actors.Batch{Size: 16}})
+	require.NoError(t, none)
+	require.Equal(t, want, got)
+
+	sizes := []int{300, 200}
+	got, why = ids([]actors.Stage{actors.Files{Paths: globalIDX(t, sizes...)}, orWindow, actors.Batch{Size: 16}})
+	require.NoError(t, why)
+	require.Equal(t, [][]uint64{wantGlobal(t, 11, 0, sizes...), wantGlobal(t, 11, 1, sizes...)}, got)
+
+	_, err := actors.New([]actors.Stage{actors.Files{Paths: recordio}, actors.Shuffle{Window: 8, OrWindow: 64}}, actors.Options{System: sharedSys})
+	require.ErrorIs(t, err, actors.ErrBadSpec)
+}

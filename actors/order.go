@@ -2,11 +2,14 @@ package actors
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/actorfeed/actorfeed/internal/protocol"
 	"github.com/actorfeed/actorfeed/messages"
+	"github.com/actorfeed/actorfeed/readers"
 	"github.com/actorfeed/actorfeed/readers/order"
 )
 
@@ -110,6 +113,11 @@ func (p *Pipeline) planOrder(ctx context.Context, stages []Stage) error {
 	fs.positional = global
 	threads, _ := f.readers(len(f.Paths)) // indexing: a file each
 	splits, fp, err := splitsOf(ctx, fs, opts, threads, &p.pipe.corrupt)
+	if sh, _ := stageAt[Shuffle](stages, 1); global && sh.OrWindow > 0 && errors.Is(err, readers.ErrNotPositional) {
+		// Shuffle.OrWindow: the data set is shuffled in a window instead.
+		p.windowed, global, window, fs.positional = err, false, sh.OrWindow, false
+		splits, fp, err = splitsOf(ctx, fs, opts, threads, &p.pipe.corrupt)
+	}
 	if err != nil {
 		return err
 	}
@@ -136,6 +144,23 @@ func (p *Pipeline) planOrder(ctx context.Context, stages []Stage) error {
 	}
 	return nil
 }
+
+// ordered is stages as planOrder planned them: a global Shuffle that fell
+// back to its window (Shuffle.OrWindow) is that window.
+func (p *Pipeline) ordered(stages []Stage) []Stage {
+	if p.windowed == nil {
+		return stages
+	}
+	sh := stages[1].(Shuffle)
+	stages = slices.Clone(stages)
+	stages[1] = Shuffle{Window: sh.OrWindow, Seed: sh.Seed}
+	return stages
+}
+
+// Windowed is why a global Shuffle with an OrWindow shuffles in that
+// window instead: an error wrapping readers.ErrNotPositional that names
+// the file whose records cannot be read by position. It is nil otherwise.
+func (p *Pipeline) Windowed() error { return p.windowed }
 
 // fileRuns joins the splits that continue each other in a file: a global
 // order locates a record among them, and needs no split of its own for

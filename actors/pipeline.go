@@ -36,8 +36,11 @@ type Pipeline struct {
 	opened  []uint64             // each queue's Opened when the pass started
 	files   *fileSource          // a Files source's files
 	gather  *gatherSource        // their records by position, in a global order
-	order   *orderPlan           // nil when the source is not Files in an order
-	service *serviceCell         // the service stage (Options.Service)
+	// windowed is why a global Shuffle fell back to its window
+	// (Shuffle.OrWindow); nil when it did not.
+	windowed error
+	order    *orderPlan   // nil when the source is not Files in an order
+	service  *serviceCell // the service stage (Options.Service)
 	// unplaced names the stage that does not keep items' places in the
 	// order, when one does not: the pipeline then has no State.
 	unplaced string

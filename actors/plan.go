@@ -109,6 +109,7 @@ func (p *Pipeline) plan(ctx context.Context, stages []Stage, dev *Devices) ([]sp
 	if err := p.planOrder(ctx, stages); err != nil {
 		return nil, err
 	}
+	stages = p.ordered(stages)
 	p.pipe.order, p.pipe.commits.order = p.order, p.order
 	lanes := p.pipe.opts.Lanes
 	if p.pipe.opts.Service != nil {

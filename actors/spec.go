@@ -100,6 +100,12 @@ type Shuffle struct {
 	// start-up that do not grow with it. Window must be 0; the Shuffle
 	// must follow Files, and every file be readers.Positional.
 	Global bool
+	// OrWindow, with Global, is the window to shuffle in instead when a
+	// file of the data set cannot be read by position (RecordIO, a gzip'd
+	// file without its decoded copy, an object outside the object cache):
+	// Pipeline.Windowed then says which and why. 0 refuses such a data set.
+	// The Python loader's shuffle=True.
+	OrWindow int
 }
 
 // Batch is create_batch_reader. It copies the instances of each batch
@@ -414,7 +420,10 @@ func validateStage(where string, s Stage, first, last bool) error {
 		if s.Global && s.Window != 0 {
 			return fmt.Errorf("%w: %s: a global shuffle has no window (window %d)", ErrBadSpec, where, s.Window)
 		}
-		return checkSize(where, "window", s.Window, 0, MaxWindow)
+		if !s.Global && s.OrWindow != 0 {
+			return fmt.Errorf("%w: %s: OrWindow is a global shuffle's (OrWindow %d)", ErrBadSpec, where, s.OrWindow)
+		}
+		return errors.Join(checkSize(where, "window", s.Window, 0, MaxWindow), checkSize(where, "window", s.OrWindow, 0, MaxWindow))
 	case Batch:
 		return checkSize(where, "size", s.Size, 1, MaxBatch)
 	case Map:

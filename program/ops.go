@@ -264,17 +264,28 @@ func mapReader(s *Scope, c *opCtx) error {
 	return decorate(func(*opCtx) (actors.Stage, error) { return st, nil })(s, c)
 }
 
-// shuffleStage is a shuffle of buffer_size records, or, with buffer_size
-// "all", the global order (actors.Shuffle.Global).
+// AutoWindow is the window of a shuffle with buffer_size "auto" over files
+// whose records cannot be read by position: DataLoader's shuffle=True
+// where a global order cannot be had, at a memory of a few MB for samples
+// of a few KB.
+const AutoWindow = 4096
+
+// shuffleStage is a shuffle of buffer_size records; with buffer_size
+// "all", the global order (actors.Shuffle.Global); with "auto", the global
+// order where the files are read by position, else a window of
+// AutoWindow records (actors.Shuffle.OrWindow).
 func shuffleStage(c *opCtx) (actors.Stage, error) {
 	seed, err := c.integer("seed", 0, 0, "an integer >= 0")
 	if err != nil {
 		return nil, err
 	}
-	if c.op.Attrs["buffer_size"] == "all" {
+	switch c.op.Attrs["buffer_size"] {
+	case "all":
 		return actors.Shuffle{Global: true, Seed: uint64(seed)}, nil
+	case "auto":
+		return actors.Shuffle{Global: true, OrWindow: AutoWindow, Seed: uint64(seed)}, nil
 	}
-	window, err := c.integer("buffer_size", -1, 0, `an integer >= 0, or "all"`)
+	window, err := c.integer("buffer_size", -1, 0, `an integer >= 0, "all" or "auto"`)
 	if err != nil {
 		return nil, err
 	}

@@ -13,6 +13,20 @@ import (
 // its records cannot each be read alone at the cost of that record.
 var ErrNotPositional = errors.New("the records cannot be read by position")
 
+// NotPositionalError is why File's records cannot be read by position
+// (Why, after the file's name), and what to do for a global order (Fix).
+// It wraps ErrNotPositional; its message adds that a window shuffles the
+// file as it is.
+type NotPositionalError struct {
+	File, Why, Fix string
+}
+
+func (e *NotPositionalError) Error() string {
+	return fmt.Sprintf("%v: %s %s: %s, or shuffle in a window (--shuffle N)", ErrNotPositional, e.File, e.Why, e.Fix)
+}
+
+func (e *NotPositionalError) Unwrap() error { return ErrNotPositional }
+
 // Positional is a file reader that reads any record by its index, at the
 // cost of that record alone: what a global order (actors' Shuffle.Global)
 // reads with. IDX files, TFRecord files and WebDataset shards are
@@ -40,8 +54,8 @@ func (r *idxFile) Addressable() error {
 		r.useDecoded()
 	}
 	if r.gzipped() {
-		return fmt.Errorf("%w: %s is gzip'd and no decoded copy of it could be made (%s is off, full or not writable): "+
-			"decompress it (gunzip -k), or shuffle in a window (--shuffle N)", ErrNotPositional, r.images, DecodeCacheEnv)
+		return &NotPositionalError{File: r.images, Fix: "decompress it (gunzip -k)",
+			Why: fmt.Sprintf("is gzip'd and no decoded copy of it could be made (%s is off, full or not writable)", DecodeCacheEnv)}
 	}
 	return nil
 }
@@ -130,12 +144,12 @@ func (w *streamFile) Addressable() error {
 		w.useDecoded()
 	}
 	if w.gzipped {
-		return fmt.Errorf("%w: %s is gzip'd and no decoded copy of it could be made (%s is off, full or not writable): "+
-			"decompress it, or shuffle in a window (--shuffle N)", ErrNotPositional, w.path, DecodeCacheEnv)
+		return &NotPositionalError{File: w.path, Fix: "decompress it",
+			Why: fmt.Sprintf("is gzip'd and no decoded copy of it could be made (%s is off, full or not writable)", DecodeCacheEnv)}
 	}
 	if o, ok := w.src.(*objstore.Object); ok && !o.Local() {
-		return fmt.Errorf("%w: %s is an object not in the object cache, and each record read alone would be a GET of its own: "+
-			"turn the cache on (%s=DIR), or shuffle in a window (--shuffle N)", ErrNotPositional, w.path, ObjectCacheEnv)
+		return &NotPositionalError{File: w.path, Fix: fmt.Sprintf("turn the cache on (%s=DIR)", ObjectCacheEnv),
+			Why: "is an object not in the object cache, and each record read alone would be a GET of its own"}
 	}
 	if _, err := w.index(); err != nil {
 		return err
@@ -160,9 +174,8 @@ func (w *streamFile) RecordAt(ctx context.Context, n int) (tensor.Slots, error) 
 // whole chunk, so a record read alone would go unchecked, and checked it
 // costs its chunk (docs/determinism.md, "The global order").
 func (r *RecordFile) Addressable() error {
-	return fmt.Errorf("%w: %s is RecordIO, whose checksums cover whole chunks, so a record cannot be read alone and checked: "+
-		"write the data as IDX, TFRecord or WebDataset files (actorfeed convert writes them from IDX), or shuffle in a window (--shuffle N)",
-		ErrNotPositional, r.path)
+	return &NotPositionalError{File: r.path, Why: "is RecordIO, whose checksums cover whole chunks, so a record cannot be read alone and checked",
+		Fix: "write the data as IDX, TFRecord or WebDataset files (actorfeed convert writes them from IDX)"}
 }
 
 // RecordAt fails: see Addressable.

@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/actorfeed/actorfeed/program"
 	"github.com/actorfeed/actorfeed/readers"
 	"github.com/actorfeed/actorfeed/readers/tfrecord"
 )
@@ -65,34 +66,43 @@ func withFeatures(entries []string, spec string) ([]string, error) {
 	return out, nil
 }
 
-// shuffleValue is --shuffle: a window of records, or "all", the global
-// order.
+// shuffleValue is --shuffle: a window of records; "all", the global
+// order; or "auto", the global order where every file is read by position
+// and a window of program.AutoWindow records where one is not (the Python
+// loader's shuffle=True).
 type shuffleValue struct {
-	window *int
-	global *bool
+	window   *int
+	global   *bool
+	orWindow *int
 }
 
 func (v shuffleValue) Set(s string) error {
-	if s == "all" {
-		*v.window, *v.global = 0, true
+	switch s {
+	case "all":
+		*v.window, *v.global, *v.orWindow = 0, true, 0
+		return nil
+	case "auto":
+		*v.window, *v.global, *v.orWindow = 0, true, program.AutoWindow
 		return nil
 	}
 	n, err := strconv.Atoi(s)
 	if err != nil {
-		return fmt.Errorf("want a window of records (an integer) or all")
+		return fmt.Errorf("want a window of records (an integer), all or auto")
 	}
-	*v.window, *v.global = n, false
+	*v.window, *v.global, *v.orWindow = n, false, 0
 	return nil
 }
 
 func (v shuffleValue) String() string {
-	if v.global != nil && *v.global {
+	switch {
+	case v.global != nil && *v.global && v.orWindow != nil && *v.orWindow > 0:
+		return "auto"
+	case v.global != nil && *v.global:
 		return "all"
-	}
-	if v.window == nil {
+	case v.window == nil:
 		return "0"
 	}
 	return strconv.Itoa(*v.window)
 }
 
-func (v shuffleValue) Type() string { return "window|all" }
+func (v shuffleValue) Type() string { return "window|all|auto" }

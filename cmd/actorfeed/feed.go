@@ -204,13 +204,17 @@ func failureLine(err error) errorLine {
 
 // helloLine starts the feed: the ring's shape, the files' names (what a
 // sample id's file index names), the slots' names where the data has them
-// (a shard's fields, IDX's image and label), and the first epoch.
+// (a shard's fields, IDX's image and label), and why the order is a window
+// where the global order was asked for where it could be had.
 type helloLine struct {
 	Op        string   `json:"op"`
 	Slots     int      `json:"slots"`
 	SlotBytes int      `json:"slot_bytes"`
 	Files     []string `json:"files"`
 	SlotNames []string `json:"slot_names,omitempty"`
+	// Windowed is why a shuffle of "auto" shuffles in a window rather than
+	// in the global order (windowedLine); absent when it does not.
+	Windowed string `json:"windowed,omitempty"`
 }
 
 // epochLine starts an epoch: its number and its batches (for a resumed
@@ -272,7 +276,8 @@ func (f *feedConn) makeRing(rp *atomic.Pointer[ring], o feedOptions, first actor
 	}
 	defer unix.Close(fd)
 	rp.Store(r)
-	return f.sendRing(fd, helloLine{Op: "hello", Slots: o.slots, SlotBytes: r.slotBytes, Files: names.files, SlotNames: names.slots})
+	return f.sendRing(fd, helloLine{Op: "hello", Slots: o.slots, SlotBytes: r.slotBytes, Files: names.files, SlotNames: names.slots,
+		Windowed: names.windowed})
 }
 
 // startFeedPipeline builds the pipeline of feed's flags, resumed from
@@ -311,12 +316,15 @@ func startFeedPipeline(ctx context.Context, o feedOptions, states []actors.State
 		return nil, feedNames{}, nil, err
 	}
 	closers = append(closers, func() { p.Close() })
-	return p, feedNames{files: baseNames(stages), slots: slotNames(ctx, stages)}, done, nil
+	return p, feedNames{files: baseNames(stages), slots: slotNames(ctx, stages), windowed: windowedLine(p, o.run.orWindow)}, done, nil
 }
 
 // feedNames are what the loader is told names sample ids' files and the
-// slots.
-type feedNames struct{ files, slots []string }
+// slots, and why it shuffles in a window (helloLine.Windowed).
+type feedNames struct {
+	files, slots []string
+	windowed     string
+}
 
 // slotNames are the slots' names where the data has them (readers'
 // SlotNames): read from the first file's first record. nil otherwise.

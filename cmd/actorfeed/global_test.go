@@ -94,4 +94,6 @@ func TestREADMEGlobalOrderBlockRuns(t *testing.T) {
 	require.Contains(t, out, "120000 samples in 938 batches, 2 pass(es)")
 	require.Contains(t, out, "wrote 100000 samples in 4 IDX pairs to out/idx")
 	require.Contains(t, out, "200000 samples in 3126 batches, 2 pass(es)")
+	require.Contains(t, out, "shuffle(all, or 4096)")
+	require.Regexp(t, `shuffle: in a window of 4096 records, not the global order: out/rio/part-00000\.recordio is RecordIO`, out)
 }

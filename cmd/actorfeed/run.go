@@ -35,7 +35,8 @@ type runOptions struct {
 	features  string // --features: a TFRecord spec for entries without one
 	batch     int
 	shuffle   int
-	global    bool // --shuffle all
+	global    bool // --shuffle all or auto
+	orWindow  int  // --shuffle auto: the window where the files are not read by position
 	mapName   string
 	seed      uint64
 	passes    int
@@ -129,7 +130,7 @@ func (o *runOptions) pipelineFlags(f *pflag.FlagSet) {
 	f.StringVar(&o.features, "features", "", "the features to read from TFRecord files, name=kind[shape],... (kind bytes, float or int64; docs/formats.md); default: a file's first record's")
 	f.IntVar(&o.batch, "batch", 64, "batch size")
 	o.shuffle = 1024
-	f.Var(shuffleValue{&o.shuffle, &o.global}, "shuffle", "shuffle window (0 keeps the order), or all: each epoch a uniformly random permutation of every record, read by position (IDX, TFRecord, WebDataset; docs/determinism.md)")
+	f.Var(shuffleValue{&o.shuffle, &o.global, &o.orWindow}, "shuffle", "shuffle window (0 keeps the order); all: each epoch a uniformly random permutation of every record, read by position (IDX, TFRecord, WebDataset; docs/determinism.md); auto: all where the files are read by position, else a window of 4096")
 	f.StringVar(&o.mapName, "map", "", "a map to run on every batch, after the batch stage (normalize: uint8 images to float32 in [0, 1]; decode(size=224,crop=random,flip,normalize=imagenet): decode and augment each sample's JPEG or PNG, docs/formats.md); with --service, on the workers")
 	f.Uint64Var(&o.seed, "seed", 1, "shuffle seed")
 	f.IntVar(&o.threads, "threads", 0, "file-reader threads: in the order they share the files' chunks, with --any-order a file each (default #cpus, at least 8 over s3:// objects, at most the chunks or files)")
@@ -257,7 +258,10 @@ func flagProgram(o runOptions, files []string) *program.Program {
 	in := "files"
 	if o.shuffle > 1 || o.global {
 		size := any(o.shuffle)
-		if o.global {
+		switch {
+		case o.global && o.orWindow > 0:
+			size = "auto"
+		case o.global:
 			size = "all"
 		}
 		ops = append(ops, program.Op{Type: "create_shuffle_reader", In: in, Out: []string{"shuffled"},
@@ -333,6 +337,9 @@ func runPipeline(ctx context.Context, out, errOut io.Writer, o runOptions, chang
 		s.ckpt = newCheckpointer(o.ckpt, o.ckptEvery, func() *actors.Pipeline { return s.p })
 	}
 	fmt.Fprintf(out, "pipeline: %s%s on %d device(s), step %v, %d pass(es)\n", describe(stages), runsOn(s.p, o.service), o.devices, o.step, o.passes)
+	if line := windowedLine(s.p, o.orWindow); line != "" {
+		fmt.Fprintln(out, line)
+	}
 	s.progress = newProgress(errOut, o.every, s.samplesToCome(stages, o.passes))
 	err = s.finish(ctx, out, s.run(ctx, nil))
 	if err == nil && gpu != nil {
@@ -621,6 +628,19 @@ func readSpec(path string) ([]byte, error) {
 	return io.ReadAll(io.LimitReader(f, program.MaxSpecBytes+1)) // Parse refuses a spec that fills it
 }
 
+// windowedLine says why --shuffle auto shuffles in a window; "" when it
+// is the global order.
+func windowedLine(p *actors.Pipeline, window int) string {
+	why := p.Windowed()
+	if why == nil {
+		return ""
+	}
+	if e, ok := errors.AsType[*readers.NotPositionalError](why); ok {
+		return fmt.Sprintf("shuffle: in a window of %d records, not the global order: %s %s (for the global order, %s)", window, e.File, e.Why, e.Fix)
+	}
+	return fmt.Sprintf("shuffle: in a window of %d records, not the global order: %v", window, why)
+}
+
 // describe names a chain of stages.
 func describe(stages []actors.Stage) string {
 	parts := make([]string, len(stages))
@@ -630,7 +650,10 @@ func describe(stages []actors.Stage) string {
 			parts[i] = fmt.Sprintf("open_files(%d files)", len(st.Paths))
 		case actors.Shuffle:
 			parts[i] = fmt.Sprintf("shuffle(%d)", st.Window)
-			if st.Global {
+			switch {
+			case st.Global && st.OrWindow > 0:
+				parts[i] = fmt.Sprintf("shuffle(all, or %d)", st.OrWindow)
+			case st.Global:
 				parts[i] = "shuffle(all)"
 			}
 		case actors.Batch:

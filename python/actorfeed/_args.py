@@ -9,7 +9,6 @@ from . import _braces
 
 MAPS = ("normalize",)
 FORMATS = ("recordio", "idx", "wds", "tfrecord")
-SHUFFLE_WINDOW = 4096  # shuffle=True: samples permuted together
 MAX_WINDOW = 1 << 26
 MAX_SLOTS = 1 << 16
 MAX_BATCH = 1 << 20
@@ -96,9 +95,11 @@ def features_spec(features):
 
 
 def shuffle_window(shuffle):
-    """--shuffle for shuffle: a window of samples, or "all", the global order."""
+    """--shuffle for shuffle: True is "auto" (the global order where the
+    files are read by position, else a window of 4,096 samples), "all" the
+    global order alone, an int a window of samples, False none."""
     if isinstance(shuffle, bool):
-        return SHUFFLE_WINDOW if shuffle else 0
+        return "auto" if shuffle else 0
     if shuffle == "all":
         return "all"
     if isinstance(shuffle, str):

@@ -80,6 +80,7 @@ class Feed:
         self.held = 0
         self.closed = False
         self.forked = False
+        self.windowed = None  # why shuffle=True shuffles in a window, as the feed says
         self.err = tempfile.TemporaryFile()  # unlinked at once: nothing is left behind
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         self.sock = ours
@@ -120,6 +121,7 @@ class Feed:
                 hello = json.loads(self._line())
                 self.slots, self.slot_bytes, self.files = hello["slots"], hello["slot_bytes"], hello["files"]
                 self.slot_names = hello.get("slot_names") or []
+                self.windowed = hello.get("windowed")
                 self.mm = mmap.mmap(fds[0], self.slots * self.slot_bytes)
             finally:
                 os.close(fds[0])

@@ -2,6 +2,7 @@
 
 import gc
 import json
+import warnings
 
 from . import _args
 from ._feed import FORKED, Feed, LoaderError
@@ -20,11 +21,13 @@ class Batch(dict):
 
 
 class Loader:
-    """Batches of the files of data, shuffled (a window of samples; True is
-    4096, an int the window; "all" a uniformly random permutation of every
-    sample each epoch, read by position from IDX, TFRecord or WebDataset
-    files) in an order that is a function of the files, seed and epoch,
-    this rank's disjoint share of each epoch.
+    """Batches of the files of data, shuffled in an order that is a function
+    of the files, seed and epoch, this rank's disjoint share of each epoch.
+    shuffle=True is a uniformly random permutation of every sample each
+    epoch, read by position from IDX, TFRecord or WebDataset files; files
+    that cannot be read so (RecordIO) are shuffled in a window of 4,096
+    samples instead, with a warning. "all" is the permutation or a refusal,
+    an int a window of that many samples, False the files' order.
 
     Iterating yields the rest of the current epoch (the whole epoch when it
     stands at its start); set_epoch(e) moves to the start of epoch e.
@@ -58,6 +61,7 @@ class Loader:
         self._done = False  # the feed's last epoch was read
         self._closed = False
         self._failed = None  # the LoaderError that ended the feed
+        self._warned = False  # the feed's windowed line was shown
 
     @property
     def rank(self):
@@ -90,6 +94,9 @@ class Loader:
                 args += ["--epochs", str(left)]
             try:
                 self._feed = Feed(args, self._resume)
+                if self._feed.windowed and not self._warned:
+                    self._warned = True
+                    warnings.warn(f"actorfeed: {self._feed.windowed}", stacklevel=3)
                 self._ended, self._done = False, False
                 self._read_epoch()
             except LoaderError as e:

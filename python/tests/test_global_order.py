@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import math
 import subprocess
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -152,3 +153,24 @@ def test_loader_gives_run_s_order(idx_data: str, orders: Orders) -> None:
 def test_a_bad_shuffle_is_refused(idx_data: str) -> None:
     with pytest.raises(ValueError, match="shuffle"):
         actorfeed.Loader(idx_data, batch_size=BATCH, shuffle="everything")
+
+
+def test_shuffle_true_is_the_global_order_where_the_files_allow(idx_data: str, orders: Orders, data: str) -> None:
+    """shuffle=True is DataLoader's: the global order over IDX files, without
+    a word; over RecordIO, which is not read by position, a window of 4,096
+    samples, with a warning naming the file and what to do."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with actorfeed.Loader(idx_data, batch_size=BATCH, shuffle=True, seed=SEED) as loader:
+            assert [index_of(i) for b in loader for i in b["ids"].tolist()] == orders[0].tolist()
+    with pytest.warns(UserWarning, match=r"window of 4096 records, not the global order: .*\.recordio is RecordIO") as said:
+        with actorfeed.Loader(data, batch_size=BATCH, shuffle=True, seed=SEED) as loader:
+            got = [epoch_ids(loader) for _ in range(2)]
+    assert len(said) == 1, "one warning a loader, not one an epoch"
+    with actorfeed.Loader(data, batch_size=BATCH, shuffle=4096, seed=SEED) as loader:
+        assert got == [epoch_ids(loader) for _ in range(2)]
+
+
+def epoch_ids(loader: actorfeed.Loader) -> list[int]:
+    """The ids of the rest of the loader's epoch."""
+    return [i for b in loader for i in b["ids"].tolist()]
