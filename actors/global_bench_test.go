@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -19,9 +20,10 @@ import (
 // the windowed order (a window of 4,096) and the sequential one, on the
 // same IDX file in the page cache, in the same run: each iteration runs a
 // pass of each, taking turns at going first. It reports each order's
-// samples/s, and the global order's throughput as a fraction of the
-// windowed one's ("global/window") and of the sequential one's
-// ("global/sequential"): docs/performance.md quotes them.
+// samples/s and the CPU (user and system, every core) it spent a sample,
+// and the global order's throughput as a fraction of the windowed one's
+// ("global/window") and of the sequential one's ("global/sequential"):
+// docs/performance.md quotes them.
 //
 //	go test -run '^$' -bench GlobalOrder -count 3 ./actors
 func BenchmarkGlobalOrder(b *testing.B) {
@@ -40,22 +42,32 @@ func BenchmarkGlobalOrder(b *testing.B) {
 			for i, o := range orders {
 				passes[i] = idxRun(b, path, c.records, o.stage)
 			}
-			took := make([]time.Duration, len(orders))
+			took, cpu := make([]time.Duration, len(orders)), make([]time.Duration, len(orders))
 			b.ResetTimer()
 			for i := range b.N {
 				for k := range orders {
 					k = (k + i) % len(orders)
+					before := processCPU(b)
 					timedRun(b, &took[k], passes[k])
+					cpu[k] += processCPU(b) - before
 				}
 			}
 			rate := func(k int) float64 { return float64(c.records*b.N) / took[k].Seconds() }
 			for k, o := range orders {
 				b.ReportMetric(rate(k), o.name+"-samples/s")
+				b.ReportMetric(float64(cpu[k].Nanoseconds())/float64(c.records*b.N), o.name+"-cpu-ns/sample")
 			}
 			b.ReportMetric(rate(2)/rate(1), "global/window")
 			b.ReportMetric(rate(2)/rate(0), "global/sequential")
 		})
 	}
+}
+
+// processCPU is the CPU time, user and system, the process has used.
+func processCPU(b *testing.B) time.Duration {
+	var u syscall.Rusage
+	require.NoError(b, syscall.Getrusage(syscall.RUSAGE_SELF, &u))
+	return time.Duration(u.Utime.Nano() + u.Stime.Nano())
 }
 
 // idxData writes an IDX file of n records of size bytes (uint8), each
