@@ -110,6 +110,8 @@ fuzz)
   fuzz FuzzExpandBraces ./readers 30000
   fuzz FuzzHeader ./readers/idx 400000
   fuzz FuzzDecode ./readers/idx 50000
+  fuzz FuzzIndexed ./readers/tokens 50000
+  fuzz FuzzLLMC ./readers/tokens 50000
   fuzz FuzzShard ./readers/wds 100000
   fuzz FuzzSpans ./readers/wds 100000
   fuzz FuzzScanSpans ./readers/wds 100000

@@ -1,7 +1,8 @@
 // Package oracle runs the ecosystem's own readers beside actorfeed's for
 // differential tests: Python's tarfile, grouped into samples as the
 // webdataset library groups them; TFRecord files read with
-// python3-crc32c and python3-protobuf; images decoded by Pillow. One
+// python3-crc32c and python3-protobuf; images decoded by Pillow; token
+// corpora written by NumPy as Megatron-LM and llm.c write them. One
 // Debian python3 process serves a test's (or a fuzz worker's) requests
 // over pipes (oracle.py). Only tests import it.
 package oracle
@@ -147,6 +148,47 @@ func (o *Oracle) frame() ([]byte, error) {
 	b := make([]byte, n)
 	_, err := io.ReadFull(o.out, b)
 	return b, err
+}
+
+// MegatronWrite is an indexed dataset of documents (each a list of
+// sequences of tokens) with tokens of dtype (a Megatron-LM type name,
+// "uint16"), written by NumPy as Megatron-LM's builder writes it: the
+// .idx's bytes and the .bin's.
+func (o *Oracle) MegatronWrite(dtype string, documents [][][]int64) (idx, bin []byte, err error) {
+	params, err := json.Marshal(map[string]any{"dtype": dtype, "documents": documents})
+	if err != nil {
+		return nil, nil, err
+	}
+	var head struct {
+		Idx   int    `json:"idx"`
+		Error string `json:"error"`
+	}
+	payload, err := o.ask("megatron-write", params, &head)
+	switch {
+	case err != nil:
+		return nil, nil, err
+	case head.Error != "":
+		return nil, nil, fmt.Errorf("the oracle's writer: %s", head.Error)
+	}
+	return payload[:head.Idx], payload[head.Idx:], nil
+}
+
+// LLMCWrite is an llm.c token file of tokens for model ("gpt-2": uint16,
+// "llama-3": uint32), written by NumPy as llm.c's write_datafile writes
+// it.
+func (o *Oracle) LLMCWrite(model string, tokens []int64) ([]byte, error) {
+	params, err := json.Marshal(map[string]any{"model": model, "tokens": tokens})
+	if err != nil {
+		return nil, err
+	}
+	var head struct {
+		Error string `json:"error"`
+	}
+	payload, err := o.ask("llmc-write", params, &head)
+	if err == nil && head.Error != "" {
+		err = fmt.Errorf("the oracle's writer: %s", head.Error)
+	}
+	return payload, err
 }
 
 // Sample is a WebDataset sample as webdataset reads it: its key and its

@@ -230,6 +230,51 @@ def encode_image(params: bytes) -> tuple[Head, bytes]:
     return {}, b.getvalue()
 
 
+# Megatron-LM's dtype codes and NumPy types (indexed_dataset.py, DType).
+MEGATRON_DTYPES = {"uint8": (1, "<u1"), "int8": (2, "<i1"), "int16": (3, "<i2"), "int32": (4, "<i4"),
+                   "int64": (5, "<i8"), "float64": (6, "<f8"), "float32": (7, "<f4"), "uint16": (8, "<u2")}
+
+
+def megatron_write(params: bytes) -> tuple[Head, bytes]:
+    """An indexed dataset as Megatron-LM's builder writes it, from params
+    (JSON: dtype, and documents, each a list of sequences of tokens): the
+    .idx (9-byte magic, version 1, dtype code, sequence and document
+    counts, int32 lengths, int64 byte pointers, int64 document indices
+    with a leading 0) and then the .bin, one payload; head says the .idx's
+    size."""
+    import numpy as np
+    p = json.loads(params)
+    code, dt = MEGATRON_DTYPES[p["dtype"]]
+    lengths: list[int] = []
+    documents = [0]
+    parts = []
+    for doc in p["documents"]:
+        for seq in doc:
+            lengths.append(len(seq))
+            parts.append(np.asarray(seq, dtype=dt).tobytes())
+        documents.append(len(lengths))
+    itemsize = np.dtype(dt).itemsize
+    pointers = np.zeros(len(lengths), dtype="<i8")
+    if lengths:
+        pointers[1:] = np.cumsum(np.asarray(lengths[:-1], dtype=np.int64) * itemsize)
+    idx = b"MMIDIDX\x00\x00" + struct.pack("<Q", 1) + struct.pack("<B", code)
+    idx += struct.pack("<Q", len(lengths)) + struct.pack("<Q", len(documents))
+    idx += np.asarray(lengths, dtype="<i4").tobytes() + pointers.tobytes() + np.asarray(documents, dtype="<i8").tobytes()
+    return {"idx": len(idx)}, idx + b"".join(parts)
+
+
+def llmc_write(params: bytes) -> tuple[Head, bytes]:
+    """A token file as llm.c's write_datafile writes it, from params (JSON:
+    model, "gpt-2" or "llama-3", and tokens): 256 int32 of header (magic,
+    version, token count), then the tokens as uint16 or uint32."""
+    import numpy as np
+    p = json.loads(params)
+    magic, version, dt = {"gpt-2": (20240520, 1, np.uint16), "llama-3": (20240801, 7, np.uint32)}[p["model"]]
+    header = np.zeros(256, dtype=np.int32)
+    header[0], header[1], header[2] = magic, version, len(p["tokens"])
+    return {}, header.tobytes() + np.array(p["tokens"], dtype=dt).tobytes()
+
+
 def serve() -> None:
     stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
     while True:
@@ -250,6 +295,10 @@ def serve() -> None:
                 head, payload = image_rgb(data)
             elif op == b"encode":
                 head, payload = encode_image(data)
+            elif op == b"megatron-write":
+                head, payload = megatron_write(data)
+            elif op == b"llmc-write":
+                head, payload = llmc_write(data)
             else:
                 head = {"error": f"no op {op!r}"}
         except Exception as e:
