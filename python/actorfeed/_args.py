@@ -8,7 +8,7 @@ import re
 from . import _braces
 
 MAPS = ("normalize",)
-FORMATS = ("recordio", "idx", "wds", "tfrecord")
+FORMATS = ("recordio", "idx", "wds", "tfrecord", "megatron", "llmc")
 MAX_WINDOW = 1 << 26
 MAX_SLOTS = 1 << 16
 MAX_BATCH = 1 << 20
@@ -57,8 +57,8 @@ def _data_entry(e):
     prefix, sep, rest = e.partition(":")
     if sep and prefix in FORMATS:
         path = rest
-    elif e.startswith("tfrecord(") and "):" in e:
-        path = e.split("):", 1)[1]
+    elif "(" in prefix and "):" in e and prefix.split("(", 1)[0] in FORMATS:
+        path = e.split("):", 1)[1]  # format(params):path
     if path.startswith("s3://"):
         pass  # an object, or a pattern of them: the feed lists and opens them, and says what is wrong
     elif glob.has_magic(path):

@@ -1,0 +1,193 @@
+package readers
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+
+	"github.com/actorfeed/actorfeed/readers/objstore"
+	"github.com/actorfeed/actorfeed/readers/tokens"
+	"github.com/actorfeed/actorfeed/tensor"
+)
+
+func init() {
+	Register(Format{Name: "megatron", Open: openMegatron, Params: func(p string) error { _, err := parseTokenParams(p, false); return err }})
+	Register(Format{Name: "llmc", Open: openLLMC, Params: func(p string) error { _, err := parseTokenParams(p, true); return err }})
+}
+
+// MaxSeqLen bounds a token corpus's seq_len: a sample of a million tokens
+// and one is 16 MiB of int64 tokens and positions.
+const MaxSeqLen = 1 << 20
+
+// tokenParams are a token corpus entry's parameters, "seq_len=2048" and,
+// for an llm.c file, "eot=50256": the token each document starts with.
+type tokenParams struct {
+	seqLen int
+	eot    int64
+}
+
+func parseTokenParams(s string, eot bool) (tokenParams, error) {
+	p := tokenParams{eot: -1}
+	for kv := range strings.SplitSeq(s, ",") {
+		k, v, _ := strings.Cut(strings.TrimSpace(kv), "=")
+		n, err := strconv.ParseInt(v, 10, 64)
+		switch {
+		case err != nil:
+			return p, fmt.Errorf("%q: %s wants an integer", kv, k)
+		case k == "seq_len" && (n < 1 || n > MaxSeqLen):
+			return p, fmt.Errorf("seq_len %d: want 1 to %d", n, MaxSeqLen)
+		case k == "seq_len":
+			p.seqLen = int(n)
+		case k == "eot" && eot && n >= 0 && n < 1<<32:
+			p.eot = n
+		case k == "eot" && eot:
+			return p, fmt.Errorf("eot %d: want a token, 0 to 2^32-1", n)
+		default:
+			return p, fmt.Errorf("%q: want seq_len=N%s", kv, map[bool]string{true: " and eot=TOKEN", false: ""}[eot])
+		}
+	}
+	if p.seqLen == 0 {
+		return p, fmt.Errorf("%q: no seq_len: a token corpus is read as samples of seq_len+1 tokens", s)
+	}
+	return p, nil
+}
+
+func openMegatron(path string, opts OpenOptions) (Reader, error) {
+	p, err := tokenCorpusParams(path, opts, false)
+	if err != nil {
+		return nil, err
+	}
+	x, err := tokens.OpenIndexedWith(opts.Open, path)
+	if err != nil {
+		return nil, err
+	}
+	return newTokenFile(x, p.seqLen), nil
+}
+
+func openLLMC(path string, opts OpenOptions) (Reader, error) {
+	p, err := tokenCorpusParams(path, opts, true)
+	if err != nil {
+		return nil, err
+	}
+	l, err := tokens.OpenLLMCWith(opts.Open, path)
+	if err != nil {
+		return nil, err
+	}
+	l.EOT = p.eot
+	return newTokenFile(l, p.seqLen), nil
+}
+
+// tokenCorpusParams are the entry's parameters, which a token corpus
+// must have; objects are refused.
+func tokenCorpusParams(path string, opts OpenOptions, eot bool) (tokenParams, error) {
+	if objstore.IsURL(path) {
+		return tokenParams{}, fmt.Errorf("%w: %s: token corpora are read from local files (copy the object first)", ErrBadEntry, path)
+	}
+	p, err := parseTokenParams(opts.Params, eot)
+	if err != nil {
+		return p, fmt.Errorf("%w: %s: %w", ErrBadEntry, path, err)
+	}
+	return p, nil
+}
+
+// tokenFile reads a token corpus as packed samples (tokens.Sample): record
+// i is sample i, its tokens and their positions in their documents, each
+// int64 [seq_len+1]. Samples are read by position at the cost of one read
+// of the tokens and a few of the index, so a global order reads them.
+type tokenFile struct {
+	c       tokens.Corpus
+	seqLen  int
+	samples uint64
+	next    uint64
+	closed  bool
+}
+
+func newTokenFile(c tokens.Corpus, seqLen int) *tokenFile {
+	return &tokenFile{c: c, seqLen: seqLen, samples: tokens.Samples(c, seqLen)}
+}
+
+// Next reads the next sample.
+func (r *tokenFile) Next(ctx context.Context) (tensor.Slots, error) {
+	if r.next >= r.samples {
+		if r.closed {
+			return nil, ErrClosed
+		}
+		return nil, io.EOF
+	}
+	s, err := r.RecordAt(ctx, int(r.next))
+	if err == nil {
+		r.next++
+	}
+	return s, err
+}
+
+// RecordAt reads sample n.
+func (r *tokenFile) RecordAt(ctx context.Context, n int) (tensor.Slots, error) {
+	if r.closed {
+		return nil, ErrClosed
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if n < 0 || uint64(n) >= r.samples {
+		return nil, fmt.Errorf("readers: %s: no sample %d of %d", r.c.Name(), n, r.samples)
+	}
+	toks, pos := make([]int64, r.seqLen+1), make([]int64, r.seqLen+1)
+	if _, err := tokens.Sample(r.c, uint64(n), toks, pos, nil); err != nil {
+		return nil, err
+	}
+	shape := tensor.Shape{1, r.seqLen + 1}
+	t, err := tensor.FromSlice(shape, toks)
+	if err != nil {
+		return nil, err
+	}
+	p, err := tensor.FromSlice(shape, pos)
+	if err != nil {
+		return nil, err
+	}
+	return tensor.Slots{{Tensor: t}, {Tensor: p}}, nil
+}
+
+// Addressable is nil: every sample is read alone.
+func (r *tokenFile) Addressable() error {
+	if r.closed {
+		return ErrClosed
+	}
+	return nil
+}
+
+// Count is the corpus's samples at its seq_len.
+func (r *tokenFile) Count() (uint64, error) { return r.samples, nil }
+
+// Seek moves to sample n.
+func (r *tokenFile) Seek(n int) error {
+	if n < 0 || uint64(n) > r.samples {
+		return fmt.Errorf("readers: %s: no sample %d of %d", r.c.Name(), n, r.samples)
+	}
+	r.next = uint64(n)
+	return nil
+}
+
+// SlotNames names the two slots.
+func (r *tokenFile) SlotNames() []string { return []string{"tokens", "positions"} }
+
+// Reset starts over.
+func (r *tokenFile) Reset() error {
+	if r.closed {
+		return ErrClosed
+	}
+	r.next = 0
+	return nil
+}
+
+// Close closes the corpus's files.
+func (r *tokenFile) Close() error {
+	if r.closed {
+		return nil
+	}
+	r.closed = true
+	r.next = r.samples
+	return r.c.Close()
+}
