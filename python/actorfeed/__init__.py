@@ -5,6 +5,7 @@ and are sharded by rank. See docs/python.md."""
 
 from ._feed import BadArgument
 from ._loader import Batch, Loader, LoaderError
+from ._tokens import write_indexed, write_llmc
 
-__all__ = ["BadArgument", "Batch", "Loader", "LoaderError"]
+__all__ = ["BadArgument", "Batch", "Loader", "LoaderError", "write_indexed", "write_llmc"]
 __version__ = "0.1.0"
