@@ -54,6 +54,10 @@ func (s *gatherSource) Name(file int) string {
 	return s.files.Name(file)
 }
 
+// sampleKey is a WebDataset sample's key, for errors: a global order's
+// ids name the data set's files, which the file source reads.
+func (s *gatherSource) sampleKey(file, record int) string { return s.files.sampleKey(file, record) }
+
 // Open opens the virtual file at G position from of pass's epoch; other
 // files as the file source does.
 func (s *gatherSource) Open(ctx context.Context, file int, pass uint32, from uint64) (readers.Reader, error) {
