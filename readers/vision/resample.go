@@ -135,6 +135,33 @@ func (r *resampler) resample(src *image.RGBA, crop [4]float64, t Transform, out 
 			}
 		}
 	}
+	clampPixels(out[:n*n*t.Channels], t, shift, scale)
+}
+
+// clampPixels keeps every value between what a pixel's 0 and 255
+// normalise to, as Pillow's resampling and conversion to luma do, which
+// round into bytes: weights that sum to 1 only to within float32's
+// rounding (the luma's three too) put a white pixel at 1.0000002.
+func clampPixels(out []float32, t Transform, shift, scale [3]float32) {
+	var lo, hi [3]float32
+	for c := range 3 {
+		lo[c], hi[c] = -shift[c], 255*scale[c]-shift[c]
+	}
+	switch {
+	case t.Channels == 3 && t.HWC:
+		for i := 0; i+3 <= len(out); i += 3 {
+			for c := range 3 {
+				out[i+c] = min(max(out[i+c], lo[c]), hi[c])
+			}
+		}
+	default: // one channel, or three planes
+		plane := t.Size * t.Size
+		for c := range t.Channels {
+			for i, v := range out[c*plane : (c+1)*plane] {
+				out[c*plane+i] = min(max(v, lo[c]), hi[c])
+			}
+		}
+	}
 }
 
 // across filters source row y across into row: each output column's

@@ -151,6 +151,32 @@ func TestRandomCropsOfOneColour(t *testing.T) {
 	}
 }
 
+// White and black pixels come out as exactly 1 and 0, gray or colour,
+// whatever the crop and scale: Pillow rounds into bytes, and weights that
+// sum to 1 only within float32's rounding (the luma's three too) must not
+// put a white pixel past 1.
+func TestWhiteIsOneAndBlackZero(t *testing.T) {
+	img := image.NewRGBA(image.Rect(0, 0, 41, 29)) // white and black halves
+	for i := range img.Pix {
+		img.Pix[i] = 255
+		if x := (i / 4) % 41; x < 20 && i%4 != 3 {
+			img.Pix[i] = 0
+		}
+	}
+	var buf bytes.Buffer
+	require.NoError(t, png.Encode(&buf, img))
+	b := batch(t, buf.Bytes(), buf.Bytes())
+	for _, spec := range []string{"size=20,channels=1", "size=20", "size=20,layout=hwc", "size=7,channels=1,crop=whole", "size=64,channels=1,crop=whole"} {
+		var lo, hi float32 = 1, 0
+		for epoch := range 10 {
+			for _, v := range run(t, spec, epoch, []uint64{1, 2}, b) {
+				lo, hi = min(lo, v), max(hi, v)
+			}
+		}
+		require.Equal(t, [2]float32{0, 1}, [2]float32{lo, hi}, spec)
+	}
+}
+
 // A damaged image, or one whose header declares more pixels than may be
 // decoded, is an error naming the sample, not a panic or a huge
 // allocation.
