@@ -5,8 +5,10 @@
 // the random data generator, the bounded feed queue that outside producers
 // push into, WriteRecordFile, which writes the sample files that
 // RecordFile reads, the readers of WebDataset shards and TFRecord files
-// (stream_file.go), and the decode cache, where a gzip'd file a reader
-// seeks into is decoded once (decode_cache.go, docs/decode-cache.md). A
+// (stream_file.go), the token corpora of language models, read as packed
+// samples (token_file.go, docs/tokens.md), and the decode cache, where a
+// gzip'd file a reader seeks into is decoded once (decode_cache.go,
+// docs/decode-cache.md). A
 // path may be an object's URL, s3://bucket/key, read through
 // readers/objstore (objects.go, docs/storage.md), or from its copy in the
 // object cache when ACTORFEED_OBJECT_CACHE is set (object_cache.go).
@@ -39,6 +41,6 @@
 // # Layering
 //
 // readers imports tensor, its own subpackages (format, what every format
-// shares; recordio; idx; wds; tfrecord) and internal/atomicfile. It must not import
+// shares; recordio; idx; wds; tfrecord; tokens) and internal/atomicfile. It must not import
 // messages, actors, supervisor, sim or cmd.
 package readers

@@ -89,7 +89,7 @@ func TestGlobalOrderReadsObjectsFromTheirCopies(t *testing.T) {
 // Fashion-MNIST (through its decoded copy) and over gen's IDX pairs.
 func TestREADMEGlobalOrderBlockRuns(t *testing.T) {
 	testutil.FashionDir(t)
-	out := runREADMEBlock(t, "the global order", func(b string) bool { return strings.Contains(b, "--shuffle all") })
+	out := runREADMEBlock(t, "the global order", func(b string) bool { return strings.Contains(b, "--shuffle auto") })
 	require.Contains(t, out, "open_files(1 files) -> shuffle(all)")
 	require.Contains(t, out, "120000 samples in 938 batches, 2 pass(es)")
 	require.Contains(t, out, "wrote 100000 samples in 4 IDX pairs to out/idx")
