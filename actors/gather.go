@@ -68,15 +68,16 @@ func (s *gatherSource) Open(ctx context.Context, file int, pass uint32, from uin
 	return &gatherReader{src: s, ep: ep, next: from, until: s.plan.Ord.Len(), held: map[int]readers.Positional{}}, nil
 }
 
-// take is an open reader of file: an idle one, or a new one. A file whose
-// records cannot be read by position fails, saying why.
-func (s *gatherSource) take(ctx context.Context, file int) (readers.Positional, error) {
+// take is an open reader of file for epoch: an idle one, or a new one. A
+// file whose records cannot be read by position fails, saying why.
+func (s *gatherSource) take(ctx context.Context, file int, epoch uint64) (readers.Positional, error) {
 	s.mu.Lock()
 	if rs := s.idle[file]; len(rs) > 0 {
 		r := rs[len(rs)-1]
 		s.idle[file] = rs[:len(rs)-1]
 		s.pooled--
 		s.mu.Unlock()
+		setEpoch(r, s.plan.Ord.Seed(), epoch)
 		return r, nil
 	}
 	s.mu.Unlock()
@@ -88,6 +89,7 @@ func (s *gatherSource) take(ctx context.Context, file int) (readers.Positional, 
 		r.Close()
 		return nil, err
 	}
+	setEpoch(r, s.plan.Ord.Seed(), epoch)
 	return r.(readers.Positional), nil
 }
 
@@ -236,7 +238,7 @@ func (g *gatherReader) read(ctx context.Context, file int, record uint64) (tenso
 	r, ok := g.held[file]
 	if !ok {
 		var err error
-		if r, err = g.src.take(ctx, file); err != nil {
+		if r, err = g.src.take(ctx, file, g.ep.Number()); err != nil {
 			return nil, &recordError{file: g.src.files.Name(file), record: record, err: err}
 		}
 		g.held[file] = r

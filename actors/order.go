@@ -139,6 +139,7 @@ func (p *Pipeline) planOrder(ctx context.Context, stages []Stage) error {
 	}
 	plan.splitPasses(stages)
 	p.order = plan
+	fs.epochOf = func(pass uint32) (uint64, uint64) { return seed, uint64(plan.Epoch(pass)) }
 	if global {
 		p.gather = newGatherSource(fs, &plan.Plan)
 	}

@@ -36,6 +36,10 @@ type fileSource struct {
 	// positional says the files are read by position (a global order):
 	// indexing refuses a file that cannot be (readers.Positional).
 	positional bool
+	// epochOf is the order's seed and the epoch that a pass reads, told
+	// to the readers whose records depend on them (epochal); nil without
+	// an order.
+	epochOf func(pass uint32) (seed, epoch uint64)
 }
 
 // indexed is a reader that can seek with a kept chunk index.
@@ -98,6 +102,20 @@ func (s *fileSource) pin(file int, version string) {
 	s.versions[file] = version
 }
 
+// epochal is a reader whose records depend on the epoch it reads: a token
+// corpus packs its documents in each epoch's order.
+type epochal interface {
+	SetEpoch(seed, epoch uint64)
+}
+
+// setEpoch tells r, when its records depend on it, the order's seed and
+// the epoch it reads.
+func setEpoch(r readers.Reader, seed, epoch uint64) {
+	if e, ok := r.(epochal); ok {
+		e.SetEpoch(seed, epoch)
+	}
+}
+
 // sameVersion refuses r when it reads another version of file's object
 // than the order was built on.
 func (s *fileSource) sameVersion(file int, r readers.Reader) error {
@@ -111,7 +129,7 @@ func (s *fileSource) sameVersion(file int, r readers.Reader) error {
 	return fmt.Errorf("%s: %w (ETag %s, now %s)", s.names[file], objstore.ErrReplaced, want, v.Version())
 }
 
-func (s *fileSource) Open(ctx context.Context, file int, _ uint32, from uint64) (readers.Reader, error) {
+func (s *fileSource) Open(ctx context.Context, file int, pass uint32, from uint64) (readers.Reader, error) {
 	r, err := s.open(ctx, s.entries[file])
 	if err != nil {
 		return nil, err
@@ -119,6 +137,10 @@ func (s *fileSource) Open(ctx context.Context, file int, _ uint32, from uint64) 
 	if err := s.sameVersion(file, r); err != nil {
 		r.Close()
 		return nil, err
+	}
+	if s.epochOf != nil {
+		seed, epoch := s.epochOf(pass)
+		setEpoch(r, seed, epoch)
 	}
 	if from == 0 {
 		return r, nil

@@ -1,6 +1,7 @@
 package actors_test
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"slices"
@@ -12,26 +13,25 @@ import (
 	"github.com/actorfeed/actorfeed/internal/oracle"
 	"github.com/actorfeed/actorfeed/internal/testutil"
 	"github.com/actorfeed/actorfeed/messages"
+	"github.com/actorfeed/actorfeed/readers/tokens"
 	"github.com/actorfeed/actorfeed/tensor"
 )
 
 // A Megatron-LM indexed dataset (written by NumPy as Megatron-LM writes
-// it) is read as packed samples of seq_len+1 tokens in the global order:
-// each epoch holds every sample once, and each batch row holds the
-// corpus's tokens at the place its id names, its positions restarting at
-// every sequence that starts inside it.
-func TestTokenCorpusInTheGlobalOrder(t *testing.T) {
+// it) is read as packed samples of seq_len+1 tokens in the global order
+// and in a window: each epoch holds every sample once, and each batch row holds the sample
+// its id names in its epoch's document order (tokens.EpochOrder, keyed by
+// the shuffle's seed), its tokens and positions.
+func TestTokenCorpusInEitherOrder(t *testing.T) {
 	ctx := testutil.Context(t)
 	var docs [][][]int64
-	var corpus []int64
-	starts := map[int]bool{}
+	tokenCount := 0
 	for d := range 300 {
 		seq := make([]int64, 1+(d*37)%90)
 		for i := range seq {
 			seq[i] = int64((d*131 + i) % 60000) // uint16 tokens
 		}
-		starts[len(corpus)] = true
-		corpus = append(corpus, seq...)
+		tokenCount += len(seq)
 		docs = append(docs, [][]int64{seq})
 	}
 	idx, bin, err := oracle.Start(t).MegatronWrite("uint16", docs)
@@ -41,37 +41,43 @@ func TestTokenCorpusInTheGlobalOrder(t *testing.T) {
 	require.NoError(t, os.WriteFile(prefix+".bin", bin, 0o644))
 
 	const seqLen = 32
-	samples := (len(corpus) - 1) / seqLen
-	stages := []actors.Stage{actors.Files{Paths: []string{"megatron(seq_len=32):" + prefix + ".bin"}},
-		actors.Shuffle{Global: true, Seed: 3}, actors.Batch{Size: 8}}
+	samples := (tokenCount - 1) / seqLen
+	x, err := tokens.OpenIndexed(prefix)
+	require.NoError(t, err)
+	defer x.Close()
+	for _, shuffle := range []actors.Shuffle{{Global: true, Seed: 3}, {Window: 16, Seed: 3}} {
+		stages := []actors.Stage{actors.Files{Paths: []string{"megatron(seq_len=32):" + prefix + ".bin"}}, shuffle, actors.Batch{Size: 8}}
+		passes := tokenPasses(t, ctx, stages, x, seqLen)
+		for e, pass := range passes {
+			ids := slices.Concat(pass...)
+			require.Len(t, ids, samples)
+			sorted := slices.Sorted(slices.Values(ids))
+			require.Equal(t, len(sorted), len(slices.Compact(sorted)), "epoch %d: a sample twice", e)
+		}
+		require.NotEqual(t, passes[0], passes[1], "epochs are different permutations")
+	}
+}
+
+// tokenPasses runs two passes of stages over x's samples, checking each
+// row against its epoch's document order, and returns each pass's ids.
+func tokenPasses(t *testing.T, ctx context.Context, stages []actors.Stage, x *tokens.Indexed, seqLen int) [][][]uint64 {
 	p, err := actors.New(stages, actors.Options{System: sharedSys})
 	require.NoError(t, err)
+	want, wantPos := make([]int64, seqLen+1), make([]int64, seqLen+1)
 	passes := passItems(t, ctx, p, 2, func(it actors.Item) []uint64 {
 		toks, err := tensor.View[int64](it.Slots[0].Tensor)
 		require.NoError(t, err)
 		pos, err := tensor.View[int64](it.Slots[1].Tensor)
 		require.NoError(t, err)
+		order := x.EpochOrder(3, uint64(it.Epoch))
 		for row, id := range it.IDs {
 			_, s := messages.SplitID(id)
-			from := s * seqLen
-			require.Equal(t, corpus[from:from+seqLen+1], toks[row*(seqLen+1):(row+1)*(seqLen+1)], "sample %d", s)
-			var want []int64
-			for k, p := 0, int64(0); k <= seqLen; k, p = k+1, p+1 {
-				if k > 0 && starts[from+k] {
-					p = 0
-				}
-				want = append(want, p)
-			}
-			require.Equal(t, want, pos[row*(seqLen+1):(row+1)*(seqLen+1)], "sample %d", s)
+			require.NoError(t, order.Sample(uint64(s), want, wantPos))
+			require.Equal(t, want, toks[row*(seqLen+1):(row+1)*(seqLen+1)], "sample %d", s)
+			require.Equal(t, wantPos, pos[row*(seqLen+1):(row+1)*(seqLen+1)], "sample %d", s)
 		}
 		return slices.Clone(it.IDs)
 	})
 	closeAndCheck(t, p, sharedSys)
-	for e, pass := range passes {
-		ids := slices.Concat(pass...)
-		require.Len(t, ids, samples)
-		sorted := slices.Sorted(slices.Values(ids))
-		require.Equal(t, len(sorted), len(slices.Compact(sorted)), "epoch %d: a sample twice", e)
-	}
-	require.NotEqual(t, passes[0], passes[1], "epochs are different permutations")
+	return passes
 }

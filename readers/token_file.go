@@ -94,14 +94,19 @@ func tokenCorpusParams(path string, opts OpenOptions, eot bool) (tokenParams, er
 
 // tokenFile reads a token corpus as packed samples (tokens.Sample): record
 // i is sample i, its tokens and their positions in their documents, each
-// int64 [seq_len+1]. Samples are read by position at the cost of one read
-// of the tokens and a few of the index, so a global order reads them.
+// int64 [seq_len+1]. Samples are read by position at the cost of a few
+// reads of the tokens and of the index, so a global order reads them. An
+// indexed dataset's documents are packed in each epoch's own order once
+// SetEpoch names the epoch, as Megatron-LM shuffles its documents each
+// epoch (docs/tokens.md).
 type tokenFile struct {
 	c       tokens.Corpus
 	seqLen  int
 	samples uint64
 	next    uint64
 	closed  bool
+	epoch   *tokens.EpochOrder // an indexed dataset's documents in the epoch's order (SetEpoch)
+	keyed   [2]uint64          // the seed and epoch of epoch
 }
 
 func newTokenFile(c tokens.Corpus, seqLen int) *tokenFile {
@@ -135,7 +140,13 @@ func (r *tokenFile) RecordAt(ctx context.Context, n int) (tensor.Slots, error) {
 		return nil, fmt.Errorf("readers: %s: no sample %d of %d", r.c.Name(), n, r.samples)
 	}
 	toks, pos := make([]int64, r.seqLen+1), make([]int64, r.seqLen+1)
-	if _, err := tokens.Sample(r.c, uint64(n), toks, pos, nil); err != nil {
+	var err error
+	if r.epoch != nil {
+		err = r.epoch.Sample(uint64(n), toks, pos)
+	} else {
+		_, err = tokens.Sample(r.c, uint64(n), toks, pos, nil)
+	}
+	if err != nil {
 		return nil, err
 	}
 	shape := tensor.Shape{1, r.seqLen + 1}
@@ -148,6 +159,16 @@ func (r *tokenFile) RecordAt(ctx context.Context, n int) (tensor.Slots, error) {
 		return nil, err
 	}
 	return tensor.Slots{{Tensor: t}, {Tensor: p}}, nil
+}
+
+// SetEpoch packs an indexed dataset's documents in the order of epoch
+// under seed from the next sample on; an llm.c file, which has no
+// document index, keeps its own order. The pipeline sets it from its
+// shuffle's seed and the epoch a reader reads.
+func (r *tokenFile) SetEpoch(seed, epoch uint64) {
+	if x, ok := r.c.(*tokens.Indexed); ok && (r.epoch == nil || r.keyed != [2]uint64{seed, epoch}) {
+		r.epoch, r.keyed = x.EpochOrder(seed, epoch), [2]uint64{seed, epoch}
+	}
 }
 
 // Addressable is nil: every sample is read alone.

@@ -61,12 +61,14 @@ def test_a_token_that_does_not_fit_is_refused_and_nothing_written(tmp_path: Path
 
 
 def test_the_loader_reads_packed_samples_of_a_corpus_in_the_global_order(tmp_path: Path) -> None:
-    docs = corpus(2)
+    """Token i of sequence s is s*1000 + i: each row is whole runs of
+    consecutive tokens of sequences (entered at their start but for the
+    row's first), its positions restarting at each; every sample of an
+    epoch comes once, in another order each epoch."""
+    lengths = [(s * 37) % 151 for s in range(400)]
     prefix = str(tmp_path / "web")
-    actorfeed.write_indexed(prefix, docs, dtype="int32")
-    stream = np.concatenate([s for d in docs for s in d])
-    starts = set(np.cumsum([0] + [len(s) for d in docs for s in d]).tolist())
-    samples = (len(stream) - 1) // SEQ_LEN
+    actorfeed.write_indexed(prefix, (np.arange(n) + 1000 * s for s, n in enumerate(lengths)), dtype="int32")
+    samples = (sum(lengths) - 1) // SEQ_LEN
     with actorfeed.Loader(f"megatron(seq_len={SEQ_LEN}):{prefix}.bin", batch_size=8, seed=5) as loader:
         epochs = []
         for epoch in range(2):
@@ -74,14 +76,22 @@ def test_the_loader_reads_packed_samples_of_a_corpus_in_the_global_order(tmp_pat
             seen = []
             for b in loader:
                 for row, sample_id in enumerate(b["ids"].tolist()):
-                    i = sample_id & ((1 << 40) - 1)
-                    at = i * SEQ_LEN
-                    assert b["tokens"][row].tolist() == stream[at:at + SEQ_LEN + 1].tolist()
-                    assert b["positions"][row].tolist() == positions(starts, at)
-                    seen.append(i)
+                    check_row(b["tokens"][row].tolist(), b["positions"][row].tolist())
+                    seen.append(sample_id & ((1 << 40) - 1))
             assert sorted(seen) == list(range(samples)), f"epoch {epoch}"
             epochs.append(seen)
     assert epochs[0] != epochs[1]
+
+
+def check_row(tokens: list[int], positions: list[int]) -> None:
+    """A row of numbered sequences: runs of consecutive tokens, each new
+    sequence entered at its first token with its position 0."""
+    assert positions[0] == 0
+    for k in range(1, len(tokens)):
+        if tokens[k] // 1000 != tokens[k - 1] // 1000:
+            assert tokens[k] % 1000 == 0 and positions[k] == 0, (k, tokens[k - 1:k + 1])
+        else:
+            assert tokens[k] == tokens[k - 1] + 1 and positions[k] == positions[k - 1] + 1, k
 
 
 def positions(starts: set[int], at: int) -> list[int]:

@@ -20,5 +20,10 @@
 // Failures are *format.Error values naming the file and the offset of what
 // is wrong, matching format.ErrCorrupt where the files are damaged.
 //
-// tokens imports readers/format only.
+// An epoch packs an indexed dataset's documents in an order of its own
+// (EpochOrder): groups of DocumentGroup sequences permuted, and the
+// sequences inside each group, keyed by a seed and the epoch.
+//
+// tokens imports readers/format and readers/order (for the permutation of
+// groups).
 package tokens

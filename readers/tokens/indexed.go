@@ -37,6 +37,9 @@ type Indexed struct {
 	documents        uint64 // entries of document_indices: documents + 1
 	tokens           uint64
 	sampled          []uint64 // the first token of sequences 0, IndexStride, 2*IndexStride, ...
+	// groupTokens are the tokens of each group of DocumentGroup sequences,
+	// which an epoch's document order permutes (EpochOrder).
+	groupTokens []uint64
 }
 
 // indexHeader is what a .idx header declares.
@@ -173,6 +176,10 @@ func (x *Indexed) checkSequences(h indexHeader, binSize int64) error {
 			if s%IndexStride == 0 {
 				x.sampled = append(x.sampled, want/size)
 			}
+			if s%DocumentGroup == 0 {
+				x.groupTokens = append(x.groupTokens, 0)
+			}
+			x.groupTokens[len(x.groupTokens)-1] += uint64(length)
 			if want += uint64(length) * size; want > uint64(binSize) {
 				return x.corrupt(h.lengthsAt()+4*int64(s), int(s), format.Corrupt("sequence %d ends at byte %d, past the end of %s (%d bytes)", s, want, x.binPath, binSize))
 			}
