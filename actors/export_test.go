@@ -17,3 +17,6 @@ func WaitReading(ctx context.Context, p *Pipeline) {
 		runtime.Gosched()
 	}
 }
+
+// OrderSpan is the positions a window of p's order spans.
+func OrderSpan(p *Pipeline) int { return p.order.Ord.Span() }

@@ -156,8 +156,11 @@ func (s *fileSource) indexCached(ctx context.Context, f int, opts Options) (file
 type fileIndex struct {
 	splits  []order.Split
 	records uint64
-	size    int64  // -1 when the reader does not tell
-	version string // an object's ETag; "" for a file
+	size    int64 // -1 when the reader does not tell
+	// recordBytes is a record's bytes in memory where the reader says
+	// (RecordBytes: an IDX file's, a token corpus's samples); 0 otherwise.
+	recordBytes int64
+	version     string // an object's ETag; "" for a file
 	// modified is when the file or the object's version was written:
 	// a refused resume names the files written after its state's data.
 	modified time.Time
@@ -216,6 +219,10 @@ feed:
 		}
 		splits = append(splits, x.splits...)
 		fp.Records += x.records
+		src.recordBytes = max(src.recordBytes, x.recordBytes)
+		if x.size > 0 && x.records > 0 {
+			src.recordBytes = max(src.recordBytes, x.size/int64(x.records))
+		}
 		// To the second, as object stores keep it; and so a state's
 		// size does not depend on the clock.
 		src.modified[f] = x.modified.UTC().Truncate(time.Second)
@@ -276,6 +283,9 @@ func (s *fileSource) index(parent context.Context, f int, timeout time.Duration)
 	x := fileIndex{size: -1}
 	if sz, ok := r.(interface{ Size() int64 }); ok {
 		x.size = sz.Size()
+	}
+	if rb, ok := r.(interface{ RecordBytes() int }); ok {
+		x.recordBytes = int64(rb.RecordBytes())
 	}
 	if v, ok := r.(versioned); ok {
 		x.version = v.Version()

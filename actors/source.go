@@ -36,6 +36,9 @@ type fileSource struct {
 	// positional says the files are read by position (a global order):
 	// indexing refuses a file that cannot be (readers.Positional).
 	positional bool
+	// recordBytes is the largest record's bytes, as the files were indexed:
+	// what a reader says, or a file's bytes a record (splitsOf).
+	recordBytes int64
 	// epochOf is the order's seed and the epoch that a pass reads, told
 	// to the readers whose records depend on them (epochal); nil without
 	// an order.

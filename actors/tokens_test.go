@@ -81,3 +81,24 @@ func tokenPasses(t *testing.T, ctx context.Context, stages []actors.Stage, x *to
 	closeAndCheck(t, p, sharedSys)
 	return passes
 }
+
+// An order that permutes no record assembles it in blocks of at most a few
+// MB: 4,096 samples of a token corpus at seq_len 2048 (32 KB each) would
+// be held 134 MB at a time; they are 255 (8 MiB), in the global order and
+// the sequential one, and records of a few hundred bytes keep 4,096.
+func TestLargeRecordsMakeSmallerBlocks(t *testing.T) {
+	docs := [][][]int64{{make([]int64, 5000)}}
+	idx, bin, err := oracle.Start(t).MegatronWrite("uint16", docs)
+	require.NoError(t, err)
+	prefix := filepath.Join(t.TempDir(), "web")
+	require.NoError(t, os.WriteFile(prefix+".idx", idx, 0o644))
+	require.NoError(t, os.WriteFile(prefix+".bin", bin, 0o644))
+	for entry, want := range map[string]int{"megatron(seq_len=2048):" + prefix + ".bin": (8 << 20) / (2 * 8 * 2049), "megatron(seq_len=8):" + prefix + ".bin": 4096} {
+		for _, order := range [][]actors.Stage{{actors.Shuffle{Global: true}}, nil} {
+			p, err := actors.New(append([]actors.Stage{actors.Files{Paths: []string{entry}}}, order...), actors.Options{System: sharedSys})
+			require.NoError(t, err)
+			require.Equal(t, want, actors.OrderSpan(p), entry)
+			closeAndCheck(t, p, sharedSys)
+		}
+	}
+}

@@ -179,6 +179,10 @@ func (r *tokenFile) Addressable() error {
 	return nil
 }
 
+// RecordBytes is a sample's bytes in memory: its two slots of seq_len+1
+// int64.
+func (r *tokenFile) RecordBytes() int { return 2 * 8 * (r.seqLen + 1) }
+
 // Count is the corpus's samples at its seq_len.
 func (r *tokenFile) Count() (uint64, error) { return r.samples, nil }
 

@@ -78,6 +78,11 @@ type Config struct {
 	// Files is the data set's number of files: the virtual file's index
 	// under Global.
 	Files int
+	// Block is the window, in records, of an order that permutes no
+	// record (Window 0 or 1, or Global): the positions the order is
+	// assembled in. 0 is the constant Block; a data set of large records
+	// takes fewer, so that a block's records fit a bound in bytes.
+	Block int
 }
 
 // Order is the order function over one data set: its splits, the seed and
@@ -88,7 +93,7 @@ type Order struct {
 	seed    uint64
 	shuffle bool
 	permute bool   // the window's records are permuted (Window > 1)
-	window  uint64 // Window, or Block when no record is permuted
+	window  uint64 // Window, or the block when no record is permuted
 	global  bool
 	virtual int      // under global, the virtual file's index
 	starts  []uint64 // under global, each split's first data set position
@@ -106,6 +111,8 @@ func New(splits []Split, c Config) (*Order, error) {
 		return nil, fmt.Errorf("%w: window %d, want 0 to %d", ErrBadOrder, c.Window, MaxWindow)
 	case c.Global && c.Window > 1:
 		return nil, fmt.Errorf("%w: a global order has no window (window %d)", ErrBadOrder, c.Window)
+	case c.Block < 0 || c.Block > Block:
+		return nil, fmt.Errorf("%w: block %d, want 0 to %d", ErrBadOrder, c.Block, Block)
 	case c.Global && c.Files < 0:
 		return nil, fmt.Errorf("%w: %d files", ErrBadOrder, c.Files)
 	}
@@ -113,6 +120,9 @@ func New(splits []Split, c Config) (*Order, error) {
 		window: uint64(c.Window), global: c.Global, virtual: c.Files}
 	if !o.permute {
 		o.window = Block
+		if c.Block > 0 {
+			o.window = uint64(c.Block)
+		}
 	}
 	if o.global {
 		o.starts = make([]uint64, len(splits))
@@ -166,7 +176,7 @@ func (o *Order) Seed() uint64 { return o.seed }
 // by position, however few files hold them.
 func (o *Order) Splits() int {
 	if o.global {
-		return int((o.n + Block - 1) / Block)
+		return int((o.n + o.window - 1) / o.window)
 	}
 	return len(o.splits)
 }
@@ -277,7 +287,7 @@ func (ep *Epoch) Pieces(lo, hi uint64) []Piece {
 // records from lo to the end of its split or to hi.
 func (ep *Epoch) PieceAt(lo, hi uint64) Piece {
 	if ep.o.global { // the virtual file's records, to the end of their block
-		b := min(hi, (lo/Block+1)*Block)
+		b := min(hi, (lo/ep.o.window+1)*ep.o.window)
 		return Piece{File: ep.o.virtual, From: lo, To: b, Pos: lo}
 	}
 	i := sort.Search(len(ep.starts), func(i int) bool { return ep.starts[i]+ep.o.splits[ep.perm[i]].Count > lo })
