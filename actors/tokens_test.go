@@ -2,6 +2,7 @@ package actors_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -87,17 +88,23 @@ func tokenPasses(t *testing.T, ctx context.Context, stages []actors.Stage, x *to
 // be held 134 MB at a time; they are 255 (8 MiB), in the global order and
 // the sequential one, and records of a few hundred bytes keep 4,096.
 func TestLargeRecordsMakeSmallerBlocks(t *testing.T) {
-	docs := [][][]int64{{make([]int64, 5000)}}
+	docs := [][][]int64{{make([]int64, 600_000)}} // 292 samples at seq_len 2048: two blocks
 	idx, bin, err := oracle.Start(t).MegatronWrite("uint16", docs)
 	require.NoError(t, err)
 	prefix := filepath.Join(t.TempDir(), "web")
 	require.NoError(t, os.WriteFile(prefix+".idx", idx, 0o644))
 	require.NoError(t, os.WriteFile(prefix+".bin", bin, 0o644))
-	for entry, want := range map[string]int{"megatron(seq_len=2048):" + prefix + ".bin": (8 << 20) / (2 * 8 * 2049), "megatron(seq_len=8):" + prefix + ".bin": 4096} {
+	ctx := testutil.Context(t)
+	for _, c := range []struct{ seqLen, block int }{{2048, (8 << 20) / (2 * 8 * 2049)}, {8, 4096}} {
+		entry := fmt.Sprintf("megatron(seq_len=%d):%s.bin", c.seqLen, prefix)
 		for _, order := range [][]actors.Stage{{actors.Shuffle{Global: true}}, nil} {
 			p, err := actors.New(append([]actors.Stage{actors.Files{Paths: []string{entry}}}, order...), actors.Options{System: sharedSys})
 			require.NoError(t, err)
-			require.Equal(t, want, actors.OrderSpan(p), entry)
+			require.Equal(t, c.block, actors.OrderSpan(p), entry)
+			if order != nil { // the order is the permutation whatever the block
+				ids := slices.Concat(passItems(t, ctx, p, 1, func(it actors.Item) []uint64 { return slices.Clone(it.IDs) })[0]...)
+				require.Equal(t, wantGlobal(t, 0, 0, (600_000-1)/c.seqLen), ids, entry)
+			}
 			closeAndCheck(t, p, sharedSys)
 		}
 	}
