@@ -128,8 +128,22 @@ func (r *tokenFile) Next(ctx context.Context) (tensor.Slots, error) {
 	return s, err
 }
 
-// RecordAt reads sample n.
+// RecordAt reads sample n into memory of its own.
 func (r *tokenFile) RecordAt(ctx context.Context, n int) (tensor.Slots, error) {
+	if r.closed {
+		return nil, ErrClosed
+	}
+	buf, err := tensor.Zeros(tensor.Int64, tensor.Shape{2 * (r.seqLen + 1)}) // aligned for the views
+	if err != nil {
+		return nil, err
+	}
+	return r.RecordInto(ctx, n, buf.Bytes())
+}
+
+// RecordInto is RecordAt reading into dst, RecordBytes long and aligned to
+// 8, which the slots it returns wrap: a gather of many samples then
+// allocates nothing a sample.
+func (r *tokenFile) RecordInto(ctx context.Context, n int, dst []byte) (tensor.Slots, error) {
 	if r.closed {
 		return nil, ErrClosed
 	}
@@ -139,26 +153,32 @@ func (r *tokenFile) RecordAt(ctx context.Context, n int) (tensor.Slots, error) {
 	if n < 0 || uint64(n) >= r.samples {
 		return nil, fmt.Errorf("readers: %s: no sample %d of %d", r.c.Name(), n, r.samples)
 	}
-	toks, pos := make([]int64, r.seqLen+1), make([]int64, r.seqLen+1)
-	var err error
-	if r.epoch != nil {
-		err = r.epoch.Sample(uint64(n), toks, pos)
-	} else {
-		_, err = tokens.Sample(r.c, uint64(n), toks, pos, nil)
-	}
-	if err != nil {
-		return nil, err
+	if len(dst) != r.RecordBytes() {
+		return nil, fmt.Errorf("readers: %s: sample %d: %d bytes to read it into, want %d", r.c.Name(), n, len(dst), r.RecordBytes())
 	}
 	shape := tensor.Shape{1, r.seqLen + 1}
-	t, err := tensor.FromSlice(shape, toks)
+	var slots tensor.Slots
+	var views [2][]int64
+	for k := range views {
+		t, err := tensor.WrapBytes(tensor.Int64, shape, dst[k*len(dst)/2:(k+1)*len(dst)/2])
+		if err != nil {
+			return nil, err
+		}
+		if views[k], err = tensor.View[int64](t); err != nil {
+			return nil, err
+		}
+		slots = append(slots, tensor.LoDTensor{Tensor: t})
+	}
+	var err error
+	if r.epoch != nil {
+		err = r.epoch.Sample(uint64(n), views[0], views[1])
+	} else {
+		_, err = tokens.Sample(r.c, uint64(n), views[0], views[1], nil)
+	}
 	if err != nil {
 		return nil, err
 	}
-	p, err := tensor.FromSlice(shape, pos)
-	if err != nil {
-		return nil, err
-	}
-	return tensor.Slots{{Tensor: t}, {Tensor: p}}, nil
+	return slots, nil
 }
 
 // SetEpoch packs an indexed dataset's documents in the order of epoch
