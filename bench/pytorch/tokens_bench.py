@@ -82,7 +82,7 @@ def loader(prefixes: list[str], batches: int, start: float) -> dict[str, float]:
         assert tuple(first["tokens"].shape) == (BATCH, SEQ_LEN + 1)
         t_first = time.perf_counter() - start
         got = timed(it, batches, lambda b: b["tokens"])
-        feed = vm_hwm_kb(lo._feed.proc.pid)  # type: ignore[attr-defined]
+        feed = vm_hwm_kb(lo._feed.proc.pid)
     return dict(first=t_first, tokens_per_s=got, rss=peak_rss_mb(feed))
 
 
@@ -129,7 +129,8 @@ class MegatronStyle:
             hi = int(o1) + 1 if d == d1 else int(self.lengths[seq])
             at = int(self.pointers[seq]) // 2
             parts.append(self.bin[at + lo:at + hi])
-        return np.concatenate(parts).astype(np.int64)
+        out: npt.NDArray[np.int64] = np.concatenate(parts).astype(np.int64)
+        return out
 
 
 def megatron(prefixes: list[str], batches: int, start: float) -> dict[str, float]:

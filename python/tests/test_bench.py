@@ -34,3 +34,14 @@ def test_vision_bench_reports_every_contender(binary, tmp_path):
     for name, row in rows.items():
         assert float(row[-2]) > 0, out.stdout  # images/s
     assert lines[-1].startswith("actorfeed 2 cores / 1 core: ")
+
+
+def test_tokens_bench_reports_every_contender():
+    out = subprocess.run([sys.executable, os.path.join(REPO, "bench", "pytorch", "tokens_bench.py"), "--tokens", "1e6",
+                          "--corpora", "1", "2", "--batches", "5"], capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+    rows = [line.split() for line in out.stdout.splitlines()[1:]]
+    assert len(rows) == 6, out.stdout
+    for row in rows:
+        first, tokens_per_s, rss = (float(v) for v in row[-3:])
+        assert first > 0 and tokens_per_s > 0 and rss > 0, out.stdout
