@@ -3,7 +3,6 @@ package actors_test
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -35,11 +34,8 @@ func TestTokenCorpusInEitherOrder(t *testing.T) {
 		tokenCount += len(seq)
 		docs = append(docs, [][]int64{seq})
 	}
-	idx, bin, err := oracle.Start(t).MegatronWrite("uint16", docs)
-	require.NoError(t, err)
 	prefix := filepath.Join(t.TempDir(), "web_text_document")
-	require.NoError(t, os.WriteFile(prefix+".idx", idx, 0o644))
-	require.NoError(t, os.WriteFile(prefix+".bin", bin, 0o644))
+	oracle.Start(t).WriteIndexed(t, prefix, "uint16", docs)
 
 	const seqLen = 32
 	samples := (tokenCount - 1) / seqLen
@@ -89,11 +85,8 @@ func tokenPasses(t *testing.T, ctx context.Context, stages []actors.Stage, x *to
 // the sequential one, and records of a few hundred bytes keep 4,096.
 func TestLargeRecordsMakeSmallerBlocks(t *testing.T) {
 	docs := [][][]int64{{make([]int64, 600_000)}} // 292 samples at seq_len 2048: two blocks
-	idx, bin, err := oracle.Start(t).MegatronWrite("uint16", docs)
-	require.NoError(t, err)
 	prefix := filepath.Join(t.TempDir(), "web")
-	require.NoError(t, os.WriteFile(prefix+".idx", idx, 0o644))
-	require.NoError(t, os.WriteFile(prefix+".bin", bin, 0o644))
+	oracle.Start(t).WriteIndexed(t, prefix, "uint16", docs)
 	ctx := testutil.Context(t)
 	for _, c := range []struct{ seqLen, block int }{{2048, (8 << 20) / (2 * 8 * 2049)}, {8, 4096}} {
 		entry := fmt.Sprintf("megatron(seq_len=%d):%s.bin", c.seqLen, prefix)

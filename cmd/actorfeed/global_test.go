@@ -27,24 +27,17 @@ func TestGlobalOrderJobResizesAndVerifies(t *testing.T) {
 			"--remainder", "pad", "--rank", fmt.Sprint(r), "--world", fmt.Sprint(world), "--emit-ids", ids}, more...)
 		return start(t, dir, args...)
 	}
-	wait := func(ps []*proc) {
-		for _, p := range ps {
-			for range p.lines {
-			}
-			require.NoError(t, p.cmd.Wait(), p.stderr.String())
-		}
-	}
 	var ps []*proc
 	for r := range 4 {
 		ps = append(ps, rank(r, 4, fmt.Sprintf("a-%d.jsonl", r), "--max-batches", fmt.Sprint(3+4*r), "--checkpoint", fmt.Sprintf("a-%d.state", r)))
 	}
-	wait(ps)
+	waitAll(t, ps)
 	require.Contains(t, ps[0].stdout.String(), "shuffle(all)")
 	ps = ps[:0]
 	for r := range 3 {
 		ps = append(ps, rank(r, 3, fmt.Sprintf("b-%d.jsonl", r), "--resume", "a-*.state", "--threads", "1"))
 	}
-	wait(ps)
+	waitAll(t, ps)
 	out, err := cli(t, "verify-ids", "--data", images, "--epochs", "2", filepath.Join(dir, "a-*.jsonl"), filepath.Join(dir, "b-*.jsonl"))
 	require.NoError(t, err, out)
 	require.Contains(t, out, "every record of 2 epoch(s) delivered exactly once")

@@ -94,6 +94,17 @@ func waitFile(t *testing.T, dir, prefix string, min int64) {
 	}
 }
 
+// waitAll waits for every process of ps to end, each reading its output
+// to its end, and fails the test on one that did not exit 0.
+func waitAll(t *testing.T, ps []*proc) {
+	t.Helper()
+	for _, p := range ps {
+		for range p.lines {
+		}
+		require.NoError(t, p.cmd.Wait(), p.stderr.String())
+	}
+}
+
 // stop sends sig and waits for the process to end, returning its exit code
 // and how long it took.
 func (p *proc) stop(t *testing.T, sig syscall.Signal) (int, time.Duration) {

@@ -134,18 +134,11 @@ func TestRanksShareEpochsAndResumeAsFewer(t *testing.T) {
 			"--rank", fmt.Sprint(r), "--world", fmt.Sprint(world), "--emit-ids", ids}, more...)
 		return start(t, dir, args...)
 	}
-	wait := func(ps []*proc) {
-		for _, p := range ps {
-			for range p.lines {
-			}
-			require.NoError(t, p.cmd.Wait(), p.stderr.String())
-		}
-	}
 	var ps []*proc
 	for r := range 4 {
 		ps = append(ps, rank(r, 4, fmt.Sprintf("whole-%d.jsonl", r), "--passes", "2"))
 	}
-	wait(ps)
+	waitAll(t, ps)
 	seen := map[int]map[string]int{}
 	var batches []int
 	for r := range 4 {
@@ -164,13 +157,13 @@ func TestRanksShareEpochsAndResumeAsFewer(t *testing.T) {
 		ps = append(ps, rank(r, 4, fmt.Sprintf("a-%d.jsonl", r), "--remainder", "pad", "--max-batches", fmt.Sprint(5+r),
 			"--checkpoint", fmt.Sprintf("a-%d.state", r)))
 	}
-	wait(ps)
+	waitAll(t, ps)
 	ps = ps[:0]
 	for r := range 3 {
 		ps = append(ps, rank(r, 3, fmt.Sprintf("b-%d.jsonl", r), "--remainder", "pad", "--resume", "a-*.state",
 			"--threads", "1"))
 	}
-	wait(ps)
+	waitAll(t, ps)
 	seen = map[int]map[string]int{}
 	for r := range 4 {
 		require.Equal(t, 5+r, sampleCount(t, seen, filepath.Join(dir, fmt.Sprintf("a-%d.jsonl", r))))

@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"os"
 	"path/filepath"
 	"testing"
 
@@ -24,34 +23,24 @@ func TestTokenCorpusJobResizesAndVerifies(t *testing.T) {
 		}
 		docs[d] = [][]int64{seq}
 	}
-	idx, bin, err := oracle.Start(t).MegatronWrite("uint16", docs)
-	require.NoError(t, err)
 	dir := t.TempDir()
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "web.idx"), idx, 0o644))
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "web.bin"), bin, 0o644))
+	oracle.Start(t).WriteIndexed(t, filepath.Join(dir, "web"), "uint16", docs)
 	data := "megatron(seq_len=64):" + filepath.Join(dir, "web.bin")
 	rank := func(r, world int, ids string, more ...string) *proc {
 		args := append([]string{"run", "--data", data, "--shuffle", "all", "--batch", "8", "--passes", "2",
 			"--rank", fmt.Sprint(r), "--world", fmt.Sprint(world), "--emit-ids", ids}, more...)
 		return start(t, dir, args...)
 	}
-	wait := func(ps []*proc) {
-		for _, p := range ps {
-			for range p.lines {
-			}
-			require.NoError(t, p.cmd.Wait(), p.stderr.String())
-		}
-	}
 	var ps []*proc
 	for r := range 2 {
 		ps = append(ps, rank(r, 2, fmt.Sprintf("a-%d.jsonl", r), "--max-batches", fmt.Sprint(5+30*r), "--checkpoint", fmt.Sprintf("a-%d.state", r)))
 	}
-	wait(ps)
+	waitAll(t, ps)
 	ps = ps[:0]
 	for r := range 3 {
 		ps = append(ps, rank(r, 3, fmt.Sprintf("b-%d.jsonl", r), "--resume", "a-*.state"))
 	}
-	wait(ps)
+	waitAll(t, ps)
 	out, err := cli(t, "verify-ids", "--data", data, "--epochs", "2", filepath.Join(dir, "a-*.jsonl"), filepath.Join(dir, "b-*.jsonl"))
 	require.NoError(t, err, out)
 	require.Contains(t, out, "every record of 2 epoch(s) delivered exactly once")

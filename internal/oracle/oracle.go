@@ -173,6 +173,22 @@ func (o *Oracle) MegatronWrite(dtype string, documents [][][]int64) (idx, bin []
 	return payload[:head.Idx], payload[head.Idx:], nil
 }
 
+// WriteIndexed writes MegatronWrite's dataset of documents as PREFIX.idx
+// and PREFIX.bin, failing tb on an error.
+func (o *Oracle) WriteIndexed(tb testing.TB, prefix, dtype string, documents [][][]int64) {
+	tb.Helper()
+	idx, bin, err := o.MegatronWrite(dtype, documents)
+	if err == nil {
+		err = os.WriteFile(prefix+".idx", idx, 0o644)
+	}
+	if err == nil {
+		err = os.WriteFile(prefix+".bin", bin, 0o644)
+	}
+	if err != nil {
+		tb.Fatalf("the oracle's indexed dataset %s: %v", prefix, err)
+	}
+}
+
 // LLMCWrite is an llm.c token file of tokens for model ("gpt-2": uint16,
 // "llama-3": uint32), written by NumPy as llm.c's write_datafile writes
 // it.

@@ -37,11 +37,8 @@ func documents(seed uint64, n int, vocab int64) [][][]int64 {
 // and PREFIX.bin and returns PREFIX.
 func writeIndexed(t *testing.T, o *oracle.Oracle, dtype string, docs [][][]int64) string {
 	t.Helper()
-	idx, bin, err := o.MegatronWrite(dtype, docs)
-	require.NoError(t, err)
 	prefix := filepath.Join(t.TempDir(), "corpus_text_document")
-	require.NoError(t, os.WriteFile(prefix+".idx", idx, 0o644))
-	require.NoError(t, os.WriteFile(prefix+".bin", bin, 0o644))
+	o.WriteIndexed(t, prefix, dtype, docs)
 	return prefix
 }
 
