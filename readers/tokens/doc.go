@@ -6,12 +6,13 @@
 // tokens). docs/tokens.md gives both layouts.
 //
 // A Corpus is either, opened: its tokens are read by their offset in the
-// corpus (ReadTokens, one pread), and a sequence's start and length are
-// found by the token they hold (Locate), so that a sample of consecutive
-// tokens that crosses sequences costs one read of the tokens and a few of
-// the index. Nothing is copied into the heap but what a caller reads, and
-// a small sample of the index (one offset in IndexStride), so memory is
-// bounded by a few pages whatever the corpus's size.
+// corpus (ReadTokens, one pread), and Sample packs a sample of
+// consecutive tokens across sequences, finding the sequences that start
+// inside it in a few KiB of the index. Nothing of a corpus is copied into
+// the heap but what a caller reads and, of an indexed dataset, the first
+// token of every IndexStride-th sequence and the tokens of every group of
+// DocumentGroup sequences: 8 bytes for each, so memory grows with a
+// dataset's sequences at 1/1024 and 1/64 of their count.
 //
 // Opening a corpus checks its header against the files' real sizes before
 // anything is sized by it, and an indexed dataset's whole index once, in a

@@ -20,9 +20,10 @@ const idxMagic = "MMIDIDX\x00\x00"
 const idxHeaderSize = len(idxMagic) + 8 + 1 + 8 + 8
 
 // IndexStride is how many sequences apart are those whose first token an
-// open indexed dataset keeps in memory: Locate reads at most IndexStride
-// offsets of the .idx to find a sequence, and the memory kept is 8 bytes
-// for every IndexStride sequences.
+// open indexed dataset keeps in memory: finding the sequences that start
+// inside a sample (Sample) reads at most IndexStride offsets of the .idx
+// before them, and the memory kept is 8 bytes for every IndexStride
+// sequences.
 const IndexStride = 1024
 
 // Indexed is an open Megatron-LM indexed dataset: PREFIX.bin and
@@ -98,13 +99,13 @@ func (x *Indexed) check(idxSize, binSize int64) error {
 	head := make([]byte, idxHeaderSize)
 	if _, err := x.idx.ReadAt(head, 0); err != nil {
 		if errors.Is(err, io.EOF) {
-			return x.corrupt(0, -1, format.Truncated("%d bytes, shorter than the %d of a header", idxSize, idxHeaderSize))
+			return x.fail(0, -1, format.Truncated("%d bytes, shorter than the %d of a header", idxSize, idxHeaderSize))
 		}
 		return x.fail(0, -1, err)
 	}
 	h, err := parseIndexHeader(head, idxSize)
 	if err != nil {
-		return x.corrupt(0, -1, err)
+		return x.fail(0, -1, err)
 	}
 	x.elem, x.sequences, x.documents = h.elem, h.sequences, h.documents
 	if err := x.checkSequences(h, binSize); err != nil {
@@ -168,10 +169,10 @@ func (x *Indexed) checkSequences(h indexHeader, binSize int64) error {
 			s := first + i
 			length := int32(binary.LittleEndian.Uint32(lengths[4*i:]))
 			if p := binary.LittleEndian.Uint64(pointers[8*i:]); p != want {
-				return x.corrupt(h.pointersAt()+8*int64(s), int(s), format.Corrupt("sequence %d starts at byte %d of %s, not at %d, where the sequences before it end", s, int64(p), x.binPath, want))
+				return x.fail(h.pointersAt()+8*int64(s), int(s), format.Corrupt("sequence %d starts at byte %d of %s, not at %d, where the sequences before it end", s, int64(p), x.binPath, want))
 			}
 			if length < 0 {
-				return x.corrupt(h.lengthsAt()+4*int64(s), int(s), format.Corrupt("sequence %d has %d tokens", s, length))
+				return x.fail(h.lengthsAt()+4*int64(s), int(s), format.Corrupt("sequence %d has %d tokens", s, length))
 			}
 			if s%IndexStride == 0 {
 				x.sampled = append(x.sampled, want/size)
@@ -181,12 +182,12 @@ func (x *Indexed) checkSequences(h indexHeader, binSize int64) error {
 			}
 			x.groupTokens[len(x.groupTokens)-1] += uint64(length)
 			if want += uint64(length) * size; want > uint64(binSize) {
-				return x.corrupt(h.lengthsAt()+4*int64(s), int(s), format.Corrupt("sequence %d ends at byte %d, past the end of %s (%d bytes)", s, want, x.binPath, binSize))
+				return x.fail(h.lengthsAt()+4*int64(s), int(s), format.Corrupt("sequence %d ends at byte %d, past the end of %s (%d bytes)", s, want, x.binPath, binSize))
 			}
 		}
 	}
 	if want != uint64(binSize) {
-		return x.corrupt(-1, -1, format.Corrupt("the sequences end at byte %d of %s, which has %d: the .bin is not the .idx's", want, x.binPath, binSize))
+		return x.fail(-1, -1, format.Corrupt("the sequences end at byte %d of %s, which has %d: the .bin is not the .idx's", want, x.binPath, binSize))
 	}
 	x.tokens = want / size
 	return nil
@@ -206,15 +207,15 @@ func (x *Indexed) checkDocuments(h indexHeader) error {
 			d, at := binary.LittleEndian.Uint64(buf[8*i:]), h.documentsAt()+8*int64(first+i)
 			switch {
 			case first+i == 0 && d != 0:
-				return x.corrupt(at, -1, format.Corrupt("document indices start at %d, not 0", int64(d)))
+				return x.fail(at, -1, format.Corrupt("document indices start at %d, not 0", int64(d)))
 			case d < last || d > h.sequences:
-				return x.corrupt(at, -1, format.Corrupt("document index %d is %d, after %d, of %d sequences", first+i, int64(d), last, h.sequences))
+				return x.fail(at, -1, format.Corrupt("document index %d is %d, after %d, of %d sequences", first+i, int64(d), last, h.sequences))
 			}
 			last = d
 		}
 	}
 	if last != h.sequences {
-		return x.corrupt(h.documentsAt()+8*int64(h.documents-1), -1, format.Corrupt("the last document ends at sequence %d of %d", last, h.sequences))
+		return x.fail(h.documentsAt()+8*int64(h.documents-1), -1, format.Corrupt("the last document ends at sequence %d of %d", last, h.sequences))
 	}
 	return nil
 }
@@ -233,6 +234,7 @@ func (x *Indexed) readIndex(b []byte, off int64) error {
 // corrupt and fail locate err in the .idx.
 func (x *Indexed) corrupt(off int64, seq int, err error) error { return x.fail(off, seq, err) }
 
+// fail locates err in the .idx: at byte off, of sequence seq (-1: none).
 func (x *Indexed) fail(off int64, seq int, err error) error {
 	return &format.Error{Format: "megatron", File: x.idxPath, Chunk: -1, Record: seq, Offset: off, Err: err}
 }
