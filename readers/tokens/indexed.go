@@ -231,10 +231,8 @@ func (x *Indexed) readIndex(b []byte, off int64) error {
 	return nil
 }
 
-// corrupt and fail locate err in the .idx.
-func (x *Indexed) corrupt(off int64, seq int, err error) error { return x.fail(off, seq, err) }
-
-// fail locates err in the .idx: at byte off, of sequence seq (-1: none).
+// fail locates err in the .idx: at byte off (-1: unknown), in sequence
+// seq (-1: none).
 func (x *Indexed) fail(off int64, seq int, err error) error {
 	return &format.Error{Format: "megatron", File: x.idxPath, Chunk: -1, Record: seq, Offset: off, Err: err}
 }
