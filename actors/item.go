@@ -21,13 +21,22 @@ type Item struct {
 	Seq int
 	// Index is the item's position among its epoch's items in the order:
 	// Seq, plus the items before a resumed pass's first (Options.Resume).
-	// Without the order it is Seq.
+	// Without the order it is Seq. Under Shard.GlobalBatch it is the
+	// epoch's global step, numbered on across resizes.
 	Index     int
 	Instances int
 	// Padding is how many of the last instances repeat samples dealt to a
 	// rank already, to keep the ranks' shares equal (order.Pad): a trainer
 	// masks them.
 	Padding int
+	// StepShare, under Shard.GlobalBatch, is the item's part of its global
+	// step: its samples that are not padding over the step's (the global
+	// batch, or the samples of a padded last step). A rank whose loss is
+	// the mean over its item multiplies it by StepShare*World before the
+	// ranks' gradients are averaged, so that every sample of the step
+	// weighs the same when the ranks' slices differ by one
+	// (docs/tokens.md). 0 without a global batch.
+	StepShare float64
 }
 
 // toItem converts a message delivered to this consumer: its lane of the
@@ -42,6 +51,11 @@ func (c *consumerCell) toItem(b *messages.Batch) (Item, error) {
 	it.Index = it.Seq
 	if o := c.pipe.order; o != nil && b.Positions > 0 {
 		it.Index = int(b.Position / uint64(o.Unit))
+		if o.GlobalBatch > 0 {
+			layout, _ := o.Layout(uint32(it.Epoch - o.First))
+			it.StepShare = float64(it.Instances-it.Padding) / float64(layout.StepReal(uint64(it.Index)))
+			it.Index += int(layout.FirstStep) // the epoch's step, across resizes
+		}
 	}
 	return it, nil
 }

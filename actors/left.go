@@ -35,7 +35,7 @@ func (p *Pipeline) Left() ([]Left, error) {
 		if o.Rank == 0 {
 			rs = layout.Dropped(o.Remainder)
 		}
-		if share, u := layout.Share(o.Remainder), uint64(o.Unit); p.dropLast && share%u != 0 {
+		if share, u := layout.Share(o.Rank, o.Remainder), uint64(o.Unit); p.dropLast && share%u != 0 {
 			for _, s := range layout.Cut(o.Rank, o.Remainder, share-share%u) {
 				if !s.Pad {
 					rs = append(rs, s.Range)

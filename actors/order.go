@@ -16,21 +16,46 @@ import (
 // Shard is this process's part of a data set that World ranks read
 // together (a distributed trainer's data-parallel ranks): a contiguous,
 // equal share of every epoch's order, disjoint from the other ranks'
-// (docs/determinism.md). The zero value is one rank reading everything.
+// (docs/determinism.md), or with GlobalBatch its slice of every global
+// step. The zero value is one rank reading everything.
 type Shard struct {
 	Rank, World int
 	// Remainder says what happens to the positions of an epoch that do
-	// not divide evenly among the ranks: order.Drop (the default) leaves
-	// them out, order.Pad repeats the first positions and marks them in
-	// Item.Padding.
+	// not divide evenly among the ranks (or, with GlobalBatch, into whole
+	// steps): order.Drop (the default) leaves them out, order.Pad repeats
+	// the first positions and marks them in Item.Padding.
 	Remainder order.Remainder
+	// GlobalBatch, when not 0, deals every epoch in global steps of this
+	// many samples: step k is positions [k*GlobalBatch, (k+1)*GlobalBatch)
+	// of the epoch's order whatever World is, and each rank takes its
+	// slice of every step (StepBatch), so that a job resized between
+	// steps sees the same samples at every step. The pipeline's Batch
+	// stage must batch StepBatch samples, and the order must permute no
+	// record within windows (the global order, or none).
+	GlobalBatch int
 }
 
 func (s Shard) world() int { return max(s.World, 1) }
 
+// StepBatch is the rank's batch under GlobalBatch: its slice of a global
+// step, GlobalBatch/World samples or one more (the first GlobalBatch mod
+// World ranks). Without GlobalBatch it is 0.
+func (s Shard) StepBatch() int {
+	if s.GlobalBatch <= 0 {
+		return 0
+	}
+	_, n := order.StepSlice(uint64(s.GlobalBatch), s.world(), s.Rank)
+	return int(n)
+}
+
 func (s Shard) check() error {
-	if s.World < 0 || s.World > MaxWorld || s.Rank < 0 || s.Rank >= s.world() {
+	switch {
+	case s.World < 0 || s.World > MaxWorld || s.Rank < 0 || s.Rank >= s.world():
 		return fmt.Errorf("%w: shard rank %d of world %d: want 0 <= rank < world <= %d", ErrBadSpec, s.Rank, s.World, MaxWorld)
+	case s.GlobalBatch < 0 || s.GlobalBatch > MaxBatch:
+		return fmt.Errorf("%w: shard: a global batch of %d samples is not from 0 to %d", ErrBadSpec, s.GlobalBatch, MaxBatch)
+	case s.GlobalBatch > 0 && s.GlobalBatch < s.world():
+		return fmt.Errorf("%w: shard: a global batch of %d samples among %d ranks leaves a rank none: give at least one a rank", ErrBadSpec, s.GlobalBatch, s.world())
 	}
 	return nil
 }
@@ -130,8 +155,12 @@ func (p *Pipeline) planOrder(ctx context.Context, stages []Stage) error {
 		return fmt.Errorf("%w: %w", ErrBadSpec, err)
 	}
 	plan := &orderPlan{shuffled: shuffled, data: fp, files: fs, Plan: protocol.Plan{Ord: ord, Unit: opts.GroupSize,
-		Rank: opts.Shard.Rank, World: opts.Shard.world(), Remainder: opts.Shard.Remainder, Lanes: opts.Lanes}}
+		Rank: opts.Shard.Rank, World: opts.Shard.world(), Remainder: opts.Shard.Remainder, GlobalBatch: uint64(opts.Shard.GlobalBatch),
+		Lanes: opts.Lanes}}
 	p.placeStages(stages, plan)
+	if err := p.checkGlobalBatch(opts.Shard, plan); err != nil {
+		return err
+	}
 	// A window of the order is ord.Span() positions, unshuffled too (where
 	// none is permuted): what a task reads whole.
 	plan.span = taskSpan(uint64(ord.Span()), uint64(plan.Unit), ord.Len()/uint64(max(ord.Splits(), 1)))
@@ -232,6 +261,27 @@ func (p *orderPlan) passesOf(pass uint32) (lo, hi uint32) {
 		lo, hi = p.multi[i].First(lo), p.multi[i].Last(hi-1)+1
 	}
 	return lo, hi
+}
+
+// checkGlobalBatch says why the pipeline cannot deal shard's global
+// batch, if it cannot: its Batch stage must batch the rank's slice of a
+// step, and its order read no record it does not deliver (a window would
+// be read whole by every rank, World times the reading).
+func (p *Pipeline) checkGlobalBatch(shard Shard, plan *orderPlan) error {
+	if shard.GlobalBatch == 0 {
+		return nil
+	}
+	switch want := shard.StepBatch(); {
+	case p.aligned == 0 || p.unplaced != "":
+		return fmt.Errorf("%w: a global batch needs one Batch stage after the order, before any stage that loses the samples' places: each rank batches its slice of every step", ErrBadSpec)
+	case plan.Unit != want:
+		return fmt.Errorf("%w: a global batch of %d among %d ranks gives rank %d batches of %d samples, and the Batch stage batches %d: batch %d (Shard.StepBatch)",
+			ErrBadSpec, shard.GlobalBatch, shard.world(), shard.Rank, want, plan.Unit, want)
+	case plan.Ord.Window() > 1:
+		return fmt.Errorf("%w: a global batch deals every step among all ranks, and a shuffle window of %d would be read whole by every rank: shuffle in the global order (a positional format: convert --to idx) or not at all",
+			ErrBadSpec, plan.Ord.Window())
+	}
+	return nil
 }
 
 // placeStages finds the batch stage that batches the order's items one to

@@ -33,7 +33,7 @@ const MaxEpoch = math.MaxUint32
 // files were indexed): resuming from it starts the job afresh, and
 // Rejoin takes it with the other ranks' states.
 func FreshState(shard Shard) State {
-	return State{Version: StateVersion, Fresh: true, Layout: order.Layout{World: shard.world()}, Rank: shard.Rank}
+	return State{Version: StateVersion, Fresh: true, Layout: order.Layout{World: shard.world(), GlobalBatch: uint64(shard.GlobalBatch)}, Rank: shard.Rank}
 }
 
 // Rejoin is the state that rank shard.Rank of shard.World continues from,
@@ -66,6 +66,9 @@ func Rejoin(states []State, shard Shard) (State, error) {
 	}
 	states = unfresh(states)
 	st, world := states[0], shard.world()
+	if g := uint64(shard.GlobalBatch); st.Layout.GlobalBatch != g {
+		return State{}, stateError(0, "%s", otherGlobalBatch(st.Layout.GlobalBatch, g))
+	}
 	if len(states) == 1 {
 		switch {
 		case st.Layout.World == world && st.Rank != shard.Rank:
@@ -103,7 +106,8 @@ func unfresh(states []State) []State {
 		if st.Fresh {
 			like := states[at]
 			like.Epoch, like.Rank, like.Done, like.Beyond = 0, st.Rank, 0, nil
-			like.Layout = order.Full(like.Data.Records, st.Layout.World)
+			like.Layout = order.Full(like.Data.Records, st.Layout.World, like.Layout.GlobalBatch)
+			like.Unit = unitOf(like.Layout, st.Rank, like.Unit)
 			states[i] = like
 		}
 	}
@@ -118,7 +122,7 @@ func finishedEpoch(states []State) []State {
 	for i, st := range states {
 		if st.Epoch == first.Epoch+1 && st.Done == 0 && len(st.Beyond) == 0 {
 			rem, _ := order.ParseRemainder(first.Remainder) // checked
-			st.Epoch, st.Layout, st.Done = first.Epoch, first.Layout, first.Layout.Share(rem)
+			st.Epoch, st.Layout, st.Done = first.Epoch, first.Layout, first.Layout.Share(st.Rank, rem)
 			states[i] = st
 		}
 	}
@@ -133,7 +137,7 @@ func oneJob(states []State) error {
 	for i, st := range states {
 		switch {
 		case st.Version != first.Version || !st.Data.same(first.Data) || st.Seed != first.Seed || st.Window != first.Window ||
-			st.Shuffled != first.Shuffled || st.Global != first.Global || st.Unit != first.Unit || st.Remainder != first.Remainder:
+			st.Shuffled != first.Shuffled || st.Global != first.Global || st.Unit != unitOf(st.Layout, st.Rank, first.Unit) || st.Remainder != first.Remainder:
 			return stateError(i, "the state's data set or order is not the first state's: states of two jobs")
 		case st.Epoch != first.Epoch:
 			return stateError(i, "the state is in epoch %d and another in epoch %d: the ranks of a job resume together from one epoch, where some may have finished their share",
@@ -154,14 +158,24 @@ func oneJob(states []State) error {
 }
 
 func sameLayout(a, b order.Layout) bool {
-	return a.World == b.World && slices.Equal(a.Ranges, b.Ranges)
+	return a.World == b.World && a.GlobalBatch == b.GlobalBatch && a.FirstStep == b.FirstStep && slices.Equal(a.Ranges, b.Ranges)
 }
 
-// sameStep says whether every rank stopped at the same position with
-// nothing committed past it, as a synchronous trainer's ranks do.
+// unitOf is the positions an item of rank of layout l: under a global
+// batch the rank's slice of a step, else every rank's unit.
+func unitOf(l order.Layout, rank, unit int) int {
+	if l.GlobalBatch == 0 {
+		return unit
+	}
+	_, n := order.StepSlice(l.GlobalBatch, l.World, rank)
+	return int(n)
+}
+
+// sameStep says whether every rank stopped at the same item with nothing
+// committed past it, as a synchronous trainer's ranks do.
 func sameStep(states []State) bool {
 	for _, st := range states {
-		if st.Done != states[0].Done || len(st.Beyond) > 0 {
+		if st.Done/uint64(st.Unit) != states[0].Done/uint64(states[0].Unit) || len(st.Beyond) > 0 {
 			return false
 		}
 	}
@@ -174,10 +188,9 @@ func sameStep(states []State) bool {
 func regroup(states []State, shard Shard) (State, error) {
 	st := states[0]
 	rem, _ := order.ParseRemainder(st.Remainder) // checked
-	share := st.Layout.Share(rem)
 	progress := make([]order.Progress, len(states))
 	for i, s := range states {
-		if n := len(s.Beyond); n > 0 && s.Beyond[n-1] >= share {
+		if n := len(s.Beyond); n > 0 && s.Beyond[n-1] >= st.Layout.Share(s.Rank, rem) {
 			return State{}, stateError(i, "rank %d committed items of epoch %d already (a multi-pass stage's): resume each rank from its own state on %d ranks",
 				s.Rank, s.Epoch+1, st.Layout.World)
 		}
@@ -185,6 +198,7 @@ func regroup(states []State, shard Shard) (State, error) {
 	}
 	st.Layout = st.Layout.Regroup(rem, uint64(st.Unit), progress, shard.world())
 	st.Rank, st.Done, st.Beyond = shard.Rank, 0, nil
+	st.Unit = unitOf(st.Layout, shard.Rank, st.Unit)
 	return st, nil
 }
 
@@ -199,7 +213,7 @@ func (p *orderPlan) rejoin(states []State) (State, error) {
 			return State{}, &StateError{Index: i, Err: fmt.Errorf("%w: %w", ErrState, err)}
 		}
 	}
-	return Rejoin(states, Shard{Rank: p.Rank, World: p.World, Remainder: p.Remainder})
+	return Rejoin(states, Shard{Rank: p.Rank, World: p.World, Remainder: p.Remainder, GlobalBatch: int(p.GlobalBatch)})
 }
 
 // checkState says which field of st cannot be resumed from, if one
@@ -236,14 +250,17 @@ func checkState(st *State) error {
 	if err := l.Check(st.Data.Records); err != nil {
 		return fmt.Errorf("layout: %w", err)
 	}
-	share, unit := l.Share(rem), uint64(st.Unit)
+	share, unit := l.Share(st.Rank, rem), uint64(st.Unit)
 	switch {
+	case l.GlobalBatch > 0 && st.Unit != unitOf(l, st.Rank, st.Unit):
+		return fmt.Errorf("unit: %d positions an item, and rank %d's slice of a global batch of %d among %d ranks is %d",
+			st.Unit, st.Rank, l.GlobalBatch, l.World, unitOf(l, st.Rank, st.Unit))
 	case st.Done > share:
 		return fmt.Errorf("done: %d positions of a share of %d", st.Done, share)
 	case st.Done%unit != 0 && st.Done != share:
 		return fmt.Errorf("done: %d is not where an item of %d positions ends", st.Done, unit)
 	}
-	return checkBeyond(st, share, order.Full(st.Data.Records, l.World).Share(rem))
+	return checkBeyond(st, share, order.Full(st.Data.Records, l.World, l.GlobalBatch).Share(st.Rank, rem))
 }
 
 // checkBeyond checks the items st lists past its position: each the start

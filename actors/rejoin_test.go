@@ -418,6 +418,8 @@ func FuzzDecodeState(f *testing.F) {
 	f.Add([]byte(`{"version":1,"seed":1,"window":1024,"shuffled":true,"unit":64,"remainder":"drop","data":{"files":2,"records":2000,"splits":2,"sum":"61fc"},"epoch":0,"layout":{"world":1,"ranges":[{"lo":0,"hi":2000}]},"rank":0,"done":320}`))
 	f.Add([]byte(`{"version":1,"seed":1,"window":1024,"shuffled":true,"unit":64,"remainder":"drop","data":{"files":2,"records":2000,"splits":2,"sum":"61fc"},"epoch":4611686018427387904,"layout":{"world":1,"ranges":[{"lo":0,"hi":2000}]},"rank":0,"done":320}`))
 	f.Add([]byte(`{"version":1,"fresh":true,"layout":{"world":3},"rank":2}`))
+	f.Add([]byte(`{"version":1,"seed":1,"window":1,"shuffled":true,"global":true,"unit":4,"remainder":"drop","data":{"files":2,"records":2000,"splits":2,"sum":"61fc"},"epoch":0,"layout":{"world":3,"ranges":[{"lo":40,"hi":2000}],"global_batch":10,"first_step":4},"rank":0,"done":8}`))
+	f.Add([]byte(`{"version":1,"seed":1,"window":1,"shuffled":true,"global":true,"unit":3,"remainder":"pad","data":{"files":2,"records":2000,"splits":2,"sum":"61fc"},"epoch":0,"layout":{"world":3,"ranges":[{"lo":0,"hi":2000}],"global_batch":18446744073709551615},"rank":2,"done":3}`))
 	f.Add([]byte(`{"version":1,"epoch":18446744073709551616}`))
 	f.Add([]byte(`[]`))
 	f.Fuzz(func(t *testing.T, b []byte) {

@@ -66,7 +66,7 @@ type State struct {
 func (p *orderPlan) start(states []State, epoch int) error {
 	world := p.World
 	if len(states) == 0 {
-		p.First, p.FirstPlan, p.FirstDone = epoch, order.Full(p.Ord.Len(), world), 0
+		p.First, p.FirstPlan, p.FirstDone = epoch, order.Full(p.Ord.Len(), world, p.GlobalBatch), 0
 		return nil
 	}
 	st, err := p.rejoin(states)
@@ -98,7 +98,9 @@ func (p *orderPlan) compatible(st *State) error {
 	case st.Seed != p.Ord.Seed() || st.Window != p.Ord.Window() || st.Shuffled != p.shuffled || st.Global != p.Ord.Global():
 		why = fmt.Sprintf("its order is seed %d, %s, shuffled %v; this pipeline's is seed %d, %s, shuffled %v",
 			st.Seed, shuffleName(st.Global, st.Window), st.Shuffled, p.Ord.Seed(), shuffleName(p.Ord.Global(), p.Ord.Window()), p.shuffled)
-	case st.Unit != p.Unit:
+	case st.Layout.GlobalBatch != p.GlobalBatch:
+		why = otherGlobalBatch(st.Layout.GlobalBatch, p.GlobalBatch)
+	case st.Unit != p.Unit && p.GlobalBatch == 0: // under a global batch, the rank's slice: checked with its layout
 		why = fmt.Sprintf("it was taken with %d positions an item (the batch size); this pipeline has %d", st.Unit, p.Unit)
 	case st.Remainder != p.Remainder.String():
 		why = fmt.Sprintf("its remainder policy is %s; this pipeline's is %s", st.Remainder, p.Remainder)
@@ -106,6 +108,12 @@ func (p *orderPlan) compatible(st *State) error {
 		return nil
 	}
 	return fmt.Errorf("cannot resume from this state: %s", why)
+}
+
+// otherGlobalBatch says that a state taken with global batch had cannot
+// resume a job whose global batch is has.
+func otherGlobalBatch(had, has uint64) string {
+	return fmt.Sprintf("it was taken with a global batch of %d samples, and this job's is %d: keep the global batch across a resume (it is what makes a step the same samples)", had, has)
 }
 
 // writtenSince names the files written after t, the newest of a refused
@@ -181,7 +189,7 @@ func (p *orderPlan) batches(pass uint32, dropLast bool) int {
 	n := 0
 	for e := lo; e < hi; e++ {
 		layout, done := p.Layout(e)
-		left, u := layout.Share(p.Remainder)-done, uint64(p.Unit)
+		left, u := layout.Share(p.Rank, p.Remainder)-done, uint64(p.Unit)
 		if dropLast {
 			n += int(left / u)
 		} else {

@@ -136,6 +136,8 @@ func checkService(stages []Stage, opts Options, dev *Devices) error {
 		return fmt.Errorf("%w: a service's workers are its lanes: Lanes must be 1", ErrBadSpec)
 	case dev != nil && dev.Storage != nil:
 		return fmt.Errorf("%w: a service's batches arrive in memory the network layer allocates: Devices.Storage is not supported", ErrBadSpec)
+	case opts.Shard.GlobalBatch > 0 && opts.Shard.Remainder == order.Pad:
+		return fmt.Errorf("%w: a service deals a padded global batch's last step to no worker: with a service, a global batch drops its last partial step (Remainder order.Drop)", ErrBadSpec)
 	case opts.System == nil:
 		return fmt.Errorf("%w: a service needs Options.System: a node's system (service.Listen), so that workers can answer", ErrBadSpec)
 	}

@@ -89,7 +89,7 @@ func (o *feedOptions) check(cmd *cobra.Command) error {
 	if o.resume && cmd.Flags().Changed("epoch") {
 		return errors.New("--epoch and --resume-stdin exclude each other: the states say where to start")
 	}
-	return errors.Join(r.checkPipeline(), checkInts(
+	return errors.Join(r.checkPipeline(cmd.Flags().Changed), checkInts(
 		intFlag{"--slots", o.slots, minSlots, actors.MaxQueue},
 		intFlag{"--slot-bytes", o.slotBytes, 0, maxRingBytes / minSlots},
 		intFlag{"--epoch", o.epoch, 0, actors.MaxEpoch},

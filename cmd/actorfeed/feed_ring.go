@@ -124,14 +124,17 @@ type lodDesc struct {
 // line after it is the pipeline's state once the batch is taken, which
 // the loader keeps unparsed until it is asked for it.
 type batchDesc struct {
-	Op      string      `json:"op"`
-	Slot    int         `json:"slot"`
-	Epoch   int         `json:"epoch"`
-	Index   int         `json:"index"`
-	Padding int         `json:"padding,omitempty"`
-	Rows    int         `json:"rows"`
-	IDs     int         `json:"ids"` // offset of the uint64 ids
-	Arrays  []arrayDesc `json:"arrays"`
+	Op      string `json:"op"`
+	Slot    int    `json:"slot"`
+	Epoch   int    `json:"epoch"`
+	Index   int    `json:"index"`
+	Padding int    `json:"padding,omitempty"`
+	// StepShare is the batch's part of its global step (Item.StepShare),
+	// under --global-batch only.
+	StepShare float64     `json:"step_share,omitempty"`
+	Rows      int         `json:"rows"`
+	IDs       int         `json:"ids"` // offset of the uint64 ids
+	Arrays    []arrayDesc `json:"arrays"`
 }
 
 func alignUp(n int) int { return (n + ringAlign - 1) &^ (ringAlign - 1) }
@@ -156,7 +159,8 @@ func (r *ring) put(slot int, it actors.Item) (batchDesc, error) {
 			it.Index, it.Epoch, need, r.slotBytes, need)
 	}
 	mem := r.mem[slot*r.slotBytes : (slot+1)*r.slotBytes]
-	d := batchDesc{Op: "batch", Slot: slot, Epoch: it.Epoch, Index: it.Index, Padding: it.Padding, Rows: len(it.IDs)}
+	d := batchDesc{Op: "batch", Slot: slot, Epoch: it.Epoch, Index: it.Index, Padding: it.Padding, StepShare: it.StepShare,
+		Rows: len(it.IDs)}
 	off := 0
 	place := func(n int) int {
 		at := off

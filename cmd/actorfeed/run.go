@@ -50,17 +50,20 @@ type runOptions struct {
 	rank      int
 	world     int
 	remainder string
-	resume    []string
-	ckpt      string
-	ckptEvery int
-	maxBatch  int
-	onCorrupt string
-	emitIDs   string
-	every     time.Duration
-	watch     watchOptions
-	service   []string
-	credit    int
-	node      nodeFlags
+	// globalBatch, when not 0, deals each pass in global steps of this
+	// many samples, --batch becoming this rank's slice (actors.Shard).
+	globalBatch int
+	resume      []string
+	ckpt        string
+	ckptEvery   int
+	maxBatch    int
+	onCorrupt   string
+	emitIDs     string
+	every       time.Duration
+	watch       watchOptions
+	service     []string
+	credit      int
+	node        nodeFlags
 }
 
 // runHelp is the run command's long help.
@@ -142,6 +145,8 @@ func (o *runOptions) pipelineFlags(f *pflag.FlagSet) {
 	f.IntVar(&o.rank, "rank", 0, "this process's rank among --world ranks that read the files together")
 	f.IntVar(&o.world, "world", 1, "how many ranks read the files together, each an equal, disjoint share of every pass")
 	f.StringVar(&o.remainder, "remainder", "drop", "what the records left over when ranks get equal shares do: drop, or pad (repeat the first ones, marked)")
+	f.IntVar(&o.globalBatch, "global-batch", 0, "deal each pass in global steps of this many samples among the --world ranks: step k is the same samples on any world, so a job resized between steps trains on the same batches; "+
+		"this rank's batch is its slice of a step (the global batch over the world, or one more), in place of --batch; needs --shuffle all, auto over positional files, or 0 (docs/tokens.md)")
 	f.StringSliceVar(&o.service, "service", nil, "read and batch on these workers (actorfeed serve), host:port each, instead of in this process; the batches and their order are the same; unless GOGC is set, a heap floor of 64 MiB (the collector first runs near 128 MiB; docs/distributed.md)")
 	f.IntVar(&o.credit, "credit", actors.DefaultServiceCredit, "with --service: batches of a task a worker may send ahead of the devices")
 	o.node.flags(f, service.DefaultListen, "with --service: host:port this process listens on for the workers' answers")
@@ -185,12 +190,12 @@ func (o *runOptions) check(cmd *cobra.Command) error {
 	if o.ckptEvery > 0 && o.ckpt == "" {
 		return fmt.Errorf("--checkpoint-every needs --checkpoint FILE")
 	}
-	return o.checkPipeline()
+	return o.checkPipeline(cmd.Flags().Changed)
 }
 
 // checkPipeline checks the flags that shape the pipeline, which feed
 // shares with run.
-func (o *runOptions) checkPipeline() error {
+func (o *runOptions) checkPipeline(changed func(string) bool) error {
 	if o.mapName != "" {
 		if err := checkMap(o.mapName); err != nil {
 			return err
@@ -210,9 +215,31 @@ func (o *runOptions) checkPipeline() error {
 	if _, err := order.ParseRemainder(o.remainder); err != nil {
 		return fmt.Errorf("--remainder: %w", err)
 	}
+	if err := o.checkGlobalBatch(changed); err != nil {
+		return err
+	}
 	if _, err := supervisor.ParseCorruptPolicy(o.onCorrupt); err != nil {
 		return fmt.Errorf("--on-corrupt: %w", err)
 	}
+	return nil
+}
+
+// checkGlobalBatch checks --global-batch, and makes --batch the rank's
+// slice of a step.
+func (o *runOptions) checkGlobalBatch(changed func(string) bool) error {
+	if o.globalBatch == 0 {
+		return nil
+	}
+	switch {
+	case changed("batch"):
+		return fmt.Errorf("--batch and --global-batch exclude each other: with a global batch each rank batches its slice of a step (%d samples over %d ranks)", o.globalBatch, o.world)
+	case o.spec != "":
+		return fmt.Errorf("--global-batch has no effect with --spec: the program's batch stage sets the batch")
+	case o.globalBatch < o.world || o.globalBatch > actors.MaxBatch:
+		return fmt.Errorf("--global-batch %d is out of range: it must be from --world (%d) to %d, so that every rank takes a sample of every step", o.globalBatch, o.world, actors.MaxBatch)
+	}
+	rem, _ := order.ParseRemainder(o.remainder)
+	o.batch = actors.Shard{Rank: o.rank, World: o.world, Remainder: rem, GlobalBatch: o.globalBatch}.StepBatch()
 	return nil
 }
 
@@ -372,7 +399,7 @@ func newRunScope(ctx context.Context, o *runOptions, changed func(string) bool) 
 	rs := runScope{scope: program.NewScope(opts), reader: "reader", resume: res}
 	rs.scope.Maps, rs.scope.SampleMaps = builtinMaps, sampleMaps
 	rem, _ := order.ParseRemainder(o.remainder)
-	rs.scope.Options.Shard = actors.Shard{Rank: o.rank, World: o.world, Remainder: rem}
+	rs.scope.Options.Shard = actors.Shard{Rank: o.rank, World: o.world, Remainder: rem, GlobalBatch: o.globalBatch}
 	if o.spec != "" {
 		if rs.startup, rs.reader, err = loadSpec(o, rs.scope, changed); err == nil {
 			rs.files = programFiles(ctx, rs.startup)
@@ -687,8 +714,8 @@ func (s *session) samplesToCome(stages []actors.Stage, passes int) int64 {
 		return countSamples(stages, passes)
 	}
 	rem, _ := order.ParseRemainder(st.Remainder)
-	share := st.Layout.Share(rem)
-	full := int64(order.Full(st.Data.Records, st.Layout.World).Share(rem))
+	share := st.Layout.Share(st.Rank, rem)
+	full := int64(order.Full(st.Data.Records, st.Layout.World, st.Layout.GlobalBatch).Share(st.Rank, rem))
 	per := int64(epochsPerPass(stages))
 	// The rest of the state's epoch, the rest of the pass it is in, then
 	// whole passes.

@@ -19,7 +19,7 @@ func TestWindowsOpenOnlyTheWindowsGroupsReach(t *testing.T) {
 		const windows = 1000
 		o, err := order.New([]order.Split{{File: 0, Count: windows * order.Block}}, order.Config{Seed: 1, Global: global, Files: 1})
 		require.NoError(t, err)
-		w := (&Plan{Ord: o, Unit: 64, World: 1, FirstPlan: order.Full(o.Len(), 1)}).Windows(true, 64)
+		w := (&Plan{Ord: o, Unit: 64, World: 1, FirstPlan: order.Full(o.Len(), 1, 0)}).Windows(true, 64)
 		w.begin(0)
 		file := 0
 		if global {

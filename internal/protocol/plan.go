@@ -10,11 +10,14 @@ type Plan struct {
 	Rank      int
 	World     int // at least 1
 	Remainder order.Remainder
-	First     int          // the epoch of pass 0
-	FirstPlan order.Layout // pass 0's layout
-	FirstDone uint64       // positions of pass 0's shard already delivered
-	FirstSkip []uint64     // where items delivered past FirstDone start on the line (see Line)
-	Lanes     int          // actors.Options.Lanes: items of one batch each
+	// GlobalBatch deals each epoch in global steps of this many positions
+	// (order.Layout.GlobalBatch); 0 deals contiguous shards.
+	GlobalBatch uint64
+	First       int          // the epoch of pass 0
+	FirstPlan   order.Layout // pass 0's layout
+	FirstDone   uint64       // positions of pass 0's shard already delivered
+	FirstSkip   []uint64     // where items delivered past FirstDone start on the line (see Line)
+	Lanes       int          // actors.Options.Lanes: items of one batch each
 }
 
 // Skip are the first positions of the items of pass that were delivered
@@ -58,7 +61,7 @@ func (p *Plan) OnLine(l uint64) (uint32, uint64) {
 // share is the rank's positions of pass, padding included.
 func (p *Plan) share(pass uint32) uint64 {
 	layout, _ := p.Layout(pass)
-	return layout.Share(p.Remainder)
+	return layout.Share(p.Rank, p.Remainder)
 }
 
 func (p *Plan) Epoch(pass uint32) int { return p.First + int(pass) }
@@ -68,11 +71,12 @@ func (p *Plan) Layout(pass uint32) (order.Layout, uint64) {
 	if pass == 0 {
 		return p.FirstPlan, p.FirstDone
 	}
-	return order.Full(p.Ord.Len(), p.World), 0
+	return order.Full(p.Ord.Len(), p.World, p.GlobalBatch), 0
 }
 
-// segments are the positions of pass the rank delivers.
-func (p *Plan) segments(pass uint32) []order.Segment {
+// segments are the positions of pass the rank delivers, walked one
+// segment at a time.
+func (p *Plan) segments(pass uint32) *order.Walk {
 	layout, done := p.Layout(pass)
-	return layout.Cut(p.Rank, p.Remainder, done)
+	return layout.Walk(p.Rank, p.Remainder, done)
 }

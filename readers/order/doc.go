@@ -14,7 +14,10 @@
 //     global order G: G[j*Window+i] = S[j*Window+perm_j(i)].
 //  3. The positions still to deliver (all of G at the start of an epoch)
 //     are cut into World equal, contiguous shards, one per rank; the
-//     remainder is dropped or padded (Remainder).
+//     remainder is dropped or padded (Remainder). With a global batch
+//     (Layout.GlobalBatch) they are cut into steps of that many positions
+//     instead, and each rank takes its slice of every step (StepSlice), so
+//     that a step is the same positions on any World.
 //
 // Reading stays sequential within splits, a rank reads only the windows its
 // shard covers, and G does not depend on the world size, so an epoch can

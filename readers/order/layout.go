@@ -1,7 +1,9 @@
 package order
 
 import (
+	"cmp"
 	"fmt"
+	"slices"
 	"sort"
 )
 
@@ -24,29 +26,66 @@ type Segment struct {
 	At  uint64
 }
 
-// Layout is how the positions of an epoch still to be delivered are dealt:
-// Ranges, in order, are concatenated and cut into World equal contiguous
-// shards, shard r for rank r. An epoch starts from Full; Regroup re-deals what
-// is left part way through, to another number of ranks.
+// Layout is how the positions of an epoch still to be delivered are dealt.
+// Ranges, in order, are concatenated into the sequence C. Without a global
+// batch, C is cut into World equal contiguous shards, shard r for rank r.
+// With GlobalBatch G, C is cut into global steps of G positions, and rank r
+// takes the same slice of every step (StepSlice): step k is C[kG, (k+1)G)
+// whatever World is, so that a job resized between steps trains on the
+// same samples at every step. An epoch starts from Full; Regroup re-deals
+// what is left part way through, to another number of ranks.
 type Layout struct {
 	World  int     `json:"world"`
 	Ranges []Range `json:"ranges"`
+	// GlobalBatch is the positions of one global step, or 0 for
+	// contiguous shards. It is at least World: every rank takes at least
+	// one position of every step.
+	GlobalBatch uint64 `json:"global_batch,omitempty"`
+	// FirstStep is the epoch's step that the layout's first step is: a
+	// layout re-dealt part way through its epoch (Regroup) numbers its
+	// steps on from where the ranks stopped.
+	FirstStep uint64 `json:"first_step,omitempty"`
 }
 
-// Full is the layout of a whole epoch of n positions among world ranks.
-func Full(n uint64, world int) Layout {
-	l := Layout{World: world}
+// Full is the layout of a whole epoch of n positions among world ranks,
+// in steps of globalBatch positions (0: in contiguous shards).
+func Full(n uint64, world int, globalBatch uint64) Layout {
+	l := Layout{World: world, GlobalBatch: globalBatch}
 	if n > 0 {
 		l.Ranges = []Range{{0, n}}
 	}
 	return l
 }
 
-// Check reports a layout that cannot be dealt: no ranks, or ranges that are
-// empty, overlap or exceed n positions.
+// StepSlice is rank's slice of a global step of n positions among world
+// ranks: its offset in the step and its length. The first n mod world
+// ranks take one position more than the others, so that slices differ by
+// one at most.
+func StepSlice(n uint64, world, rank int) (offset, length uint64) {
+	w, r := uint64(world), uint64(rank)
+	q, m := n/w, n%w
+	return r*q + min(r, m), q + b2u(r < m)
+}
+
+func b2u(b bool) uint64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// Check reports a layout that cannot be dealt: no ranks, a global batch
+// smaller than the world, or ranges that are empty, overlap or exceed n
+// positions.
 func (l Layout) Check(n uint64) error {
 	if l.World < 1 {
 		return fmt.Errorf("%w: world size %d", ErrBadOrder, l.World)
+	}
+	if l.GlobalBatch > 0 && l.GlobalBatch < uint64(l.World) {
+		return fmt.Errorf("%w: a global batch of %d positions among %d ranks leaves a rank none", ErrBadOrder, l.GlobalBatch, l.World)
+	}
+	if l.FirstStep > 0 && (l.GlobalBatch == 0 || l.FirstStep > n) {
+		return fmt.Errorf("%w: first step %d of a layout over %d positions in steps of %d", ErrBadOrder, l.FirstStep, n, l.GlobalBatch)
 	}
 	var last uint64
 	for i, r := range l.Ranges {
@@ -67,50 +106,122 @@ func (l Layout) Total() uint64 {
 	return t
 }
 
-// Share is the number of positions each rank gets, padding included.
-func (l Layout) Share(rem Remainder) uint64 {
+// Share is the number of positions rank gets, padding included. Without
+// a global batch every rank gets the same; with one, the steps times the
+// rank's slice of a step. Under Drop the positions past the last whole
+// share (or step) are left out; under Pad the last share (or step) is
+// filled up with repeats.
+func (l Layout) Share(rank int, rem Remainder) uint64 {
 	t, w := l.Total(), uint64(l.World)
+	if l.GlobalBatch > 0 {
+		_, b := StepSlice(l.GlobalBatch, l.World, rank)
+		return l.Steps(rem) * b
+	}
 	if rem == Pad {
 		return (t + w - 1) / w
 	}
 	return t / w
 }
 
-// Cut is rank's shard from its from-th position on: runs of G positions in
-// the order the rank delivers them.
-func (l Layout) Cut(rank int, rem Remainder, from uint64) []Segment {
-	t, n := l.Total(), l.Share(rem)
-	if t == 0 || from >= n {
-		return nil
+// Steps is the number of global steps of a layout with a global batch
+// (0 without one): the whole steps, and under Pad a last partial one
+// filled up.
+func (l Layout) Steps(rem Remainder) uint64 {
+	if l.GlobalBatch == 0 {
+		return 0
 	}
-	base := uint64(rank) * n
-	lo, hi := base+from, base+n
+	t := l.Total()
+	k := t / l.GlobalBatch
+	if rem == Pad && t%l.GlobalBatch != 0 {
+		k++
+	}
+	return k
+}
+
+// StepReal is how many positions of global step k are not padding: the
+// global batch, but for a padded last step.
+func (l Layout) StepReal(k uint64) uint64 {
+	t := l.Total()
+	return min(l.GlobalBatch, t-min(t, k*l.GlobalBatch))
+}
+
+// Cut is rank's shard from its from-th position on: runs of G positions in
+// the order the rank delivers them. Walk gives the same one at a time.
+func (l Layout) Cut(rank int, rem Remainder, from uint64) []Segment {
 	var out []Segment
-	for lo < hi {
-		q, pad := lo, false
-		end := hi
-		if q >= t { // padding repeats the first positions dealt
-			q, pad = (q-t)%t, true
-			end = lo + min(hi-lo, t-q)
-		} else {
-			end = min(hi, t)
-		}
-		at := lo - base
-		for _, sg := range l.span(q, q+(end-lo), pad) {
-			sg.At, at = at, at+sg.Len()
-			out = append(out, sg)
-		}
-		lo = end
+	w := l.Walk(rank, rem, from)
+	for s, ok := w.Next(); ok; s, ok = w.Next() {
+		out = append(out, s)
 	}
 	return out
 }
 
-// span maps positions [a, b) of the concatenated ranges (b <= Total) to
-// ranges of G. It finds the range holding a by bisection, so that cutting
-// every rank's shard of a layout of many ranges costs ranks x log(ranges),
-// not ranks x ranges.
-func (l Layout) span(a, b uint64, pad bool) []Segment {
-	pre := l.starts()
+// Walk walks rank's shard from its from-th position on, segment by
+// segment, holding one run of C at a time: with a global batch a shard is
+// one run a step, and an epoch may have millions of steps.
+func (l Layout) Walk(rank int, rem Remainder, from uint64) *Walk {
+	w := &Walk{l: l, at: from, end: l.Share(rank, rem), total: l.Total(), pre: l.starts()}
+	if l.GlobalBatch == 0 {
+		w.base = uint64(rank) * w.end
+	} else {
+		w.offset, w.slice = StepSlice(l.GlobalBatch, l.World, rank)
+	}
+	return w
+}
+
+// Walk is a rank's shard, walked by Next.
+type Walk struct {
+	l             Layout
+	at, end       uint64 // rank positions: the next one to walk, the shard's end
+	total         uint64
+	pre           []uint64 // the ranges' starts in C
+	base          uint64   // without a global batch, the shard's start in C
+	offset, slice uint64   // with one, the rank's slice of a step
+	pending       []Segment
+	next          int // pending's next segment
+}
+
+// Next is the next segment of the shard, false at its end.
+func (w *Walk) Next() (Segment, bool) {
+	if w.next == len(w.pending) {
+		w.pending, w.next = w.pending[:0], 0
+	}
+	for len(w.pending) == 0 {
+		if w.at >= w.end || w.total == 0 {
+			return Segment{}, false
+		}
+		c, n := w.run()
+		pad := c >= w.total
+		if pad { // padding repeats the first positions dealt
+			c = (c - w.total) % w.total
+		}
+		n = min(n, w.total-c)
+		at := w.at
+		for _, sg := range w.l.span(w.pre, c, c+n, pad) {
+			sg.At, at = at, at+sg.Len()
+			w.pending = append(w.pending, sg)
+		}
+		w.at += n
+	}
+	w.next++
+	return w.pending[w.next-1], true
+}
+
+// run is the C position of the rank's position at, and how many of the
+// rank's positions from it follow one another in C.
+func (w *Walk) run() (c, n uint64) {
+	if w.l.GlobalBatch == 0 {
+		return w.base + w.at, w.end - w.at
+	}
+	k, j := w.at/w.slice, w.at%w.slice
+	return k*w.l.GlobalBatch + w.offset + j, min(w.slice-j, w.end-w.at)
+}
+
+// span maps positions [a, b) of C (b <= Total) to ranges of G, given the
+// ranges' starts in C. It finds the range holding a by bisection, so that
+// cutting every rank's shard of a layout of many ranges costs ranks x
+// log(ranges), not ranks x ranges.
+func (l Layout) span(pre []uint64, a, b uint64, pad bool) []Segment {
 	i := sort.Search(len(l.Ranges), func(i int) bool { return pre[i]+l.Ranges[i].Len() > a })
 	var out []Segment
 	for ; i < len(l.Ranges) && pre[i] < b; i++ {
@@ -122,8 +233,7 @@ func (l Layout) span(a, b uint64, pad bool) []Segment {
 	return out
 }
 
-// starts are the positions, in the concatenated ranges, where each range
-// starts.
+// starts are the positions, in C, where each range starts.
 func (l Layout) starts() []uint64 {
 	pre := make([]uint64, len(l.Ranges))
 	var at uint64
@@ -144,37 +254,65 @@ type Progress struct {
 
 // Regroup is the layout of the positions not yet delivered when rank r
 // has delivered progress[r] (one entry per rank of l, each checked by
-// CheckProgress), dealt among world ranks: every position that no rank
-// delivered, once, whatever step each rank stopped at. Padding is not
-// carried over (it repeated positions dealt to a rank already), and under
-// Drop neither is the dropped remainder. Adjacent ranges are joined, so the
-// result has at most len(l.Ranges) + l.World + the items in Beyond ranges,
-// whatever the number of positions.
+// CheckProgress), dealt among world ranks in the same global batch: every
+// position that no rank delivered, once, whatever step each rank stopped
+// at. Items are unit positions, or with a global batch each rank's slice
+// of a step. Padding is not carried over (it repeated positions dealt to a
+// rank already), and under Drop neither is the dropped remainder. The
+// positions left keep their order in C, so that when every rank stopped at
+// the same global step, step k of the result is step k+stopped of l, and
+// its FirstStep says so.
+// Adjacent ranges are joined: without a global batch the result has at
+// most len(l.Ranges) + l.World + the items in Beyond ranges, whatever the
+// number of positions; with one, the ranks' progress differing by d steps
+// adds up to d x World ranges more.
 func (l Layout) Regroup(rem Remainder, unit uint64, progress []Progress, world int) Layout {
-	out := Layout{World: world}
+	var left []Range
+	stopped := l.Steps(rem) // the steps every rank completed
 	for r := range l.World {
-		holes := progress[r].Beyond // sorted: each hides [b, b+unit)
-		for _, s := range l.Cut(r, rem, progress[r].Done) {
-			if s.Pad {
-				continue
+		u := unit
+		if l.GlobalBatch > 0 {
+			_, u = StepSlice(l.GlobalBatch, l.World, r)
+			stopped = min(stopped, progress[r].Done/u)
+		}
+		left = l.undelivered(left, r, rem, u, progress[r])
+	}
+	out := Layout{World: world, GlobalBatch: l.GlobalBatch}
+	if l.GlobalBatch > 0 { // the ranks' slices interleave in C
+		slices.SortFunc(left, func(a, b Range) int { return cmp.Compare(a.Lo, b.Lo) })
+		out.FirstStep = l.FirstStep + stopped
+	}
+	for _, r := range left {
+		out.Ranges = appendRange(out.Ranges, r)
+	}
+	return out
+}
+
+// undelivered appends to out the ranges of G that rank r of l has not
+// delivered at progress pr, in its order.
+func (l Layout) undelivered(out []Range, r int, rem Remainder, unit uint64, pr Progress) []Range {
+	holes := pr.Beyond // sorted: each hides [b, b+unit)
+	w := l.Walk(r, rem, pr.Done)
+	for s, ok := w.Next(); ok; s, ok = w.Next() {
+		if s.Pad {
+			continue
+		}
+		at, end := s.At, s.At+s.Len() // rank positions of s, kept where no hole is
+		for at < end {
+			for len(holes) > 0 && holes[0]+unit <= at {
+				holes = holes[1:]
 			}
-			at, end := s.At, s.At+s.Len() // rank positions of s, kept where no hole is
-			for at < end {
-				for len(holes) > 0 && holes[0]+unit <= at {
-					holes = holes[1:]
-				}
-				stop := end
-				if len(holes) > 0 && holes[0] < end {
-					stop = max(holes[0], at)
-				}
-				if at < stop {
-					out.Ranges = appendRange(out.Ranges, Range{s.Lo + (at - s.At), s.Lo + (stop - s.At)})
-				}
-				if stop < end {
-					at = min(holes[0]+unit, end)
-				} else {
-					at = end
-				}
+			stop := end
+			if len(holes) > 0 && holes[0] < end {
+				stop = max(holes[0], at)
+			}
+			if at < stop {
+				out = appendRange(out, Range{s.Lo + (at - s.At), s.Lo + (stop - s.At)})
+			}
+			if stop < end {
+				at = min(holes[0]+unit, end)
+			} else {
+				at = end
 			}
 		}
 	}
@@ -191,14 +329,19 @@ func appendRange(rs []Range, r Range) []Range {
 }
 
 // Dropped are the positions of G that no rank gets under Drop: the last
-// Total mod World of the concatenated ranges. Under Pad none is.
+// Total mod World of C, or with a global batch the last partial step.
+// Under Pad none is.
 func (l Layout) Dropped(rem Remainder) []Range {
 	t := l.Total()
 	if rem == Pad || l.World < 1 || t == 0 {
 		return nil
 	}
+	from := l.Share(0, rem) * uint64(l.World)
+	if l.GlobalBatch > 0 {
+		from = l.Steps(rem) * l.GlobalBatch
+	}
 	var out []Range
-	for _, s := range l.span(l.Share(rem)*uint64(l.World), t, false) {
+	for _, s := range l.span(l.starts(), from, t, false) {
 		out = append(out, s.Range)
 	}
 	return out

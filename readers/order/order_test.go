@@ -87,13 +87,13 @@ func TestAnEpochIsAPermutationOfTheDataSet(t *testing.T) {
 		o, err := order.New(splits, order.Config{Seed: rng.Uint64(), Shuffle: rng.IntN(4) > 0, Window: rng.IntN(70)})
 		require.NoError(t, err)
 		ep := o.Epoch(uint64(rng.IntN(5)))
-		g := sequence(t, ep, order.Full(o.Len(), 1).Cut(0, order.Drop, 0))
+		g := sequence(t, ep, order.Full(o.Len(), 1, 0).Cut(0, order.Drop, 0))
 		require.Equal(t, sortRecs(all(splits)), sortRecs(g))
 		for i, r := range g {
 			f, x := ep.At(uint64(i))
 			require.Equal(t, r, rec{f, x}, "At agrees with the jobs")
 		}
-		require.Equal(t, g, sequence(t, o.Epoch(ep.Number()), order.Full(o.Len(), 1).Cut(0, order.Drop, 0)), "an epoch is a pure function")
+		require.Equal(t, g, sequence(t, o.Epoch(ep.Number()), order.Full(o.Len(), 1, 0).Cut(0, order.Drop, 0)), "an epoch is a pure function")
 	}
 }
 
@@ -101,7 +101,7 @@ func TestEpochsAndSeedsDiffer(t *testing.T) {
 	splits := []order.Split{{0, 0, 100}, {0, 100, 100}, {1, 0, 100}, {1, 100, 100}}
 	o1, _ := order.New(splits, order.Config{Seed: 7, Shuffle: true, Window: 64})
 	o2, _ := order.New(splits, order.Config{Seed: 8, Shuffle: true, Window: 64})
-	whole := order.Full(400, 1).Cut(0, order.Drop, 0)
+	whole := order.Full(400, 1, 0).Cut(0, order.Drop, 0)
 	e0 := sequence(t, o1.Epoch(0), whole)
 	require.NotEqual(t, e0, sequence(t, o1.Epoch(1), whole))
 	require.NotEqual(t, e0, sequence(t, o2.Epoch(0), whole))
@@ -111,7 +111,7 @@ func TestEpochsAndSeedsDiffer(t *testing.T) {
 func TestWindowOneKeepsRecordsInSplitOrder(t *testing.T) {
 	splits := []order.Split{{0, 0, 10}, {0, 10, 10}, {1, 0, 10}}
 	o, _ := order.New(splits, order.Config{Seed: 3, Shuffle: true, Window: 1})
-	g := sequence(t, o.Epoch(0), order.Full(30, 1).Cut(0, order.Drop, 0))
+	g := sequence(t, o.Epoch(0), order.Full(30, 1, 0).Cut(0, order.Drop, 0))
 	for i := 1; i < len(g); i++ {
 		if g[i].file == g[i-1].file && g[i].r != g[i-1].r+1 {
 			require.Zero(t, g[i].r%10, "a jump happens only at a split's start: %v", g)
@@ -139,7 +139,7 @@ func shards(l order.Layout, rem order.Remainder, done uint64) (got [][]uint64, p
 func TestShardsAreEqualDisjointAndCoverTheEpoch(t *testing.T) {
 	for n := uint64(0); n < 40; n++ {
 		for world := 1; world <= 7; world++ {
-			l := order.Full(n, world)
+			l := order.Full(n, world, 0)
 			drop, pads := shards(l, order.Drop, 0)
 			require.Zero(t, pads)
 			seen := map[uint64]bool{}
@@ -161,7 +161,7 @@ func TestShardsAreEqualDisjointAndCoverTheEpoch(t *testing.T) {
 				}
 			}
 			require.Len(t, seen, int(n), "padding repeats, and every position is dealt")
-			require.Equal(t, int(l.Share(order.Pad))*world-int(n), pads)
+			require.Equal(t, int(l.Share(0, order.Pad))*world-int(n), pads)
 		}
 	}
 }
@@ -171,20 +171,28 @@ func TestShardsAreEqualDisjointAndCoverTheEpoch(t *testing.T) {
 // delivered exactly once (padding aside).
 func TestRegroupAtOneStepDealsWhatIsLeftOnce(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 6))
-	for range 500 {
+	for i := range 1000 {
 		n := uint64(rng.IntN(300))
-		l := order.Full(n, 1+rng.IntN(8))
+		l := randomLayout(rng, n, i%2 == 0)
 		delivered := map[uint64]int{}
 		for range 1 + rng.IntN(3) { // several preemptions in one epoch
-			share := l.Share(order.Pad)
-			done := uint64(0)
-			if share > 0 {
-				done = uint64(rng.IntN(int(share) + 1))
+			progress := make([]order.Progress, l.World)
+			var steps uint64
+			if l.GlobalBatch > 0 {
+				steps = uint64(rng.IntN(int(l.Steps(order.Pad)) + 1))
+			} else if share := l.Share(0, order.Pad); share > 0 {
+				progress[0].Done = uint64(rng.IntN(int(share) + 1))
 			}
 			for r := range l.World {
+				if l.GlobalBatch > 0 { // a synchronous trainer's ranks stop at one step
+					_, b := order.StepSlice(l.GlobalBatch, l.World, r)
+					progress[r].Done = steps * b
+				} else {
+					progress[r].Done = progress[0].Done
+				}
 				var k uint64
 				for _, s := range l.Cut(r, order.Pad, 0) {
-					for p := s.Lo; p < s.Hi && k < done; p++ {
+					for p := s.Lo; p < s.Hi && k < progress[r].Done; p++ {
 						if !s.Pad {
 							delivered[p]++
 						}
@@ -192,11 +200,31 @@ func TestRegroupAtOneStepDealsWhatIsLeftOnce(t *testing.T) {
 					}
 				}
 			}
-			l = l.Regroup(order.Pad, 1, slices.Repeat([]order.Progress{{Done: done}}, l.World), 1+rng.IntN(8))
+			l = l.Regroup(order.Pad, 1, progress, randomWorld(rng, l.GlobalBatch))
 			require.NoError(t, l.Check(n))
 		}
 		requireOnce(t, l, delivered, n)
 	}
+}
+
+// randomLayout is a whole epoch of n positions among 1 to 8 ranks, with a
+// global batch of up to 4 positions a rank when stepped.
+func randomLayout(rng *rand.Rand, n uint64, stepped bool) order.Layout {
+	world := 1 + rng.IntN(8)
+	var g uint64
+	if stepped {
+		g = uint64(world + rng.IntN(3*world+1))
+	}
+	return order.Full(n, world, g)
+}
+
+// randomWorld is a world of 1 to 8 ranks that a global batch g (0: none)
+// leaves every rank a position of.
+func randomWorld(rng *rand.Rand, g uint64) int {
+	if g > 0 {
+		return 1 + rng.IntN(int(min(g, 8)))
+	}
+	return 1 + rng.IntN(8)
 }
 
 func TestCheckRefusesBadLayouts(t *testing.T) {
@@ -216,28 +244,33 @@ func TestCheckRefusesBadLayouts(t *testing.T) {
 // layout does not grow with the positions.
 func TestRegroupDeliversWhatNoRankDeliveredOnce(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 8))
-	for range 500 {
+	for i := range 1000 {
 		n := uint64(rng.IntN(2000))
 		unit := uint64(1 + rng.IntN(16))
-		l := order.Full(n, 1+rng.IntN(8))
+		l := randomLayout(rng, n, i%2 == 0)
 		delivered := map[uint64]int{}
 		for range 1 + rng.IntN(4) { // resized several times in one epoch
-			share := l.Share(order.Pad)
 			progress := make([]order.Progress, l.World)
+			stepsApart := uint64(0)
 			for r := range progress {
-				items := (share + unit - 1) / unit
+				share, u := l.Share(r, order.Pad), unit
+				if l.GlobalBatch > 0 {
+					_, u = order.StepSlice(l.GlobalBatch, l.World, r)
+				}
+				items := (share + u - 1) / u
 				k := uint64(rng.IntN(int(items) + 1))
-				pr := order.Progress{Done: min(k*unit, share)}
+				stepsApart = max(stepsApart, items-k)
+				pr := order.Progress{Done: min(k*u, share)}
 				for j := k + 1; j < items && len(pr.Beyond) < 3; j++ {
 					if rng.IntN(3) == 0 {
-						pr.Beyond = append(pr.Beyond, j*unit)
+						pr.Beyond = append(pr.Beyond, j*u)
 					}
 				}
 				progress[r] = pr
 				for _, s := range l.Cut(r, order.Pad, 0) {
 					for p := s.Lo; p < s.Hi; p++ {
 						at := s.At + (p - s.Lo)
-						if s.Pad || !committed(pr, at, unit) {
+						if s.Pad || !committed(pr, at, u) {
 							continue
 						}
 						delivered[p]++
@@ -245,9 +278,14 @@ func TestRegroupDeliversWhatNoRankDeliveredOnce(t *testing.T) {
 				}
 			}
 			ranges := len(l.Ranges)
-			l = l.Regroup(order.Pad, unit, progress, 1+rng.IntN(8))
+			stepped := l.GlobalBatch > 0
+			l = l.Regroup(order.Pad, unit, progress, randomWorld(rng, l.GlobalBatch))
 			require.NoError(t, l.Check(n))
-			require.LessOrEqual(t, len(l.Ranges), ranges+len(progress)*4, "the layout grows with ranks and items ahead only")
+			bound := ranges + len(progress)*4
+			if stepped {
+				bound += int(stepsApart) * len(progress)
+			}
+			require.LessOrEqual(t, len(l.Ranges), bound, "the layout grows with ranks and items ahead only")
 		}
 		requireOnce(t, l, delivered, n)
 	}
@@ -294,7 +332,7 @@ func TestRegroupOfManyRangesIsFast(t *testing.T) {
 	}
 	progress := make([]order.Progress, l.World)
 	got := l.Regroup(order.Drop, 1, progress, 3) // quadratic, this takes minutes
-	require.Equal(t, l.Share(order.Drop)*4096, got.Total())
+	require.Equal(t, l.Share(0, order.Drop)*4096, got.Total())
 }
 
 // A layout of many small ranges (a job re-dealt with holes, or a hostile
@@ -317,7 +355,7 @@ func TestJobsReadEachWindowOnceOverManyRanges(t *testing.T) {
 	}
 	require.Len(t, windows, 10)
 	got := sequence(t, o.Epoch(0), segs)
-	whole := sequence(t, o.Epoch(0), order.Full(10000, 1).Cut(0, order.Drop, 0))
+	whole := sequence(t, o.Epoch(0), order.Full(10000, 1, 0).Cut(0, order.Drop, 0))
 	for i, r := range got {
 		require.Equal(t, whole[2*i], r, "position %d", 2*i)
 	}
@@ -345,5 +383,119 @@ func TestDroppedIsTheRemainderNoRankGets(t *testing.T) {
 	for _, s := range got {
 		require.NotContains(t, s, uint64(14))
 		require.NotContains(t, s, uint64(15))
+	}
+}
+
+// steps are the sets of G positions of each global step of l, as its
+// ranks deliver them: rank r's k-th item of its slice's length.
+func steps(t *testing.T, l order.Layout, rem order.Remainder) [][]uint64 {
+	t.Helper()
+	var out [][]uint64
+	for r := range l.World {
+		_, b := order.StepSlice(l.GlobalBatch, l.World, r)
+		var at uint64
+		for _, s := range l.Cut(r, rem, 0) {
+			for p := s.Lo; p < s.Hi; p, at = p+1, at+1 {
+				k := int(at / b)
+				for len(out) <= k {
+					out = append(out, nil)
+				}
+				out[k] = append(out[k], p)
+			}
+		}
+	}
+	for _, s := range out {
+		slices.Sort(s)
+	}
+	return out
+}
+
+// Global step k is positions [kG, (k+1)G) of the epoch whatever the
+// number of ranks; the ranks' slices differ by one at most; under Drop the
+// last partial step is left out (Dropped), under Pad it is filled up with
+// the first positions.
+func TestGlobalStepsAreTheSameWhateverTheWorld(t *testing.T) {
+	for n := uint64(1); n < 60; n += 7 {
+		for g := uint64(1); g <= 9; g++ {
+			for world := 1; world <= int(g); world++ {
+				l := order.Layout{World: world, GlobalBatch: g, Ranges: []order.Range{{0, n / 2}, {n/2 + 3, n + 3}}}
+				// C position i, as the first of one rank's shard from i on.
+				cPos := func(i uint64) uint64 { return (order.Layout{World: 1, Ranges: l.Ranges}).Cut(0, order.Drop, i)[0].Lo }
+				drop := steps(t, l, order.Drop)
+				require.Len(t, drop, int(n/g), "n=%d g=%d world=%d", n, g, world)
+				for k, s := range drop {
+					var want []uint64
+					for i := uint64(k) * g; i < uint64(k+1)*g; i++ {
+						want = append(want, cPos(i))
+					}
+					require.Equal(t, want, s, "step %d", k)
+				}
+				left := uint64(0)
+				for _, r := range l.Dropped(order.Drop) {
+					left += r.Len()
+				}
+				require.Equal(t, n%g, left)
+				pad := steps(t, l, order.Pad)
+				require.Len(t, pad, int((n+g-1)/g))
+				for _, s := range pad {
+					require.Len(t, s, int(g))
+				}
+				for r := range world {
+					_, b := order.StepSlice(g, world, r)
+					require.LessOrEqual(t, b, g/uint64(world)+1)
+					require.GreaterOrEqual(t, b, g/uint64(world))
+					require.Equal(t, uint64(len(pad))*b, l.Share(r, order.Pad))
+				}
+			}
+		}
+	}
+}
+
+// A job stopped at global step s and re-dealt to another number of ranks
+// delivers step s+k of the old layout as its step k.
+func TestRegroupAtAStepKeepsTheSteps(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 10))
+	for range 300 {
+		n := uint64(rng.IntN(400))
+		l := randomLayout(rng, n, true)
+		for _, rem := range []order.Remainder{order.Drop, order.Pad} {
+			before := steps(t, l, rem)
+			s := uint64(rng.IntN(len(before) + 1))
+			progress := make([]order.Progress, l.World)
+			for r := range progress {
+				_, b := order.StepSlice(l.GlobalBatch, l.World, r)
+				progress[r].Done = s * b
+			}
+			after := l.Regroup(rem, 1, progress, randomWorld(rng, l.GlobalBatch))
+			require.NoError(t, after.Check(n))
+			got := steps(t, after, rem)
+			if rem == order.Pad && len(before) > int(s) && len(got) > 0 {
+				// A padded last step is filled up again from what is left.
+				got, before = got[:len(got)-1], before[:len(before)-1]
+			}
+			require.Equal(t, len(before[s:]), len(got))
+			for k := range got {
+				require.Equal(t, before[int(s)+k], got[k], "step %d after the stop", k)
+			}
+		}
+	}
+}
+
+// A rank of a global batch reads only its slices of an order that permutes
+// no record: its jobs span its share, not every window (each of World
+// ranks would read the whole epoch).
+func TestJobsOfAGlobalBatchReadOnlyTheSlices(t *testing.T) {
+	for _, c := range []order.Config{{Global: true, Files: 1}, {}} {
+		o, err := order.New([]order.Split{{File: 0, Count: 10_000}}, c)
+		require.NoError(t, err)
+		l := order.Full(o.Len(), 4, 30)
+		for r := range 4 {
+			jobs := o.Epoch(0).JobsOf(l.Walk(r, order.Drop, 0))
+			var read uint64
+			for j, ok := jobs.Next(); ok; j, ok = jobs.Next() {
+				read += uint64(j.Len)
+			}
+			require.Equal(t, l.Share(r, order.Drop), read, "rank %d of %+v", r, c)
+		}
 	}
 }

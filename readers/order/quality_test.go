@@ -68,7 +68,7 @@ func TestShuffleQuality(t *testing.T) {
 		require.NoError(t, err)
 		ep := o.Epoch(0)
 		seq := make([]int, 0, n)
-		jobs := ep.Jobs(order.Full(o.Len(), 1).Cut(0, order.Drop, 0))
+		jobs := ep.Jobs(order.Full(o.Len(), 1, 0).Cut(0, order.Drop, 0))
 		for job, ok := jobs.Next(); ok; job, ok = jobs.Next() {
 			var window []int
 			for _, p := range ep.Pieces(job.Start, job.Start+uint64(job.Len)) {

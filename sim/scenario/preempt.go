@@ -394,7 +394,7 @@ func (g segment) done() *actors.State {
 		return own
 	}
 	st := slices.MaxFunc(g.states, func(a, b actors.State) int { return cmp.Compare(a.Epoch, b.Epoch) })
-	st.Rank, st.Layout, st.Done, st.Beyond = g.rank, order.Full(st.Data.Records, g.world), 0, nil
+	st.Rank, st.Layout, st.Done, st.Beyond = g.rank, order.Full(st.Data.Records, g.world, st.Layout.GlobalBatch), 0, nil
 	return &st
 }
 
@@ -494,11 +494,11 @@ func covered(st actors.State, it actors.Item) bool {
 // multi-pass pass's).
 func beyondAt(st actors.State, b uint64) (int, int) {
 	rem, _ := order.ParseRemainder(st.Remainder)
-	share := st.Layout.Share(rem)
+	share := st.Layout.Share(st.Rank, rem)
 	if b < share {
 		return st.Epoch, int(b) / st.Unit
 	}
-	full := order.Full(st.Data.Records, st.Layout.World).Share(rem)
+	full := order.Full(st.Data.Records, st.Layout.World, st.Layout.GlobalBatch).Share(st.Rank, rem)
 	k := (b - share) / full
 	return st.Epoch + 1 + int(k), int(b-share-k*full) / st.Unit
 }
