@@ -163,7 +163,7 @@ def names_of(names):
 PARAMS = {"--data": "data", "--batch": "batch_size", "--shuffle": "shuffle", "--seed": "seed", "--rank": "rank",
           "--world": "world", "--slots": "slots", "--remainder": "remainder", "--on-corrupt": "on_corrupt",
           "--drop-last": "drop_last", "--map": "map", "--threads": "threads", "--slot-bytes": "slot_bytes",
-          "--service": "service", "--features": "features"}
+          "--service": "service", "--features": "features", "--global-batch": "global_batch"}
 
 
 def in_params(message):
@@ -177,7 +177,8 @@ def in_params(message):
 
 def feed_args(o):
     """The feed command's flags for the checked options o (a dict)."""
-    args = ["--batch", str(o["batch_size"]), "--shuffle", str(o["window"]), "--seed", str(o["seed"]),
+    batch = ["--global-batch", str(o["global_batch"])] if o["global_batch"] else ["--batch", str(o["batch_size"])]
+    args = batch + ["--shuffle", str(o["window"]), "--seed", str(o["seed"]),
             "--rank", str(o["rank"]), "--world", str(o["world"]), "--slots", str(o["slots"]),
             "--remainder", o["remainder"], "--on-corrupt", o["on_corrupt"]]
     for e in o["data"]:
@@ -197,15 +198,30 @@ def feed_args(o):
     return args
 
 
+def batch_sizes(batch_size, global_batch, rank, world):
+    """(batch_size, global_batch) checked: one of them is given; with a
+    global batch, this rank's batch is its slice of a step (the global
+    batch over the world, or one more for the first global_batch % world
+    ranks), and global_batch is 0 without one."""
+    if (batch_size is None) == (global_batch is None):
+        raise ValueError("give batch_size (this rank's batches) or global_batch (every step's samples, "
+                         "sliced among the ranks), one of them")
+    if global_batch is None:
+        return _int("batch_size", batch_size, 1, MAX_BATCH), 0
+    _int("global_batch", global_batch, world, MAX_BATCH)
+    return global_batch // world + (1 if rank < global_batch % world else 0), global_batch
+
+
 def check(data, batch_size, shuffle, seed, drop_last, epochs, rank, world, map, names, torch, slots,
-          slot_bytes, service, threads, on_corrupt, remainder, features):
-    o = {"data": data_entries(data), "batch_size": _int("batch_size", batch_size, 1, MAX_BATCH),
+          slot_bytes, service, threads, on_corrupt, remainder, features, global_batch=None):
+    o = {"data": data_entries(data),
          "window": shuffle_window(shuffle), "seed": _int("seed", seed, 0, (1 << 64) - 1),
          "drop_last": _bool("drop_last", drop_last), "slots": _int("slots", slots, 2, MAX_SLOTS),
          "service": service_workers(service), "names": names_of(names), "torch": _bool("torch", torch),
          "features": features_spec(features)}
     o["epochs"] = None if epochs is None else _int("epochs", epochs, 1, MAX_EPOCH)
     o["rank"], o["world"] = rank_world(rank, world)
+    o["batch_size"], o["global_batch"] = batch_sizes(batch_size, global_batch, o["rank"], o["world"])
     o["map"], o["fn"] = None, None
     if callable(map):
         o["fn"] = map

@@ -15,9 +15,14 @@ class Batch(dict):
     views of a slot of the shared-memory ring, and "ids", each sample's id.
     epoch is the epoch of the order it belongs to, index its place in the
     epoch, padding how many of its last samples repeat samples dealt to a
-    rank already (remainder="pad"): a trainer masks them."""
+    rank already (remainder="pad"): a trainer masks them. step_share, with
+    a global batch, is the batch's part of its global step (its samples
+    that are not padding over the step's): a rank whose loss is the mean
+    over its batch multiplies it by step_share * world before the ranks'
+    gradients are averaged, so that every sample of the step weighs the
+    same when the ranks' batches differ by one (docs/tokens.md)."""
 
-    __slots__ = ("epoch", "index", "padding")
+    __slots__ = ("epoch", "index", "padding", "step_share")
 
 
 class Loader:
@@ -44,13 +49,20 @@ class Loader:
     features are the tf.train.Example features read from TFRecord files,
     {name: kind} in the slots' order ("bytes", "int64", "float", "float[3]",
     "int64[]" for any number; docs/formats.md); by default a file's first
-    record's, sorted by name."""
+    record's, sorted by name.
 
-    def __init__(self, data, batch_size, shuffle=True, seed=0, drop_last=False, epochs=None, rank=None,
+    global_batch, in place of batch_size, deals each epoch in global steps
+    of that many samples: step k is the same samples whatever the world,
+    so that a job stopped between steps and resumed on another world
+    trains on the batches the uninterrupted job would have; this rank's
+    batches are its slice of each step (batch_size then reads it)."""
+
+    def __init__(self, data, batch_size=None, shuffle=True, seed=0, drop_last=False, epochs=None, rank=None,
                  world=None, map=None, names=None, torch=False, slots=8, slot_bytes=None, service=None,
-                 threads=None, on_corrupt="fail", remainder="drop", features=None):
+                 threads=None, on_corrupt="fail", remainder="drop", features=None, global_batch=None):
         self._o = _args.check(data, batch_size, shuffle, seed, drop_last, epochs, rank, world, map, names,
-                              torch, slots, slot_bytes, service, threads, on_corrupt, remainder, features)
+                              torch, slots, slot_bytes, service, threads, on_corrupt, remainder, features,
+                              global_batch)
         self._feed = None
         self._epoch = 0  # the epoch the loader stands in
         self._resume = None  # the states the next feed resumes from
@@ -70,6 +82,11 @@ class Loader:
     @property
     def world(self):
         return self._o["world"]
+
+    @property
+    def batch_size(self):
+        """This rank's batches: batch_size, or its slice of global_batch."""
+        return self._o["batch_size"]
 
     @property
     def files(self):
@@ -183,6 +200,7 @@ class Loader:
             raise LoaderError("the feed sent %r where a batch was due" % msg["op"])
         b = Batch(feed.batch(msg, self._o["names"], self._o["torch"]))
         b.epoch, b.index, b.padding = msg["epoch"], msg["index"], msg.get("padding", 0)
+        b.step_share = msg.get("step_share", 0.0)
         self._state = state
         if self._o["fn"] is not None:
             return True, self._o["fn"](b)

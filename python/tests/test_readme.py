@@ -1,11 +1,14 @@
 """The README's Python section runs as written: the install command, the
 loop, and the example trainer with the check of its ids."""
 
+import contextlib
+import io
 import os
 import re
 import subprocess
 import sys
 
+import actorfeed
 from conftest import REPO
 
 
@@ -59,19 +62,23 @@ def test_readme_python_section_runs(binary, fashion_recordio, tmp_path):
 def test_readme_language_model_section_runs(binary, tmp_path):
     """The README's token corpus: written by write_indexed, read by the
     Loader as packed samples, then run and checked by verify-ids."""
-    [write_and_load] = blocks("python", "Language-model data")
+    [write_and_load, global_batch] = blocks("python", "Language-model data")
     [run_and_verify] = blocks("sh", "Language-model data")
     os.symlink(binary, tmp_path / "actorfeed")
     os.mkdir(tmp_path / "out")
     shapes = []
     old = os.getcwd()
     os.chdir(tmp_path)
+    printed = io.StringIO()
     try:
         exec(write_and_load, {"train_step": lambda tokens, positions: shapes.append(
             (tuple(tokens.shape), str(tokens.dtype), tuple(positions.shape)))})
+        with contextlib.redirect_stdout(printed):
+            exec(global_batch, {"actorfeed": actorfeed})
     finally:
         os.chdir(old)
     assert shapes and shapes[0] == ((8, 1025), "torch.int64", (8, 1025))
+    assert printed.getvalue().splitlines() == ["0 3 0 0.375", "1 3 0 0.375", "2 2 0 0.25"]
     res = run_sh(run_and_verify, tmp_path)
     assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
     assert "every record of 2 epoch(s) delivered exactly once" in res.stdout
