@@ -22,26 +22,38 @@ import (
 // jobStates runs ranks of a job of world ranks, rank r stopping after
 // steps[r] batches, and returns their states.
 // dataSet is a job's files and the order they are read in: ordered's
-// windows, or, global, the global order (globalIDX's files).
+// windows, or, global, the global order (globalIDX's files), perhaps in
+// global steps of globalBatch samples.
 type dataSet struct {
-	paths  []string
-	global bool
+	paths       []string
+	global      bool
+	globalBatch int
 }
 
-// stages is the job's pipeline with threads readers.
-func (d dataSet) stages(threads int) []actors.Stage {
+// stages is the job's pipeline with threads readers, for rank of world.
+func (d dataSet) stages(threads int, shard actors.Shard) []actors.Stage {
+	if d.globalBatch > 0 {
+		return []actors.Stage{actors.Files{Paths: d.paths, Threads: threads}, actors.Shuffle{Global: true, Seed: 11},
+			actors.Batch{Size: d.shard(shard).StepBatch()}}
+	}
 	if d.global {
 		return global(d.paths, threads)
 	}
 	return ordered(d.paths, threads)
 }
 
+// shard is shard with the data set's global batch.
+func (d dataSet) shard(shard actors.Shard) actors.Shard {
+	shard.GlobalBatch = d.globalBatch
+	return shard
+}
+
 func jobStates(t testing.TB, ctx context.Context, d dataSet, world int, rem order.Remainder, steps []int) []actors.State {
 	t.Helper()
 	var out []actors.State
 	for rank := range world {
-		p, err := actors.New(d.stages(2), actors.Options{System: sharedSys, GroupSize: 8,
-			Shard: actors.Shard{Rank: rank, World: world, Remainder: rem}})
+		shard := d.shard(actors.Shard{Rank: rank, World: world, Remainder: rem})
+		p, err := actors.New(d.stages(2, shard), actors.Options{System: sharedSys, GroupSize: 8, Shard: shard})
 		require.NoError(t, err)
 		for range steps[rank] {
 			_, err := p.Next(ctx)
@@ -188,26 +200,33 @@ func TestJobResizedFromDifferentStepsDeliversEachSampleOnce(t *testing.T) {
 // they say was. field/12 odd takes the job in the global order.
 func FuzzResume(f *testing.F) {
 	ctx := testutil.Context(f)
-	sets := []dataSet{{paths: testutil.WriteFiles(f, 2, 40, 300)}, {paths: globalIDX(f, 40, 40), global: true}}
+	sets := []dataSet{{paths: testutil.WriteFiles(f, 2, 40, 300)}, {paths: globalIDX(f, 40, 40), global: true},
+		{paths: globalIDX(f, 40, 40), global: true, globalBatch: 10}}
 	jobs := make([][]actors.State, len(sets))
 	for i, d := range sets {
 		jobs[i] = jobStates(f, ctx, d, 2, order.Pad, []int{1, 2})
 		jobs[i][0].Beyond = []uint64{32}
+		if d.globalBatch > 0 {
+			jobs[i][0].Beyond = []uint64{15} // an item of rank 0's 5 samples a step
+		}
 	}
-	for _, g := range []uint8{0, 12} { // windowed, global
+	for _, g := range []uint8{0, 14, 28} { // windowed, global, global steps
 		f.Add(g+0, uint8(0), uint64(0), uint8(2))
 		f.Add(g+3, uint8(1), uint64(48), uint8(3))
 		f.Add(g+5, uint8(0), uint64(16), uint8(1))
+		f.Add(g+12, uint8(1), uint64(12), uint8(3))
+		f.Add(g+13, uint8(0), uint64(2), uint8(1))
 	}
 	// The epoch's extremes: a state at 2^62 once read as "nothing to do".
 	for _, epoch := range []uint64{1 << 62, 1 << 32, math.MaxUint32, math.MaxUint64, 1<<63 - 1} {
 		f.Add(uint8(4), uint8(0), epoch, uint8(2))
 		f.Add(uint8(4), uint8(1), epoch, uint8(3))
-		f.Add(uint8(16), uint8(1), epoch, uint8(3))
+		f.Add(uint8(18), uint8(1), epoch, uint8(3))
+		f.Add(uint8(32), uint8(0), epoch, uint8(4))
 	}
 	f.Fuzz(func(t *testing.T, field, rank uint8, v uint64, world uint8) {
 		ctx := testutil.Context(t)
-		k := int(field/12) % 2
+		k := int(field/14) % 3
 		d := sets[k]
 		states := mutate(jobs[k], int(field), int(rank%2), v)
 		got, err := resumeJob(t, ctx, d, states, 1+int(world%4))
@@ -235,7 +254,7 @@ func mutate(job []actors.State, field, rank int, v uint64) []actors.State {
 		states[i].Layout.Ranges = slices.Clone(states[i].Layout.Ranges)
 	}
 	st := &states[rank]
-	switch field % 12 {
+	switch field % 14 {
 	case 1:
 		st.Rank = int(int64(v))
 	case 2:
@@ -258,6 +277,10 @@ func mutate(job []actors.State, field, rank int, v uint64) []actors.State {
 		return append(states, *st) // a rank twice
 	case 11:
 		st.Layout.Ranges[0].Hi = v
+	case 12:
+		st.Layout.GlobalBatch = v
+	case 13:
+		st.Layout.FirstStep = v
 	}
 	return states
 }
@@ -267,8 +290,8 @@ func mutate(job []actors.State, field, rank int, v uint64) []actors.State {
 func resumeJob(t *testing.T, ctx context.Context, d dataSet, states []actors.State, world int) (map[uint64]int, error) {
 	seen := map[uint64]int{}
 	for rank := range world {
-		p, err := actors.New(d.stages(2), actors.Options{System: sharedSys, GroupSize: 8, Resume: states,
-			Shard: actors.Shard{Rank: rank, World: world, Remainder: order.Pad}})
+		shard := d.shard(actors.Shard{Rank: rank, World: world, Remainder: order.Pad})
+		p, err := actors.New(d.stages(2, shard), actors.Options{System: sharedSys, GroupSize: 8, Resume: states, Shard: shard})
 		if err != nil {
 			return nil, err
 		}
@@ -298,11 +321,11 @@ func deliveredBy(t *testing.T, ctx context.Context, d dataSet, states []actors.S
 		}
 		from := st
 		from.Done, from.Beyond = 0, nil
-		p, err := actors.New(d.stages(2), actors.Options{System: sharedSys, GroupSize: 8, Resume: []actors.State{from},
-			Shard: actors.Shard{Rank: st.Rank, World: st.Layout.World, Remainder: order.Pad}})
+		shard := d.shard(actors.Shard{Rank: st.Rank, World: st.Layout.World, Remainder: order.Pad})
+		p, err := actors.New(d.stages(2, shard), actors.Options{System: sharedSys, GroupSize: 8, Resume: []actors.State{from}, Shard: shard})
 		require.NoError(t, err)
 		readPass(t, ctx, p, func(it actors.Item) {
-			start := uint64(it.Index * st.Unit)
+			start := (uint64(it.Index) - st.Layout.FirstStep) * uint64(st.Unit) // a global batch numbers its steps on
 			if start < st.Done || slices.Contains(st.Beyond, start) {
 				for _, id := range it.IDs[:it.Instances-it.Padding] {
 					out[id] = true
