@@ -21,11 +21,7 @@ import (
 func TestTokenCorpusJobResizesAndVerifies(t *testing.T) {
 	dir := t.TempDir()
 	data := tokenCorpus(t, dir)
-	rank := func(r, world int, ids string, more ...string) *proc {
-		args := append([]string{"run", "--data", data, "--shuffle", "all", "--batch", "8", "--passes", "2",
-			"--rank", fmt.Sprint(r), "--world", fmt.Sprint(world), "--emit-ids", ids}, more...)
-		return start(t, dir, args...)
-	}
+	rank := tokenRanks(t, dir, data, "--batch", "8")
 	var ps []*proc
 	for r := range 2 {
 		ps = append(ps, rank(r, 2, fmt.Sprintf("a-%d.jsonl", r), "--max-batches", fmt.Sprint(5+30*r), "--checkpoint", fmt.Sprintf("a-%d.state", r)))
@@ -39,6 +35,16 @@ func TestTokenCorpusJobResizesAndVerifies(t *testing.T) {
 	out, err := cli(t, "verify-ids", "--data", data, "--epochs", "2", filepath.Join(dir, "a-*.jsonl"), filepath.Join(dir, "b-*.jsonl"))
 	require.NoError(t, err, out)
 	require.Contains(t, out, "every record of 2 epoch(s) delivered exactly once")
+}
+
+// tokenRanks starts ranks of a job of two epochs in the global order over
+// data with batch's flags: rank r of world, its ids to ids, and more flags.
+func tokenRanks(t *testing.T, dir, data string, batch ...string) func(r, world int, ids string, more ...string) *proc {
+	return func(r, world int, ids string, more ...string) *proc {
+		args := append([]string{"run", "--data", data, "--shuffle", "all", "--passes", "2",
+			"--rank", fmt.Sprint(r), "--world", fmt.Sprint(world), "--emit-ids", ids}, batch...)
+		return start(t, dir, append(args, more...)...)
+	}
 }
 
 // tokenCorpus writes a Megatron-LM indexed dataset of 500 documents into
@@ -63,11 +69,7 @@ func tokenCorpus(t *testing.T, dir string) string {
 func TestTokenCorpusGlobalBatchKeepsItsStepsAcrossAResize(t *testing.T) {
 	dir := t.TempDir()
 	data := tokenCorpus(t, dir)
-	rank := func(r, world int, ids string, more ...string) *proc {
-		args := append([]string{"run", "--data", data, "--shuffle", "all", "--global-batch", "11", "--passes", "2",
-			"--rank", fmt.Sprint(r), "--world", fmt.Sprint(world), "--emit-ids", ids}, more...)
-		return start(t, dir, args...)
-	}
+	rank := tokenRanks(t, dir, data, "--global-batch", "11")
 	waitAll(t, []*proc{rank(0, 1, "whole.jsonl")})
 	var ps []*proc
 	for r := range 2 {
