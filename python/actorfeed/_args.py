@@ -198,7 +198,7 @@ def feed_args(o):
     return args
 
 
-def batch_sizes(batch_size, global_batch, rank, world):
+def batch_sizes(batch_size: int | None, global_batch: int | None, rank: int, world: int) -> tuple[int, int]:
     """(batch_size, global_batch) checked: one of them is given; with a
     global batch, this rank's batch is its slice of a step (the global
     batch over the world, or one more for the first global_batch % world

@@ -23,6 +23,10 @@ class Batch(dict):
     same when the ranks' batches differ by one (docs/tokens.md)."""
 
     __slots__ = ("epoch", "index", "padding", "step_share")
+    epoch: int
+    index: int
+    padding: int
+    step_share: float
 
 
 class Loader:
