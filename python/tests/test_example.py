@@ -20,7 +20,7 @@ def free_port():
         return s.getsockname()[1]
 
 
-def torchrun(nproc, *args):
+def torchrun(nproc, *args, example=EXAMPLE):
     # Debian's torch 1.13 on Python 3.11 cannot parse the launcher's
     # default --redirects and --tee of 0, so both are given. --standalone's
     # rendezvous is always localhost:29400: two suites on one machine
@@ -28,7 +28,7 @@ def torchrun(nproc, *args):
     rdzv = ["--nnodes", "1", "--rdzv_backend", "c10d", "--rdzv_endpoint", "127.0.0.1:%d" % free_port(),
             "--rdzv_id", uuid.uuid4().hex]
     return subprocess.run([sys.executable, "-m", "torch.distributed.run", *rdzv, "--nproc_per_node", str(nproc),
-                           "--redirects", "1", "--tee", "1", "--log_dir", args[-1] + "-logs-%d" % nproc, EXAMPLE]
+                           "--redirects", "1", "--tee", "1", "--log_dir", args[-1] + "-logs-%d" % nproc, example]
                           + list(args[:-1]) + ["--out", args[-1]], capture_output=True, text=True, timeout=600)
 
 
