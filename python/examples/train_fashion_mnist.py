@@ -28,6 +28,7 @@ import torch.nn.functional as F
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 import actorfeed  # noqa: E402
+from checkpoint import Checkpoint  # noqa: E402
 
 TEST = "/usr/share/datasets/fashion-mnist/t10k-%s-idx%d-ubyte.gz"
 
@@ -48,48 +49,6 @@ def model():
     return torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(784, 256), torch.nn.ReLU(), torch.nn.Linear(256, 10))
 
 
-def checkpoint_path(out):
-    return os.path.join(out, "checkpoint.pt")
-
-
-def save(out, net, opt, epoch, step, loader, ids):
-    """Every rank's loader state and ids file size, with rank 0's model:
-    written whole (a temporary file renamed) or not at all."""
-    ids.flush()
-    os.fsync(ids.fileno())
-    mine = {"loader": loader.state_dict(), "ids": (ids.name, ids.tell())}
-    every = [None] * dist.get_world_size()
-    dist.all_gather_object(every, mine)
-    if dist.get_rank() == 0:
-        tmp = checkpoint_path(out) + ".tmp"
-        torch.save({"model": net.state_dict(), "opt": opt.state_dict(), "epoch": epoch, "step": step,
-                    "loaders": [e["loader"] for e in every], "ids": [e["ids"] for e in every]}, tmp)
-        os.replace(tmp, checkpoint_path(out))
-    dist.barrier()
-
-
-def resume(out, net, opt, loader):
-    """Loads the checkpoint, if any, and cuts every ids file back to it:
-    the steps after it are trained again, by the ranks of this job."""
-    path = checkpoint_path(out)
-    if not os.path.exists(path):
-        return 0, 0
-    ck = torch.load(path)
-    net.module.load_state_dict(ck["model"])
-    opt.load_state_dict(ck["opt"])
-    loader.load_state_dict(ck["loaders"])  # every rank's: the world may have changed
-    if dist.get_rank() == 0:
-        kept = {name: size for name, size in ck["ids"]}
-        for name in os.listdir(out):
-            f = os.path.join(out, name)
-            if name.startswith("ids-") and f not in kept:
-                os.remove(f)  # written after the checkpoint by a run that died
-        for f, size in kept.items():
-            os.truncate(f, size)
-    dist.barrier()
-    return ck["epoch"], ck["step"]
-
-
 def evaluate(net):
     images = np.frombuffer(gzip.open(TEST % ("images", 3)).read()[16:], np.uint8).reshape(-1, 28, 28)
     labels = np.frombuffer(gzip.open(TEST % ("labels", 1)).read()[8:], np.uint8)
@@ -107,8 +66,9 @@ def main():
     opt = torch.optim.SGD(net.parameters(), lr=0.1, momentum=0.9)
     loader = actorfeed.Loader(a.data, batch_size=a.batch, shuffle=True, seed=1, map="normalize",
                               names=["image", "label"], torch=True)
-    start, step = resume(a.out, net, opt, loader)
-    ids = open(os.path.join(a.out, "ids-%d-%d-of-%d.jsonl" % (time.time_ns(), rank, dist.get_world_size())), "w")
+    ck = Checkpoint(out=a.out)
+    start, step = ck.resume(loader=loader, model=net.module, opt=opt)
+    ids = ck.open(name="ids-%d-%d-of-%d.jsonl" % (time.time_ns(), rank, dist.get_world_size()))
     for epoch in range(start, a.epochs):
         loader.set_epoch(epoch)
         left = loader.left_out()
@@ -125,10 +85,10 @@ def main():
             if step == a.kill_at and rank == 0:
                 os.kill(os.getpid(), signal.SIGKILL)
             if step % a.ckpt_every == 0:
-                save(a.out, net.module, opt, epoch, step, loader, ids)
-        save(a.out, net.module, opt, epoch + 1, step, loader, ids)
+                ck.save(loader=loader, model=net.module, opt=opt, epoch=epoch, step=step)
+        ck.save(loader=loader, model=net.module, opt=opt, epoch=epoch + 1, step=step)
     loader.close()
-    ids.close()
+    ck.close()
     if rank == 0:
         print("test accuracy %.4f after %d epochs, %d steps" % (evaluate(net.module), a.epochs, step), flush=True)
     dist.destroy_process_group()

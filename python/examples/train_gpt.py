@@ -25,7 +25,6 @@ import os
 import signal
 import sys
 import time
-from typing import Any, TextIO
 
 import torch
 import torch.distributed as dist
@@ -33,6 +32,7 @@ import torch.nn.functional as F
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 import actorfeed  # noqa: E402
+from checkpoint import Checkpoint  # noqa: E402
 
 
 def parse() -> argparse.Namespace:
@@ -69,56 +69,6 @@ class GPT(torch.nn.Module):
         return self.norm(x) @ self.tok.weight.T
 
 
-def checkpoint_path(out: str) -> str:
-    return os.path.join(out, "checkpoint.pt")
-
-
-def save(out: str, net: torch.nn.Module, opt: torch.optim.Optimizer, epoch: int, step: int,
-         loader: actorfeed.Loader, files: dict[str, TextIO], before: list[tuple[str, int]]) -> None:
-    """Every rank's loader state and its files' sizes, and those of the
-    jobs before (before), with rank 0's model: written whole (a temporary
-    file renamed) or not at all."""
-    for f in files.values():
-        f.flush()
-        os.fsync(f.fileno())
-    mine = {"loader": loader.state_dict(), "files": [(f.name, f.tell()) for f in files.values()]}
-    every: list[Any] = [None] * dist.get_world_size()
-    dist.all_gather_object(every, mine)
-    if dist.get_rank() == 0:
-        tmp = checkpoint_path(out) + ".tmp"
-        torch.save({"model": net.state_dict(), "opt": opt.state_dict(), "epoch": epoch, "step": step,
-                    "loaders": [e["loader"] for e in every],
-                    "files": before + [kv for e in every for kv in e["files"]]}, tmp)
-        os.replace(tmp, checkpoint_path(out))
-    dist.barrier()
-
-
-def resume(out: str, net: torch.nn.Module, opt: torch.optim.Optimizer,
-           loader: actorfeed.Loader) -> tuple[int, int, list[tuple[str, int]]]:
-    """Loads the checkpoint, if any, and cuts the losses and ids files back
-    to it: the steps after it are trained again, by this job's ranks. The
-    ids files it keeps are the later checkpoints' too; the losses file
-    goes on."""
-    path = checkpoint_path(out)
-    if not os.path.exists(path):
-        return 0, 0, []
-    ck = torch.load(path)
-    net.load_state_dict(ck["model"])
-    opt.load_state_dict(ck["opt"])
-    loader.load_state_dict(ck["loaders"])  # every rank's: the world may have changed
-    if dist.get_rank() == 0:
-        kept = dict(ck["files"])
-        for name in os.listdir(out):
-            f = os.path.join(out, name)
-            if name.endswith(".jsonl") and f not in kept:
-                os.remove(f)  # written after the checkpoint by a job that died
-        for f, size in kept.items():
-            os.truncate(f, size)
-    dist.barrier()
-    loss = os.path.join(out, "loss.jsonl")
-    return ck["epoch"], ck["step"], [(f, n) for f, n in ck["files"] if f != loss]
-
-
 def main() -> None:
     a = parse()
     torch.use_deterministic_algorithms(True)
@@ -132,16 +82,16 @@ def main() -> None:
     model = GPT(a.vocab, seq)
     net = torch.nn.parallel.DistributedDataParallel(model)
     opt = torch.optim.AdamW(net.parameters(), lr=3e-3)
-    start, step, before = resume(a.out, model, opt, loader)
-    files: dict[str, TextIO] = {"ids": open(os.path.join(a.out, f"ids-{time.time_ns()}-{rank}-of-{world}.jsonl"), "a")}
-    if rank == 0:
-        files["loss"] = open(os.path.join(a.out, "loss.jsonl"), "a")
+    ck = Checkpoint(out=a.out)
+    start, step = ck.resume(loader=loader, model=model, opt=opt)
+    ids = ck.open(name=f"ids-{time.time_ns()}-{rank}-of-{world}.jsonl")
+    losses = ck.open(name="loss.jsonl") if rank == 0 else None
     loss = torch.zeros(())
     for epoch in range(start, a.epochs):
         loader.set_epoch(epoch)
         left = loader.left_out()
         if left:
-            files["ids"].write(json.dumps({"epoch": epoch, "rank": rank, "dropped": loader.sample_names(left)}) + "\n")
+            ids.write(json.dumps({"epoch": epoch, "rank": rank, "dropped": loader.sample_names(left)}) + "\n")
         for batch in loader:
             tokens, positions = batch["tokens"], batch["positions"]
             logits = net(tokens[:, :-1], positions[:, :-1])
@@ -154,19 +104,18 @@ def main() -> None:
             step += 1
             loss = mean.detach() * batch.step_share
             dist.all_reduce(loss)  # the step's mean over its samples
-            files["ids"].write(json.dumps({"epoch": batch.epoch, "device": rank, "seq": batch.index,
-                                           "ids": loader.sample_names(batch["ids"])}) + "\n")
-            if rank == 0:
-                files["loss"].write(json.dumps({"epoch": batch.epoch, "step": batch.index, "loss": loss.item()}) + "\n")
+            ids.write(json.dumps({"epoch": batch.epoch, "device": rank, "seq": batch.index,
+                                  "ids": loader.sample_names(batch["ids"])}) + "\n")
+            if losses is not None:
+                losses.write(json.dumps({"epoch": batch.epoch, "step": batch.index, "loss": loss.item()}) + "\n")
             del batch, tokens, positions  # the slot goes back to the pipeline
             if step == a.kill_at and rank == 0:
                 os.kill(os.getpid(), signal.SIGKILL)
             if step % a.ckpt_every == 0:
-                save(a.out, model, opt, epoch, step, loader, files, before)
-        save(a.out, model, opt, epoch + 1, step, loader, files, before)
+                ck.save(loader=loader, model=model, opt=opt, epoch=epoch, step=step)
+        ck.save(loader=loader, model=model, opt=opt, epoch=epoch + 1, step=step)
     loader.close()
-    for f in files.values():
-        f.close()
+    ck.close()
     if rank == 0:
         print(f"loss {loss.item():.4f} (perplexity {math.exp(loss.item()):.1f}) after {a.epochs} epoch(s), "
               f"{step} steps, {world} rank(s)", flush=True)

@@ -1,7 +1,8 @@
 """The example trainer: two processes of torch.distributed (gloo), killed
-mid-epoch, resumed as three, reach the accuracy a classifier of
-Fashion-MNIST should, and every sample of every epoch was trained on
-exactly once."""
+mid-epoch, resumed as three, killed again and resumed as two, reach the
+accuracy a classifier of Fashion-MNIST should, and every sample of every
+epoch was trained on exactly once: the second resume keeps the first
+job's ids files, cut back to its checkpoint."""
 
 import os
 import socket
@@ -35,15 +36,16 @@ def torchrun(nproc, *args, example=EXAMPLE):
 def test_killed_and_resumed_on_another_world(binary, fashion_recordio, tmp_path):
     data = fashion_recordio
     job = str(tmp_path / "job")
-    killed = torchrun(2, "--data", data, "--epochs", "2", "--kill-at", "250", job)
-    assert killed.returncode != 0, "rank 0 killed itself at step 250"
-    assert "SIGKILL" in killed.stdout + killed.stderr
-    resumed = torchrun(3, "--data", data, "--epochs", "2", job)
+    for world, kill in [(2, 250), (3, 450)]:
+        killed = torchrun(world, "--data", data, "--epochs", "2", "--kill-at", str(kill), job)
+        assert killed.returncode != 0, f"rank 0 killed itself at step {kill}"
+        assert "SIGKILL" in killed.stdout + killed.stderr
+    resumed = torchrun(2, "--data", data, "--epochs", "2", job)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     line = [l for l in resumed.stdout.splitlines() if "test accuracy" in l][0]
     assert float(line.split("test accuracy ")[1].split()[0]) >= 0.80, line
     ids = sorted(os.path.join(job, f) for f in os.listdir(job) if f.startswith("ids-"))
-    assert len(ids) == 5, "2 ranks' files cut back to the checkpoint, and 3 ranks' of the resumed job"
+    assert len(ids) == 7, "2 ranks' and 3 ranks' files cut back to their checkpoints, and 2 ranks' of the last job"
     verify = subprocess.run([binary, "verify-ids", "--data", data, "--epochs", "2"] + ids, capture_output=True, text=True)
     assert verify.returncode == 0, verify.stdout + verify.stderr
     assert "every record of 2 epoch(s) delivered exactly once" in verify.stdout
