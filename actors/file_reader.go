@@ -347,16 +347,18 @@ type fileRead struct {
 }
 
 // close closes the reader, or keeps it for the worker's next run when this
-// one read its assignment to the end.
+// one read its assignment to the end. The reader is closed before the
+// watchdog ends its context: a gather reader gives the readers it holds
+// back to their pool only while its context lives (gatherSource.give).
 func (fr *fileRead) close() {
 	if fr.r != nil && fr.clean && fr.c.keep(fr.file, fr.r, fr.w) {
 		return
 	}
-	if fr.w != nil {
-		fr.w.close()
-	}
 	if fr.r != nil {
 		fr.r.Close()
+	}
+	if fr.w != nil {
+		fr.w.close()
 	}
 }
 

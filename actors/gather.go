@@ -26,9 +26,32 @@ type gatherSource struct {
 	plan  *protocol.Plan
 
 	mu     sync.Mutex
-	idle   map[int][]readers.Positional // open readers no gather reader holds, by file
+	idle   map[int][]pooled // open readers no gather reader holds, by file
 	pooled int
 	closed bool
+}
+
+// pooled is an open reader of one of the data set's files, opened with a
+// context of its own: a pooled reader outlives the gather reader that
+// opened it, whose context ends with its run (or when its watchdog fires),
+// so the file's reads must not end with that context; and a stalled read
+// must be abandoned when the watchdog of the gather reader holding it
+// fires, which a context of the opener's would not see.
+type pooled struct {
+	r      readers.Positional
+	cancel context.CancelFunc // ends the reader's context
+}
+
+func (p pooled) close() {
+	p.r.Close()
+	p.cancel()
+}
+
+// held is a pooled reader a gather reader holds: its context ends when the
+// holder's does (unlink undoes that link, false once it happened).
+type held struct {
+	pooled
+	unlink func() bool
 }
 
 // maxPooledReaders bounds the open readers a global order keeps idle:
@@ -42,7 +65,7 @@ const maxPooledReaders = 64
 const gatherAhead = 64
 
 func newGatherSource(files *fileSource, plan *protocol.Plan) *gatherSource {
-	return &gatherSource{files: files, plan: plan, idle: map[int][]readers.Positional{}}
+	return &gatherSource{files: files, plan: plan, idle: map[int][]pooled{}}
 }
 
 func (s *gatherSource) Rewindable() bool { return true }
@@ -65,43 +88,65 @@ func (s *gatherSource) Open(ctx context.Context, file int, pass uint32, from uin
 		return s.files.Open(ctx, file, pass, from)
 	}
 	ep := s.plan.Ord.Epoch(uint64(s.plan.Epoch(pass)))
-	return &gatherReader{src: s, ep: ep, next: from, until: s.plan.Ord.Len(), held: map[int]readers.Positional{}}, nil
+	return &gatherReader{src: s, life: ctx, ep: ep, next: from, until: s.plan.Ord.Len(), held: map[int]held{}}, nil
 }
 
-// take is an open reader of file for epoch: an idle one, or a new one. A
-// file whose records cannot be read by position fails, saying why.
-func (s *gatherSource) take(ctx context.Context, file int, epoch uint64) (readers.Positional, error) {
-	s.mu.Lock()
-	if rs := s.idle[file]; len(rs) > 0 {
-		r := rs[len(rs)-1]
-		s.idle[file] = rs[:len(rs)-1]
-		s.pooled--
-		s.mu.Unlock()
-		setEpoch(r, s.plan.Ord.Seed(), epoch)
-		return r, nil
+// take is an open reader of file for epoch, an idle one or a new one,
+// held under ctx: the reader's context ends when ctx does. A file whose
+// records cannot be read by position fails, saying why.
+func (s *gatherSource) take(ctx context.Context, file int, epoch uint64) (held, error) {
+	if p, ok := s.idleReader(file); ok {
+		setEpoch(p.r, s.plan.Ord.Seed(), epoch)
+		return held{pooled: p, unlink: context.AfterFunc(ctx, p.cancel)}, nil
 	}
-	s.mu.Unlock()
-	r, err := s.files.Open(ctx, file, 0, 0)
+	// Linked before the open, which reads (an index, a header) and may
+	// stall as any read does.
+	rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	unlink := context.AfterFunc(ctx, cancel)
+	r, err := s.files.Open(rctx, file, 0, 0)
+	if err == nil {
+		if err = addressable(r, s.files.Name(file)); err != nil {
+			r.Close()
+		}
+	}
 	if err != nil {
-		return nil, err
-	}
-	if err := addressable(r, s.files.Name(file)); err != nil {
-		r.Close()
-		return nil, err
+		unlink()
+		cancel()
+		return held{}, err
 	}
 	setEpoch(r, s.plan.Ord.Seed(), epoch)
-	return r.(readers.Positional), nil
+	return held{pooled: pooled{r: r.(readers.Positional), cancel: cancel}, unlink: unlink}, nil
 }
 
-// give puts r, open on file, back in the pool, or closes it.
-func (s *gatherSource) give(file int, r readers.Positional) {
+// idleReader takes an idle reader of file from the pool.
+func (s *gatherSource) idleReader(file int) (pooled, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	rs := s.idle[file]
+	if len(rs) == 0 {
+		return pooled{}, false
+	}
+	p := rs[len(rs)-1]
+	s.idle[file] = rs[:len(rs)-1]
+	s.pooled--
+	return p, true
+}
+
+// give puts h, open on file, back in the pool, or closes it: a reader
+// whose holder's context ended (its run stopped, its watchdog fired) has
+// its own context ended too, and is closed.
+func (s *gatherSource) give(file int, h held) {
+	if !h.unlink() {
+		h.close()
+		return
+	}
 	s.mu.Lock()
 	if s.closed || s.pooled >= maxPooledReaders {
 		s.mu.Unlock()
-		r.Close()
+		h.close()
 		return
 	}
-	s.idle[file] = append(s.idle[file], r)
+	s.idle[file] = append(s.idle[file], h.pooled)
 	s.pooled++
 	s.mu.Unlock()
 }
@@ -113,8 +158,8 @@ func (s *gatherSource) close() {
 	s.idle, s.pooled, s.closed = nil, 0, true
 	s.mu.Unlock()
 	for _, rs := range idle {
-		for _, r := range rs {
-			r.Close()
+		for _, p := range rs {
+			p.close()
 		}
 	}
 }
@@ -123,12 +168,16 @@ func (s *gatherSource) close() {
 // gatherAhead positions at a time, their records read in file and offset
 // order and handed out in G order.
 type gatherReader struct {
-	src   *gatherSource
+	src *gatherSource
+	// life is the context the gather reader was opened with, as every
+	// reader's reads end with the context it was opened with: the readers
+	// of the data set's files it holds end with it (gatherSource.take).
+	life  context.Context
 	ep    *order.Epoch
 	next  uint64     // the G position Next returns next
 	until uint64     // no position from until on is read (ReadUntil)
 	ahead []gathered // positions next, next+1, ..., read
-	held  map[int]readers.Positional
+	held  map[int]held
 	byPos []int // scratch: the positions of a fill, sorted by file and record
 	// arena holds the records of a fill that readers read into memory of
 	// the gather reader's (recordInto): reused by the next fill unless a
@@ -235,24 +284,25 @@ func (g *gatherReader) space(size int) []byte {
 // read reads one record of a data set's file; a failed reader is closed,
 // and the file opened afresh for its next record.
 func (g *gatherReader) read(ctx context.Context, file int, record uint64) (tensor.Slots, error) {
-	r, ok := g.held[file]
+	h, ok := g.held[file]
 	if !ok {
 		var err error
-		if r, err = g.src.take(ctx, file, g.ep.Number()); err != nil {
+		if h, err = g.src.take(g.life, file, g.ep.Number()); err != nil {
 			return nil, &recordError{file: g.src.files.Name(file), record: record, err: err}
 		}
-		g.held[file] = r
+		g.held[file] = h
 	}
 	var item tensor.Slots
 	var err error
-	if ri, ok := r.(recordInto); ok {
+	if ri, ok := h.r.(recordInto); ok {
 		item, err = ri.RecordInto(ctx, int(record), g.space(ri.RecordBytes())[:ri.RecordBytes()])
 	} else {
-		item, err = r.RecordAt(ctx, int(record))
+		item, err = h.r.RecordAt(ctx, int(record))
 	}
 	if err != nil {
 		delete(g.held, file)
-		r.Close()
+		h.unlink()
+		h.close()
 		return nil, &recordError{file: g.src.files.Name(file), record: record, err: err}
 	}
 	return item, nil
