@@ -68,7 +68,7 @@ func (w *jobWalk) next(onlyContiguous bool) (job order.Job, run int, ok bool) {
 // begin starts pass.
 func (u *Units) begin(pass uint32) {
 	u.ep = u.Plan.Ord.Epoch(uint64(u.Plan.Epoch(pass)))
-	u.walk.begin(u.ep.JobsOf(u.Plan.segments(pass), u.Plan.GlobalBatch > 0))
+	u.walk.begin(u.ep.JobsOf(u.Plan.segments(pass)))
 	u.at, u.hi = 0, 0
 }
 
@@ -200,7 +200,7 @@ func (w *Windows) begin(pass uint32) {
 	layout, done := w.plan.Layout(pass)
 	w.pass = pass
 	w.ep = w.plan.Ord.Epoch(uint64(w.plan.Epoch(pass)))
-	w.walk.begin(w.ep.JobsOf(w.plan.segments(pass), w.plan.GlobalBatch > 0))
+	w.walk.begin(w.ep.JobsOf(w.plan.segments(pass)))
 	w.share = layout.Share(w.plan.Rank, w.plan.Remainder)
 	for _, j := range w.open {
 		clear(j.refs) // a Reset mid-pass: nothing holds on to its parts

@@ -3,8 +3,8 @@ package order
 // Job is one window of a rank's work: the window's S positions are read
 // (Epoch.Pieces(Start, Start+Len)), permuted (Epoch.Perm(Window)), and the
 // job-local G positions of its parts delivered, part after part. Of an
-// order that permutes no record, read in slices (Epoch.JobsOf), a job is
-// the part of a window the rank delivers, and S and G are the same there.
+// order that permutes no record, a job is the part of a window the rank
+// delivers, and S and G are the same there.
 type Job struct {
 	Window uint64 // the window's index j
 	Start  uint64 // the job's first position, in S and in G: the window's, or the part's
@@ -28,12 +28,11 @@ type Part struct {
 
 // Jobs walks a rank's segments window by window.
 type Jobs struct {
-	ep     *Epoch
-	segs   Segments
-	slices bool    // an order that permutes no record reads only the parts
-	seg    Segment // the segment being walked
-	more   bool    // seg is one
-	g      uint64  // the next G position of seg
+	ep   *Epoch
+	segs Segments
+	seg  Segment // the segment being walked
+	more bool    // seg is one
+	g    uint64  // the next G position of seg
 }
 
 // Segments gives a rank's segments one at a time: a Walk, or a slice of
@@ -58,15 +57,12 @@ func (s *Slice) Next() (Segment, bool) {
 // Jobs returns the jobs of a rank (or a lane of one) that delivers segs.
 func (ep *Epoch) Jobs(segs []Segment) *Jobs {
 	s := Slice(segs)
-	return ep.JobsOf(&s, false)
+	return ep.JobsOf(&s)
 }
 
 // JobsOf returns the jobs of a rank that delivers the segments of segs.
-// With slices, jobs of an order that permutes no record are the parts the
-// rank delivers, not whole windows: a rank of a global batch takes a slice
-// of every step, and would otherwise read every window whole.
-func (ep *Epoch) JobsOf(segs Segments, slices bool) *Jobs {
-	j := &Jobs{ep: ep, segs: segs, slices: slices}
+func (ep *Epoch) JobsOf(segs Segments) *Jobs {
+	j := &Jobs{ep: ep, segs: segs}
 	j.seg, j.more = segs.Next()
 	j.g = j.seg.Lo
 	return j
@@ -74,9 +70,10 @@ func (ep *Epoch) JobsOf(segs Segments, slices bool) *Jobs {
 
 // Next is the next job, false at the end. The segments that follow one
 // another in the same window make one job: a part each, or one part where
-// they continue each other. With slices, an order that permutes no record
-// reads no more of a window than the rank delivers: its job is one part,
-// from the part's first position.
+// they continue each other. An order that permutes no record reads no
+// more of a window than the rank delivers: its job is one part, from the
+// part's first position (a rank of a global batch takes a slice of each
+// step, and would otherwise read every window whole).
 func (j *Jobs) Next() (Job, bool) {
 	if !j.skipDone() {
 		return Job{}, false
@@ -84,7 +81,7 @@ func (j *Jobs) Next() (Job, bool) {
 	w := j.ep.o.window
 	win := j.g / w
 	start := win * w
-	if j.slices && !j.ep.o.permute {
+	if !j.ep.o.permute {
 		end := min(j.seg.Hi, start+w)
 		job := Job{Window: win, Start: j.g, Len: int(end - j.g), Part: Part{Lo: 0, Hi: int(end - j.g), Pad: j.seg.Pad, At: j.seg.At + (j.g - j.seg.Lo)}}
 		j.g = end

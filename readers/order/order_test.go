@@ -490,7 +490,7 @@ func TestJobsOfAGlobalBatchReadOnlyTheSlices(t *testing.T) {
 		require.NoError(t, err)
 		l := order.Full(o.Len(), 4, 30)
 		for r := range 4 {
-			jobs := o.Epoch(0).JobsOf(l.Walk(r, order.Drop, 0), true)
+			jobs := o.Epoch(0).JobsOf(l.Walk(r, order.Drop, 0))
 			var read uint64
 			for j, ok := jobs.Next(); ok; j, ok = jobs.Next() {
 				read += uint64(j.Len)
