@@ -192,8 +192,8 @@ func (w *Walk) Next() (Segment, bool) {
 		}
 		c, n := w.run()
 		pad := c >= w.total
-		if pad { // padding repeats the first positions dealt
-			c = (c - w.total) % w.total
+		if pad {
+			c = w.padded(c)
 		}
 		n = min(n, w.total-c)
 		at := w.at
@@ -205,6 +205,20 @@ func (w *Walk) Next() (Segment, bool) {
 	}
 	w.next++
 	return w.pending[w.next-1], true
+}
+
+// padded is the position that padding position c (past the layout's
+// total) repeats. Without a global batch, the first positions dealt. With
+// one, the last step's own positions, from its first: they are the same
+// on every world and after every resize (a layout re-dealt from step s
+// starts at step s, so its first positions are not the epoch's), so the
+// padded step is the same batch wherever it is dealt.
+func (w *Walk) padded(c uint64) uint64 {
+	if g := w.l.GlobalBatch; g > 0 {
+		last := w.total / g * g // the last step's first position
+		return last + (c-w.total)%(w.total-last)
+	}
+	return (c - w.total) % w.total
 }
 
 // run is the C position of the rank's position at, and how many of the
