@@ -102,8 +102,22 @@ func GeneratePreemption(seed uint64) Scenario {
 		}
 	}
 	drawWorlds(pre, seed, sh.MultiPass > 0)
+	drawGlobalBatch(seed, sh)
 	sc.Preempt = pre
 	return sc
+}
+
+// drawGlobalBatch gives a third of the preempted jobs whose order reads
+// no window a global batch (of at least the largest world, 4), from a
+// generator of its own, so that the other draws of every seed stay what
+// they were before global batches existed: their steps must be the
+// uninterrupted job's across stops and resizes.
+func drawGlobalBatch(seed uint64, sh *Shape) {
+	rng := rand.New(rand.NewPCG(seed, 0x6b47c4))
+	if sh.Shuffle > 1 || rng.IntN(3) != 0 {
+		return
+	}
+	sh.GlobalBatch = 4 + rng.IntN(21)
 }
 
 // drawWorlds draws, from streams of their own, the world each stop goes on
@@ -198,7 +212,10 @@ func (g segment) run(ctx context.Context) ([]delivered, *actors.State, error) {
 	sys := actors.NewSystem()
 	panics := scheduledPanics(faults)
 	opts := pipelineOptions(sh, g.o, sys, g.d, panics)
-	opts.Shard, opts.Resume, opts.Lanes = actors.Shard{Rank: g.rank, World: g.world, Remainder: order.Pad}, g.states, g.lanes
+	opts.Shard, opts.Resume, opts.Lanes = g.shard(), g.states, g.lanes
+	if sh.GlobalBatch > 0 {
+		stepBatches(stages, opts.Shard.StepBatch())
+	}
 	if own := g.ownState(); own != nil && g.own {
 		opts.Resume = []actors.State{*own}
 	}
@@ -209,7 +226,7 @@ func (g segment) run(ctx context.Context) ([]delivered, *actors.State, error) {
 	// A rank past the stop's epoch (it finished its share, the others had
 	// not) waits there for the others: a synchronous job's ranks never
 	// run an epoch apart.
-	early := g.stop != nil && g.stop.Epoch < g.firstEpoch() || g.stopsIn(g.firstEpoch()) && h.arm(g.ownState(), g.world)
+	early := g.stop != nil && g.stop.Epoch < g.firstEpoch() || g.stopsIn(g.firstEpoch()) && h.arm(g.resumedState(), g.world)
 	sc := g.sc
 	sc.Shape.Devices = g.devices // the devices' own checks count this segment's
 	dev := newDevices(sc, faults)
@@ -325,12 +342,13 @@ type stopHook struct {
 // before the run delivers any of it. Re-dealt to another world, the
 // epoch's rest starts afresh.
 func (h *stopHook) arm(st *actors.State, world int) bool {
-	// st is the rank's own state (nil when the epoch's rest is re-dealt).
+	// st is the rank's state as the run resumes from it (nil when the
+	// epoch's rest is re-dealt to batches numbered from 0).
 	start, skipped := 0, 0
 	e := h.stop.Epoch
 	if st != nil {
 		if st.Epoch == e {
-			start = int(st.Done) / st.Unit
+			start = stepAt(*st)
 		}
 		for _, b := range st.Beyond { // delivered before: the resumed run skips them
 			if be, i := beyondAt(*st, b); be == e && i < h.stop.At-h.stop.lag(h.rank) {
@@ -344,6 +362,45 @@ func (h *stopHook) arm(st *actors.State, world int) bool {
 	h.armed, h.target, h.ckpt = true, h.stop.At-lag-start-skipped, h.stop.Checkpoint-lag-start
 	h.killAtStart = h.stop.Killed && h.ckpt <= 0
 	return h.target <= 0
+}
+
+// shard is the segment's rank of its world.
+func (g segment) shard() actors.Shard {
+	return actors.Shard{Rank: g.rank, World: g.world, Remainder: order.Pad, GlobalBatch: g.sc.Shape.GlobalBatch}
+}
+
+// stepBatches makes the batch stage of stages batch n samples, a rank's
+// slice of a global step.
+func stepBatches(stages []actors.Stage, n int) {
+	for i, s := range stages {
+		if b, ok := s.(actors.Batch); ok {
+			b.Size = n
+			stages[i] = b
+		}
+	}
+}
+
+// resumedState is the state the rank's run resumes from where its batches'
+// indexes follow from it: its own (ownState), or, under a global batch,
+// the rank's share of the job's states re-dealt (actors.Rejoin), whose
+// batches go on numbering the epoch's global steps; nil when the epoch's
+// rest is re-dealt to batches numbered from 0.
+func (g segment) resumedState() *actors.State {
+	if own := g.ownState(); own != nil || g.sc.Shape.GlobalBatch == 0 || len(g.states) == 0 {
+		return own
+	}
+	st, err := actors.Rejoin(g.states, g.shard())
+	if err != nil {
+		return nil // the run refuses the states, and says why
+	}
+	return &st
+}
+
+// stepAt is the index of the batch that a run resumed from st delivers
+// first in st's epoch: under a global batch the global step (the layout's
+// first step, and the steps done in it), otherwise the batches done.
+func stepAt(st actors.State) int {
+	return int(st.Layout.FirstStep) + int(st.Done)/st.Unit
 }
 
 // stopsIn says whether the segment's stop is in the pass that epoch e is
@@ -395,6 +452,9 @@ func (g segment) done() *actors.State {
 	}
 	st := slices.MaxFunc(g.states, func(a, b actors.State) int { return cmp.Compare(a.Epoch, b.Epoch) })
 	st.Rank, st.Layout, st.Done, st.Beyond = g.rank, order.Full(st.Data.Records, g.world, st.Layout.GlobalBatch), 0, nil
+	if n := g.shard().StepBatch(); n > 0 {
+		st.Unit = n // the rank's slice of a step, not the state's rank's
+	}
 	return &st
 }
 
@@ -479,8 +539,8 @@ func covered(st actors.State, it actors.Item) bool {
 	if it.Epoch < st.Epoch {
 		return true
 	}
-	start := uint64(it.Index * st.Unit)
-	if it.Epoch == st.Epoch && start < st.Done {
+	first := int(st.Layout.FirstStep) // under a global batch: the steps the layout began after
+	if it.Epoch == st.Epoch && (it.Index < first || uint64(it.Index-first)*uint64(st.Unit) < st.Done) {
 		return true
 	}
 	return slices.ContainsFunc(st.Beyond, func(b uint64) bool {
@@ -496,7 +556,7 @@ func beyondAt(st actors.State, b uint64) (int, int) {
 	rem, _ := order.ParseRemainder(st.Remainder)
 	share := st.Layout.Share(st.Rank, rem)
 	if b < share {
-		return st.Epoch, int(b) / st.Unit
+		return st.Epoch, int(st.Layout.FirstStep) + int(b)/st.Unit
 	}
 	full := order.Full(st.Data.Records, st.Layout.World, st.Layout.GlobalBatch).Share(st.Rank, rem)
 	k := (b - share) / full
@@ -548,7 +608,7 @@ func runPreempt(ctx context.Context, sc Scenario, paths []string, damaged []map[
 		for r := range world {
 			g := segment{sc: sc, paths: paths, o: o, d: d, rank: r, world: world, threads: threads, devices: devices,
 				lanes: lanes, states: states, own: own, stop: stop, live: true, fired: fired}
-			if r == 0 && len(states) > 0 && g.ownState() == nil {
+			if r == 0 && len(states) > 0 && g.ownState() == nil && !evenSteps(sc.Shape, states) {
 				elastic[g.firstEpoch()] = true
 			}
 			got, st, err := g.run(ctx)
@@ -569,6 +629,22 @@ func runPreempt(ctx context.Context, sc Scenario, paths []string, damaged []map[
 	}
 	checkPreempted(violate, sc, all, damaged, elastic)
 	return len(all), checkAgainstReferences(ctx, violate, sc, paths, o, all)
+}
+
+// evenSteps says whether a job's ranks all stopped at the same global step
+// (no batch committed past it): re-dealt to any world, the job's batch k
+// is then the uninterrupted run's batch k of that world, which the
+// references check, as the global batch promises (docs/tokens.md).
+func evenSteps(sh Shape, states []actors.State) bool {
+	if sh.GlobalBatch == 0 {
+		return false
+	}
+	for _, st := range states {
+		if st.Epoch != states[0].Epoch || stepAt(st) != stepAt(states[0]) || len(st.Beyond) > 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // checkPreempted checks the job's deliveries: every undamaged sample once

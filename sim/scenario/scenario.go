@@ -62,6 +62,11 @@ type Shape struct {
 	QueueLens []int
 	// QueueCap is the queue's capacity.
 	QueueCap int
+	// GlobalBatch, in a preempted job, deals every epoch in global steps
+	// of this many samples (actors.Shard.GlobalBatch): each rank's batch
+	// stage batches its slice of a step, so a rank's batch size is its
+	// world's and rank's (Batch is unused).
+	GlobalBatch int
 	// QueueKill, when positive, makes the producer of the last pass kill
 	// the queue (a producer's error) after that many records instead of
 	// closing it: the run must fail with that error, and hand nothing out
@@ -141,7 +146,11 @@ func (s Scenario) Describe() string {
 	if sh.XMap > 0 {
 		parts = append(parts, [...]string{"", "xmap", "xmap-unord"}[sh.XMap])
 	}
-	parts = append(parts, fmt.Sprintf("batch %d", sh.Batch))
+	if sh.GlobalBatch > 0 {
+		parts = append(parts, fmt.Sprintf("global batch %d", sh.GlobalBatch))
+	} else {
+		parts = append(parts, fmt.Sprintf("batch %d", sh.Batch))
+	}
 	if sh.MultiPass > 0 {
 		parts = append(parts, fmt.Sprintf("multi %d", sh.MultiPass))
 	}

@@ -59,9 +59,12 @@ func TestDamageUnderFailPolicyIsAnError(t *testing.T) {
 // the batches committed past its position once resumed; 1403, a group of
 // holes reaching into a window the shuffle stage had not opened, which then
 // never completed; 195, 692 and 1132, the simulator's own stops re-dealt to
-// other ranks.
+// other ranks; in global batches, 118 and 286, the simulator's stops and
+// checkpoints counting a re-dealt epoch's batches from 0 (a hang, a kept
+// batch counted lost), and 102, a padded last step filled from the
+// re-dealt layout's first samples, not the uninterrupted job's.
 func TestPreemptedScenarios(t *testing.T) {
-	for _, seed := range []uint64{1, 2, 3, 4, 5, 6, 7, 8, 195, 450, 692, 827, 1132, 1403} {
+	for _, seed := range []uint64{1, 2, 3, 4, 5, 6, 7, 8, 102, 118, 195, 286, 450, 692, 827, 1132, 1403} {
 		sc := scenario.GeneratePreemption(seed)
 		require.NotNil(t, sc.Preempt)
 		requirePass(t, sc)
@@ -75,4 +78,23 @@ func TestPreemptRegressions(t *testing.T) {
 	for _, sc := range scenario.PreemptRegressions() {
 		t.Run(sc.Name, func(t *testing.T) { requirePass(t, sc) })
 	}
+}
+
+// A third of the preempted jobs whose order reads no window are dealt in
+// global batches, each at least the largest world (4).
+func TestPreemptedJobsTakeGlobalBatches(t *testing.T) {
+	global, eligible := 0, 0
+	for seed := uint64(1); seed <= 600; seed++ {
+		sh := scenario.GeneratePreemption(seed).Shape
+		if sh.Shuffle > 1 {
+			require.Zero(t, sh.GlobalBatch, "seed %d: a global batch over a shuffle window", seed)
+			continue
+		}
+		eligible++
+		if sh.GlobalBatch > 0 {
+			global++
+			require.GreaterOrEqual(t, sh.GlobalBatch, 4, "seed %d", seed)
+		}
+	}
+	require.InDelta(t, 1.0/3, float64(global)/float64(eligible), 0.08, "%d of %d", global, eligible)
 }
