@@ -713,7 +713,7 @@ func (d *devices) step(l *ledger) actors.StepFunc {
 		if it.Seq%d.sc.Shape.Devices != dev {
 			d.errors = append(d.errors, fmt.Sprintf("device %d stepped item %d of pass %d", dev, it.Seq, it.Pass))
 		}
-		if msg := aligned(it); msg != "" {
+		if msg := aligned(it, d.sc.Shape.Format); msg != "" {
 			d.errors = append(d.errors, msg)
 		}
 		d.mu.Unlock()
@@ -731,18 +731,23 @@ func (d *devices) step(l *ledger) actors.StepFunc {
 	}
 }
 
-// aligned checks that every instance's value is its id's.
-func aligned(it actors.Item) string {
+// aligned checks that every instance's value is its id's: a record's
+// first value, a token corpus sample's first token (records.Token).
+func aligned(it actors.Item, format string) string {
 	vals, err := tensor.View[int64](it.Slots[0].Tensor)
 	if err != nil {
 		return err.Error()
 	}
-	if len(vals) != len(it.IDs) {
+	per, value := 1, records.Value
+	if format == records.Megatron {
+		per, value = records.SeqLen+1, records.Token
+	}
+	if len(vals) != per*len(it.IDs) {
 		return fmt.Sprintf("%d values for %d ids", len(vals), len(it.IDs))
 	}
 	for i, id := range it.IDs {
-		if f, r := messages.SplitID(id); vals[i] != records.Value(f, r) {
-			return fmt.Sprintf("instance %d holds %d, its id says %d#%d: data and ids came apart", i, vals[i], f, r)
+		if f, r := messages.SplitID(id); vals[per*i] != value(f, r) {
+			return fmt.Sprintf("instance %d holds %d, its id says %d#%d: data and ids came apart", i, vals[per*i], f, r)
 		}
 	}
 	return ""

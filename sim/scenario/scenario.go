@@ -258,18 +258,41 @@ func generateFiles(seed uint64) Scenario {
 	// batches in the devices' storage, from a generator of their own.
 	sh.Storage = sh.MultiPass == 0 && rand.New(rand.NewPCG(seed, 0x5707)).IntN(3) == 0
 	sh.Format = drawFormat(seed)
+	drawTokens(seed, &sh)
 	drawGlobal(seed, &sh)
 	kinds := stageKinds(sh)
 	var faults []Fault
 	for range rng.IntN(5) {
 		f, ok := drawFault(rng, sh, kinds, faults)
 		// A stream file cut short cannot be indexed: its damaged tail is
-		// RecordIO's alone (docs/reliability.md).
-		if ok && !(f.Kind == sim.Truncate && sh.Format != "") {
+		// RecordIO's alone (docs/reliability.md). A token corpus is read
+		// through no source a file fault can stand in.
+		if ok && !(f.Kind == sim.Truncate && sh.Format != "") && !(sh.Format == records.Megatron && f.File >= 0 && isFileFault(f.Kind)) {
 			faults = append(faults, f)
 		}
 	}
 	return Scenario{Seed: seed, Shape: sh, Faults: faults}
+}
+
+// isFileFault says whether faults of kind act on a file's bytes or reads.
+func isFileFault(kind sim.FaultKind) bool {
+	switch kind {
+	case sim.ReadError, sim.ReadErrorP, sim.Latency, sim.ShortRead, sim.StallRead, sim.FlipChunk, sim.Truncate:
+		return true
+	}
+	return false
+}
+
+// drawTokens makes a third of the scenarios drawn over RecordIO files read
+// token corpora instead (Megatron-LM indexed datasets, packed samples of
+// records.SeqLen+1 tokens, records of one slot), from a generator of its
+// own, so that the other draws of every seed stay what they were before
+// token corpora existed.
+func drawTokens(seed uint64, sh *Shape) {
+	if sh.Format != "" || rand.New(rand.NewPCG(seed, 0x70c3)).IntN(3) != 0 {
+		return
+	}
+	sh.Format, sh.Ragged = records.Megatron, false
 }
 
 // drawQueue makes a fifth of the scenarios read a feed queue, from a

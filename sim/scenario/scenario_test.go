@@ -98,3 +98,33 @@ func TestPreemptedJobsTakeGlobalBatches(t *testing.T) {
 	}
 	require.InDelta(t, 1.0/3, float64(global)/float64(eligible), 0.08, "%d of %d", global, eligible)
 }
+
+// A sixth of the scenarios read token corpora, some of them in the global
+// order and in global batches, with no fault that acts on a file (a
+// corpus is read through the kernel).
+func TestScenariosReadTokenCorpora(t *testing.T) {
+	tokens, global, globalBatch := 0, 0, 0
+	for seed := uint64(1); seed <= 600; seed++ {
+		sc := scenario.GeneratePreemption(seed)
+		if sc.Shape.Format != "megatron" {
+			continue
+		}
+		tokens++
+		global += btoi(sc.Shape.Global)
+		globalBatch += btoi(sc.Shape.GlobalBatch > 0)
+		for _, f := range sc.Faults {
+			require.NotContains(t, []sim.FaultKind{sim.ReadError, sim.ReadErrorP, sim.Latency, sim.ShortRead, sim.StallRead, sim.FlipChunk, sim.Truncate},
+				f.Kind, "seed %d", seed)
+		}
+	}
+	require.InDelta(t, 1.0/6, float64(tokens)/600, 0.05)
+	require.Positive(t, global)
+	require.Positive(t, globalBatch)
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}

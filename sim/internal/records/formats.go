@@ -3,9 +3,11 @@ package records
 import (
 	"archive/tar"
 	"bytes"
+	"encoding/binary"
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 
 	"github.com/actorfeed/actorfeed/internal/atomicfile"
 	"github.com/actorfeed/actorfeed/readers/tfrecord"
@@ -15,7 +17,19 @@ import (
 const (
 	WebDataset = "wds"
 	TFRecord   = "tfrecord"
+	// Megatron is a Megatron-LM indexed dataset (PREFIX.bin and
+	// PREFIX.idx) read as packed samples of SeqLen+1 tokens: sample r of
+	// file f begins with token Token(f, r).
+	Megatron = "megatron"
 )
+
+// SeqLen is the seq_len a scenario's token corpora are read with.
+const SeqLen = 3
+
+// Token is the first token of sample r of token corpus f: the corpus is
+// the tokens Value(f, 0), Value(f, 0)+1, ..., and sample r begins at its
+// r*SeqLen-th.
+func Token(f, r int) int64 { return Value(f, 0) + int64(r*SeqLen) }
 
 // Suffix is the file name ending of format's files.
 func Suffix(format string) string {
@@ -24,6 +38,8 @@ func Suffix(format string) string {
 		return ".tar"
 	case TFRecord:
 		return ".tfrecord"
+	case Megatron:
+		return ".bin"
 	}
 	return ".recordio"
 }
@@ -32,6 +48,9 @@ func Suffix(format string) string {
 // TFRecord file's names its features (a ragged one's steps are any
 // number of values, which the first record, of one step, would not say).
 func Entry(format, path string, ragged bool) string {
+	if format == Megatron {
+		return fmt.Sprintf("megatron(seq_len=%d):%s", SeqLen, path)
+	}
 	if format != TFRecord {
 		return path
 	}
@@ -59,6 +78,8 @@ func WriteAs(format, path string, f, records, chunk int, ragged bool) error {
 		if err := writeTFRecord(&b, f, records, ragged); err != nil {
 			return err
 		}
+	case Megatron:
+		return writeMegatron(path, f, records)
 	default:
 		return fmt.Errorf("records: no format %q", format)
 	}
@@ -104,6 +125,35 @@ func writeTFRecord(b *bytes.Buffer, f, records int, ragged bool) error {
 			x.Int64("label", int64(r%10))
 		}
 		if err := w.Write(x.Marshal()); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// writeMegatron writes token corpus f of records samples as a Megatron-LM
+// indexed dataset of one document, int32 tokens: path (the .bin) and its
+// .idx. One document keeps every epoch's packing the same, so that a
+// sample's tokens say which sample it is.
+func writeMegatron(path string, f, records int) error {
+	n := records*SeqLen + 1
+	bin := make([]byte, 4*n)
+	for i := range n {
+		binary.LittleEndian.PutUint32(bin[4*i:], uint32(Value(f, 0)+int64(i)))
+	}
+	idx := []byte("MMIDIDX\x00\x00")
+	idx = binary.LittleEndian.AppendUint64(idx, 1) // version
+	idx = append(idx, 4)                           // int32
+	idx = binary.LittleEndian.AppendUint64(idx, 1) // sequences
+	idx = binary.LittleEndian.AppendUint64(idx, 2) // document indices: 0 and 1
+	idx = binary.LittleEndian.AppendUint32(idx, uint32(n))
+	idx = binary.LittleEndian.AppendUint64(idx, 0) // the sequence's first byte
+	idx = binary.LittleEndian.AppendUint64(binary.LittleEndian.AppendUint64(idx, 0), 1)
+	for p, data := range map[string][]byte{path: bin, strings.TrimSuffix(path, ".bin") + ".idx": idx} {
+		if err := atomicfile.Write(p, func(w io.Writer) error {
+			_, err := w.Write(data)
+			return err
+		}); err != nil {
 			return err
 		}
 	}
