@@ -7,7 +7,7 @@
 #                     into a throwaway venv of Debian's python3, and its tests
 #   ./dev.sh race     every test under the race detector
 #   ./dev.sh lint     gofmt, go vet, staticcheck (pinned in go.mod's tools),
-#                     mypy --strict on the oracle's Python
+#                     mypy --strict on the Python package and the oracle
 #   ./dev.sh bench [go test flags]   every benchmark (CI: -race -benchtime=1x)
 #   ./dev.sh sim      the fault-injection, preemption, network and
 #                     object-store scenarios
@@ -73,9 +73,9 @@ lint)
   fi
   go vet ./...
   go tool staticcheck ./...
-  # The Python the Go tests run (the differential tests' oracle), typed;
-  # the package under python/ is not yet.
-  /usr/bin/mypy --strict internal/oracle/oracle.py
+  # The Python package and the Python the Go tests run (the differential
+  # tests' oracle), typed.
+  /usr/bin/mypy --strict internal/oracle/oracle.py python/actorfeed
   ;;
 bench)
   shift

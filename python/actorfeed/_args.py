@@ -1,9 +1,13 @@
 """Checking the Loader's arguments before any process starts: a bad one is
 a ValueError naming the parameter."""
 
+from __future__ import annotations
+
 import glob
 import os
 import re
+from collections.abc import Callable, Sequence
+from typing import Any, TypedDict
 
 from . import _braces
 
@@ -18,40 +22,40 @@ _HOST_PORT = re.compile(r"^[^\s:]+:\d{1,5}$")
 _DECODE = re.compile(r"^decode\([^()]*\)$")  # the feed checks the parameters
 
 
-def _int(name, v, lo, hi):
+def _int(name: str, v: object, lo: int, hi: int) -> int:
     if isinstance(v, bool) or not isinstance(v, int):
-        raise ValueError("%s must be an int, not %r" % (name, v))
+        raise ValueError(f"{name} must be an int, not {v!r}")
     if v < lo or v > hi:
-        raise ValueError("%s=%d is out of range: it must be from %d to %d" % (name, v, lo, hi))
+        raise ValueError(f"{name}={v} is out of range: it must be from {lo} to {hi}")
     return v
 
 
-def _bool(name, v):
+def _bool(name: str, v: object) -> bool:
     if not isinstance(v, bool):
-        raise ValueError("%s must be True or False, not %r" % (name, v))
+        raise ValueError(f"{name} must be True or False, not {v!r}")
     return v
 
 
-def data_entries(data):
+def data_entries(data: object) -> list[str]:
     """The files or globs of data, each optionally format:path, braces
     expanded ("shard-{000000..000099}.tar", as WebDataset's lists); each
     must name a file now, unless it is an object's URL (s3://bucket/key)."""
     entries = [data] if isinstance(data, (str, os.PathLike)) else data
     if not isinstance(entries, (list, tuple)) or not entries:
-        raise ValueError("data must be a path, a glob, or a non-empty list of them, not %r" % (data,))
-    out = []
+        raise ValueError(f"data must be a path, a glob, or a non-empty list of them, not {data!r}")
+    out: list[str] = []
     for braced in entries:
         if not isinstance(braced, (str, os.PathLike)):
-            raise ValueError("data: %r is not a path" % (braced,))
+            raise ValueError(f"data: {braced!r} is not a path")
         try:
             each = _braces.expand(os.fspath(braced))
         except ValueError as err:
-            raise ValueError("data: %s" % err) from None
+            raise ValueError(f"data: {err}") from None
         out += [_data_entry(e) for e in each]
     return out
 
 
-def _data_entry(e):
+def _data_entry(e: str) -> str:
     """e, checked: a file, a glob that matches one, or an object's URL."""
     path = e
     prefix, sep, rest = e.partition(":")
@@ -63,38 +67,38 @@ def _data_entry(e):
         pass  # an object, or a pattern of them: the feed lists and opens them, and says what is wrong
     elif glob.has_magic(path):
         if not glob.glob(path):
-            raise ValueError("data: %s matches no file" % e)
+            raise ValueError(f"data: {e} matches no file")
     elif not os.path.isfile(path):
-        raise ValueError("data: %s is not a file" % e)
+        raise ValueError(f"data: {e} is not a file")
     return e
 
 
 _FEATURE = re.compile(r"^\s*[^()\[\],=:\s][^()\[\],=:]*=\s*(bytes|(float|int64)\s*(\[\s*(\d+\s*(,\s*\d+\s*)*)?\])?)\s*$")
 
 
-def features_spec(features):
+def features_spec(features: object) -> str | None:
     """--features of features: "name=kind,..." or {name: kind}, a kind
     bytes, float or int64, float and int64 with an optional [shape]."""
     if features is None:
         return None
     if isinstance(features, dict):
         if not all(isinstance(k, str) and isinstance(v, str) for k, v in features.items()):
-            raise ValueError("features: %r: want {name: kind} of strings" % (features,))
-        items = ["%s=%s" % kv for kv in features.items()]
+            raise ValueError(f"features: {features!r}: want {{name: kind}} of strings")
+        items = [f"{k}={v}" for k, v in features.items()]
     elif isinstance(features, str):
         items = re.split(r",(?![^\[]*\])", features)
     else:
-        raise ValueError("features must be a dict {name: kind} or a string name=kind,..., not %r" % (features,))
+        raise ValueError(f"features must be a dict {{name: kind}} or a string name=kind,..., not {features!r}")
     for item in items:
         if not _FEATURE.match(item):
-            raise ValueError("features: %r: want name=kind, kind bytes, float or int64 (float and int64 may "
-                             "take a shape: float[2,3], or [] for any number of values)" % (item,))
+            raise ValueError(f"features: {item!r}: want name=kind, kind bytes, float or int64 (float and int64 may "
+                             "take a shape: float[2,3], or [] for any number of values)")
     if not items:
         raise ValueError("features: empty")
     return ",".join(i.strip() for i in items)
 
 
-def shuffle_window(shuffle):
+def shuffle_window(shuffle: object) -> int | str:
     """--shuffle for shuffle: True is "auto" (the global order where the
     files are read by position, else a window of 4,096 samples), "all" the
     global order alone, an int a window of samples, False none."""
@@ -107,56 +111,55 @@ def shuffle_window(shuffle):
     return _int("shuffle", shuffle, 0, MAX_WINDOW)
 
 
-def rank_world(rank, world):
+def rank_world(rank: int | None, world: int | None) -> tuple[int, int]:
     """rank and world as given, else torch.distributed's when it is
     initialised, else RANK and WORLD_SIZE, else 0 of 1."""
     if rank is None or world is None:
         r, w = _default_rank_world()
         rank = r if rank is None else rank
         world = w if world is None else world
-    _int("world", world, 1, MAX_WORLD)
-    _int("rank", rank, 0, world - 1)
-    return rank, world
+    world = _int("world", world, 1, MAX_WORLD)
+    return _int("rank", rank, 0, world - 1), world
 
 
-def _default_rank_world():
+def _default_rank_world() -> tuple[int, int]:
     import sys
 
     torch = sys.modules.get("torch")  # initialised only if imported already
     if torch is not None:
         dist = getattr(torch, "distributed", None)
         if dist is not None and dist.is_available() and dist.is_initialized():
-            return dist.get_rank(), dist.get_world_size()
+            return int(dist.get_rank()), int(dist.get_world_size())
     try:
         return int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))
     except ValueError as e:
-        raise ValueError("rank and world: RANK or WORLD_SIZE is not an int (%s); pass rank= and world=" % e) from None
+        raise ValueError(f"rank and world: RANK or WORLD_SIZE is not an int ({e}); pass rank= and world=") from None
 
 
-def service_workers(service):
+def service_workers(service: object) -> list[str]:
     if service is None:
         return []
     if isinstance(service, str):
         service = [service]
     if not isinstance(service, (list, tuple)) or not service:
-        raise ValueError("service must be a list of host:port, not %r" % (service,))
+        raise ValueError(f"service must be a list of host:port, not {service!r}")
     for s in service:
         if not isinstance(s, str) or not _HOST_PORT.match(s):
-            raise ValueError("service: %r is not host:port" % (s,))
-    return list(service)
+            raise ValueError(f"service: {s!r} is not host:port")
+    return [str(s) for s in service]
 
 
-def names_of(names):
+def names_of(names: object) -> list[str] | None:
     if names is None:
         return None
     if isinstance(names, str) or not isinstance(names, (list, tuple)) or not names:
-        raise ValueError("names must be a list of slot names, not %r" % (names,))
+        raise ValueError(f"names must be a list of slot names, not {names!r}")
     for n in names:
         if not isinstance(n, str) or not n or n in ("ids",):
-            raise ValueError("names: %r is not a usable name (a non-empty string other than 'ids')" % (n,))
+            raise ValueError(f"names: {n!r} is not a usable name (a non-empty string other than 'ids')")
     if len(set(names)) != len(names):
-        raise ValueError("names: %r names a slot twice" % (names,))
-    return list(names)
+        raise ValueError(f"names: {names!r} names a slot twice")
+    return [str(n) for n in names]
 
 
 # The loader's parameters by the feed's flags, as feed_args passes them.
@@ -166,16 +169,16 @@ PARAMS = {"--data": "data", "--batch": "batch_size", "--shuffle": "shuffle", "--
           "--service": "service", "--features": "features", "--global-batch": "global_batch"}
 
 
-def in_params(message):
+def in_params(message: str) -> str:
     """The feed's words for a bad flag in the loader's parameters' words:
     '--map "decode(size=-3)": ...' is 'map="decode(size=-3)": ...'."""
     m = re.match(r"(?:actorfeed: )?(--[a-z-]+)(?: |: )(.*)", message, re.S)
     if not m or m.group(1) not in PARAMS:
         return message
-    return "%s=%s" % (PARAMS[m.group(1)], m.group(2))
+    return f"{PARAMS[m.group(1)]}={m.group(2)}"
 
 
-def feed_args(o):
+def feed_args(o: Options) -> list[str]:
     """The feed command's flags for the checked options o (a dict)."""
     batch = ["--global-batch", str(o["global_batch"])] if o["global_batch"] else ["--batch", str(o["batch_size"])]
     args = batch + ["--shuffle", str(o["window"]), "--seed", str(o["seed"]),
@@ -212,31 +215,64 @@ def batch_sizes(batch_size: int | None, global_batch: int | None, rank: int, wor
     return global_batch // world + (1 if rank < global_batch % world else 0), global_batch
 
 
-def check(data, batch_size, shuffle, seed, drop_last, epochs, rank, world, map, names, torch, slots,
-          slot_bytes, service, threads, on_corrupt, remainder, features, global_batch=None):
-    o = {"data": data_entries(data),
-         "window": shuffle_window(shuffle), "seed": _int("seed", seed, 0, (1 << 64) - 1),
-         "drop_last": _bool("drop_last", drop_last), "slots": _int("slots", slots, 2, MAX_SLOTS),
-         "service": service_workers(service), "names": names_of(names), "torch": _bool("torch", torch),
-         "features": features_spec(features)}
-    o["epochs"] = None if epochs is None else _int("epochs", epochs, 1, MAX_EPOCH)
-    o["rank"], o["world"] = rank_world(rank, world)
-    o["batch_size"], o["global_batch"] = batch_sizes(batch_size, global_batch, o["rank"], o["world"])
-    o["map"], o["fn"] = None, None
+class Options(TypedDict):
+    """The Loader's arguments, checked: what the feed's flags and the
+    loader's own behaviour are made of."""
+
+    data: list[str]
+    window: int | str
+    seed: int
+    drop_last: bool
+    slots: int
+    service: list[str]
+    names: list[str] | None
+    torch: bool
+    features: str | None
+    epochs: int | None
+    rank: int
+    world: int
+    batch_size: int
+    global_batch: int
+    map: str | None
+    fn: Callable[[Any], Any] | None
+    slot_bytes: int | None
+    threads: int | None
+    on_corrupt: str
+    remainder: str
+
+
+def check(*, data: object, batch_size: int | None, shuffle: object, seed: int, drop_last: bool, epochs: int | None,
+          rank: int | None, world: int | None, map: object, names: Sequence[str] | None, torch: bool, slots: int,
+          slot_bytes: int | None, service: str | Sequence[str] | None, threads: int | None, on_corrupt: str,
+          remainder: str, features: str | dict[str, str] | None, global_batch: int | None = None) -> Options:
+    """The Loader's arguments checked, in this order, each refused with a
+    ValueError that names it."""
+    entries, window = data_entries(data), shuffle_window(shuffle)
+    seed, drop_last = _int("seed", seed, 0, (1 << 64) - 1), _bool("drop_last", drop_last)
+    slots, workers, slot_names = _int("slots", slots, 2, MAX_SLOTS), service_workers(service), names_of(names)
+    torch, spec = _bool("torch", torch), features_spec(features)
+    epochs = None if epochs is None else _int("epochs", epochs, 1, MAX_EPOCH)
+    r, w = rank_world(rank, world)
+    size, step = batch_sizes(batch_size, global_batch, r, w)
+    fn: Callable[[Any], Any] | None = None
+    pipeline_map: str | None = None
     if callable(map):
-        o["fn"] = map
+        fn = map
     elif map is not None and map not in MAPS and not _DECODE.match(str(map)):
-        raise ValueError("map=%r: want a function of a batch, or the name of a map of the pipeline (%s, "
-                         "or decode(size=224,...))" % (map, ", ".join(MAPS)))
+        raise ValueError(f"map={map!r}: want a function of a batch, or the name of a map of the pipeline "
+                         f"({', '.join(MAPS)}, or decode(size=224,...))")
     else:
-        o["map"] = map
-    o["slot_bytes"] = None if slot_bytes is None else _int("slot_bytes", slot_bytes, 4096, 1 << 35)
-    o["threads"] = None if threads is None else _int("threads", threads, 1, 1 << 12)
+        pipeline_map = None if map is None else str(map)
+    slot_bytes = None if slot_bytes is None else _int("slot_bytes", slot_bytes, 4096, 1 << 35)
+    threads = None if threads is None else _int("threads", threads, 1, 1 << 12)
     if on_corrupt not in ("fail", "skip"):
-        raise ValueError("on_corrupt=%r: want 'fail' or 'skip'" % (on_corrupt,))
+        raise ValueError(f"on_corrupt={on_corrupt!r}: want 'fail' or 'skip'")
     if remainder not in ("drop", "pad"):
-        raise ValueError("remainder=%r: want 'drop' or 'pad'" % (remainder,))
-    o["on_corrupt"], o["remainder"] = on_corrupt, remainder
+        raise ValueError(f"remainder={remainder!r}: want 'drop' or 'pad'")
+    o = Options(data=entries, window=window, seed=seed, drop_last=drop_last, slots=slots, service=workers,
+                names=slot_names, torch=torch, features=spec, epochs=epochs, rank=r, world=w, batch_size=size,
+                global_batch=step, map=pipeline_map, fn=fn, slot_bytes=slot_bytes, threads=threads,
+                on_corrupt=on_corrupt, remainder=remainder)
     if o["torch"]:
         try:
             import torch as _  # noqa: F401

@@ -2,27 +2,29 @@
 ACTORFEED_BIN, then `actorfeed` on PATH, then built from the repository
 with `go build`, once per process, into the user's cache."""
 
+from __future__ import annotations
+
 import hashlib
 import os
 import shutil
 import subprocess
 import threading
 
-_built = {}
+_built: dict[str, str] = {}
 _lock = threading.Lock()
 
 
-def _repository():
+def _repository() -> str | None:
     """The checkout the package belongs to: ACTORFEED_REPO, the one recorded
     at install, or the one this file sits in."""
     env = os.environ.get("ACTORFEED_REPO")
     if env:
         return env
     try:
-        from ._repo import REPO  # written by setup.py
+        from ._repo import REPO  # type: ignore[import]  # written by setup.py
 
         if os.path.isfile(os.path.join(REPO, "go.mod")):
-            return REPO
+            return str(REPO)
     except ImportError:
         pass
     here = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -31,7 +33,7 @@ def _repository():
     return None
 
 
-def find_binary():
+def find_binary() -> str:
     """The path of the actorfeed binary, found or built by the rule above."""
     env = os.environ.get("ACTORFEED_BIN")
     if env:
@@ -49,7 +51,7 @@ def find_binary():
     return _build(repo)
 
 
-def _build(repo):
+def _build(repo: str) -> str:
     with _lock:
         if repo in _built:
             return _built[repo]

@@ -2,6 +2,8 @@
 Python's braceexpand (and `actorfeed run --data`) expand them, so that a
 Loader's data is checked path by path before any process starts."""
 
+from __future__ import annotations
+
 import re
 
 MAX_EXPANSIONS = 1 << 20  # as the CLI's: far past any data set's shards
@@ -10,7 +12,7 @@ MAX_EXPANDED_BYTES = 64 << 20  # all the paths of one entry
 _RANGE = re.compile(r"^(-?\d+)\.\.(-?\d+)(?:\.\.(\d+))?$")
 
 
-def expand(s):
+def expand(s: str) -> list[str]:
     """The paths s stands for: itself without braces. Raises ValueError for
     a brace left open or closed unopened, a bad range, or more than
     MAX_EXPANSIONS paths."""
@@ -29,7 +31,7 @@ def expand(s):
     return [s[:open_] + a + r for a in alts for r in rest]
 
 
-def _first_brace(s):
+def _first_brace(s: str) -> tuple[int, int]:
     depth, open_ = 0, -1
     for i, c in enumerate(s):
         if c == "{":
@@ -47,8 +49,9 @@ def _first_brace(s):
     return -1, -1
 
 
-def _alternatives(body):
-    parts, depth, start = [], 0, 0
+def _alternatives(body: str) -> list[str]:
+    parts: list[str] = []
+    depth, start = 0, 0
     for i, c in enumerate(body):
         if c == "{":
             depth += 1
@@ -59,9 +62,10 @@ def _alternatives(body):
             start = i + 1
     m = _RANGE.match(body)
     if not parts and m:
-        return _numbers(body, *m.groups())
+        first, last, step = m.groups()
+        return _numbers(body, first, last, step)
     literal = not parts
-    out = []
+    out: list[str] = []
     for part in parts + [body[start:]]:
         each = expand(part)
         if len(out) + len(each) > MAX_EXPANSIONS:
@@ -70,7 +74,7 @@ def _alternatives(body):
     return out
 
 
-def _numbers(body, first, last, step):
+def _numbers(body: str, first: str, last: str, step: str | None) -> list[str]:
     a, b, by = int(first), int(last), int(step or 1)
     if by <= 0 or not (-(1 << 63) <= a < (1 << 63) and -(1 << 63) <= b < (1 << 63)):
         raise ValueError("{%s}: want {first..last} or {first..last..step}, integers, the step above 0" % body)

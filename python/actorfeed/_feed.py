@@ -2,7 +2,10 @@
 socket to it and the shared-memory ring its batches arrive in
 (docs/python.md has the protocol)."""
 
+from __future__ import annotations
+
 import collections
+import io
 import json
 import mmap
 import os
@@ -11,6 +14,7 @@ import socket
 import subprocess
 import tempfile
 import weakref
+from typing import Any, NoReturn
 
 import numpy as np
 
@@ -37,23 +41,23 @@ DIED_WAIT = 1.0
 # worker, say) inherits their sockets: kept open there, a feed would live on
 # after its trainer was killed, until the child ended. The child closes its
 # copies at once (os.register_at_fork), and its feeds are closed to it.
-_open = weakref.WeakSet()
+_open: weakref.WeakSet[Feed] = weakref.WeakSet()
 
 FORKED = ("this loader's pipeline belongs to the process that made it, not to this forked child: "
           "make a Loader in this process")
 
 
-def _forget_in_child():
+def _forget_in_child() -> None:
     for feed in list(_open):
         feed.forget()
 
 
 os.register_at_fork(after_in_child=_forget_in_child)
 
-_dtypes = {}
+_dtypes: dict[str, np.dtype[Any]] = {}
 
 
-def _dtype(name):
+def _dtype(name: str) -> np.dtype[Any]:
     """numpy's little-endian dtype of a tensor dtype's name."""
     dt = _dtypes.get(name)
     if dt is None:
@@ -66,21 +70,23 @@ class Feed:
     Messages come as pairs of lines: a JSON message and the pipeline's state
     after it, kept as bytes until a state is asked for."""
 
-    def __init__(self, args, states):
-        self.proc = None
-        self.sock = None
-        self.rfile = None
-        self.mm = None
+    def __init__(self, args: list[str], states: list[dict[str, Any]] | None) -> None:
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.rfile: io.IOBase | None = None
+        self.mm: mmap.mmap | None = None
+        self.slots, self.slot_bytes = 0, 0  # the ring's, from the feed's hello
+        self.files: list[str] = []
+        self.slot_names: list[str] = []
         # A batch's weak reference, by id, to its slot. The reference's
         # callback is a C function (deque.append), so letting go of a batch
         # runs no Python code: a Ctrl-C that lands in Python code run by the
         # garbage collector is printed and dropped ("Exception ignored").
-        self.slot_of = {}
-        self.released = collections.deque()  # references whose batches were let go
+        self.slot_of: dict[int, tuple[weakref.ref[np.ndarray[Any, Any]], int]] = {}
+        self.released: collections.deque[weakref.ref[np.ndarray[Any, Any]]] = collections.deque()  # let go
         self.held = 0
         self.closed = False
         self.forked = False
-        self.windowed = None  # why shuffle=True shuffles in a window, as the feed says
+        self.windowed: str | None = None  # why shuffle=True shuffles in a window, as the feed says
         self.err = tempfile.TemporaryFile()  # unlinked at once: nothing is left behind
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         self.sock = ours
@@ -99,7 +105,7 @@ class Feed:
             raise
         finally:
             theirs.close()
-        if states is not None:
+        if states is not None and self.proc.stdin is not None:
             try:
                 self.proc.stdin.write(json.dumps(states).encode())
                 self.proc.stdin.close()
@@ -107,7 +113,7 @@ class Feed:
                 pass  # it died: the socket says why
         self._start()
 
-    def _start(self):
+    def _start(self) -> None:
         try:
             first, fds, _, _ = socket.recv_fds(self.sock, 1, 1)
         except BaseException:
@@ -132,7 +138,9 @@ class Feed:
             self.message()  # raises with the error it holds
         self.fail(None)
 
-    def _line(self):
+    def _line(self) -> bytes:
+        if self.rfile is None:
+            self.fail(None)
         try:
             line = self.rfile.readline()
         except ConnectionError:  # it died with our lines unread
@@ -141,21 +149,21 @@ class Feed:
             self.fail(None)
         return line
 
-    def message(self):
+    def message(self) -> tuple[dict[str, Any], bytes]:
         """The next message and the state line after it."""
         if self.forked:
             raise LoaderError(FORKED)
-        msg = json.loads(self._line())
+        msg: dict[str, Any] = json.loads(self._line())
         if msg.get("op") == "error":
             why = msg.get("message", "the pipeline failed")
             if msg.get("damaged"):
-                why += '; the %s data is damaged: on_corrupt="skip" skips it, actorfeed inspect shows it' % msg["damaged"]
+                why += f'; the {msg["damaged"]} data is damaged: on_corrupt="skip" skips it, actorfeed inspect shows it'
             if msg.get("usage"):
                 self.fail(in_params(why), BadArgument)
             self.fail(why)
         return msg, self._line().rstrip(b"\n")
 
-    def fail(self, why, kind=LoaderError):
+    def fail(self, why: str | None, kind: type[LoaderError] = LoaderError) -> NoReturn:
         """Raises kind: why, or what the process said as it died; a bad
         argument (exit status 2) is BadArgument, a ValueError."""
         rc = None
@@ -171,13 +179,13 @@ class Feed:
             if rc == 2:
                 why, kind = in_params(why), BadArgument
             else:
-                why = "the actorfeed feed process ended (exit status %s): %s" % (rc, why)
+                why = f"the actorfeed feed process ended (exit status {rc}): {why}"
         self.close()
         raise kind(why)
 
-    def give_back(self):
+    def give_back(self) -> None:
         """Sends the slots whose batches were let go."""
-        out = []
+        out: list[int] = []
         while True:
             try:
                 ref = self.released.popleft()
@@ -192,21 +200,23 @@ class Feed:
         except OSError:
             pass  # the process is gone: the next read says why
 
-    def batch(self, msg, names, as_torch):
+    def batch(self, msg: dict[str, Any], names: list[str] | None, as_torch: bool) -> dict[str, Any]:
         """The arrays of a batch message, views of its slot; the slot goes
         back once every array of the batch is let go."""
         slot = msg["slot"]
+        if self.mm is None:
+            raise LoaderError("the feed is closed")
         base = np.frombuffer(self.mm, dtype=np.uint8, count=self.slot_bytes, offset=slot * self.slot_bytes)
         ref = weakref.ref(base, self.released.append)
         self.slot_of[id(ref)] = (ref, slot)
         self.held += 1
-        out = {}
+        out: dict[str, Any] = {}
         for i, a in enumerate(msg["arrays"]):
             given = names or self.slot_names
-            name = given[i] if i < len(given) else "slot%d" % i
+            name = given[i] if i < len(given) else f"slot{i}"
             out[name] = np.ndarray(a["shape"], _dtype(a["dtype"]), base, a["offset"])
             for lvl, l in enumerate(a.get("lod") or []):
-                out["%s.lod%d" % (name, lvl)] = np.ndarray(l["len"], "<i8", base, l["offset"])
+                out[f"{name}.lod{lvl}"] = np.ndarray(l["len"], "<i8", base, l["offset"])
         out["ids"] = np.ndarray(msg["rows"], "<u8", base, msg["ids"])
         if as_torch:
             import torch
@@ -215,7 +225,7 @@ class Feed:
         del base
         return out
 
-    def forget(self):
+    def forget(self) -> None:
         """In a forked child: closes this process's copies of the socket and
         the error file, not the connection (no shutdown, no wait: the
         parent's feed goes on), and the feed is closed here."""
@@ -228,7 +238,7 @@ class Feed:
                     pass
         self.proc = None
 
-    def close(self):
+    def close(self) -> None:
         """Closes the socket (the process ends when it sees that) and waits
         for the process, killing it if it does not end in STOP_WAIT. The
         ring's memory goes when the last batch viewing it does."""

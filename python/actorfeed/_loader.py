@@ -1,16 +1,22 @@
 """Loader: PyTorch's DataLoader idioms over actorfeed's pipeline."""
 
+from __future__ import annotations
+
 import gc
 import json
 import warnings
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, Literal
 
 from . import _args
 from ._feed import FORKED, Feed, LoaderError
 
+__all__ = ["Batch", "Loader", "LoaderError"]
+
 STATE_VERSION = 1
 
 
-class Batch(dict):
+class Batch(dict[str, Any]):
     """One batch: named arrays (NumPy, or torch tensors with torch=True),
     views of a slot of the shared-memory ring, and "ids", each sample's id.
     epoch is the epoch of the order it belongs to, index its place in the
@@ -61,49 +67,54 @@ class Loader:
     trains on the batches the uninterrupted job would have; this rank's
     batches are its slice of each step (batch_size then reads it)."""
 
-    def __init__(self, data, batch_size=None, shuffle=True, seed=0, drop_last=False, epochs=None, rank=None,
-                 world=None, map=None, names=None, torch=False, slots=8, slot_bytes=None, service=None,
-                 threads=None, on_corrupt="fail", remainder="drop", features=None, global_batch=None):
-        self._o = _args.check(data, batch_size, shuffle, seed, drop_last, epochs, rank, world, map, names,
-                              torch, slots, slot_bytes, service, threads, on_corrupt, remainder, features,
-                              global_batch)
-        self._feed = None
+    def __init__(self, data: str | Sequence[str], *, batch_size: int | None = None, shuffle: bool | int | str = True,
+                 seed: int = 0, drop_last: bool = False, epochs: int | None = None, rank: int | None = None,
+                 world: int | None = None, map: str | Callable[[Batch], Any] | None = None,
+                 names: Sequence[str] | None = None, torch: bool = False, slots: int = 8, slot_bytes: int | None = None,
+                 service: str | Sequence[str] | None = None, threads: int | None = None,
+                 on_corrupt: Literal["fail", "skip"] = "fail", remainder: Literal["drop", "pad"] = "drop",
+                 features: str | dict[str, str] | None = None, global_batch: int | None = None) -> None:
+        self._o = _args.check(data=data, batch_size=batch_size, shuffle=shuffle, seed=seed, drop_last=drop_last,
+                              epochs=epochs, rank=rank, world=world, map=map, names=names, torch=torch, slots=slots,
+                              slot_bytes=slot_bytes, service=service, threads=threads, on_corrupt=on_corrupt,
+                              remainder=remainder, features=features, global_batch=global_batch)
+        self._feed: Feed | None = None
         self._epoch = 0  # the epoch the loader stands in
-        self._resume = None  # the states the next feed resumes from
-        self._state = None  # the state after the last batch yielded, JSON bytes
-        self._batches = None
-        self._left = []
+        self._resume: list[dict[str, Any]] | None = None  # the states the next feed resumes from
+        self._state: bytes | None = None  # the state after the last batch yielded, JSON bytes
+        self._batches = 0
+        self._left: list[int] = []
         self._ended = False  # the current epoch's end was read
         self._done = False  # the feed's last epoch was read
         self._closed = False
-        self._failed = None  # the LoaderError that ended the feed
+        self._failed: LoaderError | None = None  # the LoaderError that ended the feed
         self._warned = False  # the feed's windowed line was shown
 
     @property
-    def rank(self):
+    def rank(self) -> int:
         return self._o["rank"]
 
     @property
-    def world(self):
+    def world(self) -> int:
         return self._o["world"]
 
     @property
-    def batch_size(self):
+    def batch_size(self) -> int:
         """This rank's batches: batch_size, or its slice of global_batch."""
         return self._o["batch_size"]
 
     @property
-    def files(self):
+    def files(self) -> list[str]:
         """The files' names, as sample ids' file indexes name them."""
         return list(self._running().files)
 
-    def _running(self):
+    def _running(self) -> Feed:
         if self._closed:
             raise LoaderError("the loader is closed")
         if self._feed is not None and self._feed.forked:
             raise LoaderError(FORKED)
         if self._failed is not None:
-            raise type(self._failed)("the loader failed before: %s" % self._failed)  # a BadArgument stays one
+            raise type(self._failed)(f"the loader failed before: {self._failed}")  # a BadArgument stays one
         if self._feed is None:
             args = _args.feed_args(self._o)
             if self._resume is None:
@@ -111,7 +122,7 @@ class Loader:
             if self._o["epochs"] is not None:
                 left = self._o["epochs"] - self._epoch
                 if left <= 0:
-                    raise LoaderError("the loader gave its %d epochs" % self._o["epochs"])
+                    raise LoaderError(f"the loader gave its {self._o['epochs']} epochs")
                 args += ["--epochs", str(left)]
             try:
                 self._feed = Feed(args, self._resume)
@@ -125,18 +136,19 @@ class Loader:
                 raise
         return self._feed
 
-    def _read_epoch(self):
+    def _read_epoch(self) -> None:
         """Reads an epoch's first message: its number, batches and state."""
+        assert self._feed is not None
         msg, state = self._feed.message()
         if msg["op"] == "done":
             self._batches, self._ended, self._done = 0, True, True
             return
         if msg["op"] != "epoch":
-            raise LoaderError("the feed sent %r where an epoch starts" % msg["op"])
+            raise LoaderError(f"the feed sent {msg['op']!r} where an epoch starts")
         self._epoch, self._batches, self._state, self._ended = msg["epoch"], msg["batches"], state, False
         self._left = msg.get("left", [])
 
-    def _current(self):
+    def _current(self) -> Feed:
         """The feed, at the head of the epoch the loader stands in: after
         an epoch's end, the next one's head is read."""
         feed = self._running()
@@ -144,13 +156,13 @@ class Loader:
             self._read_epoch()
         return feed
 
-    def __len__(self):
+    def __len__(self) -> int:
         if self._o["epochs"] is not None and self._epoch >= self._o["epochs"]:
             return 0
         self._current()
         return self._batches
 
-    def set_epoch(self, epoch):
+    def set_epoch(self, epoch: int) -> None:
         """Moves to the start of epoch, as DistributedSampler.set_epoch; the
         epoch the loader stands in (at its start or, after
         load_state_dict, part way) is kept as it is."""
@@ -160,12 +172,12 @@ class Loader:
         self._stop()
         self._epoch, self._resume, self._state = epoch, None, None
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[Any]:
         if self._o["epochs"] is not None and self._epoch >= self._o["epochs"]:
             return iter(())
         return self._epoch_batches()
 
-    def _epoch_batches(self):
+    def _epoch_batches(self) -> Iterator[Any]:
         feed = self._current()
         if self._ended:
             return
@@ -175,7 +187,7 @@ class Loader:
                 return
             yield b
 
-    def _next(self, feed):
+    def _next(self, feed: Feed) -> tuple[bool, Any]:
         """(True, the next batch) or (False, None) at the epoch's end."""
         try:
             feed.give_back()
@@ -184,8 +196,8 @@ class Loader:
                 feed.give_back()
             if feed.held >= feed.slots:
                 raise LoaderError(
-                    "all %d slots of the ring are held by batches still referenced: copy what you keep "
-                    "(array.copy(), tensor.clone()) or give the loader more slots=" % feed.slots)
+                    f"all {feed.slots} slots of the ring are held by batches still referenced: copy what you keep "
+                    "(array.copy(), tensor.clone()) or give the loader more slots=")
             msg, state = feed.message()
         except KeyboardInterrupt:
             self.close()
@@ -201,7 +213,7 @@ class Loader:
             self._ended = self._done = True
             return False, None
         if msg["op"] != "batch":
-            raise LoaderError("the feed sent %r where a batch was due" % msg["op"])
+            raise LoaderError(f"the feed sent {msg['op']!r} where a batch was due")
         b = Batch(feed.batch(msg, self._o["names"], self._o["torch"]))
         b.epoch, b.index, b.padding = msg["epoch"], msg["index"], msg.get("padding", 0)
         b.step_share = msg.get("step_share", 0.0)
@@ -210,55 +222,55 @@ class Loader:
             return True, self._o["fn"](b)
         return True, b
 
-    def state_dict(self):
+    def state_dict(self) -> dict[str, Any]:
         """Where the loader stands after the last batch it yielded: save it
         with the model (torch.save); every rank's, to resume on another
         world."""
         if self._state is None:
             self._running()
-        return {"actorfeed": STATE_VERSION, "rank": self.rank, "world": self.world,
-                "state": json.loads(self._state)}
+        if self._state is None:
+            raise LoaderError("the loader has no state to give: its feed ended before an epoch began")
+        return {"actorfeed": STATE_VERSION, "rank": self.rank, "world": self.world, "state": json.loads(self._state)}
 
-    def load_state_dict(self, state):
+    def load_state_dict(self, state: dict[str, Any] | Sequence[dict[str, Any]]) -> None:
         """Continues where state stands: this rank's state_dict(), or a list
         of every rank's (in any order) to go on on another world."""
         states = state if isinstance(state, (list, tuple)) else [state]
         if not states:
             raise ValueError("state: an empty list of states")
-        out = []
+        out: list[dict[str, Any]] = []
         for s in states:
             if not isinstance(s, dict) or s.get("actorfeed") != STATE_VERSION or not isinstance(s.get("state"), dict):
-                raise ValueError("state: not a state_dict() of this loader (version %d): %r"
-                                 % (STATE_VERSION, str(s)[:80]))
+                raise ValueError(f"state: not a state_dict() of this loader (version {STATE_VERSION}): {str(s)[:80]!r}")
             out.append(s["state"])
         self._stop()
         self._resume, self._state = out, None
         self._epoch = min(s["state"].get("epoch", 0) for s in states)
 
-    def _stop(self):
+    def _stop(self) -> None:
         if self._feed is not None:
             self._feed.close()
             self._feed = None
 
-    def close(self):
+    def close(self) -> None:
         """Stops the pipeline's process; batches still held stay valid."""
         self._stop()
         self._closed = True
 
-    def __enter__(self):
+    def __enter__(self) -> Loader:
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> Literal[False]:
         self.close()
         return False
 
-    def __del__(self):
+    def __del__(self) -> None:
         try:
             self.close()
         except Exception:
             pass
 
-    def left_out(self):
+    def left_out(self) -> list[int]:
         """The ids of samples the current epoch leaves out of this rank's
         share by design: with remainder="drop" the samples beyond equal
         shares (rank 0 tells them), with drop_last the last short batch.
@@ -266,7 +278,7 @@ class Loader:
         self._current()
         return list(self._left)
 
-    def sample_names(self, ids):
+    def sample_names(self, ids: Sequence[int] | Any) -> list[str]:
         """Sample ids as actorfeed verify-ids names them: <file>#<record>."""
         files = self.files
-        return ["%s#%d" % (files[int(i) >> 40], int(i) & ((1 << 40) - 1)) for i in ids]
+        return [f"{files[int(i) >> 40]}#{int(i) & ((1 << 40) - 1)}" for i in ids]
