@@ -3,9 +3,10 @@ pipeline, run as a child process, whose batches arrive in shared memory
 without a copy, resume exactly mid-epoch (also on another number of ranks)
 and are sharded by rank. See docs/python.md."""
 
+from ._checkpoint import Checkpoint
 from ._feed import BadArgument
 from ._loader import Batch, Loader, LoaderError
 from ._tokens import write_indexed, write_llmc
 
-__all__ = ["BadArgument", "Batch", "Loader", "LoaderError", "write_indexed", "write_llmc"]
+__all__ = ["BadArgument", "Batch", "Checkpoint", "Loader", "LoaderError", "write_indexed", "write_llmc"]
 __version__ = "0.1.0"

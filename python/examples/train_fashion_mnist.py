@@ -28,7 +28,6 @@ import torch.nn.functional as F
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 import actorfeed  # noqa: E402
-from checkpoint import Checkpoint  # noqa: E402
 
 TEST = "/usr/share/datasets/fashion-mnist/t10k-%s-idx%d-ubyte.gz"
 
@@ -66,7 +65,7 @@ def main():
     opt = torch.optim.SGD(net.parameters(), lr=0.1, momentum=0.9)
     loader = actorfeed.Loader(a.data, batch_size=a.batch, shuffle=True, seed=1, map="normalize",
                               names=["image", "label"], torch=True)
-    ck = Checkpoint(out=a.out)
+    ck = actorfeed.Checkpoint(out=a.out)
     start, step = ck.resume(loader=loader, model=net.module, opt=opt)
     ids = ck.open(name="ids-%d-%d-of-%d.jsonl" % (time.time_ns(), rank, dist.get_world_size()))
     for epoch in range(start, a.epochs):

@@ -32,7 +32,6 @@ import torch.nn.functional as F
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 import actorfeed  # noqa: E402
-from checkpoint import Checkpoint  # noqa: E402
 
 
 def parse() -> argparse.Namespace:
@@ -82,7 +81,7 @@ def main() -> None:
     model = GPT(a.vocab, seq)
     net = torch.nn.parallel.DistributedDataParallel(model)
     opt = torch.optim.AdamW(net.parameters(), lr=3e-3)
-    ck = Checkpoint(out=a.out)
+    ck = actorfeed.Checkpoint(out=a.out)
     start, step = ck.resume(loader=loader, model=model, opt=opt)
     ids = ck.open(name=f"ids-{time.time_ns()}-{rank}-of-{world}.jsonl")
     losses = ck.open(name="loss.jsonl") if rank == 0 else None

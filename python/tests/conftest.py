@@ -78,7 +78,7 @@ def nothing_left_behind():
 
 @pytest.fixture(scope="session")
 def data(binary, tmp_path_factory):
-    """4 RecordIO files of 2,000 samples (28x28 uint8 images and labels)."""
+    """2,000 samples (28x28 uint8 images and labels) in 4 RecordIO files."""
     d = tmp_path_factory.mktemp("data")
     subprocess.run([binary, "gen", "--out", str(d), "--files", "4", "--samples", "2000"], check=True,
                    stdout=subprocess.DEVNULL)
