@@ -276,8 +276,10 @@ func (s *fileSource) index(parent context.Context, f int, timeout time.Duration)
 	}
 	defer r.Close()
 	if s.positional {
-		if err := addressable(r, s.Name(f)); err != nil {
-			return fileIndex{}, err
+		// Under the watchdog: a stream file's is its index, which reads
+		// the whole file.
+		if err := w.guard(parent, func() error { return addressable(r, s.Name(f)) }); err != nil {
+			return fileIndex{}, s.stalledOr(f, err, timeout)
 		}
 	}
 	x := fileIndex{size: -1}

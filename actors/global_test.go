@@ -4,6 +4,7 @@ import (
 	"archive/tar"
 	"bytes"
 	"compress/gzip"
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -12,7 +13,9 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -369,4 +372,58 @@ func TestGlobalOrderFallsBackToItsWindow(t *testing.T) {
 
 	_, err := actors.New([]actors.Stage{actors.Files{Paths: recordio}, actors.Shuffle{Window: 8, OrWindow: 64}}, actors.Options{System: sharedSys})
 	require.ErrorIs(t, err, actors.ErrBadSpec)
+}
+
+// stallAddressable is a positional reader whose Addressable, which indexes
+// a stream file, blocks until the context it was opened with ends, as a
+// read of the file that hangs would.
+type stallAddressable struct {
+	readers.Positional
+	ctx context.Context
+}
+
+func (s stallAddressable) Addressable() error {
+	<-s.ctx.Done()
+	return s.ctx.Err()
+}
+
+// A read that hangs while the global order indexes a stream file (its
+// Addressable) is abandoned after ReadTimeout and the file opened again,
+// as any stalled read is. Before, Addressable ran outside the watchdog:
+// building the pipeline hung for good (sim, seeds from 3000).
+func TestGlobalOrderAbandonsAStalledIndexing(t *testing.T) {
+	ctx := testutil.Context(t)
+	dir := t.TempDir()
+	var entries []string
+	for f := range 2 {
+		var b bytes.Buffer
+		w := tfrecord.NewWriter(&b)
+		for i := range 50 {
+			var x tfrecord.Example
+			x.Int64("label", int64(1000*f+i))
+			require.NoError(t, w.Write(x.Marshal()))
+		}
+		path := filepath.Join(dir, fmt.Sprintf("part-%d.tfrecord", f))
+		require.NoError(t, os.WriteFile(path, b.Bytes(), 0o644))
+		entries = append(entries, "tfrecord:"+path)
+	}
+	var mu sync.Mutex
+	opened := map[string]int{}
+	open := func(ctx context.Context, entry string) (readers.Reader, error) {
+		r, err := actors.OpenFile(ctx, entry)
+		if err != nil {
+			return nil, err
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if opened[entry]++; entry == entries[1] && opened[entry] == 1 {
+			return stallAddressable{r.(readers.Positional), ctx}, nil
+		}
+		return r, nil
+	}
+	p, err := actors.New(global(entries, 2), actors.Options{System: sharedSys, Open: open, ReadTimeout: 20 * time.Millisecond,
+		Retry: supervisor.Backoff{Initial: time.Millisecond, Max: time.Millisecond, Attempts: 3}})
+	require.NoError(t, err)
+	require.Equal(t, wantGlobal(t, 11, 0, 50, 50), readPass(t, ctx, p, func(actors.Item) {}))
+	closeAndCheck(t, p, sharedSys)
 }
