@@ -66,6 +66,34 @@ func openMegatron(path string, opts OpenOptions) (Reader, error) {
 	return newTokenFile(x, p.seqLen), nil
 }
 
+// OpenTokens opens entry, a Megatron-LM indexed dataset as Open names it,
+// reading its .idx and .bin from what source returns for each path
+// instead of from the files. Fault injection reads them through it.
+func OpenTokens(entry string, source func(path string) (Source, error)) (Reader, error) {
+	f, params, path, err := resolve(entry)
+	if err != nil {
+		return nil, err
+	}
+	if f.Name != "megatron" {
+		return nil, fmt.Errorf("%w: %s: OpenTokens reads Megatron-LM indexed datasets", ErrUnknownFormat, entry)
+	}
+	p, err := tokenCorpusParams(path, OpenOptions{Params: params}, false)
+	if err != nil {
+		return nil, err
+	}
+	x, err := tokens.OpenIndexedFrom(path, func(path string) (tokens.File, int64, error) {
+		s, err := source(path)
+		if err != nil {
+			return nil, 0, err
+		}
+		return s, s.Size(), nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return newTokenFile(x, p.seqLen), nil
+}
+
 func openLLMC(path string, opts OpenOptions) (Reader, error) {
 	p, err := tokenCorpusParams(path, opts, true)
 	if err != nil {

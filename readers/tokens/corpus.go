@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 
 	"github.com/actorfeed/actorfeed/readers/format"
 )
@@ -32,7 +31,7 @@ const maxReadTokens = 1 << 24
 
 // readTokens reads tokens [from, from+len(dst)) of a file whose tokens
 // start at byte base.
-func readTokens(f *os.File, path, formatName string, base int64, e Element, tokens uint64, dst []int64, from uint64) error {
+func readTokens(f io.ReaderAt, path, formatName string, base int64, e Element, tokens uint64, dst []int64, from uint64) error {
 	n := uint64(len(dst))
 	if n > maxReadTokens || from > tokens || n > tokens-from {
 		return fmt.Errorf("%s: %s: tokens %d to %d of %d", formatName, path, from, from+n, tokens)

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"sort"
 	"strings"
 
@@ -32,7 +31,7 @@ const IndexStride = 1024
 // at byte t times the element's size. It is safe for concurrent use.
 type Indexed struct {
 	idxPath, binPath string
-	idx, bin         *os.File
+	idx, bin         File
 	elem             Element
 	sequences        uint64
 	documents        uint64 // entries of document_indices: documents + 1
@@ -74,14 +73,30 @@ func OpenIndexed(path string) (*Indexed, error) {
 
 // OpenIndexedWith is OpenIndexed opening the files with open.
 func OpenIndexedWith(open format.Opener, path string) (*Indexed, error) {
+	return OpenIndexedFrom(path, func(path string) (File, int64, error) {
+		return format.OpenFileWith(open, "megatron", path)
+	})
+}
+
+// File is an open file of a corpus as its readers use it: a corpus is
+// read by position only.
+type File interface {
+	io.ReaderAt
+	io.Closer
+}
+
+// OpenIndexedFrom is OpenIndexed reading PREFIX.idx and PREFIX.bin from
+// what open gives for each (the file and its size): fault injection reads
+// them through it.
+func OpenIndexedFrom(path string, open func(path string) (File, int64, error)) (*Indexed, error) {
 	prefix := Prefix(path)
 	x := &Indexed{idxPath: prefix + ".idx", binPath: prefix + ".bin"}
-	idx, idxSize, err := format.OpenFileWith(open, "megatron", x.idxPath)
+	idx, idxSize, err := open(x.idxPath)
 	if err != nil {
 		return nil, err
 	}
 	x.idx = idx
-	bin, binSize, err := format.OpenFileWith(open, "megatron", x.binPath)
+	bin, binSize, err := open(x.binPath)
 	if err != nil {
 		idx.Close()
 		return nil, err

@@ -2,10 +2,12 @@ package tokens_test
 
 import (
 	"encoding/binary"
+	"errors"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
+	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -276,4 +278,48 @@ func TestLLMCRefusesDamage(t *testing.T) {
 			require.ErrorContains(t, err, c.says)
 		})
 	}
+}
+
+// failingFile is a corpus file whose reads fail once fail is set.
+type failingFile struct {
+	*os.File
+	fail *bool
+}
+
+func (f failingFile) ReadAt(p []byte, off int64) (int, error) {
+	if *f.fail {
+		return 0, &os.PathError{Op: "read", Path: f.Name(), Err: syscall.EIO}
+	}
+	return f.File.ReadAt(p, off)
+}
+
+// OpenIndexedFrom reads the corpus through the files open gives, as fault
+// injection does: the same dataset as OpenIndexed, and a read that fails
+// there is an error naming the .bin and the offset.
+func TestIndexedReadsThroughTheFilesItIsGiven(t *testing.T) {
+	o := oracle.Start(t)
+	docs := documents(7, 30, 1000)
+	prefix := writeIndexed(t, o, "int32", docs)
+	fail := false
+	var opened []string
+	x, err := tokens.OpenIndexedFrom(prefix, func(path string) (tokens.File, int64, error) {
+		f, err := os.Open(path)
+		if err != nil {
+			return nil, 0, err
+		}
+		st, err := f.Stat()
+		if err != nil {
+			return nil, 0, errors.Join(err, f.Close())
+		}
+		opened = append(opened, path)
+		return failingFile{f, &fail}, st.Size(), nil
+	})
+	require.NoError(t, err)
+	require.Equal(t, []string{prefix + ".idx", prefix + ".bin"}, opened)
+	checkIndexed(t, x, tokens.Elements[3], docs)
+	fail = true
+	err = x.ReadTokens(make([]int64, 4), 2)
+	require.ErrorIs(t, err, syscall.EIO)
+	require.ErrorContains(t, err, prefix+".bin")
+	require.NoError(t, x.Close())
 }

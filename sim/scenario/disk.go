@@ -204,31 +204,33 @@ func (d *disk) open(ctx context.Context, entry string) (readers.Reader, error) {
 	if err != nil {
 		return nil, err
 	}
-	source := func() (faultfile.Source, error) {
-		fh, err := os.Open(path)
-		if err != nil {
-			return faultfile.Source{}, err
-		}
-		st, err := fh.Stat()
-		if err != nil {
-			fh.Close()
-			return faultfile.Source{}, err
-		}
-		return faultfile.New(&faultyFile{d: d, file: file, f: fh, ctx: ctx}, st.Size(), fh), nil
-	}
 	switch {
 	case strings.HasPrefix(name, records.Megatron+"("):
-		// A token corpus's reads are the kernel's, through no source a
-		// fault can stand in: its scenarios have no file faults.
-		return readers.OpenContext(ctx, entry, readers.OpenOptions{})
+		// The .idx and the .bin both read through file's faults.
+		return readers.OpenTokens(entry, func(path string) (readers.Source, error) { return d.source(ctx, file, path) })
 	case name != "recordio":
-		return readers.OpenStream(entry, func() (readers.Source, error) { return source() })
+		return readers.OpenStream(entry, func() (readers.Source, error) { return d.source(ctx, file, path) })
 	}
-	src, err := source()
+	src, err := d.source(ctx, file, path)
 	if err != nil {
 		return nil, err
 	}
 	return readers.NewRecordFile(src, src.Size(), path, src), nil
+}
+
+// source opens path, read as file of the scenario through its faults
+// until ctx ends.
+func (d *disk) source(ctx context.Context, file int, path string) (faultfile.Source, error) {
+	fh, err := os.Open(path)
+	if err != nil {
+		return faultfile.Source{}, err
+	}
+	st, err := fh.Stat()
+	if err != nil {
+		fh.Close()
+		return faultfile.Source{}, err
+	}
+	return faultfile.New(&faultyFile{d: d, file: file, f: fh, ctx: ctx}, st.Size(), fh), nil
 }
 
 // fire counts a fault that fired; mu is held.
