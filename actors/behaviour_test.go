@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -687,32 +688,52 @@ func (r *stallAt) Next(ctx context.Context) (tensor.Slots, error) {
 	return r.Reader.Next(ctx)
 }
 
+// opens is an Options.Open that opens files with actors.OpenFile and
+// counts the opens of each entry, giving wrap the reader of the n-th
+// (from 1) to wrap in a fault.
+type opens struct {
+	wrap   func(ctx context.Context, entry string, n int, r readers.Reader) readers.Reader
+	mu     sync.Mutex
+	opened map[string]int
+}
+
+func (o *opens) open(ctx context.Context, entry string) (readers.Reader, error) {
+	r, err := actors.OpenFile(ctx, entry)
+	if err != nil {
+		return nil, err
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.opened == nil {
+		o.opened = map[string]int{}
+	}
+	o.opened[entry]++
+	return o.wrap(ctx, entry, o.opened[entry], r), nil
+}
+
+// counts is how many times each entry was opened.
+func (o *opens) counts() map[string]int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return maps.Clone(o.opened)
+}
+
 func TestStalledReadIsAbandoned(t *testing.T) {
 	ctx := testutil.Context(t)
 	paths := testutil.WriteFiles(t, 2, 120, 500)
-	var mu sync.Mutex
-	opened := map[string]int{}
-	open := func(ctx context.Context, entry string) (readers.Reader, error) {
-		r, err := actors.OpenFile(ctx, entry)
-		if err != nil {
-			return nil, err
+	o := &opens{wrap: func(_ context.Context, _ string, n int, r readers.Reader) readers.Reader {
+		if n > 1 {
+			return r
 		}
-		mu.Lock()
-		defer mu.Unlock()
-		if opened[entry]++; opened[entry] > 1 {
-			return r, nil
-		}
-		return indexedStall{&stallAt{Reader: r, left: 50}, indexing{r}}, nil
-	}
+		return indexedStall{&stallAt{Reader: r, left: 50}, indexing{r}}
+	}}
 	sys := actors.NewSystem()
 	p, err := actors.New([]actors.Stage{actors.Files{Paths: paths, Threads: 2}, actors.Batch{Size: 8}},
-		actors.Options{System: sys, Open: open, ReadTimeout: 20 * time.Millisecond,
+		actors.Options{System: sys, Open: o.open, ReadTimeout: 20 * time.Millisecond,
 			Retry: supervisor.Backoff{Initial: time.Millisecond, Max: time.Millisecond, Attempts: 3}})
 	require.NoError(t, err)
 	requireExactlyOnce(t, allIDs(2, 120), drain(t, ctx, p).ids)
-	mu.Lock()
-	require.Equal(t, map[string]int{paths[0]: 2, paths[1]: 2}, opened, "each file reopened once, after its stall")
-	mu.Unlock()
+	require.Equal(t, map[string]int{paths[0]: 2, paths[1]: 2}, o.counts(), "each file reopened once, after its stall")
 	closeAndCheck(t, p, sys)
 
 	// A reader that stalls every time it is opened (here: while skipping to

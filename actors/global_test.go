@@ -13,7 +13,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
@@ -407,21 +406,13 @@ func TestGlobalOrderAbandonsAStalledIndexing(t *testing.T) {
 		require.NoError(t, os.WriteFile(path, b.Bytes(), 0o644))
 		entries = append(entries, "tfrecord:"+path)
 	}
-	var mu sync.Mutex
-	opened := map[string]int{}
-	open := func(ctx context.Context, entry string) (readers.Reader, error) {
-		r, err := actors.OpenFile(ctx, entry)
-		if err != nil {
-			return nil, err
+	o := &opens{wrap: func(ctx context.Context, entry string, n int, r readers.Reader) readers.Reader {
+		if entry == entries[1] && n == 1 {
+			return stallAddressable{r.(readers.Positional), ctx}
 		}
-		mu.Lock()
-		defer mu.Unlock()
-		if opened[entry]++; entry == entries[1] && opened[entry] == 1 {
-			return stallAddressable{r.(readers.Positional), ctx}, nil
-		}
-		return r, nil
-	}
-	p, err := actors.New(global(entries, 2), actors.Options{System: sharedSys, Open: open, ReadTimeout: 20 * time.Millisecond,
+		return r
+	}}
+	p, err := actors.New(global(entries, 2), actors.Options{System: sharedSys, Open: o.open, ReadTimeout: 20 * time.Millisecond,
 		Retry: supervisor.Backoff{Initial: time.Millisecond, Max: time.Millisecond, Attempts: 3}})
 	require.NoError(t, err)
 	require.Equal(t, wantGlobal(t, 11, 0, 50, 50), readPass(t, ctx, p, func(actors.Item) {}))
