@@ -5,6 +5,7 @@ with `go build`, once per process, into the user's cache."""
 from __future__ import annotations
 
 import hashlib
+import importlib
 import os
 import shutil
 import subprocess
@@ -21,10 +22,11 @@ def _repository() -> str | None:
     if env:
         return env
     try:
-        from ._repo import REPO  # type: ignore[import]  # written by setup.py
-
-        if os.path.isfile(os.path.join(REPO, "go.mod")):
-            return str(REPO)
+        # Written by setup.py at install, so absent from a checkout: looked
+        # up by name, which a type checker need not find.
+        repo = str(importlib.import_module(f"{__package__}._repo").REPO)
+        if os.path.isfile(os.path.join(repo, "go.mod")):
+            return repo
     except ImportError:
         pass
     here = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
