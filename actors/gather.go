@@ -4,12 +4,14 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"slices"
 	"sync"
 	"unsafe"
 
 	"github.com/actorfeed/actorfeed/internal/protocol"
+	"github.com/actorfeed/actorfeed/messages"
 	"github.com/actorfeed/actorfeed/readers"
 	"github.com/actorfeed/actorfeed/readers/order"
 	"github.com/actorfeed/actorfeed/tensor"
@@ -87,7 +89,11 @@ func (s *gatherSource) Open(ctx context.Context, file int, pass uint32, from uin
 	if file != s.plan.Ord.Virtual() {
 		return s.files.Open(ctx, file, pass, from)
 	}
-	ep := s.plan.Ord.Epoch(uint64(s.plan.Epoch(pass)))
+	e := uint64(s.plan.Epoch(pass))
+	if n := s.plan.Ord.Len(); s.plan.Ord.Blended() != "" && (e+1)*n > messages.MaxRecords {
+		return nil, fmt.Errorf("%w: epoch %d of a blend of %d samples an epoch: its files' sample ids would pass 2^40 (fewer epochs, or fewer samples an epoch)", ErrBadSpec, e, n)
+	}
+	ep := s.plan.Ord.Epoch(e)
 	return &gatherReader{src: s, life: ctx, ep: ep, next: from, until: s.plan.Ord.Len(), held: map[int]held{}}, nil
 }
 
@@ -199,6 +205,7 @@ type recordInto interface {
 type gathered struct {
 	file   int
 	record uint64
+	epoch  uint64 // the file's epoch the record is read in (a blend's files have their own)
 	item   tensor.Slots
 	err    error
 }
@@ -248,13 +255,13 @@ func (g *gatherReader) fill(ctx context.Context) {
 	g.ahead = slices.Grow(g.ahead[:0], n)[:n]
 	g.byPos = g.byPos[:0]
 	for i := range n {
-		f, rec := g.ep.At(g.next + uint64(i))
-		g.ahead[i] = gathered{file: f, record: rec}
+		f, rec, e := g.ep.Source(g.next + uint64(i))
+		g.ahead[i] = gathered{file: f, record: rec, epoch: e}
 		g.byPos = append(g.byPos, i)
 	}
 	slices.SortFunc(g.byPos, func(a, b int) int {
 		x, y := &g.ahead[a], &g.ahead[b]
-		return cmp.Or(cmp.Compare(x.file, y.file), cmp.Compare(x.record, y.record))
+		return cmp.Or(cmp.Compare(x.file, y.file), cmp.Compare(x.epoch, y.epoch), cmp.Compare(x.record, y.record))
 	})
 	if g.lent {
 		g.arena, g.lent = nil, false
@@ -262,7 +269,7 @@ func (g *gatherReader) fill(ctx context.Context) {
 	g.used = 0
 	for _, i := range g.byPos {
 		r := &g.ahead[i]
-		r.item, r.err = g.read(ctx, r.file, r.record)
+		r.item, r.err = g.read(ctx, r.file, r.record, r.epoch)
 	}
 }
 
@@ -283,14 +290,16 @@ func (g *gatherReader) space(size int) []byte {
 
 // read reads one record of a data set's file; a failed reader is closed,
 // and the file opened afresh for its next record.
-func (g *gatherReader) read(ctx context.Context, file int, record uint64) (tensor.Slots, error) {
+func (g *gatherReader) read(ctx context.Context, file int, record, epoch uint64) (tensor.Slots, error) {
 	h, ok := g.held[file]
 	if !ok {
 		var err error
-		if h, err = g.src.take(g.life, file, g.ep.Number()); err != nil {
+		if h, err = g.src.take(g.life, file, epoch); err != nil {
 			return nil, &recordError{file: g.src.files.Name(file), record: record, err: err}
 		}
 		g.held[file] = h
+	} else {
+		setEpoch(h.r, g.src.plan.Ord.Seed(), epoch) // a blend's files are read in epochs of their own
 	}
 	var item tensor.Slots
 	var err error

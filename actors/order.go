@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -118,6 +119,9 @@ func (p *Pipeline) planOrder(ctx context.Context, stages []Stage) error {
 	}
 	p.files = fs
 	if f.AnyOrder {
+		if f.Blend != nil {
+			return fmt.Errorf("%w: a blend is an order of the records: Files.AnyOrder must be false", ErrBadSpec)
+		}
 		if sh, ok := stageAt[Shuffle](stages, 1); ok && sh.Global {
 			return fmt.Errorf("%w: a global shuffle is an order of the records: Files.AnyOrder must be false", ErrBadSpec)
 		}
@@ -132,13 +136,16 @@ func (p *Pipeline) planOrder(ctx context.Context, stages []Stage) error {
 		seed, window, shuffled, global = sh.Seed, sh.Window, true, sh.Global
 	}
 	switch {
-	case global && len(f.Paths) >= messages.MaxFiles:
+	case (global || f.Blend != nil) && len(f.Paths) >= messages.MaxFiles:
 		return fmt.Errorf("%w: a global order reads at most %d files", ErrBadSpec, messages.MaxFiles-1)
+	case f.Blend != nil && window > 1:
+		return fmt.Errorf("%w: a blend reads its files by position: shuffle it globally (each file's epochs are permuted) or not at all, not in a window of %d", ErrBadSpec, window)
 	}
+	global = global || f.Blend != nil
 	fs.positional = global
 	threads, _ := f.readers(len(f.Paths)) // indexing: a file each
 	splits, fp, err := splitsOf(ctx, fs, opts, threads, &p.pipe.corrupt)
-	if sh, _ := stageAt[Shuffle](stages, 1); global && sh.OrWindow > 0 && errors.Is(err, readers.ErrNotPositional) {
+	if sh, _ := stageAt[Shuffle](stages, 1); global && f.Blend == nil && sh.OrWindow > 0 && errors.Is(err, readers.ErrNotPositional) {
 		// Shuffle.OrWindow: the data set is shuffled in a window instead.
 		p.windowed, global, window, fs.positional = err, false, sh.OrWindow, false
 		splits, fp, err = splitsOf(ctx, fs, opts, threads, &p.pipe.corrupt)
@@ -149,8 +156,12 @@ func (p *Pipeline) planOrder(ctx context.Context, stages []Stage) error {
 	if global {
 		splits = fileRuns(splits)
 	}
+	blend, err := BlendAt(f, fp.Records, opts.Shard)
+	if err != nil {
+		return err
+	}
 	ord, err := order.New(splits, order.Config{Seed: seed, Shuffle: shuffled, Window: window, Global: global, Files: len(f.Paths),
-		Block: blockRecords(fs.recordBytes)})
+		Block: blockRecords(fs.recordBytes), Blend: blend})
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrBadSpec, err)
 	}
@@ -174,6 +185,28 @@ func (p *Pipeline) planOrder(ctx context.Context, stages []Stage) error {
 		p.gather = newGatherSource(fs, &plan.Plan)
 	}
 	return nil
+}
+
+// BlendAt is f's blend with its phases' positions set from the global
+// steps they start at (Files.BlendSteps), over records records: what a
+// pipeline of shard blends, and what verify-ids checks against.
+func BlendAt(f Files, records uint64, shard Shard) (*order.Blend, error) {
+	if f.Blend == nil || len(f.BlendSteps) == 0 {
+		return f.Blend, nil
+	}
+	switch {
+	case shard.GlobalBatch == 0:
+		return nil, fmt.Errorf("%w: a blend's phases start at global steps, and the shard has no global batch", ErrBadSpec)
+	case len(f.BlendSteps) != len(f.Blend.Phases):
+		return nil, fmt.Errorf("%w: %d steps for a blend's %d phases", ErrBadSpec, len(f.BlendSteps), len(f.Blend.Phases))
+	}
+	b := *f.Blend
+	b.Phases = slices.Clone(b.Phases)
+	samples := cmp.Or(b.Samples, records)
+	for i, step := range f.BlendSteps {
+		b.Phases[i].From = order.StepStart(step, samples, uint64(shard.GlobalBatch), shard.Remainder)
+	}
+	return &b, nil
 }
 
 // ordered is stages as planOrder planned them: a global Shuffle that fell

@@ -106,7 +106,7 @@ func unfresh(states []State) []State {
 		if st.Fresh {
 			like := states[at]
 			like.Epoch, like.Rank, like.Done, like.Beyond = 0, st.Rank, 0, nil
-			like.Layout = order.Full(like.Data.Records, st.Layout.World, like.Layout.GlobalBatch)
+			like.Layout = order.Full(like.positions(), st.Layout.World, like.Layout.GlobalBatch)
 			like.Unit = unitOf(like.Layout, st.Rank, like.Unit)
 			states[i] = like
 		}
@@ -137,7 +137,7 @@ func oneJob(states []State) error {
 	for i, st := range states {
 		switch {
 		case st.Version != first.Version || !st.Data.same(first.Data) || st.Seed != first.Seed || st.Window != first.Window ||
-			st.Shuffled != first.Shuffled || st.Global != first.Global || st.Unit != unitOf(st.Layout, st.Rank, first.Unit) || st.Remainder != first.Remainder:
+			st.Shuffled != first.Shuffled || st.Global != first.Global || !sameBlend(st.Blend, first.Blend) || st.Unit != unitOf(st.Layout, st.Rank, first.Unit) || st.Remainder != first.Remainder:
 			return stateError(i, "the state's data set or order is not the first state's: states of two jobs")
 		case st.Epoch != first.Epoch:
 			return stateError(i, "the state is in epoch %d and another in epoch %d: the ranks of a job resume together from one epoch, where some may have finished their share",
@@ -242,12 +242,14 @@ func checkState(st *State) error {
 		return fmt.Errorf("data: %d files is not %s", st.Data.Files, stateRanges["data.files"])
 	case st.Data.Splits < 0 || uint64(st.Data.Splits) > st.Data.Records:
 		return fmt.Errorf("data: %d splits is not %s", st.Data.Splits, stateRanges["data.splits"])
+	case st.Blend != nil && (st.Blend.Samples < 1 || st.Blend.Samples > messages.MaxRecords):
+		return fmt.Errorf("blend.samples: %d is not %s", st.Blend.Samples, stateRanges["blend.samples"])
 	}
 	rem, err := order.ParseRemainder(st.Remainder)
 	if err != nil {
 		return fmt.Errorf("remainder: %w", err)
 	}
-	if err := l.Check(st.Data.Records); err != nil {
+	if err := l.Check(st.positions()); err != nil {
 		return fmt.Errorf("layout: %w", err)
 	}
 	share, unit := l.Share(st.Rank, rem), uint64(st.Unit)
@@ -260,7 +262,7 @@ func checkState(st *State) error {
 	case st.Done%unit != 0 && st.Done != share:
 		return fmt.Errorf("done: %d is not where an item of %d positions ends", st.Done, unit)
 	}
-	return checkBeyond(st, share, order.Full(st.Data.Records, l.World, l.GlobalBatch).Share(st.Rank, rem))
+	return checkBeyond(st, share, order.Full(st.positions(), l.World, l.GlobalBatch).Share(st.Rank, rem))
 }
 
 // checkBeyond checks the items st lists past its position: each the start

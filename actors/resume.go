@@ -37,7 +37,10 @@ type State struct {
 	Window   int    `json:"window"`
 	Shuffled bool   `json:"shuffled"`
 	// Global is a global order's (Shuffle.Global); absent for a windowed one.
-	Global    bool        `json:"global,omitempty"`
+	Global bool `json:"global,omitempty"`
+	// Blend is a blend's (Files.Blend): its positions an epoch and the
+	// sum of its weights and phases; absent without one.
+	Blend     *BlendState `json:"blend,omitempty"`
 	Unit      int         `json:"unit"` // positions per item: the batch size
 	Remainder string      `json:"remainder"`
 	Data      Fingerprint `json:"data"`
@@ -59,6 +62,34 @@ type State struct {
 	// anything, before its files were indexed (FreshState): only Version,
 	// Layout.World and Rank are set.
 	Fresh bool `json:"fresh,omitempty"`
+}
+
+// BlendState identifies a blend in a State.
+type BlendState struct {
+	Samples uint64 `json:"samples"`
+	Sum     string `json:"sum"`
+}
+
+// positions is the positions of an epoch of st's order: a blend's
+// samples, or the data set's records.
+func (st *State) positions() uint64 {
+	if st.Blend != nil {
+		return st.Blend.Samples
+	}
+	return st.Data.Records
+}
+
+// blendState is the state's Blend of p's order.
+func (p *orderPlan) blendState() *BlendState {
+	if p.Ord.Blended() == "" {
+		return nil
+	}
+	return &BlendState{Samples: p.Ord.Len(), Sum: p.Ord.Blended()}
+}
+
+// sameBlend says whether two states' blends (or their absence) are one.
+func sameBlend(a, b *BlendState) bool {
+	return (a == nil) == (b == nil) && (a == nil || *a == *b)
 }
 
 // start sets where pass 0 starts: where the stopped job's states say
@@ -98,6 +129,8 @@ func (p *orderPlan) compatible(st *State) error {
 	case st.Seed != p.Ord.Seed() || st.Window != p.Ord.Window() || st.Shuffled != p.shuffled || st.Global != p.Ord.Global():
 		why = fmt.Sprintf("its order is seed %d, %s, shuffled %v; this pipeline's is seed %d, %s, shuffled %v",
 			st.Seed, shuffleName(st.Global, st.Window), st.Shuffled, p.Ord.Seed(), shuffleName(p.Ord.Global(), p.Ord.Window()), p.shuffled)
+	case !sameBlend(st.Blend, p.blendState()):
+		why = fmt.Sprintf("its blend is %s; this pipeline's is %s: keep the weights, their phases and the samples an epoch across a resume", blendName(st.Blend), blendName(p.blendState()))
 	case st.Layout.GlobalBatch != p.GlobalBatch:
 		why = otherGlobalBatch(st.Layout.GlobalBatch, p.GlobalBatch)
 	case st.Unit != p.Unit && p.GlobalBatch == 0: // under a global batch, the rank's slice: checked with its layout
@@ -108,6 +141,14 @@ func (p *orderPlan) compatible(st *State) error {
 		return nil
 	}
 	return fmt.Errorf("cannot resume from this state: %s", why)
+}
+
+// blendName describes a blend for a refused state's message.
+func blendName(b *BlendState) string {
+	if b == nil {
+		return "none"
+	}
+	return fmt.Sprintf("%d samples an epoch, sum %s", b.Samples, b.Sum)
 }
 
 // otherGlobalBatch says that a state taken with global batch had cannot
@@ -175,7 +216,7 @@ func (p *orderPlan) state(pass uint32, done uint64, beyond []uint64, ended bool)
 	for _, l := range beyond {
 		rel = append(rel, l-base)
 	}
-	return State{Version: StateVersion, Seed: p.Ord.Seed(), Window: p.Ord.Window(), Shuffled: p.shuffled, Global: p.Ord.Global(), Unit: p.Unit,
+	return State{Version: StateVersion, Seed: p.Ord.Seed(), Window: p.Ord.Window(), Shuffled: p.shuffled, Global: p.Ord.Global(), Blend: p.blendState(), Unit: p.Unit,
 		Remainder: p.Remainder.String(), Data: p.data, Epoch: p.Epoch(at), Layout: layout, Rank: p.Rank, Done: pos,
 		Beyond: rel}
 }

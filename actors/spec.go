@@ -15,6 +15,7 @@ import (
 	"github.com/actorfeed/actorfeed/internal/faults"
 	"github.com/actorfeed/actorfeed/readers"
 	"github.com/actorfeed/actorfeed/readers/objstore"
+	"github.com/actorfeed/actorfeed/readers/order"
 	"github.com/actorfeed/actorfeed/supervisor"
 )
 
@@ -67,6 +68,15 @@ type Files struct {
 	// wildcards, dtypes, LoD levels); a record that differs fails the
 	// pipeline with an error naming the file and record.
 	Slots []readers.SlotSpec
+	// Blend, when not nil, makes every epoch a weighted mixture of the
+	// files, one weight a path (order.Blend, docs/tokens.md): the files
+	// must be read by position, and a Shuffle stage after Files may only
+	// be global (or none), which then permutes each file's own epochs.
+	Blend *order.Blend
+	// BlendSteps are the global steps (Shard.GlobalBatch) where Blend's
+	// phases start, one a phase: the pipeline sets each phase's From from
+	// it (order.StepStart). Empty, the phases' From stand.
+	BlendSteps []uint64
 }
 
 // Generator is a source of one endless or finite stream that New opens

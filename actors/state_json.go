@@ -27,6 +27,7 @@ var stateRanges = map[string]string{
 	"rank":             "from 0 to layout.world-1",
 	"done":             "from 0 to the share, where an item ends",
 	"beyond":           "past done, increasing, starts of items",
+	"blend.samples":    fmt.Sprintf("from 1 to %d, the layout's ranges within it", uint64(messages.MaxRecords)),
 }
 
 // DecodeState reads a state saved as JSON (json.Marshal of a State) and

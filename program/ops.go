@@ -29,7 +29,7 @@ var slotAttrs = []string{"shapes", "dtypes", "lod_levels"}
 
 var ops = map[string]opDef{
 	"create_recordio_file_reader": {outs: 1, attrs: append([]string{"filename"}, slotAttrs...), run: createFileReader},
-	"open_files": {outs: 1, attrs: append([]string{"file_names", "thread_num", "buffer_size", "any_order"}, slotAttrs...),
+	"open_files": {outs: 1, attrs: append([]string{"file_names", "thread_num", "buffer_size", "any_order", "weights", "blend_samples", "weight_phases"}, slotAttrs...),
 		run: openFiles},
 	"create_random_data_generator": {outs: 1, attrs: []string{"shapes", "lod_levels", "min", "max", "seed"}, run: createRandom},
 	"create_py_array_reader":       {outs: 1, attrs: []string{"feeder_name"}, run: createPyArrayReader},
@@ -163,7 +163,12 @@ func openFiles(s *Scope, c *opCtx) error {
 			return &OpError{Index: c.index, Op: c.op.Type, Field: fmt.Sprintf("file_names[%d]", i), Want: "format:path or a path", Got: p, Err: err}
 		}
 	}
-	return s.define(c, []actors.Stage{actors.Files{Paths: paths, Threads: threads, Buffer: buffer, AnyOrder: anyOrder, Slots: slots}})
+	blend, steps, err := c.blend(len(paths))
+	if err != nil {
+		return err
+	}
+	return s.define(c, []actors.Stage{actors.Files{Paths: paths, Threads: threads, Buffer: buffer, AnyOrder: anyOrder, Slots: slots,
+		Blend: blend, BlendSteps: steps}})
 }
 
 func createRandom(s *Scope, c *opCtx) error {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
@@ -53,6 +54,7 @@ type runOptions struct {
 	// globalBatch, when not 0, deals each pass in global steps of this
 	// many samples, --batch becoming this rank's slice (actors.Shard).
 	globalBatch int
+	blend       blendFlags
 	resume      []string
 	ckpt        string
 	ckptEvery   int
@@ -147,6 +149,7 @@ func (o *runOptions) pipelineFlags(f *pflag.FlagSet) {
 	f.StringVar(&o.remainder, "remainder", "drop", "what the records left over when ranks get equal shares do: drop, or pad (repeat the first ones, marked)")
 	f.IntVar(&o.globalBatch, "global-batch", 0, "deal each pass in global steps of this many samples among the --world ranks: step k is the same samples on any world, so a job resized between steps trains on the same batches; "+
 		"this rank's batch is its slice of a step (the global batch over the world, or one more), in place of --batch; needs --shuffle all, auto over positional files, or 0 (docs/tokens.md)")
+	o.blend.flags(f)
 	f.StringSliceVar(&o.service, "service", nil, "read and batch on these workers (actorfeed serve), host:port each, instead of in this process; the batches and their order are the same; unless GOGC is set, a heap floor of 64 MiB (the collector first runs near 128 MiB; docs/distributed.md)")
 	f.IntVar(&o.credit, "credit", actors.DefaultServiceCredit, "with --service: batches of a task a worker may send ahead of the devices")
 	o.node.flags(f, service.DefaultListen, "with --service: host:port this process listens on for the workers' answers")
@@ -156,6 +159,8 @@ func (o *runOptions) check(cmd *cobra.Command) error {
 	switch {
 	case o.spec == "" && len(o.data) == 0:
 		return fmt.Errorf("give the files to read with --data, or a program with --spec")
+	case o.spec != "" && len(o.blend.weights) > 0:
+		return fmt.Errorf("--weights and --spec exclude each other: a program gives open_files its weights")
 	case o.spec != "" && len(o.data) > 0:
 		return fmt.Errorf("--data and --spec exclude each other: a program names its own files")
 	}
@@ -217,6 +222,9 @@ func (o *runOptions) checkPipeline(changed func(string) bool) error {
 	}
 	if err := o.checkGlobalBatch(changed); err != nil {
 		return err
+	}
+	if len(o.blend.weights) > 0 && !changed("shuffle") {
+		o.global, o.orWindow = true, 0 // a blend reads by position
 	}
 	if _, err := supervisor.ParseCorruptPolicy(o.onCorrupt); err != nil {
 		return fmt.Errorf("--on-corrupt: %w", err)
@@ -282,6 +290,7 @@ const objectListing = 5 * time.Minute
 func flagProgram(o runOptions, files []string) *program.Program {
 	ops := []program.Op{{Type: "open_files", Out: []string{"files"},
 		Attrs: map[string]any{"file_names": files, "thread_num": o.threads, "any_order": o.anyOrder}}}
+	maps.Copy(ops[0].Attrs, o.blend.attrs(len(files)))
 	in := "files"
 	if o.shuffle > 1 || o.global {
 		size := any(o.shuffle)
@@ -408,6 +417,9 @@ func newRunScope(ctx context.Context, o *runOptions, changed func(string) bool) 
 		var entries []string
 		if entries, err = expand(ctx, o.data); err == nil {
 			entries, err = withFeatures(entries, o.features)
+		}
+		if err == nil {
+			err = o.blend.check(len(entries), o.globalBatch > 0)
 		}
 		if err == nil {
 			rs.startup, rs.files = flagProgram(*o, entries), entryPaths(entries)

@@ -17,6 +17,7 @@ import (
 	"github.com/actorfeed/actorfeed/actors"
 	"github.com/actorfeed/actorfeed/readers"
 	"github.com/actorfeed/actorfeed/readers/format"
+	"github.com/actorfeed/actorfeed/readers/order"
 	"github.com/actorfeed/actorfeed/readers/recordio"
 )
 
@@ -28,13 +29,18 @@ duplicated, padded (repeats that --remainder pad adds, marked "padding")
 and left out by design (the remainder that --remainder drop leaves out, and
 the last batch --drop-last drops, which run writes as "dropped" lines), with
 the first ids of each kind. It exits 1 when a record of an epoch is lost or
-delivered twice, or an id names no record of the data.`
+delivered twice, or an id names no record of the data. A blended job's ids
+(run --weights) are checked against its blend: give the job's --weights,
+--weights-from, --blend-samples and --global-batch.`
 
 // verifyOptions are verify-ids' flags.
 type verifyOptions struct {
-	data   []string
-	epochs int
-	show   int
+	data        []string
+	epochs      int
+	show        int
+	blend       blendFlags
+	globalBatch int
+	remainder   string
 }
 
 func newVerifyIDs() *cobra.Command {
@@ -60,6 +66,9 @@ func newVerifyIDs() *cobra.Command {
 	f.Var(entriesValue{&o.data}, "data", "the files the job read, as run's --data (paths, globs or braces, each optionally format:path)")
 	f.IntVar(&o.epochs, "epochs", 0, "the epochs the job ran: any of 0 .. N-1 missing is lost (0: the epochs the files name)")
 	f.IntVar(&o.show, "show", 5, "ids of each kind to show per epoch")
+	o.blend.flags(f)
+	f.IntVar(&o.globalBatch, "global-batch", 0, "with --weights-from: the job's --global-batch, which its steps are counted in")
+	f.StringVar(&o.remainder, "remainder", "drop", "with --weights-from: the job's --remainder")
 	return cmd
 }
 
@@ -75,7 +84,10 @@ func verifyIDs(ctx context.Context, out io.Writer, o verifyOptions, idFiles []st
 	if err != nil {
 		return err
 	}
-	records, err := recordNames(ctx, files)
+	if err := o.blend.check(len(files), o.globalBatch > 0); err != nil {
+		return err
+	}
+	records, err := recordNames(ctx, files, o)
 	if err != nil {
 		return err
 	}
@@ -117,20 +129,48 @@ func globAll(entries []string) ([]string, error) {
 	return out, nil
 }
 
-// recordNames are the ids of every record of files, as run names them.
-func recordNames(ctx context.Context, files []string) ([]string, error) {
+// recordNames gives the ids of every record of an epoch of files, as run
+// names them: each record of each file, or of a blend (--weights) the
+// ids of the epoch's positions, which count each file's positions from
+// the start of the run.
+func recordNames(ctx context.Context, files []string, o verifyOptions) (func(epoch int) []string, error) {
 	names := baseNames([]actors.Stage{actors.Files{Paths: files}})
-	var out []string
+	var all []string
+	var splits []order.Split
 	for i, e := range files {
 		n, err := countRecords(ctx, e)
 		if err != nil {
 			return nil, fmt.Errorf("--data %s: %w", e, err)
 		}
+		splits = append(splits, order.Split{File: i, Count: n})
 		for r := range n {
-			out = append(out, fmt.Sprintf("%s#%d", names[i], r))
+			all = append(all, fmt.Sprintf("%s#%d", names[i], r))
 		}
 	}
-	return out, nil
+	if len(o.blend.weights) == 0 {
+		return func(int) []string { return all }, nil
+	}
+	blend, steps := o.blend.blend(len(files))
+	rem, err := order.ParseRemainder(o.remainder)
+	if err != nil {
+		return nil, fmt.Errorf("--remainder: %w", err)
+	}
+	blend, err = actors.BlendAt(actors.Files{Blend: blend, BlendSteps: steps}, uint64(len(all)), actors.Shard{GlobalBatch: o.globalBatch, Remainder: rem})
+	if err == nil {
+		var ord *order.Order
+		if ord, err = order.New(splits, order.Config{Files: len(files), Blend: blend}); err == nil {
+			return func(e int) []string {
+				ep := ord.Epoch(uint64(e))
+				out := make([]string, ord.Len())
+				for g := range ord.Len() {
+					f, q := ep.At(g)
+					out[g] = fmt.Sprintf("%s#%d", names[f], q)
+				}
+				return out
+			}, nil
+		}
+	}
+	return nil, fmt.Errorf("--weights: %w", err)
 }
 
 // countRecords is how many records a data file holds: from a RecordIO
@@ -254,13 +294,14 @@ func (t *tally) judge(records []string) epochVerdict {
 
 // reportIDs prints a row per epoch and the first ids of each kind, and
 // fails when any epoch lost, repeated or made up a record.
-func reportIDs(out io.Writer, records []string, epochs map[int]*tally, show int) error {
+func reportIDs(out io.Writer, recordsOf func(epoch int) []string, epochs map[int]*tally, show int) error {
 	keys := slices.Sorted(maps.Keys(epochs))
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "epoch\trecords\tdelivered\tlost\tduplicated\tpadded\tdropped\tunknown\t")
 	var bad []string
 	var details []string
 	for _, e := range keys {
+		records := recordsOf(e)
 		v := epochs[e].judge(records)
 		fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t\n", e, len(records), v.delivered, len(v.lost), len(v.twice), v.padded, v.dropped, len(v.unknown))
 		for _, k := range []struct {

@@ -55,6 +55,48 @@ def data_entries(data: object) -> list[str]:
     return out
 
 
+def blend_of(data: object) -> tuple[object, list[float] | None]:
+    """data and its weights: a list of (weight, entry) pairs is a blend of
+    the entries, one file each; anything else is data without weights."""
+    if not isinstance(data, (list, tuple)) or not data or not all(isinstance(d, tuple) for d in data):
+        return data, None
+    entries: list[object] = []
+    weights: list[float] = []
+    for d in data:
+        if len(d) != 2 or isinstance(d[0], bool) or not isinstance(d[0], (int, float)) or not d[0] >= 0 \
+                or d[0] == float("inf"):
+            raise ValueError(f"data: {d!r} is not a (weight, file) pair with a finite weight >= 0")
+        weights.append(float(d[0]))
+        entries.append(d[1])
+    if sum(weights) <= 0:
+        raise ValueError(f"data: every weight of {data!r} is 0: give a file a positive weight")
+    return entries, weights
+
+
+def weights_from_of(weights_from: object, files: int, weights: list[float] | None,
+                    global_batch: int) -> list[tuple[int, list[float]]]:
+    """weights_from checked: (global step, weights) pairs in increasing
+    steps, each with a weight a file of the blend."""
+    if weights_from is None:
+        return []
+    if weights is None:
+        raise ValueError("weights_from changes the weights of a blend: give data as (weight, file) pairs")
+    if not global_batch:
+        raise ValueError("weights_from names global steps: give global_batch")
+    if not isinstance(weights_from, (list, tuple)):
+        raise ValueError(f"weights_from must be a list of (step, [weight, ...]) pairs, not {weights_from!r}")
+    out: list[tuple[int, list[float]]] = []
+    last = 0
+    for p in weights_from:
+        ok = isinstance(p, (list, tuple)) and len(p) == 2 and isinstance(p[0], int) and p[0] > last \
+            and isinstance(p[1], (list, tuple)) and len(p[1]) == files
+        if not ok or not all(isinstance(w, (int, float)) and 0 <= w < float("inf") for w in p[1]) or sum(p[1]) <= 0:
+            raise ValueError(f"weights_from: {p!r} is not (a step after {last}, {files} weights >= 0, not all 0)")
+        last = p[0]
+        out.append((p[0], [float(w) for w in p[1]]))
+    return out
+
+
 def _data_entry(e: str) -> str:
     """e, checked: a file, a glob that matches one, or an object's URL."""
     path = e
@@ -166,7 +208,8 @@ def names_of(names: object) -> list[str] | None:
 PARAMS = {"--data": "data", "--batch": "batch_size", "--shuffle": "shuffle", "--seed": "seed", "--rank": "rank",
           "--world": "world", "--slots": "slots", "--remainder": "remainder", "--on-corrupt": "on_corrupt",
           "--drop-last": "drop_last", "--map": "map", "--threads": "threads", "--slot-bytes": "slot_bytes",
-          "--service": "service", "--features": "features", "--global-batch": "global_batch"}
+          "--service": "service", "--features": "features", "--global-batch": "global_batch",
+          "--weights": "data", "--weights-from": "weights_from", "--blend-samples": "blend_samples"}
 
 
 def in_params(message: str) -> str:
@@ -198,6 +241,12 @@ def feed_args(o: Options) -> list[str]:
         args += ["--service", w]
     if o["features"]:
         args += ["--features", o["features"]]
+    if o["weights"] is not None:
+        args += ["--weights", ",".join(repr(w) for w in o["weights"])]
+    for step, ws in o["weights_from"]:
+        args += ["--weights-from", f"{step}:{','.join(repr(w) for w in ws)}"]
+    if o["blend_samples"]:
+        args += ["--blend-samples", str(o["blend_samples"])]
     return args
 
 
@@ -239,14 +288,19 @@ class Options(TypedDict):
     threads: int | None
     on_corrupt: str
     remainder: str
+    weights: list[float] | None
+    weights_from: list[tuple[int, list[float]]]
+    blend_samples: int | None
 
 
 def check(*, data: object, batch_size: int | None, shuffle: object, seed: int, drop_last: bool, epochs: int | None,
           rank: int | None, world: int | None, map: object, names: Sequence[str] | None, torch: bool, slots: int,
           slot_bytes: int | None, service: str | Sequence[str] | None, threads: int | None, on_corrupt: str,
-          remainder: str, features: str | dict[str, str] | None, global_batch: int | None = None) -> Options:
+          remainder: str, features: str | dict[str, str] | None, global_batch: int | None = None,
+          weights_from: object = None, blend_samples: int | None = None) -> Options:
     """The Loader's arguments checked, in this order, each refused with a
     ValueError that names it."""
+    data, weights = blend_of(data)
     entries, window = data_entries(data), shuffle_window(shuffle)
     seed, drop_last = _int("seed", seed, 0, (1 << 64) - 1), _bool("drop_last", drop_last)
     slots, workers, slot_names = _int("slots", slots, 2, MAX_SLOTS), service_workers(service), names_of(names)
@@ -269,10 +323,16 @@ def check(*, data: object, batch_size: int | None, shuffle: object, seed: int, d
         raise ValueError(f"on_corrupt={on_corrupt!r}: want 'fail' or 'skip'")
     if remainder not in ("drop", "pad"):
         raise ValueError(f"remainder={remainder!r}: want 'drop' or 'pad'")
+    phases = weights_from_of(weights_from, len(entries), weights, step)
+    if blend_samples is not None:
+        if weights is None:
+            raise ValueError("blend_samples is the epoch of a blend: give data as (weight, file) pairs")
+        blend_samples = _int("blend_samples", blend_samples, 1, 1 << 40)
     o = Options(data=entries, window=window, seed=seed, drop_last=drop_last, slots=slots, service=workers,
                 names=slot_names, torch=torch, features=spec, epochs=epochs, rank=r, world=w, batch_size=size,
                 global_batch=step, map=pipeline_map, fn=fn, slot_bytes=slot_bytes, threads=threads,
-                on_corrupt=on_corrupt, remainder=remainder)
+                on_corrupt=on_corrupt, remainder=remainder, weights=weights, weights_from=phases,
+                blend_samples=blend_samples)
     if o["torch"]:
         try:
             import torch as _  # noqa: F401

@@ -65,19 +65,31 @@ class Loader:
     of that many samples: step k is the same samples whatever the world,
     so that a job stopped between steps and resumed on another world
     trains on the batches the uninterrupted job would have; this rank's
-    batches are its slice of each step (batch_size then reads it)."""
+    batches are its slice of each step (batch_size then reads it).
 
-    def __init__(self, data: str | Sequence[str], *, batch_size: int | None = None, shuffle: bool | int | str = True,
+    data as (weight, file) pairs, [(0.7, "megatron(seq_len=2048):web.bin"),
+    (0.3, "megatron(seq_len=2048):code.bin")], blends the files: every
+    epoch's samples are drawn from them in those proportions by a
+    deterministic rule, each file running through epochs of its own
+    (docs/tokens.md, "Weighted mixtures"). weights_from=[(step, [w, ...])]
+    changes the weights from a global step on (a curriculum; it needs
+    global_batch), and blend_samples sets an epoch's samples (by default
+    the files' together)."""
+
+    def __init__(self, data: str | Sequence[str] | Sequence[tuple[float, str]], *, batch_size: int | None = None, shuffle: bool | int | str = True,
                  seed: int = 0, drop_last: bool = False, epochs: int | None = None, rank: int | None = None,
                  world: int | None = None, map: str | Callable[[Batch], Any] | None = None,
                  names: Sequence[str] | None = None, torch: bool = False, slots: int = 8, slot_bytes: int | None = None,
                  service: str | Sequence[str] | None = None, threads: int | None = None,
                  on_corrupt: Literal["fail", "skip"] = "fail", remainder: Literal["drop", "pad"] = "drop",
-                 features: str | dict[str, str] | None = None, global_batch: int | None = None) -> None:
+                 features: str | dict[str, str] | None = None, global_batch: int | None = None,
+                 weights_from: Sequence[tuple[int, Sequence[float]]] | None = None,
+                 blend_samples: int | None = None) -> None:
         self._o = _args.check(data=data, batch_size=batch_size, shuffle=shuffle, seed=seed, drop_last=drop_last,
                               epochs=epochs, rank=rank, world=world, map=map, names=names, torch=torch, slots=slots,
                               slot_bytes=slot_bytes, service=service, threads=threads, on_corrupt=on_corrupt,
-                              remainder=remainder, features=features, global_batch=global_batch)
+                              remainder=remainder, features=features, global_batch=global_batch,
+                              weights_from=weights_from, blend_samples=blend_samples)
         self._feed: Feed | None = None
         self._epoch = 0  # the epoch the loader stands in
         self._resume: list[dict[str, Any]] | None = None  # the states the next feed resumes from

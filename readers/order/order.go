@@ -83,6 +83,12 @@ type Config struct {
 	// assembled in. 0 is the constant Block; a data set of large records
 	// takes fewer, so that a block's records fit a bound in bytes.
 	Block int
+	// Blend, when not nil, makes every epoch a weighted mixture of the
+	// files (blend.go). Its positions are read as a global order's are,
+	// from the virtual file (Global is implied, Window must be 0 or 1),
+	// and Shuffle, not Global, says whether each file's epochs are
+	// permuted.
+	Blend *Blend
 }
 
 // Order is the order function over one data set: its splits, the seed and
@@ -97,6 +103,7 @@ type Order struct {
 	global  bool
 	virtual int      // under global, the virtual file's index
 	starts  []uint64 // under global, each split's first data set position
+	blend   *blender // under Blend
 }
 
 // Block is the window, in records, of an order that permutes no record:
@@ -115,6 +122,11 @@ func New(splits []Split, c Config) (*Order, error) {
 		return nil, fmt.Errorf("%w: block %d, want 0 to %d", ErrBadOrder, c.Block, Block)
 	case c.Global && c.Files < 0:
 		return nil, fmt.Errorf("%w: %d files", ErrBadOrder, c.Files)
+	case c.Blend != nil && c.Window > 1:
+		return nil, fmt.Errorf("%w: a blend has no window (window %d)", ErrBadOrder, c.Window)
+	}
+	if c.Blend != nil {
+		return newBlended(splits, c)
 	}
 	o := &Order{splits: slices.Clone(splits), seed: c.Seed, shuffle: c.Shuffle || c.Global, permute: c.Window > 1,
 		window: uint64(c.Window), global: c.Global, virtual: c.Files}
@@ -139,8 +151,39 @@ func New(splits []Split, c Config) (*Order, error) {
 	return o, nil
 }
 
-// Global reports whether the order permutes the whole data set (Config.Global).
+// newBlended is the order of a blend of the files of splits.
+func newBlended(splits []Split, c Config) (*Order, error) {
+	sizes := make([]uint64, c.Files)
+	for _, s := range splits {
+		if s.File < 0 || s.File >= c.Files {
+			return nil, fmt.Errorf("%w: a split of file %d of %d", ErrBadOrder, s.File, c.Files)
+		}
+		sizes[s.File] += s.Count
+	}
+	bl, err := newBlender(c.Blend, sizes, c.Seed, c.Shuffle)
+	if err != nil {
+		return nil, err
+	}
+	o := &Order{splits: slices.Clone(splits), seed: c.Seed, shuffle: c.Shuffle, window: Block, global: true,
+		virtual: c.Files, blend: bl, n: bl.samples}
+	if c.Block > 0 {
+		o.window = uint64(c.Block)
+	}
+	return o, nil
+}
+
+// Global reports whether the order's pieces read the virtual file by
+// position (Config.Global, or a Blend).
 func (o *Order) Global() bool { return o.global }
+
+// Blended is the sum that identifies the order's blend (its positions an
+// epoch, phases and weights as the rule takes them), or "" without one.
+func (o *Order) Blended() string {
+	if o.blend == nil {
+		return ""
+	}
+	return o.blend.sum
+}
 
 // Virtual is the index of the virtual file a global order's pieces read:
 // Config.Files.
@@ -211,6 +254,9 @@ const globalStream = 1<<64 - 2
 // Epoch computes epoch e's split permutation, or, of a global order, its
 // Permutation's keys.
 func (o *Order) Epoch(e uint64) *Epoch {
+	if o.blend != nil {
+		return &Epoch{o: o, e: e}
+	}
 	if o.global {
 		return &Epoch{o: o, e: e, global: NewPermutation(o.n, mix(o.seed, mix(e, globalStream)))}
 	}
@@ -297,8 +343,13 @@ func (ep *Epoch) PieceAt(lo, hi uint64) Piece {
 }
 
 // At is the record at G position g: its file and record (of a global
-// order, the data set's file, not the virtual one its pieces read).
+// order, the data set's file, not the virtual one its pieces read). Of a
+// blend, the record is the file's count of positions before g in the run,
+// which names a record of one of the file's epochs once (Source reads it).
 func (ep *Epoch) At(g uint64) (file int, record uint64) {
+	if bl := ep.o.blend; bl != nil {
+		return bl.At(ep.e*ep.o.n + g)
+	}
 	if ep.o.global {
 		return ep.o.locate(ep.global.At(g))
 	}
@@ -306,6 +357,18 @@ func (ep *Epoch) At(g uint64) (file int, record uint64) {
 	s := j*ep.o.window + uint64(ep.Perm(j)[g-j*ep.o.window])
 	p := ep.Pieces(s, s+1)[0]
 	return p.File, p.From
+}
+
+// Source is the record that G position g reads: its file, its record and
+// the epoch of the file it is read in. Only a blend's files have epochs of
+// their own; the others are read in the order's epoch.
+func (ep *Epoch) Source(g uint64) (file int, record, epoch uint64) {
+	file, record = ep.At(g)
+	if bl := ep.o.blend; bl != nil {
+		record, epoch = bl.Source(file, record)
+		return file, record, epoch
+	}
+	return file, record, ep.e
 }
 
 // Records calls f with the file and record of each G position of r, in
