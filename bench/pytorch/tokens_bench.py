@@ -9,6 +9,8 @@ its own (docs/performance.md, "Token corpora").
 Contenders:
 - the Loader: megatron(seq_len=S) entries, one a corpus, in the global
   order (shuffle=True), torch tensors;
+- the Loader, blend: the same corpora as a weighted mixture, weights 1 to
+  N (docs/tokens.md, "Weighted mixtures"), over several corpora only;
 - Megatron-style: Megatron-LM's GPTDataset index building as it is
   published, in NumPy (a document index shuffled for the epoch, a sample
   index of where each sample of S+1 tokens starts in it, a shuffle index
@@ -33,7 +35,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -72,10 +74,12 @@ def vm_hwm_kb(pid: int) -> int:
     raise RuntimeError(f"no VmHWM for process {pid}")
 
 
-def loader(prefixes: list[str], batches: int, start: float) -> dict[str, float]:
+def loader(prefixes: list[str], batches: int, start: float, *, blend: bool = False) -> dict[str, float]:
     import actorfeed
 
-    data = [f"megatron(seq_len={SEQ_LEN}):{p}.bin" for p in prefixes]
+    data: list[Any] = [f"megatron(seq_len={SEQ_LEN}):{p}.bin" for p in prefixes]
+    if blend:  # weights 1, 2, ..., one a corpus: a weighted mixture, not their concatenation
+        data = [(float(c + 1), e) for c, e in enumerate(data)]
     with actorfeed.Loader(data, batch_size=BATCH, seed=1, torch=True) as lo:
         it = iter(lo)
         first = next(it)
@@ -175,7 +179,12 @@ def nanogpt(prefixes: list[str], batches: int, start: float) -> dict[str, float]
     return dict(first=t_first, tokens_per_s=timed(it, batches, lambda b: b), rss=peak_rss_mb())
 
 
-CONTENDERS = {"actorfeed Loader": loader, "Megatron-style indexes": megatron, "nanoGPT-style memmap": nanogpt}
+def blended(prefixes: list[str], batches: int, start: float) -> dict[str, float]:
+    return loader(prefixes, batches, start, blend=True)
+
+
+CONTENDERS: dict[str, Callable[[list[str], int, float], dict[str, float]]] = {"actorfeed Loader": loader, "actorfeed Loader, blend": blended, "Megatron-style indexes": megatron,
+              "nanoGPT-style memmap": nanogpt}
 
 
 def child(name: str, prefixes: list[str], batches: int) -> None:
@@ -208,6 +217,8 @@ def main() -> None:
                 for c, p in enumerate(prefixes):
                     write_corpus(p, int(tokens), seed=c)
                 for name in CONTENDERS:
+                    if name.endswith("blend") and corpora == 1:
+                        continue
                     res = subprocess.run([sys.executable, __file__, "--batches", str(a.batches), "--child", name, json.dumps(prefixes)],
                                          capture_output=True, text=True, check=False)
                     if res.returncode != 0:
