@@ -151,6 +151,9 @@ func (p *Pipeline) planOrder(ctx context.Context, stages []Stage) error {
 		splits, fp, err = splitsOf(ctx, fs, opts, threads, &p.pipe.corrupt)
 	}
 	if err != nil {
+		if f.Blend != nil && errors.Is(err, readers.ErrNotPositional) {
+			return fmt.Errorf("a blend reads every file by position, and cannot read one in a window: %w", err)
+		}
 		return err
 	}
 	if global {

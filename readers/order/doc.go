@@ -29,5 +29,10 @@
 // of positions of a virtual file, whose records a reader reads by
 // position. Step 3 is the same.
 //
+// A blend (Config.Blend, blend.go) replaces steps 1 and 2 too: G position
+// p of epoch e goes to the file that a tree of the files' weights gives
+// position e*N+p of the run, as that file's q-th position, which reads
+// record q mod (its records) of the file's own epoch. Step 3 is the same.
+//
 // Layering: order imports only the standard library.
 package order
