@@ -40,7 +40,7 @@ def find_binary() -> str:
     env = os.environ.get("ACTORFEED_BIN")
     if env:
         if not (os.path.isfile(env) and os.access(env, os.X_OK)):
-            raise FileNotFoundError("ACTORFEED_BIN=%s is not an executable file" % env)
+            raise FileNotFoundError(f"ACTORFEED_BIN={env} is not an executable file")
         return env
     on_path = shutil.which("actorfeed")
     if on_path:
@@ -60,7 +60,7 @@ def _build(repo: str) -> str:
         go = shutil.which("go")
         if go is None:
             raise FileNotFoundError(
-                "no actorfeed binary and no go to build one from %s: set ACTORFEED_BIN or put actorfeed on PATH" % repo)
+                f"no actorfeed binary and no go to build one from {repo}: set ACTORFEED_BIN or put actorfeed on PATH")
         cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
         key = hashlib.sha256(os.path.abspath(repo).encode()).hexdigest()[:16]
         out = os.path.join(cache, "actorfeed", key, "actorfeed")
@@ -71,6 +71,6 @@ def _build(repo: str) -> str:
                              stdin=subprocess.DEVNULL, capture_output=True, text=True)
         if res.returncode != 0:
             last = (res.stderr.strip().splitlines() or ["(no output)"])[-1]
-            raise RuntimeError("building actorfeed in %s failed: %s" % (repo, last))
+            raise RuntimeError(f"building actorfeed in {repo} failed: {last}")
         _built[repo] = out
         return out

@@ -20,14 +20,14 @@ def expand(s: str) -> list[str]:
     if open_ < 0:
         return [s]
     if len(s) > MAX_BRACED_BYTES:
-        raise ValueError("%.40r... is %d bytes, more than a path may be (%d)" % (s, len(s), MAX_BRACED_BYTES))
+        raise ValueError(f"{s!r:.40}... is {len(s)} bytes, more than a path may be ({MAX_BRACED_BYTES})")
     alts = _alternatives(s[open_ + 1:close])
     rest = expand(s[close + 1:])
     if len(alts) * len(rest) > MAX_EXPANSIONS:
-        raise ValueError("%r gives more than %d paths" % (s, MAX_EXPANSIONS))
+        raise ValueError(f"{s!r} gives more than {MAX_EXPANSIONS} paths")
     total = len(alts) * len(rest) * open_ + sum(map(len, alts)) * len(rest) + sum(map(len, rest)) * len(alts)
     if total > MAX_EXPANDED_BYTES:
-        raise ValueError("%r gives paths of %d bytes in all, more than %d" % (s, total, MAX_EXPANDED_BYTES))
+        raise ValueError(f"{s!r} gives paths of {total} bytes in all, more than {MAX_EXPANDED_BYTES}")
     return [s[:open_] + a + r for a in alts for r in rest]
 
 
@@ -41,11 +41,11 @@ def _first_brace(s: str) -> tuple[int, int]:
         elif c == "}":
             depth -= 1
             if depth < 0:
-                raise ValueError("%r closes a brace at %d that it did not open" % (s, i))
+                raise ValueError(f"{s!r} closes a brace at {i} that it did not open")
             if depth == 0:
                 return open_, i
     if depth > 0:
-        raise ValueError("%r leaves the brace at %d open" % (s, open_))
+        raise ValueError(f"{s!r} leaves the brace at {open_} open")
     return -1, -1
 
 
@@ -69,18 +69,18 @@ def _alternatives(body: str) -> list[str]:
     for part in parts + [body[start:]]:
         each = expand(part)
         if len(out) + len(each) > MAX_EXPANSIONS:
-            raise ValueError("{%s} gives more than %d paths" % (body, MAX_EXPANSIONS))
-        out += ["{%s}" % e for e in each] if literal else each
+            raise ValueError(f"{{{body}}} gives more than {MAX_EXPANSIONS} paths")
+        out += [f"{{{e}}}" for e in each] if literal else each
     return out
 
 
 def _numbers(body: str, first: str, last: str, step: str | None) -> list[str]:
     a, b, by = int(first), int(last), int(step or 1)
     if by <= 0 or not (-(1 << 63) <= a < (1 << 63) and -(1 << 63) <= b < (1 << 63)):
-        raise ValueError("{%s}: want {first..last} or {first..last..step}, integers, the step above 0" % body)
+        raise ValueError(f"{{{body}}}: want {{first..last}} or {{first..last..step}}, integers, the step above 0")
     if abs(b - a) // by >= MAX_EXPANSIONS:
-        raise ValueError("{%s} gives more than %d paths" % (body, MAX_EXPANSIONS))
+        raise ValueError(f"{{{body}}} gives more than {MAX_EXPANSIONS} paths")
     padded = any(len(n.lstrip("-")) > 1 and n.lstrip("-")[0] == "0" for n in (first, last))
     width = max(len(first), len(last)) if padded else 0
     sign = 1 if b >= a else -1
-    return ["%0*d" % (width, a + sign * i * by) for i in range(abs(b - a) // by + 1)]
+    return [f"{a + sign * i * by:0{width}d}" for i in range(abs(b - a) // by + 1)]
