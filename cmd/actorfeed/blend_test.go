@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -114,4 +115,47 @@ func TestBlendRefusesAStateOfAnotherBlend(t *testing.T) {
 	require.ErrorContains(t, err, "--weights gives 2 weights and --data names 1 files", out)
 	out, err = cli(t, "run", "--data", web, "--data", code, "--weights", "1,1", "--weights-from", "5:1,0")
 	require.ErrorContains(t, err, "needs --global-batch", out)
+}
+
+// A YAML program blends as the flags do: open_files' weights and a phase
+// from a position of the run; verify-ids given the weights without the
+// phase finds that the ids are not that blend's.
+func TestSpecBlendsItsFiles(t *testing.T) {
+	dir := t.TempDir()
+	web, code := twoCorpora(t, dir)
+	spec := filepath.Join(dir, "blend.yaml")
+	require.NoError(t, os.WriteFile(spec, []byte(fmt.Sprintf(`startup:
+  - op: open_files
+    out: files
+    attrs:
+      file_names: ["%s", "%s"]
+      weights: [3, 1]
+      weight_phases: [{from: 100, weights: [1, 3]}]
+  - {op: create_shuffle_reader, in: files, out: shuffled, attrs: {buffer_size: all, seed: 4}}
+  - {op: create_batch_reader, in: shuffled, out: reader, attrs: {batch_size: 8}}
+main:
+  passes: 2
+devices: {n: 1}
+`, web, code)), 0o644))
+	ids := filepath.Join(dir, "ids.jsonl")
+	out, err := cli(t, "run", "--spec", spec, "--emit-ids", ids)
+	require.NoError(t, err, out)
+	steps := stepsOf(t, ids)
+	var early, late int // code's samples in positions 0-95 and 104-199
+	for k, step := range steps {
+		for _, id := range step {
+			if strings.HasPrefix(id, "code.bin#") {
+				switch {
+				case k[0] == 0 && k[1] < 12:
+					early++
+				case k[0] == 0 && k[1] >= 13 && k[1] < 25:
+					late++
+				}
+			}
+		}
+	}
+	require.InDelta(t, 96/4, early, 2)
+	require.InDelta(t, 96*3/4, late, 2)
+	out, err = cli(t, "verify-ids", "--data", web, "--data", code, "--weights", "3,1", "--epochs", "2", ids)
+	require.Error(t, err, "verify-ids without the phase is not the job's blend: %s", out)
 }
