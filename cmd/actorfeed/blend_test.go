@@ -51,21 +51,7 @@ func TestBlendedCorporaKeepTheirStepsAndWeightsAcrossAResize(t *testing.T) {
 			"--rank", fmt.Sprint(r), "--world", fmt.Sprint(world), "--emit-ids", ids}, blend...)
 		return start(t, dir, append(args, more...)...)
 	}
-	waitAll(t, []*proc{rank(0, 1, "whole.jsonl")})
-	var ps []*proc
-	for r := range 2 {
-		ps = append(ps, rank(r, 2, fmt.Sprintf("a-%d.jsonl", r), "--max-batches", "9", "--checkpoint", fmt.Sprintf("a-%d.state", r)))
-	}
-	waitAll(t, ps)
-	ps = ps[:0]
-	for r := range 3 {
-		ps = append(ps, rank(r, 3, fmt.Sprintf("b-%d.jsonl", r), "--resume", "a-*.state"))
-	}
-	waitAll(t, ps)
-	whole := stepsOf(t, filepath.Join(dir, "whole.jsonl"))
-	resized := stepsOf(t, filepath.Join(dir, "a-0.jsonl"), filepath.Join(dir, "a-1.jsonl"),
-		filepath.Join(dir, "b-0.jsonl"), filepath.Join(dir, "b-1.jsonl"), filepath.Join(dir, "b-2.jsonl"))
-	require.Equal(t, whole, resized)
+	whole := resizedSteps(t, dir, rank, 9)
 
 	perEpoch := len(whole) / 2
 	require.Greater(t, perEpoch, 20)

@@ -70,10 +70,21 @@ func TestTokenCorpusGlobalBatchKeepsItsStepsAcrossAResize(t *testing.T) {
 	dir := t.TempDir()
 	data := tokenCorpus(t, dir)
 	rank := tokenRanks(t, dir, data, "--global-batch", "11")
+	whole := resizedSteps(t, dir, rank, 7)
+	require.NotEmpty(t, whole)
+	out, err := cli(t, "verify-ids", "--data", data, "--epochs", "2", filepath.Join(dir, "a-*.jsonl"), filepath.Join(dir, "b-*.jsonl"))
+	require.NoError(t, err, out)
+}
+
+// resizedSteps runs a job of one rank uninterrupted (whole.jsonl), and the
+// job as two ranks stopped after stop batches (a-R.jsonl, a-R.state)
+// resumed as three (b-R.jsonl); it checks that both give every (epoch,
+// step) the same ids, and returns the uninterrupted job's.
+func resizedSteps(t *testing.T, dir string, rank func(r, world int, ids string, more ...string) *proc, stop int) map[[2]int][]string {
 	waitAll(t, []*proc{rank(0, 1, "whole.jsonl")})
 	var ps []*proc
 	for r := range 2 {
-		ps = append(ps, rank(r, 2, fmt.Sprintf("a-%d.jsonl", r), "--max-batches", "7", "--checkpoint", fmt.Sprintf("a-%d.state", r)))
+		ps = append(ps, rank(r, 2, fmt.Sprintf("a-%d.jsonl", r), "--max-batches", fmt.Sprint(stop), "--checkpoint", fmt.Sprintf("a-%d.state", r)))
 	}
 	waitAll(t, ps)
 	ps = ps[:0]
@@ -82,12 +93,10 @@ func TestTokenCorpusGlobalBatchKeepsItsStepsAcrossAResize(t *testing.T) {
 	}
 	waitAll(t, ps)
 	whole := stepsOf(t, filepath.Join(dir, "whole.jsonl"))
-	require.NotEmpty(t, whole)
 	resized := stepsOf(t, filepath.Join(dir, "a-0.jsonl"), filepath.Join(dir, "a-1.jsonl"),
 		filepath.Join(dir, "b-0.jsonl"), filepath.Join(dir, "b-1.jsonl"), filepath.Join(dir, "b-2.jsonl"))
 	require.Equal(t, whole, resized)
-	out, err := cli(t, "verify-ids", "--data", data, "--epochs", "2", filepath.Join(dir, "a-*.jsonl"), filepath.Join(dir, "b-*.jsonl"))
-	require.NoError(t, err, out)
+	return whole
 }
 
 // stepsOf reads --emit-ids files: the ids of each (epoch, step), sorted.
