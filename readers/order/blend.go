@@ -137,7 +137,7 @@ func newBlender(b *Blend, sizes []uint64, seed uint64, shuffle bool) (*blender, 
 			}
 		}
 		bl.phases = append(bl.phases, ph)
-		h.Write(binary.LittleEndian.AppendUint64(nil, from))
+		h.Write(binary.LittleEndian.AppendUint64(binary.LittleEndian.AppendUint64(nil, from), uint64(ph.single+1)))
 		for _, n := range ph.nodes {
 			h.Write(binary.LittleEndian.AppendUint64(binary.LittleEndian.AppendUint64(nil, n.a), n.b))
 		}

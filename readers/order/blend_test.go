@@ -134,6 +134,8 @@ func TestBlendsAreTheirWeightsAndSeed(t *testing.T) {
 	require.Equal(t, a.Blended(), b.Blended(), "weights are proportions")
 	require.NotEqual(t, a.Blended(), c.Blended())
 	require.NotEqual(t, a.Blended(), d.Blended())
+	e := blendOrder(t, sizes, order.Blend{Weights: []float64{0.7, 0.3}, Phases: []order.Phase{{From: 60, Weights: []float64{0, 1}}}}, 5)
+	require.NotEqual(t, d.Blended(), e.Blended(), "phases of one file each, another file")
 	for g := range a.Len() {
 		fa, ra, ea := a.Epoch(2).Source(g)
 		fb, rb, eb := b.Epoch(2).Source(g)
