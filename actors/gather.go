@@ -54,6 +54,7 @@ func (p pooled) close() {
 type held struct {
 	pooled
 	unlink func() bool
+	epoch  uint64 // the epoch the reader reads (setEpoch)
 }
 
 // maxPooledReaders bounds the open readers a global order keeps idle:
@@ -103,7 +104,7 @@ func (s *gatherSource) Open(ctx context.Context, file int, pass uint32, from uin
 func (s *gatherSource) take(ctx context.Context, file int, epoch uint64) (held, error) {
 	if p, ok := s.idleReader(file); ok {
 		setEpoch(p.r, s.plan.Ord.Seed(), epoch)
-		return held{pooled: p, unlink: context.AfterFunc(ctx, p.cancel)}, nil
+		return held{pooled: p, unlink: context.AfterFunc(ctx, p.cancel), epoch: epoch}, nil
 	}
 	// Linked before the open, which reads (an index, a header) and may
 	// stall as any read does.
@@ -121,7 +122,7 @@ func (s *gatherSource) take(ctx context.Context, file int, epoch uint64) (held, 
 		return held{}, err
 	}
 	setEpoch(r, s.plan.Ord.Seed(), epoch)
-	return held{pooled: pooled{r: r.(readers.Positional), cancel: cancel}, unlink: unlink}, nil
+	return held{pooled: pooled{r: r.(readers.Positional), cancel: cancel}, unlink: unlink, epoch: epoch}, nil
 }
 
 // idleReader takes an idle reader of file from the pool.
@@ -298,8 +299,10 @@ func (g *gatherReader) read(ctx context.Context, file int, record, epoch uint64)
 			return nil, &recordError{file: g.src.files.Name(file), record: record, err: err}
 		}
 		g.held[file] = h
-	} else {
-		setEpoch(h.r, g.src.plan.Ord.Seed(), epoch) // a blend's files are read in epochs of their own
+	} else if h.epoch != epoch { // a blend's files are read in epochs of their own
+		setEpoch(h.r, g.src.plan.Ord.Seed(), epoch)
+		h.epoch = epoch
+		g.held[file] = h
 	}
 	var item tensor.Slots
 	var err error

@@ -16,6 +16,13 @@ type blendFlags struct {
 	weights []float64
 	from    []string // STEP:W,W,...
 	samples uint64
+	phases  []stepWeights // from, parsed by check
+}
+
+// stepWeights is a parsed --weights-from: the weights from a global step on.
+type stepWeights struct {
+	step    uint64
+	weights []float64
 }
 
 func (b *blendFlags) flags(f *pflag.FlagSet) {
@@ -48,6 +55,7 @@ func (b *blendFlags) check(files int, globalBatch bool) error {
 	if len(b.from) > order.MaxBlendPhases {
 		return fmt.Errorf("--weights-from is given %d times, at most %d", len(b.from), order.MaxBlendPhases)
 	}
+	b.phases = b.phases[:0]
 	last := uint64(0)
 	for _, s := range b.from {
 		step, w, err := parseWeightsFrom(s, files)
@@ -58,7 +66,7 @@ func (b *blendFlags) check(files int, globalBatch bool) error {
 			return fmt.Errorf("--weights-from %s: step %d is not after the step before it (%d): give the phases in increasing steps", s, step, last)
 		}
 		last = step
-		_ = w
+		b.phases = append(b.phases, stepWeights{step, w})
 	}
 	return nil
 }
@@ -88,29 +96,27 @@ func parseWeightsFrom(s string, files int) (uint64, []float64, error) {
 	return step, w, nil
 }
 
-// blend is the blend the flags give (checked by check) and the global
-// steps its phases start at.
-func (b *blendFlags) blend(files int) (*order.Blend, []uint64) {
+// blend is the blend the flags give (after check) and the global steps
+// its phases start at.
+func (b *blendFlags) blend() (*order.Blend, []uint64) {
 	out := &order.Blend{Weights: b.weights, Samples: b.samples}
 	var steps []uint64
-	for _, s := range b.from {
-		step, w, _ := parseWeightsFrom(s, files)
-		out.Phases = append(out.Phases, order.Phase{Weights: w})
-		steps = append(steps, step)
+	for _, p := range b.phases {
+		out.Phases = append(out.Phases, order.Phase{Weights: p.weights})
+		steps = append(steps, p.step)
 	}
 	return out, steps
 }
 
-// attrs are open_files' attributes of the blend (checked by check).
-func (b *blendFlags) attrs(files int) map[string]any {
+// attrs are open_files' attributes of the blend (after check).
+func (b *blendFlags) attrs() map[string]any {
 	if len(b.weights) == 0 {
 		return nil
 	}
 	m := map[string]any{"weights": b.weights, "blend_samples": int(b.samples)}
 	var phases []any
-	for _, s := range b.from {
-		step, w, _ := parseWeightsFrom(s, files)
-		phases = append(phases, map[string]any{"step": int(step), "weights": w})
+	for _, p := range b.phases {
+		phases = append(phases, map[string]any{"step": int(p.step), "weights": p.weights})
 	}
 	if len(phases) > 0 {
 		m["weight_phases"] = phases

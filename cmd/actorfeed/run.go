@@ -290,7 +290,7 @@ const objectListing = 5 * time.Minute
 func flagProgram(o runOptions, files []string) *program.Program {
 	ops := []program.Op{{Type: "open_files", Out: []string{"files"},
 		Attrs: map[string]any{"file_names": files, "thread_num": o.threads, "any_order": o.anyOrder}}}
-	maps.Copy(ops[0].Attrs, o.blend.attrs(len(files)))
+	maps.Copy(ops[0].Attrs, o.blend.attrs())
 	in := "files"
 	if o.shuffle > 1 || o.global {
 		size := any(o.shuffle)

@@ -150,7 +150,7 @@ func recordNames(ctx context.Context, files []string, o verifyOptions) (func(epo
 	if len(o.blend.weights) == 0 {
 		return func(int) []string { return all }, nil
 	}
-	blend, steps := o.blend.blend(len(files))
+	blend, steps := o.blend.blend()
 	rem, err := order.ParseRemainder(o.remainder)
 	if err != nil {
 		return nil, fmt.Errorf("--remainder: %w", err)
