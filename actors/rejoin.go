@@ -106,7 +106,7 @@ func unfresh(states []State) []State {
 		if st.Fresh {
 			like := states[at]
 			like.Epoch, like.Rank, like.Done, like.Beyond = 0, st.Rank, 0, nil
-			like.Layout = order.Full(like.positions(), st.Layout.World, like.Layout.GlobalBatch)
+			like.Layout = order.Full(like.Positions(), st.Layout.World, like.Layout.GlobalBatch)
 			like.Unit = unitOf(like.Layout, st.Rank, like.Unit)
 			states[i] = like
 		}
@@ -249,7 +249,7 @@ func checkState(st *State) error {
 	if err != nil {
 		return fmt.Errorf("remainder: %w", err)
 	}
-	if err := l.Check(st.positions()); err != nil {
+	if err := l.Check(st.Positions()); err != nil {
 		return fmt.Errorf("layout: %w", err)
 	}
 	share, unit := l.Share(st.Rank, rem), uint64(st.Unit)
@@ -262,7 +262,7 @@ func checkState(st *State) error {
 	case st.Done%unit != 0 && st.Done != share:
 		return fmt.Errorf("done: %d is not where an item of %d positions ends", st.Done, unit)
 	}
-	return checkBeyond(st, share, order.Full(st.positions(), l.World, l.GlobalBatch).Share(st.Rank, rem))
+	return checkBeyond(st, share, order.Full(st.Positions(), l.World, l.GlobalBatch).Share(st.Rank, rem))
 }
 
 // checkBeyond checks the items st lists past its position: each the start

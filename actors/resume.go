@@ -70,9 +70,9 @@ type BlendState struct {
 	Sum     string `json:"sum"`
 }
 
-// positions is the positions of an epoch of st's order: a blend's
+// Positions is the positions of an epoch of st's order: a blend's
 // samples, or the data set's records.
-func (st *State) positions() uint64 {
+func (st *State) Positions() uint64 {
 	if st.Blend != nil {
 		return st.Blend.Samples
 	}

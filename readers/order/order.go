@@ -359,6 +359,16 @@ func (ep *Epoch) At(g uint64) (file int, record uint64) {
 	return p.File, p.From
 }
 
+// BlendSource is the record that a blend's file reads for its q-th
+// position (At's record), and the file's epoch it is in; of an order
+// that is no blend, q itself in epoch 0.
+func (o *Order) BlendSource(file int, q uint64) (record, epoch uint64) {
+	if o.blend == nil {
+		return q, 0
+	}
+	return o.blend.Source(file, q)
+}
+
 // Source is the record that G position g reads: its file, its record and
 // the epoch of the file it is read in. Only a blend's files have epochs of
 // their own; the others are read in the order's epoch.

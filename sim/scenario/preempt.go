@@ -18,6 +18,7 @@ import (
 	"github.com/actorfeed/actorfeed/messages"
 	"github.com/actorfeed/actorfeed/readers/order"
 	"github.com/actorfeed/actorfeed/sim"
+	"github.com/actorfeed/actorfeed/sim/internal/records"
 )
 
 // Preemption is how a scenario's job is stopped and resumed: it starts as
@@ -103,6 +104,7 @@ func GeneratePreemption(seed uint64) Scenario {
 	}
 	drawWorlds(pre, seed, sh.MultiPass > 0)
 	drawGlobalBatch(seed, sh)
+	drawBlend(seed, sh)
 	sc.Preempt = pre
 	return sc
 }
@@ -118,6 +120,66 @@ func drawGlobalBatch(seed uint64, sh *Shape) {
 		return
 	}
 	sh.GlobalBatch = 4 + rng.IntN(21)
+}
+
+// drawBlend blends half the preempted jobs over several token corpora in
+// an order without a window, weights 1 to 4 a file, from a generator of
+// its own, so that the other draws of every seed stay what they were
+// before blends existed; half of those in global batches turn their
+// weights around at a step (a curriculum).
+func drawBlend(seed uint64, sh *Shape) {
+	rng := rand.New(rand.NewPCG(seed, 0xb1e7d))
+	if sh.Format != records.Megatron || sh.Files < 2 || sh.Shuffle > 1 || sh.AnyOrder || rng.IntN(2) != 0 {
+		return
+	}
+	sh.Blend = make([]float64, sh.Files)
+	for f := range sh.Blend {
+		sh.Blend[f] = float64(1 + rng.IntN(4))
+	}
+	if sh.GlobalBatch > 0 && rng.IntN(2) == 0 {
+		sh.BlendStep = 1 + rng.IntN(8)
+	}
+}
+
+// blend is the shape's blend as a Files stage takes it: the weights, and
+// the turned weights from BlendStep on.
+func (sh Shape) blend() (*order.Blend, []uint64) {
+	if len(sh.Blend) == 0 {
+		return nil, nil
+	}
+	b := &order.Blend{Weights: sh.Blend}
+	if sh.BlendStep == 0 {
+		return b, nil
+	}
+	b.Phases = []order.Phase{{Weights: slices.Clone(sh.Blend)}}
+	slices.Reverse(b.Phases[0].Weights)
+	return b, []uint64{uint64(sh.BlendStep)}
+}
+
+// blendOrder is the order of the shape's blend over its files, which
+// names the record each id reads and the ids of each epoch; nil without
+// a blend.
+func (sh Shape) blendOrder(seed uint64) *order.Order {
+	b, steps := sh.blend()
+	if b == nil {
+		return nil
+	}
+	var splits []order.Split
+	for f := range sh.Files {
+		splits = append(splits, order.Split{File: f, Count: uint64(sh.Records)})
+	}
+	b, err := actors.BlendAt(actors.Files{Blend: b, BlendSteps: steps}, uint64(sh.Files*sh.Records),
+		actors.Shard{GlobalBatch: sh.GlobalBatch, Remainder: order.Pad})
+	if err != nil {
+		panic(err) // the shape's blend is one the pipeline takes
+	}
+	// As actors.Files plans it: a Shuffle stage (global, or of a window
+	// of 1) permutes each file's epochs.
+	o, err := order.New(splits, order.Config{Seed: seed, Shuffle: sh.Global || sh.Shuffle > 0, Global: true, Files: sh.Files, Blend: b})
+	if err != nil {
+		panic(err)
+	}
+	return o
 }
 
 // drawWorlds draws, from streams of their own, the world each stop goes on
@@ -204,7 +266,8 @@ func (g segment) run(ctx context.Context) ([]delivered, *actors.State, error) {
 		return nil, g.done(), nil // the job is done: a pipeline would start its next epoch at once
 	}
 	stages := chain(g.sc, g.paths)
-	stages[0] = actors.Files{Paths: entries(sh, g.paths), Threads: g.threads}
+	blend, steps := sh.blend()
+	stages[0] = actors.Files{Paths: entries(sh, g.paths), Threads: g.threads, Blend: blend, BlendSteps: steps}
 	var faults []Fault
 	if g.live {
 		faults = g.sc.Faults
@@ -451,7 +514,7 @@ func (g segment) done() *actors.State {
 		return own
 	}
 	st := slices.MaxFunc(g.states, func(a, b actors.State) int { return cmp.Compare(a.Epoch, b.Epoch) })
-	st.Rank, st.Layout, st.Done, st.Beyond = g.rank, order.Full(st.Data.Records, g.world, st.Layout.GlobalBatch), 0, nil
+	st.Rank, st.Layout, st.Done, st.Beyond = g.rank, order.Full(st.Positions(), g.world, st.Layout.GlobalBatch), 0, nil
 	if n := g.shard().StepBatch(); n > 0 {
 		st.Unit = n // the rank's slice of a step, not the state's rank's
 	}
@@ -558,7 +621,7 @@ func beyondAt(st actors.State, b uint64) (int, int) {
 	if b < share {
 		return st.Epoch, int(st.Layout.FirstStep) + int(b)/st.Unit
 	}
-	full := order.Full(st.Data.Records, st.Layout.World, st.Layout.GlobalBatch).Share(st.Rank, rem)
+	full := order.Full(st.Positions(), st.Layout.World, st.Layout.GlobalBatch).Share(st.Rank, rem)
 	k := (b - share) / full
 	return st.Epoch + 1 + int(k), int(b-share-k*full) / st.Unit
 }
@@ -665,6 +728,7 @@ func checkPreempted(violate violation, sc Scenario, all []delivered, damaged []m
 			want = append(want, messages.SampleID(f, r))
 		}
 	}
+	blended := sc.Shape.blendOrder(sc.Seed)
 	if i := slices.IndexFunc(all, func(d delivered) bool { return d.epoch >= sc.Shape.epochs() }); i >= 0 {
 		violate("a batch of epoch %d, past the job's %d: its passes did not end where the uninterrupted run's do", all[i].epoch, sc.Shape.epochs())
 	}
@@ -676,6 +740,9 @@ func checkPreempted(violate violation, sc Scenario, all []delivered, damaged []m
 				got = append(got, dl.ids[:len(dl.ids)-dl.padding]...)
 				counts[[2]int{dl.world, dl.rank}]++
 			}
+		}
+		if blended != nil {
+			want = blendIDs(blended, uint64(e))
 		}
 		if msg := sameSet(want, got, 0, 0); msg != "" {
 			violate("epoch %d: %s", e, msg)
@@ -689,6 +756,18 @@ func checkPreempted(violate violation, sc Scenario, all []delivered, damaged []m
 			}
 		}
 	}
+}
+
+// blendIDs is the ids of epoch e of a blend: each file's positions in it,
+// named by the file's count of positions before them in the run.
+func blendIDs(o *order.Order, e uint64) []uint64 {
+	ep := o.Epoch(e)
+	ids := make([]uint64, 0, o.Len())
+	for g := range o.Len() {
+		f, q := ep.At(g)
+		ids = append(ids, messages.SampleID(f, int(q)))
+	}
+	return ids
 }
 
 // checkAgainstReferences checks every batch delivered outside a re-dealt

@@ -663,7 +663,8 @@ func liveBound(sh Shape, o actors.Options) int {
 type devices struct {
 	sc      Scenario
 	faults  []Fault
-	storage *storage // the devices' Storage, when the scenario has one
+	storage *storage     // the devices' Storage, when the scenario has one
+	blend   *order.Order // the scenario's blend, which names the record of each id; nil without one
 
 	mu     sync.Mutex
 	steps  []int
@@ -674,7 +675,8 @@ type devices struct {
 }
 
 func newDevices(sc Scenario, faults []Fault) *devices {
-	d := &devices{sc: sc, faults: faults, steps: make([]int, sc.Shape.Devices), done: map[int]bool{}, count: map[sim.FaultKind]int{}}
+	d := &devices{sc: sc, faults: faults, blend: sc.Shape.blendOrder(sc.Seed), steps: make([]int, sc.Shape.Devices),
+		done: map[int]bool{}, count: map[sim.FaultKind]int{}}
 	for k := range sc.Shape.Devices {
 		d.rngs = append(d.rngs, rand.New(rand.NewPCG(sc.Seed, 1000+uint64(k))))
 	}
@@ -713,7 +715,7 @@ func (d *devices) step(l *ledger) actors.StepFunc {
 		if it.Seq%d.sc.Shape.Devices != dev {
 			d.errors = append(d.errors, fmt.Sprintf("device %d stepped item %d of pass %d", dev, it.Seq, it.Pass))
 		}
-		if msg := aligned(it, d.sc.Shape.Format); msg != "" {
+		if msg := aligned(it, d.sc.Shape.Format, d.blend); msg != "" {
 			d.errors = append(d.errors, msg)
 		}
 		d.mu.Unlock()
@@ -732,8 +734,10 @@ func (d *devices) step(l *ledger) actors.StepFunc {
 }
 
 // aligned checks that every instance's value is its id's: a record's
-// first value, a token corpus sample's first token (records.Token).
-func aligned(it actors.Item, format string) string {
+// first value, a token corpus sample's first token (records.Token). A
+// blend's id names a file and the file's count of positions before it,
+// and blend says which record of which of the file's epochs that reads.
+func aligned(it actors.Item, format string, blend *order.Order) string {
 	vals, err := tensor.View[int64](it.Slots[0].Tensor)
 	if err != nil {
 		return err.Error()
@@ -746,7 +750,12 @@ func aligned(it actors.Item, format string) string {
 		return fmt.Sprintf("%d values for %d ids", len(vals), len(it.IDs))
 	}
 	for i, id := range it.IDs {
-		if f, r := messages.SplitID(id); vals[per*i] != value(f, r) {
+		f, r := messages.SplitID(id)
+		if blend != nil {
+			record, _ := blend.BlendSource(f, uint64(r))
+			r = int(record)
+		}
+		if vals[per*i] != value(f, r) {
 			return fmt.Sprintf("instance %d holds %d, its id says %d#%d: data and ids came apart", i, vals[per*i], f, r)
 		}
 	}

@@ -23,6 +23,11 @@ type Shape struct {
 	AnyOrder       bool // records as the readers deliver them (otherwise in the order, deterministic)
 	Group          int  // samples per file-reader message
 	Shuffle        int  // window; 0 keeps the order
+	// Blend, in a preempted job over token corpora, blends the files with
+	// these weights (actors.Files.Blend); BlendStep, when not 0, turns
+	// the weights around from that global step on.
+	Blend     []float64
+	BlendStep int
 	// Global is the global order (actors.Shuffle.Global) in place of a
 	// window; only over stream files, which are read by position.
 	Global      bool
@@ -145,6 +150,12 @@ func (s Scenario) Describe() string {
 	}
 	if sh.XMap > 0 {
 		parts = append(parts, [...]string{"", "xmap", "xmap-unord"}[sh.XMap])
+	}
+	if len(sh.Blend) > 0 {
+		parts = append(parts, fmt.Sprintf("blend %v", sh.Blend))
+		if sh.BlendStep > 0 {
+			parts = append(parts, fmt.Sprintf("turned at step %d", sh.BlendStep))
+		}
 	}
 	if sh.GlobalBatch > 0 {
 		parts = append(parts, fmt.Sprintf("global batch %d", sh.GlobalBatch))

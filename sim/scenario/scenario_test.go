@@ -129,3 +129,30 @@ func btoi(b bool) int {
 	}
 	return 0
 }
+
+// Half the preempted jobs over several token corpora in an order without a
+// window blend them, and some of those in global batches turn their weights
+// around at a step (a curriculum).
+func TestPreemptedJobsBlendTokenCorpora(t *testing.T) {
+	blends, turned, eligible := 0, 0, 0
+	for seed := uint64(1); seed <= 1000; seed++ {
+		sh := scenario.GeneratePreemption(seed).Shape
+		if sh.Format != "megatron" || sh.Files < 2 || sh.Shuffle > 1 || sh.AnyOrder {
+			require.Empty(t, sh.Blend, "seed %d", seed)
+			continue
+		}
+		eligible++
+		if len(sh.Blend) == 0 {
+			continue
+		}
+		blends++
+		require.Len(t, sh.Blend, sh.Files, "seed %d", seed)
+		if sh.BlendStep > 0 {
+			turned++
+			require.Positive(t, sh.GlobalBatch, "seed %d: a curriculum's step is a global step", seed)
+		}
+	}
+	t.Logf("%d of %d eligible jobs blend, %d of them turn their weights", blends, eligible, turned)
+	require.InDelta(t, 0.5, float64(blends)/float64(eligible), 0.15, "%d of %d", blends, eligible)
+	require.Positive(t, turned)
+}
