@@ -359,9 +359,10 @@ func (ep *Epoch) At(g uint64) (file int, record uint64) {
 	return p.File, p.From
 }
 
-// BlendSource is the record that a blend's file reads for its q-th
-// position (At's record), and the file's epoch it is in; of an order
-// that is no blend, q itself in epoch 0.
+// BlendSource is the record that file reads for its q-th position in a
+// blend (the record that At returns), and the file's epoch that record
+// is read in. Without a blend a file has no epochs of its own, and
+// BlendSource returns q and 0.
 func (o *Order) BlendSource(file int, q uint64) (record, epoch uint64) {
 	if o.blend == nil {
 		return q, 0

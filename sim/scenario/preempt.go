@@ -123,10 +123,10 @@ func drawGlobalBatch(seed uint64, sh *Shape) {
 }
 
 // drawBlend blends half the preempted jobs over several token corpora in
-// an order without a window, weights 1 to 4 a file, from a generator of
-// its own, so that the other draws of every seed stay what they were
-// before blends existed; half of those in global batches turn their
-// weights around at a step (a curriculum).
+// an order without a window, with weights of 1 to 4 per file; half of
+// those in global batches reverse their weights at a global step (a
+// curriculum change). It draws from a generator of its own, so that a
+// seed's other draws do not depend on it.
 func drawBlend(seed uint64, sh *Shape) {
 	rng := rand.New(rand.NewPCG(seed, 0xb1e7d))
 	if sh.Format != records.Megatron || sh.Files < 2 || sh.Shuffle > 1 || sh.AnyOrder || rng.IntN(2) != 0 {
@@ -142,7 +142,7 @@ func drawBlend(seed uint64, sh *Shape) {
 }
 
 // blend is the shape's blend as a Files stage takes it: the weights, and
-// the turned weights from BlendStep on.
+// the reversed weights from global step BlendStep on.
 func (sh Shape) blend() (*order.Blend, []uint64) {
 	if len(sh.Blend) == 0 {
 		return nil, nil
@@ -156,9 +156,9 @@ func (sh Shape) blend() (*order.Blend, []uint64) {
 	return b, []uint64{uint64(sh.BlendStep)}
 }
 
-// blendOrder is the order of the shape's blend over its files, which
-// names the record each id reads and the ids of each epoch; nil without
-// a blend.
+// blendOrder is the order of the shape's blend over its files, or nil
+// without a blend. The checks use it to name the record that each id
+// reads and the ids that each epoch holds.
 func (sh Shape) blendOrder(seed uint64) *order.Order {
 	b, steps := sh.blend()
 	if b == nil {
@@ -717,7 +717,7 @@ func evenSteps(sh Shape, states []actors.State) bool {
 // stopped; what is left of it may be padding alone, which a new world does
 // not deliver, so whether it was re-dealt is not told by its deliveries.
 func checkPreempted(violate violation, sc Scenario, all []delivered, damaged []map[int]bool, elastic map[int]bool) {
-	var want []uint64
+	var records []uint64 // the undamaged records: each epoch's ids, but a blend's
 	anyDamage := false
 	for f := range sc.Shape.Files {
 		for r := range sc.Shape.Records {
@@ -725,10 +725,10 @@ func checkPreempted(violate violation, sc Scenario, all []delivered, damaged []m
 				anyDamage = true
 				continue
 			}
-			want = append(want, messages.SampleID(f, r))
+			records = append(records, messages.SampleID(f, r))
 		}
 	}
-	blended := sc.Shape.blendOrder(sc.Seed)
+	blend := sc.Shape.blendOrder(sc.Seed)
 	if i := slices.IndexFunc(all, func(d delivered) bool { return d.epoch >= sc.Shape.epochs() }); i >= 0 {
 		violate("a batch of epoch %d, past the job's %d: its passes did not end where the uninterrupted run's do", all[i].epoch, sc.Shape.epochs())
 	}
@@ -741,8 +741,9 @@ func checkPreempted(violate violation, sc Scenario, all []delivered, damaged []m
 				counts[[2]int{dl.world, dl.rank}]++
 			}
 		}
-		if blended != nil {
-			want = blendIDs(blended, uint64(e))
+		want := records
+		if blend != nil {
+			want = blendIDs(blend, uint64(e))
 		}
 		if msg := sameSet(want, got, 0, 0); msg != "" {
 			violate("epoch %d: %s", e, msg)

@@ -24,8 +24,8 @@ type Shape struct {
 	Group          int  // samples per file-reader message
 	Shuffle        int  // window; 0 keeps the order
 	// Blend, in a preempted job over token corpora, blends the files with
-	// these weights (actors.Files.Blend); BlendStep, when not 0, turns
-	// the weights around from that global step on.
+	// these weights (actors.Files.Blend). BlendStep, when not 0, is the
+	// global step from which the weights are reversed.
 	Blend     []float64
 	BlendStep int
 	// Global is the global order (actors.Shuffle.Global) in place of a
@@ -154,7 +154,7 @@ func (s Scenario) Describe() string {
 	if len(sh.Blend) > 0 {
 		parts = append(parts, fmt.Sprintf("blend %v", sh.Blend))
 		if sh.BlendStep > 0 {
-			parts = append(parts, fmt.Sprintf("turned at step %d", sh.BlendStep))
+			parts = append(parts, fmt.Sprintf("reversed at step %d", sh.BlendStep))
 		}
 	}
 	if sh.GlobalBatch > 0 {

@@ -131,8 +131,8 @@ func btoi(b bool) int {
 }
 
 // Half the preempted jobs over several token corpora in an order without a
-// window blend them, and some of those in global batches turn their weights
-// around at a step (a curriculum).
+// window blend them, and some of those in global batches reverse their
+// weights at a global step (a curriculum change).
 func TestPreemptedJobsBlendTokenCorpora(t *testing.T) {
 	blends, turned, eligible := 0, 0, 0
 	for seed := uint64(1); seed <= 1000; seed++ {
@@ -152,7 +152,7 @@ func TestPreemptedJobsBlendTokenCorpora(t *testing.T) {
 			require.Positive(t, sh.GlobalBatch, "seed %d: a curriculum's step is a global step", seed)
 		}
 	}
-	t.Logf("%d of %d eligible jobs blend, %d of them turn their weights", blends, eligible, turned)
+	t.Logf("%d of %d eligible jobs blend, %d of them reverse their weights", blends, eligible, turned)
 	require.InDelta(t, 0.5, float64(blends)/float64(eligible), 0.15, "%d of %d", blends, eligible)
 	require.Positive(t, turned)
 }
