@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
+	"sync"
 
 	"github.com/actorfeed/actorfeed/readers/format"
 )
@@ -30,14 +32,17 @@ type Corpus interface {
 const maxReadTokens = 1 << 24
 
 // readTokens reads tokens [from, from+len(dst)) of a file whose tokens
-// start at byte base.
+// start at byte base, with one pread into a reused buffer.
 func readTokens(f io.ReaderAt, path, formatName string, base int64, e Element, tokens uint64, dst []int64, from uint64) error {
 	n := uint64(len(dst))
 	if n > maxReadTokens || from > tokens || n > tokens-from {
 		return fmt.Errorf("%s: %s: tokens %d to %d of %d", formatName, path, from, from+n, tokens)
 	}
-	buf := make([]byte, int(n)*e.Size)
 	off := base + int64(from)*int64(e.Size)
+	bp := readBuffers.Get().(*[]byte)
+	defer readBuffers.Put(bp)
+	buf := slices.Grow((*bp)[:0], len(dst)*e.Size)[:len(dst)*e.Size]
+	*bp = buf
 	if _, err := f.ReadAt(buf, off); err != nil {
 		if errors.Is(err, io.EOF) {
 			err = format.Truncated("cut off: the file shrank since it was opened")
@@ -49,6 +54,10 @@ func readTokens(f io.ReaderAt, path, formatName string, base int64, e Element, t
 	}
 	return nil
 }
+
+// readBuffers are the buffers readTokens reads into before it decodes
+// them: reused, so that a sample allocates nothing for its reads.
+var readBuffers = sync.Pool{New: func() any { return new([]byte) }}
 
 // Samples is how many packed samples of seqLen+1 tokens an epoch of c
 // holds: sample i is tokens [i*seqLen, i*seqLen+seqLen+1), so that each

@@ -10,7 +10,7 @@
 // consecutive tokens across sequences, finding the sequences that start
 // inside it in a few KiB of the index. Nothing of a corpus is copied into
 // the heap but what a caller reads and, of an indexed dataset, the first
-// token of every IndexStride-th sequence and the tokens of every group of
+// token of every IndexStride-th sequence and of every group of
 // DocumentGroup sequences: 8 bytes for each, so memory grows with a
 // dataset's sequences at 1/1024 and 1/64 of their count.
 //

@@ -33,10 +33,12 @@ type EpochOrder struct {
 // EpochOrder is the document order of epoch under seed.
 func (x *Indexed) EpochOrder(seed, epoch uint64) *EpochOrder {
 	key := mix(mix(seed, 0x746f6b656e73), epoch) // "tokens": apart from the sample order's keys
-	o := &EpochOrder{x: x, key: key, groups: order.NewPermutation(uint64(len(x.groupTokens)), key)}
-	o.starts = make([]uint64, len(x.groupTokens)+1)
-	for j := range x.groupTokens {
-		o.starts[j+1] = o.starts[j] + x.groupTokens[o.groups.At(uint64(j))]
+	groups := len(x.groupFirst) - 1
+	o := &EpochOrder{x: x, key: key, groups: order.NewPermutation(uint64(groups), key)}
+	o.starts = make([]uint64, groups+1)
+	for j := range groups {
+		g := o.groups.At(uint64(j))
+		o.starts[j+1] = o.starts[j] + x.groupFirst[g+1] - x.groupFirst[g]
 	}
 	return o
 }
@@ -56,29 +58,40 @@ type run struct {
 }
 
 // group is the permuted group at place j of the epoch: its sequences'
-// runs in the group's order.
-func (o *EpochOrder) group(j uint64) ([]run, error) {
+// runs in the group's order, in runs. It reads the group's lengths only:
+// the opening checked that every sequence starts where the ones before it
+// end, so their offsets are the lengths' running sum from the group's
+// first token.
+func (o *EpochOrder) group(j uint64, runs *[DocumentGroup]run) ([]run, error) {
 	g := o.groups.At(j)
 	first := g * DocumentGroup
 	n := min(DocumentGroup, o.x.sequences-first)
 	h := indexHeader{sequences: o.x.sequences}
 	var lengths [4 * DocumentGroup]byte
-	var pointers [8 * DocumentGroup]byte
 	if err := o.x.readIndex(lengths[:4*n], h.lengthsAt()+4*int64(first)); err != nil {
 		return nil, err
 	}
-	if err := o.x.readIndex(pointers[:8*n], h.pointersAt()+8*int64(first)); err != nil {
-		return nil, err
+	var from [DocumentGroup]uint64
+	for k, at := 0, o.x.groupFirst[g]; k < int(n); k++ {
+		from[k] = at
+		at += uint64(binary.LittleEndian.Uint32(lengths[4*k:]))
 	}
-	perm := rand.New(rand.NewPCG(o.key, g)).Perm(int(n))
-	runs := make([]run, 0, n)
+	// rand.Perm's permutation, made in place: it is part of every saved
+	// state (TestEpochOrderIsPinned).
+	var at [DocumentGroup]int
+	perm := at[:n]
+	for k := range perm {
+		perm[k] = k
+	}
+	rand.New(rand.NewPCG(o.key, g)).Shuffle(len(perm), func(a, b int) { perm[a], perm[b] = perm[b], perm[a] })
+	out := runs[:0]
 	for _, k := range perm {
 		length := uint64(binary.LittleEndian.Uint32(lengths[4*k:]))
 		if length > 0 {
-			runs = append(runs, run{from: binary.LittleEndian.Uint64(pointers[8*k:]) / uint64(o.x.elem.Size), n: length, start: true})
+			out = append(out, run{from: from[k], n: length, start: true})
 		}
 	}
-	return runs, nil
+	return out, nil
 }
 
 // Sample reads packed sample i of the epoch (tokens [i*N, i*N+N+1) of its
@@ -96,11 +109,12 @@ func (o *EpochOrder) Sample(i uint64, tokens, positions []int64) error {
 	j := uint64(sort.Search(len(o.starts)-1, func(j int) bool { return o.starts[j+1] > at }))
 	skip := at - o.starts[j]
 	filled := 0
+	var buf [DocumentGroup]run
 	for filled < len(tokens) {
 		if j >= uint64(len(o.starts)-1) {
 			return fmt.Errorf("tokens: %s: sample %d runs past the corpus's %d tokens", o.x.Name(), i, o.x.tokens)
 		}
-		runs, err := o.group(j)
+		runs, err := o.group(j, &buf)
 		if err != nil {
 			return err
 		}

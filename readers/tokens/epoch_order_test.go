@@ -1,6 +1,9 @@
 package tokens_test
 
 import (
+	"encoding/binary"
+	"hash/fnv"
+	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -95,4 +98,56 @@ func TestEpochOrderPacksEverySequenceOnce(t *testing.T) {
 	require.Equal(t, first, order(stream(5, 0)), "an epoch's order is a function of seed and epoch")
 	require.NotEqual(t, first, order(stream(5, 1)), "epochs differ")
 	require.NotEqual(t, first, order(stream(6, 0)), "seeds differ")
+}
+
+// An epoch's order is part of every saved state: a sample a checkpoint
+// names must hold the same tokens after an upgrade. The stream of one
+// epoch is pinned by its hash, taken when the order was first released.
+func TestEpochOrderIsPinned(t *testing.T) {
+	x, err := tokens.OpenIndexed(writeIndexed(t, oracle.Start(t), "int32", numbered(1000)))
+	require.NoError(t, err)
+	defer x.Close()
+	const seqLen = 50
+	o := x.EpochOrder(5, 3)
+	h := fnv.New64a()
+	toks, pos := make([]int64, seqLen+1), make([]int64, seqLen+1)
+	for i := range tokens.Samples(x, seqLen) {
+		require.NoError(t, o.Sample(i, toks, pos))
+		for k := range toks {
+			h.Write(binary.LittleEndian.AppendUint64(binary.LittleEndian.AppendUint64(nil, uint64(toks[k])), uint64(pos[k])))
+		}
+	}
+	require.Equal(t, uint64(0x8998d9cbcf10688d), h.Sum64(), "seed 5, epoch 3: the order changed, and with it every saved state's samples")
+}
+
+// BenchmarkEpochOrderSample reads samples of 2,049 tokens in a shuffled
+// order, as the global order reads them, from an int32 corpus in the page
+// cache.
+func BenchmarkEpochOrderSample(b *testing.B) {
+	docs := make([][][]int64, 20000)
+	for s := range docs {
+		seq := make([]int64, 1+(s*7919)%1999)
+		for i := range seq {
+			seq[i] = int64(i)
+		}
+		docs[s] = [][]int64{seq}
+	}
+	prefix := filepath.Join(b.TempDir(), "bench")
+	oracle.Start(b).WriteIndexed(b, prefix, "uint16", docs)
+	x, err := tokens.OpenIndexed(prefix)
+	require.NoError(b, err)
+	defer x.Close()
+	const seqLen = 2048
+	n := tokens.Samples(x, seqLen)
+	o := x.EpochOrder(1, 0)
+	toks, pos := make([]int64, seqLen+1), make([]int64, seqLen+1)
+	b.SetBytes(8 * (seqLen + 1))
+	b.ReportAllocs()
+	i := uint64(0)
+	for b.Loop() {
+		i = (i + 7919) % n
+		if err := o.Sample(i, toks, pos); err != nil {
+			b.Fatal(err)
+		}
+	}
 }

@@ -37,9 +37,11 @@ type Indexed struct {
 	documents        uint64 // entries of document_indices: documents + 1
 	tokens           uint64
 	sampled          []uint64 // the first token of sequences 0, IndexStride, 2*IndexStride, ...
-	// groupTokens are the tokens of each group of DocumentGroup sequences,
-	// which an epoch's document order permutes (EpochOrder).
-	groupTokens []uint64
+	// groupFirst is the first token of each group of DocumentGroup
+	// sequences, which an epoch's document order permutes (EpochOrder),
+	// and then the corpus's tokens: group g is tokens [groupFirst[g],
+	// groupFirst[g+1]).
+	groupFirst []uint64
 }
 
 // indexHeader is what a .idx header declares.
@@ -193,9 +195,8 @@ func (x *Indexed) checkSequences(h indexHeader, binSize int64) error {
 				x.sampled = append(x.sampled, want/size)
 			}
 			if s%DocumentGroup == 0 {
-				x.groupTokens = append(x.groupTokens, 0)
+				x.groupFirst = append(x.groupFirst, want/size)
 			}
-			x.groupTokens[len(x.groupTokens)-1] += uint64(length)
 			if want += uint64(length) * size; want > uint64(binSize) {
 				return x.fail(h.lengthsAt()+4*int64(s), int(s), format.Corrupt("sequence %d ends at byte %d, past the end of %s (%d bytes)", s, want, x.binPath, binSize))
 			}
@@ -205,6 +206,7 @@ func (x *Indexed) checkSequences(h indexHeader, binSize int64) error {
 		return x.fail(-1, -1, format.Corrupt("the sequences end at byte %d of %s, which has %d: the .bin is not the .idx's", want, x.binPath, binSize))
 	}
 	x.tokens = want / size
+	x.groupFirst = append(x.groupFirst, x.tokens)
 	return nil
 }
 
