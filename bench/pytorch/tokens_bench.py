@@ -4,7 +4,7 @@ datasets: the time to the first batch, tokens/s delivered to a PyTorch
 trainer at seq_len 2048, and the peak RSS, each contender in a process of
 its own (docs/performance.md, "Token corpora").
 
-    python3 bench/pytorch/tokens_bench.py [--tokens 1e7 1e9] [--corpora 1 10]
+    python3 bench/pytorch/tokens_bench.py [--tokens 1e7 1e9] [--corpora 1 10] [--rounds 3]
 
 Contenders:
 - the Loader: megatron(seq_len=S) entries, one a corpus, in the global
@@ -22,7 +22,10 @@ The corpora are sparse files: documents of 1 to 1,999 tokens (1,000 on
 average) whose .bin is a hole of the right size, so that 10^9 tokens take
 no disk. Each contender prints the seconds from its start (torch and
 actorfeed imported) to its first batch, its tokens/s over the batches after it, and its peak RSS: the
-process's, plus its feed's for the Loader."""
+process's, plus its feed's for the Loader. Each contender runs once a
+round, the contenders in turn, and the table gives the median of its
+rounds: a timed window is a tenth of a second or less, and a shared
+machine's speed moves from one minute to the next."""
 
 from __future__ import annotations
 
@@ -30,6 +33,7 @@ import argparse
 import json
 import os
 import resource
+import statistics
 import struct
 import subprocess
 import sys
@@ -196,13 +200,26 @@ def child(name: str, prefixes: list[str], batches: int) -> None:
     print(json.dumps(CONTENDERS[name](prefixes, batches, start)))
 
 
+def run_child(name: str, prefixes: list[str], batches: int) -> dict[str, float]:
+    """One run of contender name in a process of its own: what it printed."""
+    res = subprocess.run([sys.executable, __file__, "--batches", str(batches), "--child", name, json.dumps(prefixes)],
+                         capture_output=True, text=True, check=False)
+    if res.returncode != 0:
+        sys.exit(f"{name}: {res.stderr[-2000:]}")
+    r: dict[str, float] = json.loads(res.stdout.splitlines()[-1])
+    return r
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--tokens", type=float, nargs="+", default=[1e7, 1e9], help="tokens a corpus")
     ap.add_argument("--corpora", type=int, nargs="+", default=[1, 10])
     ap.add_argument("--batches", type=int, default=200, help="batches timed after the first")
+    ap.add_argument("--rounds", type=int, default=3, help="runs of every contender, in turn; the medians are shown")
     ap.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
     a = ap.parse_args()
+    if a.batches < 1 or a.rounds < 1:
+        ap.error(f"--batches {a.batches} and --rounds {a.rounds}: both must be at least 1")
     if a.child:
         child(a.child[0], json.loads(a.child[1]), a.batches)
         return
@@ -216,14 +233,13 @@ def main() -> None:
                 prefixes = [os.path.join(tmp, f"c{int(tokens)}-{corpora}-{c}") for c in range(corpora)]
                 for c, p in enumerate(prefixes):
                     write_corpus(p, int(tokens), seed=c)
-                for name in CONTENDERS:
-                    if name.endswith("blend") and corpora == 1:
-                        continue
-                    res = subprocess.run([sys.executable, __file__, "--batches", str(a.batches), "--child", name, json.dumps(prefixes)],
-                                         capture_output=True, text=True, check=False)
-                    if res.returncode != 0:
-                        sys.exit(f"{name}: {res.stderr[-2000:]}")
-                    r = json.loads(res.stdout.splitlines()[-1])
+                names = [n for n in CONTENDERS if not (n.endswith("blend") and corpora == 1)]
+                runs: dict[str, list[dict[str, float]]] = {n: [] for n in names}
+                for _ in range(a.rounds):
+                    for name in names:
+                        runs[name].append(run_child(name, prefixes, a.batches))
+                for name in names:
+                    r = {k: statistics.median(x[k] for x in runs[name]) for k in ("first", "tokens_per_s", "rss")}
                     print(f"{name:<24} {corpora:>7} {tokens:>9.0e} {r['first']:>13.3f} {r['tokens_per_s']:>11.3g} {r['rss']:>11.1f}", flush=True)
                 for p in prefixes:
                     os.remove(f"{p}.bin")

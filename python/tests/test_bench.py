@@ -38,7 +38,7 @@ def test_vision_bench_reports_every_contender(binary, tmp_path):
 
 def test_tokens_bench_reports_every_contender():
     out = subprocess.run([sys.executable, os.path.join(REPO, "bench", "pytorch", "tokens_bench.py"), "--tokens", "1e6",
-                          "--corpora", "1", "2", "--batches", "5"], capture_output=True, text=True, timeout=600)
+                          "--corpora", "1", "2", "--batches", "5", "--rounds", "2"], capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr[-2000:]
     rows = {(line[:25].strip(), line.split()[-5]): line.split() for line in out.stdout.splitlines()[1:]}
     # A blend needs two corpora, so its contender has no one-corpus row.
