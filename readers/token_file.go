@@ -66,28 +66,38 @@ func openMegatron(path string, opts OpenOptions) (Reader, error) {
 	return newTokenFile(x, p.seqLen), nil
 }
 
-// OpenTokens opens entry, a Megatron-LM indexed dataset as Open names it,
-// reading its .idx and .bin from what source returns for each path
-// instead of from the files. Fault injection reads them through it.
+// OpenTokens opens entry, a token corpus as Open names it (a Megatron-LM
+// indexed dataset or an llm.c token file), reading its files from what
+// source returns for each path instead of from the files. Fault injection
+// reads them through it.
 func OpenTokens(entry string, source func(path string) (Source, error)) (Reader, error) {
 	f, params, path, err := resolve(entry)
 	if err != nil {
 		return nil, err
 	}
-	if f.Name != "megatron" {
-		return nil, fmt.Errorf("%w: %s: OpenTokens reads Megatron-LM indexed datasets", ErrUnknownFormat, entry)
+	if f.Name != "megatron" && f.Name != "llmc" {
+		return nil, fmt.Errorf("%w: %s: OpenTokens reads Megatron-LM indexed datasets and llm.c token files", ErrUnknownFormat, entry)
 	}
-	p, err := tokenCorpusParams(path, OpenOptions{Params: params}, false)
+	p, err := tokenCorpusParams(path, OpenOptions{Params: params}, f.Name == "llmc")
 	if err != nil {
 		return nil, err
 	}
-	x, err := tokens.OpenIndexedFrom(path, func(path string) (tokens.File, int64, error) {
+	open := func(path string) (tokens.File, int64, error) {
 		s, err := source(path)
 		if err != nil {
 			return nil, 0, err
 		}
 		return s, s.Size(), nil
-	})
+	}
+	if f.Name == "llmc" {
+		l, err := tokens.OpenLLMCFrom(path, open)
+		if err != nil {
+			return nil, err
+		}
+		l.EOT = p.eot
+		return newTokenFile(l, p.seqLen), nil
+	}
+	x, err := tokens.OpenIndexedFrom(path, open)
 	if err != nil {
 		return nil, err
 	}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 
 	"github.com/actorfeed/actorfeed/readers/format"
 )
@@ -25,7 +24,7 @@ const (
 // concurrent use.
 type LLMC struct {
 	path   string
-	f      *os.File
+	f      File
 	elem   Element
 	tokens uint64
 	// EOT, when at least 0, is the token each document starts with: a
@@ -39,7 +38,15 @@ func OpenLLMC(path string) (*LLMC, error) { return OpenLLMCWith(nil, path) }
 
 // OpenLLMCWith is OpenLLMC opening the file with open.
 func OpenLLMCWith(open format.Opener, path string) (*LLMC, error) {
-	f, size, err := format.OpenFileWith(open, "llmc", path)
+	return OpenLLMCFrom(path, func(path string) (File, int64, error) {
+		return format.OpenFileWith(open, "llmc", path)
+	})
+}
+
+// OpenLLMCFrom is OpenLLMC reading the file from what open gives for it
+// (the file and its size): fault injection reads it through it.
+func OpenLLMCFrom(path string, open func(path string) (File, int64, error)) (*LLMC, error) {
+	f, size, err := open(path)
 	if err != nil {
 		return nil, err
 	}
