@@ -106,9 +106,6 @@ func (p *Pipeline) plan(ctx context.Context, stages []Stage, dev *Devices) ([]sp
 	if dev != nil {
 		consumers, p.pipe.budget = dev.N, newStepBudget(dev.Steps)
 	}
-	if f, ok := stages[0].(Files); ok && f.Blend != nil && p.pipe.opts.Service != nil {
-		return nil, fmt.Errorf("%w: the data service does not read blends yet (its workers' jobs carry no weights): read the blend in this process", ErrBadSpec)
-	}
 	if err := p.planOrder(ctx, stages); err != nil {
 		return nil, err
 	}

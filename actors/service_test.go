@@ -194,10 +194,6 @@ func TestServiceRunsNamedMapsOnItsWorkers(t *testing.T) {
 	unnamed[2] = actors.Map{Fn: plus}
 	_, err = actors.New(unnamed, actors.Options{System: sys, Service: svc})
 	require.ErrorIs(t, err, actors.ErrBadSpec)
-	blended := append([]actors.Stage{actors.Files{Paths: paths, Blend: &order.Blend{Weights: []float64{1, 2, 3}}}}, chain[2:]...)
-	_, err = actors.New(blended, actors.Options{System: sys, Service: svc})
-	require.ErrorIs(t, err, actors.ErrBadSpec)
-	require.ErrorContains(t, err, "the data service does not read blends yet")
 
 	w, err = service.StartWorker(sys, service.WorkerOptions{Roots: []string{filepath.Dir(paths[0])}})
 	require.NoError(t, err)

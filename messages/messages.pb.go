@@ -1015,7 +1015,15 @@ type ServiceJob struct {
 	// drop_last) and the maps, by the names the workers know them by.
 	Stages []*ServiceStage `protobuf:"bytes,10,rep,name=stages,proto3" json:"stages,omitempty"`
 	// The shuffle is the global order (actors.Shuffle.Global): window is 0.
-	Global        bool `protobuf:"varint,11,opt,name=global,proto3" json:"global,omitempty"`
+	Global bool `protobuf:"varint,11,opt,name=global,proto3" json:"global,omitempty"`
+	// A weighted mixture of the files (actors.Files.Blend), its phases at
+	// positions of the run as the client resolved them from their steps: no
+	// weights for none.
+	BlendWeights []float64            `protobuf:"fixed64,12,rep,packed,name=blend_weights,json=blendWeights,proto3" json:"blend_weights,omitempty"`
+	BlendPhases  []*ServiceBlendPhase `protobuf:"bytes,13,rep,name=blend_phases,json=blendPhases,proto3" json:"blend_phases,omitempty"`
+	// An epoch's positions of the blend (order.Blend.Samples); 0: the files'
+	// records together.
+	BlendSamples  uint64 `protobuf:"varint,14,opt,name=blend_samples,json=blendSamples,proto3" json:"blend_samples,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1127,6 +1135,81 @@ func (x *ServiceJob) GetGlobal() bool {
 	return false
 }
 
+func (x *ServiceJob) GetBlendWeights() []float64 {
+	if x != nil {
+		return x.BlendWeights
+	}
+	return nil
+}
+
+func (x *ServiceJob) GetBlendPhases() []*ServiceBlendPhase {
+	if x != nil {
+		return x.BlendPhases
+	}
+	return nil
+}
+
+func (x *ServiceJob) GetBlendSamples() uint64 {
+	if x != nil {
+		return x.BlendSamples
+	}
+	return 0
+}
+
+// ServiceBlendPhase is a blend's weights from position from of the run on
+// (order.Phase).
+type ServiceBlendPhase struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	From          uint64                 `protobuf:"varint,1,opt,name=from,proto3" json:"from,omitempty"`
+	Weights       []float64              `protobuf:"fixed64,2,rep,packed,name=weights,proto3" json:"weights,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ServiceBlendPhase) Reset() {
+	*x = ServiceBlendPhase{}
+	mi := &file_messages_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ServiceBlendPhase) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ServiceBlendPhase) ProtoMessage() {}
+
+func (x *ServiceBlendPhase) ProtoReflect() protoreflect.Message {
+	mi := &file_messages_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ServiceBlendPhase.ProtoReflect.Descriptor instead.
+func (*ServiceBlendPhase) Descriptor() ([]byte, []int) {
+	return file_messages_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *ServiceBlendPhase) GetFrom() uint64 {
+	if x != nil {
+		return x.From
+	}
+	return 0
+}
+
+func (x *ServiceBlendPhase) GetWeights() []float64 {
+	if x != nil {
+		return x.Weights
+	}
+	return nil
+}
+
 // ServiceStage is a stage of a ServiceJob after the shuffle.
 type ServiceStage struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1142,7 +1225,7 @@ type ServiceStage struct {
 
 func (x *ServiceStage) Reset() {
 	*x = ServiceStage{}
-	mi := &file_messages_proto_msgTypes[12]
+	mi := &file_messages_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1154,7 +1237,7 @@ func (x *ServiceStage) String() string {
 func (*ServiceStage) ProtoMessage() {}
 
 func (x *ServiceStage) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_proto_msgTypes[12]
+	mi := &file_messages_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1167,7 +1250,7 @@ func (x *ServiceStage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServiceStage.ProtoReflect.Descriptor instead.
 func (*ServiceStage) Descriptor() ([]byte, []int) {
-	return file_messages_proto_rawDescGZIP(), []int{12}
+	return file_messages_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ServiceStage) GetKind() string {
@@ -1214,7 +1297,7 @@ type ServiceTask struct {
 
 func (x *ServiceTask) Reset() {
 	*x = ServiceTask{}
-	mi := &file_messages_proto_msgTypes[13]
+	mi := &file_messages_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1226,7 +1309,7 @@ func (x *ServiceTask) String() string {
 func (*ServiceTask) ProtoMessage() {}
 
 func (x *ServiceTask) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_proto_msgTypes[13]
+	mi := &file_messages_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1239,7 +1322,7 @@ func (x *ServiceTask) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServiceTask.ProtoReflect.Descriptor instead.
 func (*ServiceTask) Descriptor() ([]byte, []int) {
-	return file_messages_proto_rawDescGZIP(), []int{13}
+	return file_messages_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ServiceTask) GetSession() string {
@@ -1313,7 +1396,7 @@ type ServiceCredit struct {
 
 func (x *ServiceCredit) Reset() {
 	*x = ServiceCredit{}
-	mi := &file_messages_proto_msgTypes[14]
+	mi := &file_messages_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1325,7 +1408,7 @@ func (x *ServiceCredit) String() string {
 func (*ServiceCredit) ProtoMessage() {}
 
 func (x *ServiceCredit) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_proto_msgTypes[14]
+	mi := &file_messages_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1338,7 +1421,7 @@ func (x *ServiceCredit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServiceCredit.ProtoReflect.Descriptor instead.
 func (*ServiceCredit) Descriptor() ([]byte, []int) {
-	return file_messages_proto_rawDescGZIP(), []int{14}
+	return file_messages_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ServiceCredit) GetSession() string {
@@ -1384,7 +1467,7 @@ type ServiceBatch struct {
 
 func (x *ServiceBatch) Reset() {
 	*x = ServiceBatch{}
-	mi := &file_messages_proto_msgTypes[15]
+	mi := &file_messages_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1396,7 +1479,7 @@ func (x *ServiceBatch) String() string {
 func (*ServiceBatch) ProtoMessage() {}
 
 func (x *ServiceBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_proto_msgTypes[15]
+	mi := &file_messages_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1409,7 +1492,7 @@ func (x *ServiceBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServiceBatch.ProtoReflect.Descriptor instead.
 func (*ServiceBatch) Descriptor() ([]byte, []int) {
-	return file_messages_proto_rawDescGZIP(), []int{15}
+	return file_messages_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ServiceBatch) GetSession() string {
@@ -1465,7 +1548,7 @@ type ServiceTaskEnd struct {
 
 func (x *ServiceTaskEnd) Reset() {
 	*x = ServiceTaskEnd{}
-	mi := &file_messages_proto_msgTypes[16]
+	mi := &file_messages_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1477,7 +1560,7 @@ func (x *ServiceTaskEnd) String() string {
 func (*ServiceTaskEnd) ProtoMessage() {}
 
 func (x *ServiceTaskEnd) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_proto_msgTypes[16]
+	mi := &file_messages_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1490,7 +1573,7 @@ func (x *ServiceTaskEnd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServiceTaskEnd.ProtoReflect.Descriptor instead.
 func (*ServiceTaskEnd) Descriptor() ([]byte, []int) {
-	return file_messages_proto_rawDescGZIP(), []int{16}
+	return file_messages_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ServiceTaskEnd) GetSession() string {
@@ -1557,7 +1640,7 @@ type CorruptChunk struct {
 
 func (x *CorruptChunk) Reset() {
 	*x = CorruptChunk{}
-	mi := &file_messages_proto_msgTypes[17]
+	mi := &file_messages_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1569,7 +1652,7 @@ func (x *CorruptChunk) String() string {
 func (*CorruptChunk) ProtoMessage() {}
 
 func (x *CorruptChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_proto_msgTypes[17]
+	mi := &file_messages_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1582,7 +1665,7 @@ func (x *CorruptChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CorruptChunk.ProtoReflect.Descriptor instead.
 func (*CorruptChunk) Descriptor() ([]byte, []int) {
-	return file_messages_proto_rawDescGZIP(), []int{17}
+	return file_messages_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *CorruptChunk) GetFile() uint32 {
@@ -1630,7 +1713,7 @@ type ServiceHello struct {
 
 func (x *ServiceHello) Reset() {
 	*x = ServiceHello{}
-	mi := &file_messages_proto_msgTypes[18]
+	mi := &file_messages_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1642,7 +1725,7 @@ func (x *ServiceHello) String() string {
 func (*ServiceHello) ProtoMessage() {}
 
 func (x *ServiceHello) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_proto_msgTypes[18]
+	mi := &file_messages_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1655,7 +1738,7 @@ func (x *ServiceHello) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServiceHello.ProtoReflect.Descriptor instead.
 func (*ServiceHello) Descriptor() ([]byte, []int) {
-	return file_messages_proto_rawDescGZIP(), []int{18}
+	return file_messages_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ServiceHello) GetSession() string {
@@ -1698,7 +1781,7 @@ type ServiceBusy struct {
 
 func (x *ServiceBusy) Reset() {
 	*x = ServiceBusy{}
-	mi := &file_messages_proto_msgTypes[19]
+	mi := &file_messages_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1710,7 +1793,7 @@ func (x *ServiceBusy) String() string {
 func (*ServiceBusy) ProtoMessage() {}
 
 func (x *ServiceBusy) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_proto_msgTypes[19]
+	mi := &file_messages_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1723,7 +1806,7 @@ func (x *ServiceBusy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServiceBusy.ProtoReflect.Descriptor instead.
 func (*ServiceBusy) Descriptor() ([]byte, []int) {
-	return file_messages_proto_rawDescGZIP(), []int{19}
+	return file_messages_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ServiceBusy) GetSession() string {
@@ -1781,7 +1864,7 @@ type ServiceHeartbeat struct {
 
 func (x *ServiceHeartbeat) Reset() {
 	*x = ServiceHeartbeat{}
-	mi := &file_messages_proto_msgTypes[20]
+	mi := &file_messages_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1793,7 +1876,7 @@ func (x *ServiceHeartbeat) String() string {
 func (*ServiceHeartbeat) ProtoMessage() {}
 
 func (x *ServiceHeartbeat) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_proto_msgTypes[20]
+	mi := &file_messages_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1806,7 +1889,7 @@ func (x *ServiceHeartbeat) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServiceHeartbeat.ProtoReflect.Descriptor instead.
 func (*ServiceHeartbeat) Descriptor() ([]byte, []int) {
-	return file_messages_proto_rawDescGZIP(), []int{20}
+	return file_messages_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ServiceHeartbeat) GetSession() string {
@@ -1849,7 +1932,7 @@ type ServiceDrop struct {
 
 func (x *ServiceDrop) Reset() {
 	*x = ServiceDrop{}
-	mi := &file_messages_proto_msgTypes[21]
+	mi := &file_messages_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1861,7 +1944,7 @@ func (x *ServiceDrop) String() string {
 func (*ServiceDrop) ProtoMessage() {}
 
 func (x *ServiceDrop) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_proto_msgTypes[21]
+	mi := &file_messages_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1874,7 +1957,7 @@ func (x *ServiceDrop) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServiceDrop.ProtoReflect.Descriptor instead.
 func (*ServiceDrop) Descriptor() ([]byte, []int) {
-	return file_messages_proto_rawDescGZIP(), []int{21}
+	return file_messages_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ServiceDrop) GetSession() string {
@@ -1908,7 +1991,7 @@ type ServiceClose struct {
 
 func (x *ServiceClose) Reset() {
 	*x = ServiceClose{}
-	mi := &file_messages_proto_msgTypes[22]
+	mi := &file_messages_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1920,7 +2003,7 @@ func (x *ServiceClose) String() string {
 func (*ServiceClose) ProtoMessage() {}
 
 func (x *ServiceClose) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_proto_msgTypes[22]
+	mi := &file_messages_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1933,7 +2016,7 @@ func (x *ServiceClose) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServiceClose.ProtoReflect.Descriptor instead.
 func (*ServiceClose) Descriptor() ([]byte, []int) {
-	return file_messages_proto_rawDescGZIP(), []int{22}
+	return file_messages_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ServiceClose) GetSession() string {
@@ -2009,7 +2092,7 @@ const file_messages_proto_rawDesc = "" +
 	"\x04file\x18\x03 \x01(\rR\x04file\x12\x12\n" +
 	"\x04path\x18\x04 \x01(\tR\x04path\x12\x12\n" +
 	"\x04from\x18\x05 \x01(\x04R\x04from\x12\x0e\n" +
-	"\x02to\x18\x06 \x01(\x04R\x02to\"\xc8\x02\n" +
+	"\x02to\x18\x06 \x01(\x04R\x02to\"\xd6\x03\n" +
 	"\n" +
 	"ServiceJob\x12\x14\n" +
 	"\x05files\x18\x01 \x03(\tR\x05files\x12\x12\n" +
@@ -2026,7 +2109,13 @@ const file_messages_proto_rawDesc = "" +
 	"on_corrupt\x18\t \x01(\tR\tonCorrupt\x122\n" +
 	"\x06stages\x18\n" +
 	" \x03(\v2\x1a.actorfeed.v1.ServiceStageR\x06stages\x12\x16\n" +
-	"\x06global\x18\v \x01(\bR\x06global\"P\n" +
+	"\x06global\x18\v \x01(\bR\x06global\x12#\n" +
+	"\rblend_weights\x18\f \x03(\x01R\fblendWeights\x12B\n" +
+	"\fblend_phases\x18\r \x03(\v2\x1f.actorfeed.v1.ServiceBlendPhaseR\vblendPhases\x12#\n" +
+	"\rblend_samples\x18\x0e \x01(\x04R\fblendSamples\"A\n" +
+	"\x11ServiceBlendPhase\x12\x12\n" +
+	"\x04from\x18\x01 \x01(\x04R\x04from\x12\x18\n" +
+	"\aweights\x18\x02 \x03(\x01R\aweights\"P\n" +
 	"\fServiceStage\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x18\n" +
@@ -2120,33 +2209,34 @@ func file_messages_proto_rawDescGZIP() []byte {
 }
 
 var file_messages_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_messages_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
+var file_messages_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
 var file_messages_proto_goTypes = []any{
-	(DType)(0),               // 0: actorfeed.v1.DType
-	(ErrorClass)(0),          // 1: actorfeed.v1.ErrorClass
-	(*Level)(nil),            // 2: actorfeed.v1.Level
-	(*Tensor)(nil),           // 3: actorfeed.v1.Tensor
-	(*Subscribe)(nil),        // 4: actorfeed.v1.Subscribe
-	(*Demand)(nil),           // 5: actorfeed.v1.Demand
-	(*Part)(nil),             // 6: actorfeed.v1.Part
-	(*Batch)(nil),            // 7: actorfeed.v1.Batch
-	(*End)(nil),              // 8: actorfeed.v1.End
-	(*Failure)(nil),          // 9: actorfeed.v1.Failure
-	(*Cancel)(nil),           // 10: actorfeed.v1.Cancel
-	(*Resubscribe)(nil),      // 11: actorfeed.v1.Resubscribe
-	(*Assign)(nil),           // 12: actorfeed.v1.Assign
-	(*ServiceJob)(nil),       // 13: actorfeed.v1.ServiceJob
-	(*ServiceStage)(nil),     // 14: actorfeed.v1.ServiceStage
-	(*ServiceTask)(nil),      // 15: actorfeed.v1.ServiceTask
-	(*ServiceCredit)(nil),    // 16: actorfeed.v1.ServiceCredit
-	(*ServiceBatch)(nil),     // 17: actorfeed.v1.ServiceBatch
-	(*ServiceTaskEnd)(nil),   // 18: actorfeed.v1.ServiceTaskEnd
-	(*CorruptChunk)(nil),     // 19: actorfeed.v1.CorruptChunk
-	(*ServiceHello)(nil),     // 20: actorfeed.v1.ServiceHello
-	(*ServiceBusy)(nil),      // 21: actorfeed.v1.ServiceBusy
-	(*ServiceHeartbeat)(nil), // 22: actorfeed.v1.ServiceHeartbeat
-	(*ServiceDrop)(nil),      // 23: actorfeed.v1.ServiceDrop
-	(*ServiceClose)(nil),     // 24: actorfeed.v1.ServiceClose
+	(DType)(0),                // 0: actorfeed.v1.DType
+	(ErrorClass)(0),           // 1: actorfeed.v1.ErrorClass
+	(*Level)(nil),             // 2: actorfeed.v1.Level
+	(*Tensor)(nil),            // 3: actorfeed.v1.Tensor
+	(*Subscribe)(nil),         // 4: actorfeed.v1.Subscribe
+	(*Demand)(nil),            // 5: actorfeed.v1.Demand
+	(*Part)(nil),              // 6: actorfeed.v1.Part
+	(*Batch)(nil),             // 7: actorfeed.v1.Batch
+	(*End)(nil),               // 8: actorfeed.v1.End
+	(*Failure)(nil),           // 9: actorfeed.v1.Failure
+	(*Cancel)(nil),            // 10: actorfeed.v1.Cancel
+	(*Resubscribe)(nil),       // 11: actorfeed.v1.Resubscribe
+	(*Assign)(nil),            // 12: actorfeed.v1.Assign
+	(*ServiceJob)(nil),        // 13: actorfeed.v1.ServiceJob
+	(*ServiceBlendPhase)(nil), // 14: actorfeed.v1.ServiceBlendPhase
+	(*ServiceStage)(nil),      // 15: actorfeed.v1.ServiceStage
+	(*ServiceTask)(nil),       // 16: actorfeed.v1.ServiceTask
+	(*ServiceCredit)(nil),     // 17: actorfeed.v1.ServiceCredit
+	(*ServiceBatch)(nil),      // 18: actorfeed.v1.ServiceBatch
+	(*ServiceTaskEnd)(nil),    // 19: actorfeed.v1.ServiceTaskEnd
+	(*CorruptChunk)(nil),      // 20: actorfeed.v1.CorruptChunk
+	(*ServiceHello)(nil),      // 21: actorfeed.v1.ServiceHello
+	(*ServiceBusy)(nil),       // 22: actorfeed.v1.ServiceBusy
+	(*ServiceHeartbeat)(nil),  // 23: actorfeed.v1.ServiceHeartbeat
+	(*ServiceDrop)(nil),       // 24: actorfeed.v1.ServiceDrop
+	(*ServiceClose)(nil),      // 25: actorfeed.v1.ServiceClose
 }
 var file_messages_proto_depIdxs = []int32{
 	0,  // 0: actorfeed.v1.Tensor.dtype:type_name -> actorfeed.v1.DType
@@ -2155,16 +2245,17 @@ var file_messages_proto_depIdxs = []int32{
 	3,  // 3: actorfeed.v1.Batch.slots:type_name -> actorfeed.v1.Tensor
 	6,  // 4: actorfeed.v1.Batch.parts:type_name -> actorfeed.v1.Part
 	1,  // 5: actorfeed.v1.Failure.class:type_name -> actorfeed.v1.ErrorClass
-	14, // 6: actorfeed.v1.ServiceJob.stages:type_name -> actorfeed.v1.ServiceStage
-	13, // 7: actorfeed.v1.ServiceTask.job:type_name -> actorfeed.v1.ServiceJob
-	7,  // 8: actorfeed.v1.ServiceBatch.batch:type_name -> actorfeed.v1.Batch
-	9,  // 9: actorfeed.v1.ServiceTaskEnd.failure:type_name -> actorfeed.v1.Failure
-	19, // 10: actorfeed.v1.ServiceTaskEnd.corrupt:type_name -> actorfeed.v1.CorruptChunk
-	11, // [11:11] is the sub-list for method output_type
-	11, // [11:11] is the sub-list for method input_type
-	11, // [11:11] is the sub-list for extension type_name
-	11, // [11:11] is the sub-list for extension extendee
-	0,  // [0:11] is the sub-list for field type_name
+	15, // 6: actorfeed.v1.ServiceJob.stages:type_name -> actorfeed.v1.ServiceStage
+	14, // 7: actorfeed.v1.ServiceJob.blend_phases:type_name -> actorfeed.v1.ServiceBlendPhase
+	13, // 8: actorfeed.v1.ServiceTask.job:type_name -> actorfeed.v1.ServiceJob
+	7,  // 9: actorfeed.v1.ServiceBatch.batch:type_name -> actorfeed.v1.Batch
+	9,  // 10: actorfeed.v1.ServiceTaskEnd.failure:type_name -> actorfeed.v1.Failure
+	20, // 11: actorfeed.v1.ServiceTaskEnd.corrupt:type_name -> actorfeed.v1.CorruptChunk
+	12, // [12:12] is the sub-list for method output_type
+	12, // [12:12] is the sub-list for method input_type
+	12, // [12:12] is the sub-list for extension type_name
+	12, // [12:12] is the sub-list for extension extendee
+	0,  // [0:12] is the sub-list for field type_name
 }
 
 func init() { file_messages_proto_init() }
@@ -2178,7 +2269,7 @@ func file_messages_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_messages_proto_rawDesc), len(file_messages_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   23,
+			NumMessages:   24,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -587,7 +587,7 @@ func (w *Worker) taskPipeline(m *messages.ServiceTask) ([]actors.Stage, actors.O
 	if err != nil {
 		return nil, actors.Options{}, fmt.Errorf("%w: %w", actors.ErrBadSpec, err)
 	}
-	stages := []actors.Stage{actors.Files{Paths: job.Files, Threads: w.opts.Threads}}
+	stages := []actors.Stage{actors.Files{Paths: job.Files, Threads: w.opts.Threads, Blend: jobBlend(job)}}
 	if job.Shuffled {
 		stages = append(stages, actors.Shuffle{Window: int(job.Window), Seed: job.Seed, Global: job.Global})
 	}
@@ -619,6 +619,20 @@ func (w *Worker) taskPipeline(m *messages.ServiceTask) ([]actors.Stage, actors.O
 	shard := actors.Shard{Rank: st.Rank, World: st.Layout.World, Remainder: rem}
 	return stages, actors.Options{System: w.local, Indexes: w.indexes, GroupSize: int(job.GroupSize), GroupBytes: int(job.GroupBytes), OnCorrupt: policy, Open: open, Resume: []actors.State{st},
 		Shard: shard}, nil
+}
+
+// jobBlend is the blend a job names, nil for none: the worker's side of
+// the client's Pipeline.serviceBlend. The worker's pipeline checks it as
+// it plans its order.
+func jobBlend(job *messages.ServiceJob) *order.Blend {
+	if len(job.GetBlendWeights()) == 0 {
+		return nil
+	}
+	b := &order.Blend{Weights: job.GetBlendWeights(), Samples: job.GetBlendSamples()}
+	for _, ph := range job.GetBlendPhases() {
+		b.Phases = append(b.Phases, order.Phase{From: ph.GetFrom(), Weights: ph.GetWeights()})
+	}
+	return b
 }
 
 // mapNamed is the function a task's map stage names: in Maps, or made by
