@@ -5,6 +5,7 @@ resized between steps trains on the uninterrupted job's steps."""
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -26,15 +27,16 @@ def corpora(tmp_path: Path) -> list[tuple[float, str]]:
     return [(0.7, f"megatron(seq_len={SEQ_LEN}):{web}.bin"), (0.3, f"megatron(seq_len={SEQ_LEN}):{code}.bin")]
 
 
-def run(data: list[tuple[float, str]], *, world: int, steps: int | None, resume: list[dict[str, Any]] | None
-        ) -> tuple[list[list[tuple[int, list[int]]]], list[dict[str, Any]]]:
+def run(data: list[tuple[float, str]], *, world: int, steps: int | None, resume: list[dict[str, Any]] | None,
+        service: list[str] | None = None) -> tuple[list[list[tuple[int, list[int]]]], list[dict[str, Any]]]:
     """Every rank of a world for up to steps steps (None: the epoch's
-    end): each step's (sample id, tokens) sorted, and the ranks' states."""
+    end), through service's workers if given: each step's (sample id,
+    tokens) sorted, and the ranks' states."""
     got: list[list[tuple[int, list[int]]]] = []
     states = []
     for rank in range(world):
         with actorfeed.Loader(data, global_batch=GLOBAL, seed=5, rank=rank, world=world, torch=True,
-                              weights_from=[(12, [0.1, 0.9])]) as loader:
+                              weights_from=[(12, [0.1, 0.9])], service=service) as loader:
             if resume is not None:
                 loader.load_state_dict(resume)
             for k, b in enumerate(loader):
@@ -65,6 +67,24 @@ def test_blend_keeps_its_weights_and_steps_across_a_resize(tmp_path: Path) -> No
     assert sorted(firsts) == list(range(len(firsts))) and len(firsts) > 80
     n = (sum(1 + s % 30 for s in range(20)) - 1) // SEQ_LEN  # code's samples an epoch of its own
     assert [firsts[q] for q in range(n)] != [firsts[q] for q in range(n, 2 * n)]
+
+
+def test_blend_reads_through_service_workers(tmp_path: Path, binary: str) -> None:
+    """Two ranks of the blend, its weights changing at step 12, read
+    through an actorfeed serve worker train on the steps of one process."""
+    data = corpora(tmp_path)
+    whole, _ = run(data, world=1, steps=None, resume=None)
+    p = subprocess.Popen([binary, "serve", "--listen", "127.0.0.1:0", "--root", str(tmp_path)],
+                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        assert p.stdout is not None
+        line = p.stdout.readline()
+        assert line.startswith("serving on "), line
+        served, _ = run(data, world=2, steps=None, resume=None, service=[line.split()[2].rstrip(",")])
+    finally:
+        p.terminate()
+        p.communicate(timeout=10)
+    assert served == whole
 
 
 def test_blend_refuses_what_it_cannot_blend(tmp_path: Path) -> None:
