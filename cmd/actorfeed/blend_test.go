@@ -85,30 +85,6 @@ func TestBlendedCorporaKeepTheirStepsAndWeightsAcrossAResize(t *testing.T) {
 	require.Error(t, err, out)
 }
 
-// A blend of two corpora with a curriculum read through service workers
-// delivers the ids the same job delivers in one process: the workers are
-// told the weights and where the change falls, and the small corpus goes
-// through epochs of its own on them as here.
-func TestBlendReadsThroughServiceWorkers(t *testing.T) {
-	dir := t.TempDir()
-	web, code := twoCorpora(t, dir)
-	args := []string{"run", "--data", web, "--data", code, "--passes", "2", "--weights", "0.7,0.3", "--weights-from", "20:0.2,0.8",
-		"--global-batch", "10"}
-	_, stderr, exit := execCLI(t, dir, append(args, "--emit-ids", "local.jsonl")...)
-	require.Zero(t, exit, stderr)
-	want := sortedLines(t, filepath.Join(dir, "local.jsonl"))
-	require.NotEmpty(t, want)
-	var addrs []string
-	for range 2 {
-		_, addr := startServe(t, dir, dir)
-		addrs = append(addrs, addr)
-	}
-	out, stderr, exit := execCLI(t, dir, append(args, "--service", strings.Join(addrs, ","), "--emit-ids", "service.jsonl")...)
-	require.Zero(t, exit, stderr)
-	require.Contains(t, out, "on 2 worker(s) of the service")
-	require.Equal(t, want, sortedLines(t, filepath.Join(dir, "service.jsonl")))
-}
-
 // Resuming a blend with other weights is refused, naming the blends.
 func TestBlendRefusesAStateOfAnotherBlend(t *testing.T) {
 	dir := t.TempDir()
