@@ -79,6 +79,7 @@ type orderPlan struct {
 	files    *fileSource          // its names and times, for a refused state's message
 	multi    []protocol.PassSplit // the multi-pass stages', from open_files on
 	span     uint64               // the positions of a data service task (taskSpan)
+	blend    *order.Blend         // the order's blend, its phases at positions (BlendAt); nil for none
 }
 
 // Fingerprint identifies a data set: a state taken over one resumes only
@@ -168,7 +169,7 @@ func (p *Pipeline) planOrder(ctx context.Context, stages []Stage) error {
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrBadSpec, err)
 	}
-	plan := &orderPlan{shuffled: shuffled, data: fp, files: fs, Plan: protocol.Plan{Ord: ord, Unit: opts.GroupSize,
+	plan := &orderPlan{shuffled: shuffled, data: fp, files: fs, blend: blend, Plan: protocol.Plan{Ord: ord, Unit: opts.GroupSize,
 		Rank: opts.Shard.Rank, World: opts.Shard.world(), Remainder: opts.Shard.Remainder, GlobalBatch: uint64(opts.Shard.GlobalBatch),
 		Lanes: opts.Lanes}}
 	p.placeStages(stages, plan)

@@ -248,9 +248,7 @@ func (p *Pipeline) serviceJob(stages []Stage) (*messages.ServiceJob, error) {
 	if sh, ok := stageAt[Shuffle](stages, 1); ok {
 		job.Seed, job.Window, job.Shuffled, job.Global = sh.Seed, uint32(sh.Window), true, sh.Global
 	}
-	if err := p.serviceBlend(stages[0].(Files), job); err != nil {
-		return nil, err
-	}
+	p.serviceBlend(job)
 	for _, s := range stages[1:] {
 		switch s := s.(type) {
 		case Batch:
@@ -265,22 +263,19 @@ func (p *Pipeline) serviceJob(stages []Stage) (*messages.ServiceJob, error) {
 	return job, nil
 }
 
-// serviceBlend tells the workers f's blend, its phases at the positions
-// of the run that this pipeline's steps resolve them to: a worker's
-// pipeline is rank 0 of its task's layout and knows no global batch.
-func (p *Pipeline) serviceBlend(f Files, job *messages.ServiceJob) error {
-	if f.Blend == nil {
-		return nil
+// serviceBlend tells the workers the order's blend as the plan resolved
+// it, its phases at positions of the run rather than at global steps: a
+// worker's pipeline is rank 0 of its task's layout and knows no global
+// batch.
+func (p *Pipeline) serviceBlend(job *messages.ServiceJob) {
+	if p.order == nil || p.order.blend == nil { // an order of any kind, or no blend
+		return
 	}
-	b, err := BlendAt(f, p.order.data.Records, p.pipe.opts.Shard)
-	if err != nil {
-		return err
-	}
+	b := p.order.blend
 	job.BlendWeights, job.BlendSamples = b.Weights, b.Samples
 	for _, ph := range b.Phases {
 		job.BlendPhases = append(job.BlendPhases, &messages.ServiceBlendPhase{From: ph.From, Weights: ph.Weights})
 	}
-	return nil
 }
 
 // mapName is a Map's or XMap's Name.

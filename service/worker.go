@@ -587,7 +587,11 @@ func (w *Worker) taskPipeline(m *messages.ServiceTask) ([]actors.Stage, actors.O
 	if err != nil {
 		return nil, actors.Options{}, fmt.Errorf("%w: %w", actors.ErrBadSpec, err)
 	}
-	stages := []actors.Stage{actors.Files{Paths: job.Files, Threads: w.opts.Threads, Blend: jobBlend(job)}}
+	blend, err := jobBlend(job)
+	if err != nil {
+		return nil, actors.Options{}, err
+	}
+	stages := []actors.Stage{actors.Files{Paths: job.Files, Threads: w.opts.Threads, Blend: blend}}
 	if job.Shuffled {
 		stages = append(stages, actors.Shuffle{Window: int(job.Window), Seed: job.Seed, Global: job.Global})
 	}
@@ -622,17 +626,21 @@ func (w *Worker) taskPipeline(m *messages.ServiceTask) ([]actors.Stage, actors.O
 }
 
 // jobBlend is the blend a job names, nil for none: the worker's side of
-// the client's Pipeline.serviceBlend. The worker's pipeline checks it as
-// it plans its order.
-func jobBlend(job *messages.ServiceJob) *order.Blend {
+// the client's Pipeline.serviceBlend. Phases or an epoch's positions with
+// no weights are a malformed job; the weights themselves are checked by
+// the worker's pipeline as it plans its order.
+func jobBlend(job *messages.ServiceJob) (*order.Blend, error) {
 	if len(job.GetBlendWeights()) == 0 {
-		return nil
+		if len(job.GetBlendPhases()) > 0 || job.GetBlendSamples() > 0 {
+			return nil, fmt.Errorf("%w: a task's blend has phases or samples but no weights", actors.ErrBadSpec)
+		}
+		return nil, nil
 	}
 	b := &order.Blend{Weights: job.GetBlendWeights(), Samples: job.GetBlendSamples()}
 	for _, ph := range job.GetBlendPhases() {
 		b.Phases = append(b.Phases, order.Phase{From: ph.GetFrom(), Weights: ph.GetWeights()})
 	}
-	return b
+	return b, nil
 }
 
 // mapNamed is the function a task's map stage names: in Maps, or made by
