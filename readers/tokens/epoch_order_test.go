@@ -102,7 +102,8 @@ func TestEpochOrderPacksEverySequenceOnce(t *testing.T) {
 
 // An epoch's order is part of every saved state: a sample a checkpoint
 // names must hold the same tokens after an upgrade. The stream of one
-// epoch is pinned by its hash, taken when the order was first released.
+// epoch is pinned by its hash, so a change that moves any token of it
+// fails here rather than in a resumed job.
 func TestEpochOrderIsPinned(t *testing.T) {
 	x, err := tokens.OpenIndexed(writeIndexed(t, oracle.Start(t), "int32", numbered(1000)))
 	require.NoError(t, err)
@@ -121,7 +122,7 @@ func TestEpochOrderIsPinned(t *testing.T) {
 }
 
 // BenchmarkEpochOrderSample reads samples of 2,049 tokens in a shuffled
-// order, as the global order reads them, from an int32 corpus in the page
+// order, as the global order reads them, from a uint16 corpus in the page
 // cache.
 func BenchmarkEpochOrderSample(b *testing.B) {
 	docs := make([][][]int64, 20000)
