@@ -174,6 +174,11 @@ func (t Transform) applyGo(epoch int, id uint64, data []byte, out []float32, sc 
 // (a transparent pixel keeps its colour), CMYK as (255-c)(255-k)/255.
 // The result is an *image.RGBA only by its layout: its alpha is unused.
 func decodeGo(data []byte, dst *image.RGBA) (*image.RGBA, error) {
+	if len(data) > 2 && data[0] == 0xff && data[1] == 0xd8 {
+		if err := checkJPEGMarkers(data); err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrImage, err)
+		}
+	}
 	cfg, _, err := image.DecodeConfig(bytes.NewReader(data))
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrImage, err)

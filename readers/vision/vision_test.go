@@ -378,6 +378,28 @@ func TestTurboJPEGSaysWhatIsWrong(t *testing.T) {
 	}
 }
 
+// Go's decoder refuses a JPEG whose header bytes were overwritten, as
+// TurboJPEG does, where it used to skip to the next marker it found and
+// give other pixels without an error; a header cut short, a segment
+// longer than the file and a second SOI are refused too.
+func TestGoRefusesADamagedJPEGHeader(t *testing.T) {
+	good := picture(t, 32, 24, true)
+	_, err := vision.Decode(good, vision.GoDecoder)
+	require.NoError(t, err)
+	zeroed := slices.Clone(good)
+	copy(zeroed[2:], make([]byte, 64))
+	_, err = vision.Decode(zeroed, vision.GoDecoder)
+	require.ErrorIs(t, err, vision.ErrImage)
+	require.ErrorContains(t, err, "byte 2 is 0x00 where a marker was due")
+	long := slices.Clone(good[:40])
+	long[4], long[5] = 0xff, 0xff // the first segment's length
+	twice := append([]byte{0xff, 0xd8}, good...)
+	for name, data := range map[string][]byte{"cut": good[:20], "long": long, "twice": twice} {
+		_, err := vision.Decode(data, vision.GoDecoder)
+		require.ErrorIs(t, err, vision.ErrImage, name)
+	}
+}
+
 // Made in storage that holds other bytes (a stepped batch's), the images
 // are what fresh storage gives: every value is written.
 func TestImagesInRecycledStorage(t *testing.T) {
