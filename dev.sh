@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # The developer's loop, one entry point for people and CI (.ci/run):
 #
-#   ./dev.sh test     go vet, every test under the race detector, the tests
-#                     built only without it, then the Python package's
+#   ./dev.sh test     the Debian packages the tests use (installed as root,
+#                     else the apt-get line to run), go vet, every test under
+#                     the race detector, the tests built only without it,
+#                     then the Python package's
+#   ./dev.sh deps     only the Debian packages
 #   ./dev.sh python   the Python package installed as docs/python.md says,
 #                     into a throwaway venv of Debian's python3, and its tests
 #   ./dev.sh race     every test under the race detector
@@ -30,10 +33,53 @@ race_off() {
 run_race_off() {
   local names pkgs
   read -r names pkgs <<<"$(race_off)"
-  go test -run "^($names)\$" $pkgs
+  go test -timeout "$GO_TEST_TIMEOUT" -run "^($names)\$" $pkgs
 }
 
 fuzz() { go test -run='^$' -fuzz="^$1\$" -fuzztime="${FUZZTIME:-$3x}" "$2"; }
+
+# Every go test gets this timeout, a package's binary at a time: the
+# slowest package, cmd/actorfeed, took 380 s under the race detector in CI
+# and 601 s on a loaded machine, and a package's tests must stay under a
+# third of their timeout, so that a loaded machine does not fail them.
+# A hang is still stopped, at the timeout.
+GO_TEST_TIMEOUT=${GO_TEST_TIMEOUT:-40m}
+PYTHON_TEST_TIMEOUT=${PYTHON_TEST_TIMEOUT:-30m}
+
+# The Debian packages the tests use, installed where they are missing:
+# the data set the demo and the Python tests read; protoc, which go
+# generate runs; GNU time, whose peak RSS the hostile-input tests read;
+# Debian's Python, numpy, torch and pytest, and what a venv install takes;
+# crc32c and protobuf for TFRecord's independent writer; libjpeg-turbo
+# (readers/vision), and Pillow and torchvision, which the decoders and
+# the loader are checked against; braceexpand, WebDataset's, against which
+# shard lists' braces are checked; mypy for lint; SentencePiece and
+# fortune(6)'s texts, which the GPT example tokenizes (docs/tokens.md).
+DEBIAN_PACKAGES=(dataset-fashion-mnist protobuf-compiler time python3-numpy python3-torch python3-pytest
+  python3-venv python3-pip python3-setuptools python3-wheel python3-crc32c python3-protobuf python3-torchvision
+  python3-pil libturbojpeg0 python3-braceexpand mypy sentencepiece python3-sentencepiece fortunes)
+
+# deps installs the missing packages as root, as CI runs; anyone else
+# gets the exact command to run, before any test starts.
+deps() {
+  command -v go >/dev/null || { echo "dev.sh: no go on PATH: the tests need Go 1.26 (https://go.dev/dl)"; exit 2; }
+  if ! command -v dpkg >/dev/null; then
+    echo "dev.sh: no dpkg: the tests use Debian 12's packages: ${DEBIAN_PACKAGES[*]}"; exit 2
+  fi
+  local need=() p
+  for p in "${DEBIAN_PACKAGES[@]}"; do
+    dpkg -s "$p" >/dev/null 2>&1 || need+=("$p")
+  done
+  [ ${#need[@]} -eq 0 ] && return
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "dev.sh: the tests need Debian packages this machine lacks; install them with:"
+    echo "  sudo apt-get install -y ${need[*]}"
+    exit 2
+  fi
+  echo "dev.sh: installing ${need[*]}"
+  DEBIAN_FRONTEND=noninteractive apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
+}
 
 # The Python package's tests run against it installed by the command
 # docs/python.md gives, in a venv of Debian's interpreter, which has numpy,
@@ -43,8 +89,10 @@ python_tests() {
   venv=$(mktemp -d)
   trap 'rm -rf "$venv"' RETURN
   /usr/bin/python3 -m venv --system-site-packages "$venv"
+  # Installing builds the wheel, and the wheel its binary (python/setup.py).
   "$venv/bin/python" -m pip install --quiet --no-build-isolation --no-index ./python
-  "$venv/bin/python" -m pytest -q -p no:cacheprovider python/tests
+  # The suite takes 4 to 5 minutes here; a hang is stopped at the timeout.
+  timeout --kill-after=1m "$PYTHON_TEST_TIMEOUT" "$venv/bin/python" -m pytest -q -p no:cacheprovider python/tests
 }
 
 # Versity's S3 gateway, which the object-storage tests start on 127.0.0.1
@@ -57,14 +105,16 @@ s3_gateway() {
 
 case "${1:-}" in
 test)
+  deps
   s3_gateway
   go vet ./...
-  go test -race ./...
+  go test -race -timeout "$GO_TEST_TIMEOUT" ./...
   run_race_off
   python_tests
   ;;
-python) python_tests ;;
-race) s3_gateway; go test -race ./... ;;
+deps) deps ;;
+python) deps; python_tests ;;
+race) deps; s3_gateway; go test -race -timeout "$GO_TEST_TIMEOUT" ./... ;;
 race-off) race_off ;; # the names and packages of the tests test runs without the race detector
 lint)
   unformatted=$(gofmt -l $(git ls-files '*.go'))
@@ -79,7 +129,7 @@ lint)
   ;;
 bench)
   shift
-  go test -run='^$' -bench=. "$@" ./...
+  go test -timeout "$GO_TEST_TIMEOUT" -run='^$' -bench=. "$@" ./...
   ;;
 sim)
   seed=${SIM_SEED:-1}
@@ -134,7 +184,7 @@ fuzz)
   fuzz FuzzServiceMachine ./internal/protocol 200000
   ;;
 *)
-  sed -n '2,10s/^# \{0,1\}//p' "$0"
+  sed -n '2,16s/^# \{0,1\}//p' "$0"
   [ "${1:-}" = help ] || [ -z "${1:-}" ]
   ;;
 esac
