@@ -612,7 +612,7 @@ type mpItem struct {
 // number of readers, delivers the rest exactly as the uninterrupted run
 // does, and its passes end where the run's do: a resumed pipeline's first
 // pass is the rest of the one it stopped in. Batches counts every epoch of
-// a pass.
+// a pass, WholeBatches those delivered before the resume too.
 func TestMultiPassResumesExactly(t *testing.T) {
 	ctx := testutil.Context(t)
 	paths := testutil.WriteFiles(t, 3, 50, 300)
@@ -667,6 +667,9 @@ func resumedMultiPass(t *testing.T, ctx context.Context, stages func(int) []acto
 		}
 		left, err := p.Batches()
 		require.NoError(t, err)
+		whole, err := p.WholeBatches()
+		require.NoError(t, err)
+		require.Equal(t, 20, whole, "a pass's batches, wherever the resume stands in it")
 		for len(got) < end {
 			it, err := p.Next(ctx)
 			if errors.Is(err, io.EOF) {

@@ -230,14 +230,29 @@ func (p *orderPlan) batches(pass uint32, dropLast bool) int {
 	n := 0
 	for e := lo; e < hi; e++ {
 		layout, done := p.Layout(e)
-		left, u := layout.Share(p.Rank, p.Remainder)-done, uint64(p.Unit)
-		if dropLast {
-			n += int(left / u)
-		} else {
-			n += int((left + u - 1) / u)
-		}
+		n += itemsOf(layout.Share(p.Rank, p.Remainder)-done, uint64(p.Unit), dropLast)
 	}
 	return n
+}
+
+// wholeBatches is what batches is for a pass dealt from its start on the
+// plan's world, whatever part of it was delivered before a resume. A
+// resumed pipeline's first pass is the rest of the pass it stopped in,
+// which may lack epochs of a multi-pass stage, so the epochs of a whole
+// pass are counted in the pass after it.
+func (p *orderPlan) wholeBatches(pass uint32, dropLast bool) int {
+	lo, hi := p.passesOf(pass + 1)
+	layout := order.Full(p.Ord.Len(), p.World, p.GlobalBatch)
+	return int(hi-lo) * itemsOf(layout.Share(p.Rank, p.Remainder), uint64(p.Unit), dropLast)
+}
+
+// itemsOf is the number of items of unit positions that cover share
+// positions; dropLast drops a last item of fewer.
+func itemsOf(share, unit uint64, dropLast bool) int {
+	if dropLast {
+		return int(share / unit)
+	}
+	return int((share + unit - 1) / unit)
 }
 
 // commits tracks where a pipeline's consumers stand in the order: the end,
@@ -374,6 +389,19 @@ func (p *Pipeline) Batches() (int, error) {
 	pass := p.pass
 	p.mu.Unlock()
 	return p.order.batches(pass, p.dropLast), nil
+}
+
+// WholeBatches is Batches for the current pass dealt whole on this
+// pipeline's world: after a resume part way through a pass, it counts the
+// batches delivered before it too, as a trainer's len() of an epoch does.
+func (p *Pipeline) WholeBatches() (int, error) {
+	if err := p.placed(); err != nil {
+		return 0, err
+	}
+	p.mu.Lock()
+	pass := p.pass
+	p.mu.Unlock()
+	return p.order.wholeBatches(pass, p.dropLast), nil
 }
 
 // shuffleName names an order's shuffle in a refused state's message.

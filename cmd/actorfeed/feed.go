@@ -218,11 +218,14 @@ type helloLine struct {
 }
 
 // epochLine starts an epoch: its number and its batches (for a resumed
-// epoch, those left). The line after it is the state at its start.
+// epoch, those left), and the batches of the whole epoch on this world,
+// which a loader's len() gives. The line after it is the state at its
+// start.
 type epochLine struct {
 	Op      string `json:"op"`
 	Epoch   int    `json:"epoch"`
 	Batches int    `json:"batches"`
+	Whole   int    `json:"whole_batches"`
 	// Left are the ids the epoch leaves out by design (Pipeline.Left):
 	// the remainder of equal shares, told by rank 0, and the last batch
 	// that drop_last drops.
@@ -364,11 +367,15 @@ func feedEpoch(ctx context.Context, fc *feedConn, rp *atomic.Pointer[ring], p *a
 	if err != nil {
 		return err
 	}
+	whole, err := p.WholeBatches()
+	if err != nil {
+		return err
+	}
 	left, err := p.Left()
 	if err != nil {
 		return err
 	}
-	head := epochLine{Op: "epoch", Epoch: st.Epoch, Batches: batches}
+	head := epochLine{Op: "epoch", Epoch: st.Epoch, Batches: batches, Whole: whole}
 	for _, l := range left {
 		head.Left = append(head.Left, l.IDs...)
 	}

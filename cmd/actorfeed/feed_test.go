@@ -105,6 +105,7 @@ func TestFeedSendsEpochsThroughTheRing(t *testing.T) {
 		require.Equal(t, "epoch", m["op"])
 		require.EqualValues(t, epoch, m["epoch"])
 		require.EqualValues(t, 13, m["batches"])
+		require.EqualValues(t, 13, m["whole_batches"])
 		seen := map[uint64]bool{}
 		for m, _ = l.next(); m["op"] == "batch"; m, _ = l.next() {
 			for _, id := range l.ids(m) {

@@ -221,7 +221,10 @@ class Feed:
         if as_torch:
             import torch
 
-            out = {k: (torch.from_numpy(v) if k != "ids" else v) for k, v in out.items()}
+            # torch has no uint64: ids become int64 tensors of the same bits
+            # (sample_names reads them either way).
+            out["ids"] = out["ids"].view("<i8")
+            out = {k: torch.from_numpy(v) for k, v in out.items()}
         del base
         return out
 

@@ -44,9 +44,11 @@ class Loader:
     samples instead, with a warning. "all" is the permutation or a refusal,
     an int a window of that many samples, False the files' order.
 
-    Iterating yields the rest of the current epoch (the whole epoch when it
-    stands at its start); set_epoch(e) moves to the start of epoch e.
-    len() is the batches of the current epoch (after a resume, those left).
+    Each iter() is a pass over an epoch, as StatefulDataLoader's: the
+    next epoch from its start after a pass that ended or was left part way
+    (a loop broken early, next(iter(loader)) as a peek), the saved
+    position after load_state_dict(), and epoch e from its start after
+    set_epoch(e). len() is an epoch's batches, a resumed one's included.
     state_dict() is where it stands after the last batch it yielded;
     load_state_dict() continues exactly there, from this rank's state or,
     on another world, from a list of every rank's states.
@@ -94,7 +96,10 @@ class Loader:
         self._epoch = 0  # the epoch the loader stands in
         self._resume: list[dict[str, Any]] | None = None  # the states the next feed resumes from
         self._state: bytes | None = None  # the state after the last batch yielded, JSON bytes
-        self._batches = 0
+        self._batches = 0  # the batches the current epoch has left
+        self._whole = 0  # the batches of the current epoch, dealt whole on this world
+        self._passes = 0  # the iter() calls: a pass runs while it is the latest
+        self._partway = False  # the latest pass yielded a batch and did not reach its epoch's end
         self._left: list[int] = []
         self._ended = False  # the current epoch's end was read
         self._done = False  # the feed's last epoch was read
@@ -158,6 +163,7 @@ class Loader:
         if msg["op"] != "epoch":
             raise LoaderError(f"the feed sent {msg['op']!r} where an epoch starts")
         self._epoch, self._batches, self._state, self._ended = msg["epoch"], msg["batches"], state, False
+        self._whole = msg.get("whole_batches", self._batches)
         self._left = msg.get("left", [])
 
     def _current(self) -> Feed:
@@ -169,35 +175,52 @@ class Loader:
         return feed
 
     def __len__(self) -> int:
+        """The batches of an epoch on this rank, as DataLoader's len(): a
+        resumed epoch's count those delivered before the resume too."""
         if self._o["epochs"] is not None and self._epoch >= self._o["epochs"]:
             return 0
         self._current()
-        return self._batches
+        return self._whole
 
     def set_epoch(self, epoch: int) -> None:
-        """Moves to the start of epoch, as DistributedSampler.set_epoch; the
-        epoch the loader stands in (at its start or, after
-        load_state_dict, part way) is kept as it is."""
+        """Makes the next pass epoch's, from its start, as
+        DistributedSampler.set_epoch does. Where the loader already stands
+        at epoch's start, or at a position in it that load_state_dict gave,
+        it stays there, so the usual loop is right after a resume too."""
         _args._int("epoch", epoch, 0, _args.MAX_EPOCH)
-        if epoch == self._epoch:  # after an epoch's end, the loader stands in the next
+        if epoch == self._epoch and not self._partway:  # after an epoch's end, the loader stands in the next
             return
+        self._restart(epoch)
+
+    def _restart(self, epoch: int) -> None:
+        """Stops the feed; the next one starts at epoch's start."""
         self._stop()
-        self._epoch, self._resume, self._state = epoch, None, None
+        self._epoch, self._resume, self._state, self._partway = epoch, None, None, False
 
     def __iter__(self) -> Iterator[Any]:
+        if self._partway:  # the last pass was left part way: the next epoch, afresh
+            self._restart(self._epoch + 1)
+        self._passes += 1
         if self._o["epochs"] is not None and self._epoch >= self._o["epochs"]:
             return iter(())
-        return self._epoch_batches()
+        return self._epoch_batches(self._passes)
 
-    def _epoch_batches(self) -> Iterator[Any]:
+    def _epoch_batches(self, this: int) -> Iterator[Any]:
+        self._latest(this)
         feed = self._current()
-        if self._ended:
-            return
-        while True:
+        while not self._ended:
             more, b = self._next(feed)
             if not more:
+                self._partway = False
                 return
+            self._partway = True
             yield b
+            self._latest(this)
+
+    def _latest(self, this: int) -> None:
+        """Refuses to go on with pass this when a later iter() began one."""
+        if this != self._passes:
+            raise LoaderError("this iterator's pass was left for a later iter() of its loader: iterate the latest one")
 
     def _next(self, feed: Feed) -> tuple[bool, Any]:
         """(True, the next batch) or (False, None) at the epoch's end."""
@@ -256,7 +279,7 @@ class Loader:
                 raise ValueError(f"state: not a state_dict() of this loader (version {STATE_VERSION}): {str(s)[:80]!r}")
             out.append(s["state"])
         self._stop()
-        self._resume, self._state = out, None
+        self._resume, self._state, self._partway = out, None, False
         self._epoch = min(s["state"].get("epoch", 0) for s in states)
 
     def _stop(self) -> None:
@@ -293,4 +316,5 @@ class Loader:
     def sample_names(self, ids: Sequence[int] | Any) -> list[str]:
         """Sample ids as actorfeed verify-ids names them: <file>#<record>."""
         files = self.files
-        return [f"{files[int(i) >> 40]}#{int(i) & ((1 << 40) - 1)}" for i in ids]
+        bits = [int(i) & ((1 << 64) - 1) for i in ids]  # torch's int64 ids hold the same 64 bits
+        return [f"{files[i >> 40]}#{i & ((1 << 40) - 1)}" for i in bits]

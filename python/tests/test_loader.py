@@ -117,7 +117,7 @@ def test_state_saved_with_torch(data, tmp_path):
         assert isinstance(b["slot0"], torch.Tensor)
         next(it)
         torch.save({"loader": loader.state_dict()}, tmp_path / "ckpt.pt")
-        rest = epoch_ids(loader)
+        rest = [b["ids"].tolist() for b in it]
     with actorfeed.Loader(data, batch_size=64, torch=True) as loader:
         loader.load_state_dict(torch.load(tmp_path / "ckpt.pt")["loader"])
         assert epoch_ids(loader) == rest
@@ -331,3 +331,65 @@ def test_decode_and_augment_in_the_pipeline(fashion_tfrecord):
     assert 0 <= a[0][1].min() and a[0][1].max() <= 1
     c = epoch(4)
     assert not all((x[1] == y[1]).all() for x, y in zip(a, c))
+
+
+def test_each_iter_is_a_pass_as_dataloader_s(data):
+    """A peek and a loop broken early leave their pass: the next iter() is
+    the next epoch whole, as DataLoader's and StatefulDataLoader's are,
+    and len() is an epoch's batches throughout."""
+    with actorfeed.Loader(data, batch_size=64, seed=6) as loader:
+        assert len(loader) == 32
+        peek = next(iter(loader))
+        assert (peek.epoch, peek.index) == (0, 0)
+        for i, b in enumerate(loader):
+            if i == 10:
+                break
+        assert b.epoch == 1
+        it = iter(loader)
+        e2 = [b.epoch for b in it]
+        assert e2 == [2] * 32 and len(loader) == 32
+        assert [b.epoch for b in loader] == [3] * 32, "after a whole pass, the next epoch"
+
+
+def test_an_iterator_left_for_a_later_one_says_so(data):
+    with actorfeed.Loader(data, batch_size=64) as loader:
+        old = iter(loader)
+        next(old)
+        new = iter(loader)
+        assert next(new).epoch == 1
+        with pytest.raises(actorfeed.LoaderError, match="later iter"):
+            next(old)
+        assert next(new).index == 1, "the later pass goes on"
+
+
+def test_set_epoch_after_a_pass_left_part_way_starts_it_whole(data):
+    """As DistributedSampler.set_epoch: the epoch named, from its start."""
+    with actorfeed.Loader(data, batch_size=64, seed=2) as loader:
+        whole = epoch_ids(loader)
+        loader.set_epoch(0)
+        next(iter(loader))
+        loader.set_epoch(0)
+        assert epoch_ids(loader) == whole
+
+
+def test_len_counts_a_resumed_epoch_whole(data):
+    with actorfeed.Loader(data, batch_size=64, seed=4) as loader:
+        it = iter(loader)
+        for _ in range(7):
+            next(it)
+        state = loader.state_dict()
+    with actorfeed.Loader(data, batch_size=64, seed=4) as loader:
+        loader.load_state_dict(state)
+        assert len(loader) == 32, "an epoch's batches, as DataLoader's len()"
+        loader.set_epoch(0)  # the usual loop after a resume keeps the position
+        assert len(epoch_ids(loader)) == 32 - 7
+
+
+def test_ids_follow_torch(data):
+    import torch
+    with actorfeed.Loader(data, batch_size=64, torch=True, names=["image", "label"]) as a, \
+            actorfeed.Loader(data, batch_size=64) as b:
+        t, n = next(iter(a)), next(iter(b))
+        assert isinstance(t["ids"], torch.Tensor) and t["ids"].dtype == torch.int64
+        assert t["ids"].tolist() == n["ids"].tolist()
+        assert a.sample_names(t["ids"]) == b.sample_names(n["ids"])
