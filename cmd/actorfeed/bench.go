@@ -125,7 +125,7 @@ func (o *benchOptions) flags(f *pflag.FlagSet) {
 	f.IntVar(&o.buffer, "buffer", 2, "double buffer window, in batches per device")
 	f.StringVar(&o.plot, "plot", "", "also draw the figures into this directory: throughput.png, device-waits.png, heap.png")
 	o.matrix.flags(f)
-	f.StringVar(&o.serviceMap, "map", "", "with --service-workers: a built-in map after the batch stage, run on the workers (normalize)")
+	f.StringVar(&o.serviceMap, "map", "", "with --service-workers: a built-in map after the batch stage, run on the workers (normalize, to_tensor)")
 	f.StringSliceVar(&o.serviceWorkers, "service-workers", nil, "measure the data service instead: the pipeline on this many actorfeed serve processes on loopback (as 1,2), against the same pipeline in process, for each --sizes (default 784,150K), uncompressed")
 	f.IntVar(&o.deviceBatch, "device-batch", 1024, "batch size of the device-busy measurement (its step must be a few ms for a timer to simulate it)")
 }

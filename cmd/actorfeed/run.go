@@ -136,7 +136,7 @@ func (o *runOptions) pipelineFlags(f *pflag.FlagSet) {
 	f.IntVar(&o.batch, "batch", 64, "batch size")
 	o.shuffle = 1024
 	f.Var(shuffleValue{&o.shuffle, &o.global, &o.orWindow}, "shuffle", "shuffle window (0 keeps the order); all: each epoch a uniformly random permutation of every record, read by position (IDX, TFRecord, WebDataset; docs/determinism.md); auto: all where the files are read by position, else a window of 4096")
-	f.StringVar(&o.mapName, "map", "", "a map to run on every batch, after the batch stage (normalize: uint8 images to float32 in [0, 1]; decode(size=224,crop=random,flip,normalize=imagenet): decode and augment each sample's JPEG or PNG, docs/formats.md); with --service, on the workers")
+	f.StringVar(&o.mapName, "map", "", "a map to run on every batch, after the batch stage (normalize: uint8 images to float32 in [0, 1]; to_tensor: as torchvision gives them, float32 [B, C, H, W] images and int64 labels; decode(size=224,crop=random,flip,normalize=imagenet): decode and augment each sample's JPEG or PNG, docs/formats.md); with --service, on the workers")
 	f.Uint64Var(&o.seed, "seed", 1, "shuffle seed")
 	f.IntVar(&o.threads, "threads", 0, "file-reader threads: in the order they share the files' chunks, with --any-order a file each (default #cpus, at least 8 over s3:// objects, at most the chunks or files)")
 	f.IntVar(&o.lanes, "lanes", 0, "copies of the batch and map stages, run side by side to use more cores, each taking its turn at the order's batches; the order does not change. "+

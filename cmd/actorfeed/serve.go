@@ -68,7 +68,8 @@ positions, and it reads, shuffles and batches them from files it shares with
 them (a shared file system, or the same paths on every node), sending the
 batches back under the trainer's credit. It opens files only under the --root
 directories (default: the current one), and runs the maps trainers name among
-its own (normalize: uint8 images to float32 in [0, 1]). It listens on loopback
+its own (normalize: uint8 images to float32 in [0, 1]; to_tensor: float32
+[B, C, H, W] images and int64 labels, as torchvision gives them). It listens on loopback
 unless given mutual TLS (--tls-cert, --tls-key, --tls-ca). Unless GOGC is
 set, it keeps a heap floor of 64 MiB (the collector first runs near 128 MiB),
 as run --service does: a worker's live heap is small and it allocates every

@@ -11,7 +11,7 @@ from typing import Any, TypedDict
 
 from . import _braces
 
-MAPS = ("normalize",)
+MAPS = ("normalize", "to_tensor")
 FORMATS = ("recordio", "idx", "wds", "tfrecord", "megatron", "llmc")
 MAX_WINDOW = 1 << 26
 MAX_SLOTS = 1 << 16
