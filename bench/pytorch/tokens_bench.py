@@ -225,7 +225,7 @@ def main() -> None:
         return
     from actorfeed._binary import find_binary
 
-    find_binary()  # built now if it must be, not inside the Loader's first batch
+    find_binary()  # a missing binary fails here, before any contender runs
     print(f"{'contender':<24} {'corpora':>7} {'tokens':>9} {'first batch s':>13} {'tokens/s':>11} {'peak RSS MB':>11}")
     with tempfile.TemporaryDirectory() as tmp:
         for tokens in a.tokens:

@@ -14,15 +14,12 @@ ended by the model's end-of-sequence token.
 from __future__ import annotations
 
 import argparse
-import os
-import sys
 import tempfile
 
 import numpy as np
 import sentencepiece as spm
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-import actorfeed  # noqa: E402
+import actorfeed
 
 
 def documents(paths: list[str]) -> list[str]:

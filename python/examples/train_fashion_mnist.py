@@ -18,7 +18,6 @@ import gzip
 import json
 import os
 import signal
-import sys
 import time
 
 import numpy as np
@@ -26,8 +25,7 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-import actorfeed  # noqa: E402
+import actorfeed
 
 TEST = "/usr/share/datasets/fashion-mnist/t10k-%s-idx%d-ubyte.gz"
 
@@ -63,7 +61,7 @@ def main():
     os.makedirs(a.out, exist_ok=True)
     net = torch.nn.parallel.DistributedDataParallel(model())
     opt = torch.optim.SGD(net.parameters(), lr=0.1, momentum=0.9)
-    loader = actorfeed.Loader(a.data, batch_size=a.batch, shuffle=True, seed=1, map="normalize",
+    loader = actorfeed.Loader(a.data, batch_size=a.batch, shuffle=True, seed=1, map="to_tensor",
                               names=["image", "label"], torch=True)
     ck = actorfeed.Checkpoint(out=a.out)
     start, step = ck.resume(loader=loader, model=net.module, opt=opt)

@@ -23,15 +23,13 @@ import json
 import math
 import os
 import signal
-import sys
 import time
 
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-import actorfeed  # noqa: E402
+import actorfeed
 
 
 def parse() -> argparse.Namespace:
