@@ -41,6 +41,10 @@ type feedOptions struct {
 	epoch     int
 	epochs    int
 	resume    bool
+	// metricsAddr serves the pipeline's Prometheus metrics while the feed
+	// runs, as run --metrics-addr does; expose allows a non-loopback one.
+	metricsAddr string
+	expose      bool
 }
 
 // feedGCPercent is the feed's GOGC from its first batch on, unless the
@@ -75,6 +79,8 @@ func newFeed() *cobra.Command {
 	f.IntVar(&o.epoch, "epoch", 0, "the epoch to start in, when not resuming")
 	f.IntVar(&o.epochs, "epochs", 0, "epochs to feed, the first included (0: until the loader closes)")
 	f.BoolVar(&o.resume, "resume-stdin", false, "resume from the JSON list of states (one rank's, or every rank's) read from stdin")
+	f.StringVar(&o.metricsAddr, "metrics-addr", "", "serve the pipeline's Prometheus metrics at host:port while feeding (a bare :port listens on 127.0.0.1); the hello line says where")
+	f.BoolVar(&o.expose, "metrics-expose", false, "allow a --metrics-addr that other machines can reach")
 	return cmd
 }
 
@@ -88,6 +94,11 @@ func (o *feedOptions) check(cmd *cobra.Command) error {
 	}
 	if o.resume && cmd.Flags().Changed("epoch") {
 		return errors.New("--epoch and --resume-stdin exclude each other: the states say where to start")
+	}
+	if o.metricsAddr != "" {
+		if _, err := loopback(o.metricsAddr, o.expose); err != nil {
+			return err
+		}
 	}
 	return errors.Join(r.checkPipeline(cmd.Flags().Changed), checkInts(
 		intFlag{"--slots", o.slots, minSlots, actors.MaxQueue},
@@ -215,6 +226,9 @@ type helloLine struct {
 	// Windowed is why a shuffle of "auto" shuffles in a window rather than
 	// in the global order (windowedLine); absent when it does not.
 	Windowed string `json:"windowed,omitempty"`
+	// Metrics is the host:port the pipeline's metrics are served at
+	// (--metrics-addr), its port chosen when the flag's was 0.
+	Metrics string `json:"metrics,omitempty"`
 }
 
 // epochLine starts an epoch: its number and its batches (for a resumed
@@ -239,6 +253,14 @@ func feedEpochs(ctx context.Context, fc *feedConn, rp *atomic.Pointer[ring], o f
 		return err
 	}
 	defer done()
+	if o.metricsAddr != "" {
+		m, err := serveMetrics(o.metricsAddr, o.expose, func() *actors.Pipeline { return p })
+		if err != nil {
+			return usageError{err}
+		}
+		defer m.stop()
+		names.metrics = m.addr
+	}
 	for pass := 0; o.epochs == 0 || pass < o.epochs; pass++ {
 		if pass > 0 {
 			if err := p.Reset(); err != nil {
@@ -280,7 +302,7 @@ func (f *feedConn) makeRing(rp *atomic.Pointer[ring], o feedOptions, first actor
 	defer unix.Close(fd)
 	rp.Store(r)
 	return f.sendRing(fd, helloLine{Op: "hello", Slots: o.slots, SlotBytes: r.slotBytes, Files: names.files, SlotNames: names.slots,
-		Windowed: names.windowed})
+		Windowed: names.windowed, Metrics: names.metrics})
 }
 
 // startFeedPipeline builds the pipeline of feed's flags, resumed from
@@ -322,11 +344,13 @@ func startFeedPipeline(ctx context.Context, o feedOptions, states []actors.State
 	return p, feedNames{files: baseNames(stages), slots: slotNames(ctx, stages), windowed: windowedLine(p, o.run.orWindow)}, done, nil
 }
 
-// feedNames are what the loader is told names sample ids' files and the
-// slots, and why it shuffles in a window (helloLine.Windowed).
+// feedNames are what the loader is told: the names of sample ids' files and
+// of the slots, why it shuffles in a window (helloLine.Windowed), and where
+// the metrics are served.
 type feedNames struct {
 	files, slots []string
 	windowed     string
+	metrics      string // where the metrics are served, if they are
 }
 
 // slotNames are the slots' names where the data has them (readers'

@@ -5,7 +5,9 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"strings"
 	"testing"
@@ -124,6 +126,26 @@ func TestFeedSendsEpochsThroughTheRing(t *testing.T) {
 	require.Equal(t, "done", m["op"])
 	require.NoError(t, <-done)
 	l.c.Close()
+}
+
+// With --metrics-addr the feed serves its pipeline's metrics while it
+// runs, at the address its hello line names.
+func TestFeedServesMetrics(t *testing.T) {
+	o := feedFlags(testutil.WriteFiles(t, 1, 100, 30))
+	o.metricsAddr = "127.0.0.1:0"
+	l, done := startFeed(t, o)
+	l.start()
+	require.NotEmpty(t, l.hello.Metrics)
+	resp, err := http.Get("http://" + l.hello.Metrics + "/metrics")
+	require.NoError(t, err)
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.NoError(t, err)
+	require.Contains(t, string(body), "actorfeed_stage_items_total")
+	l.c.Close()
+	require.NoError(t, <-done)
+	_, err = http.Get("http://" + l.hello.Metrics + "/metrics")
+	require.Error(t, err, "served only while the feed runs")
 }
 
 // A loader that gives back a slot it does not hold breaks the protocol:

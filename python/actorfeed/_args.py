@@ -209,7 +209,8 @@ PARAMS = {"--data": "data", "--batch": "batch_size", "--shuffle": "shuffle", "--
           "--world": "world", "--slots": "slots", "--remainder": "remainder", "--on-corrupt": "on_corrupt",
           "--drop-last": "drop_last", "--map": "map", "--threads": "threads", "--slot-bytes": "slot_bytes",
           "--service": "service", "--features": "features", "--global-batch": "global_batch",
-          "--weights": "data", "--weights-from": "weights_from", "--blend-samples": "blend_samples"}
+          "--weights": "data", "--weights-from": "weights_from", "--blend-samples": "blend_samples",
+          "--metrics-addr": "metrics_addr"}
 
 
 def in_params(message: str) -> str:
@@ -247,6 +248,8 @@ def feed_args(o: Options) -> list[str]:
         args += ["--weights-from", f"{step}:{','.join(repr(w) for w in ws)}"]
     if o["blend_samples"]:
         args += ["--blend-samples", str(o["blend_samples"])]
+    if o["metrics_addr"]:
+        args += ["--metrics-addr", o["metrics_addr"]]
     return args
 
 
@@ -291,13 +294,14 @@ class Options(TypedDict):
     weights: list[float] | None
     weights_from: list[tuple[int, list[float]]]
     blend_samples: int | None
+    metrics_addr: str | None
 
 
 def check(*, data: object, batch_size: int | None, shuffle: object, seed: int, drop_last: bool, epochs: int | None,
           rank: int | None, world: int | None, map: object, names: Sequence[str] | None, torch: bool, slots: int,
           slot_bytes: int | None, service: str | Sequence[str] | None, threads: int | None, on_corrupt: str,
           remainder: str, features: str | dict[str, str] | None, global_batch: int | None = None,
-          weights_from: object = None, blend_samples: int | None = None) -> Options:
+          weights_from: object = None, blend_samples: int | None = None, metrics_addr: str | None = None) -> Options:
     """The Loader's arguments checked, in this order, each refused with a
     ValueError that names it."""
     data, weights = blend_of(data)
@@ -328,11 +332,13 @@ def check(*, data: object, batch_size: int | None, shuffle: object, seed: int, d
         if weights is None:
             raise ValueError("blend_samples is the epoch of a blend: give data as (weight, file) pairs")
         blend_samples = _int("blend_samples", blend_samples, 1, 1 << 40)
+    if metrics_addr is not None and (not isinstance(metrics_addr, str) or not metrics_addr):
+        raise ValueError(f"metrics_addr={metrics_addr!r}: want host:port, such as '127.0.0.1:9100'")
     o = Options(data=entries, window=window, seed=seed, drop_last=drop_last, slots=slots, service=workers,
                 names=slot_names, torch=torch, features=spec, epochs=epochs, rank=r, world=w, batch_size=size,
                 global_batch=step, map=pipeline_map, fn=fn, slot_bytes=slot_bytes, threads=threads,
                 on_corrupt=on_corrupt, remainder=remainder, weights=weights, weights_from=phases,
-                blend_samples=blend_samples)
+                blend_samples=blend_samples, metrics_addr=metrics_addr)
     if o["torch"]:
         try:
             import torch as _  # noqa: F401

@@ -87,6 +87,7 @@ class Feed:
         self.closed = False
         self.forked = False
         self.windowed: str | None = None  # why shuffle=True shuffles in a window, as the feed says
+        self.metrics: str | None = None  # host:port of the feed's metrics (metrics_addr), as it says
         self.err = tempfile.TemporaryFile()  # unlinked at once: nothing is left behind
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         self.sock = ours
@@ -128,6 +129,7 @@ class Feed:
                 self.slots, self.slot_bytes, self.files = hello["slots"], hello["slot_bytes"], hello["files"]
                 self.slot_names = hello.get("slot_names") or []
                 self.windowed = hello.get("windowed")
+                self.metrics = hello.get("metrics")
                 self.mm = mmap.mmap(fds[0], self.slots * self.slot_bytes)
             finally:
                 os.close(fds[0])

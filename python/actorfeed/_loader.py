@@ -6,10 +6,11 @@ import gc
 import json
 import warnings
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any, Literal
+from typing import Any, Literal, TextIO
 
 from . import _args
 from ._feed import FORKED, Feed, LoaderError
+from ._watch import Watch
 
 __all__ = ["Batch", "Loader", "LoaderError"]
 
@@ -28,11 +29,12 @@ class Batch(dict[str, Any]):
     gradients are averaged, so that every sample of the step weighs the
     same when the ranks' batches differ by one (docs/tokens.md)."""
 
-    __slots__ = ("epoch", "index", "padding", "step_share")
+    __slots__ = ("epoch", "index", "padding", "step_share", "wait")
     epoch: int
     index: int
     padding: int
     step_share: float
+    wait: float  # seconds the trainer waited for it, from asking to having it
 
 
 class Loader:
@@ -86,12 +88,15 @@ class Loader:
                  on_corrupt: Literal["fail", "skip"] = "fail", remainder: Literal["drop", "pad"] = "drop",
                  features: str | dict[str, str] | None = None, global_batch: int | None = None,
                  weights_from: Sequence[tuple[int, Sequence[float]]] | None = None,
-                 blend_samples: int | None = None) -> None:
+                 blend_samples: int | None = None, progress: bool = False, summary: bool = False,
+                 emit_ids: str | TextIO | None = None, metrics_addr: str | None = None) -> None:
         self._o = _args.check(data=data, batch_size=batch_size, shuffle=shuffle, seed=seed, drop_last=drop_last,
                               epochs=epochs, rank=rank, world=world, map=map, names=names, torch=torch, slots=slots,
                               slot_bytes=slot_bytes, service=service, threads=threads, on_corrupt=on_corrupt,
                               remainder=remainder, features=features, global_batch=global_batch,
-                              weights_from=weights_from, blend_samples=blend_samples)
+                              weights_from=weights_from, blend_samples=blend_samples, metrics_addr=metrics_addr)
+        self._watch = Watch(progress=_args._bool("progress", progress), summary=_args._bool("summary", summary),
+                            emit_ids=emit_ids, rank=self._o["rank"])
         self._feed: Feed | None = None
         self._epoch = 0  # the epoch the loader stands in
         self._resume: list[dict[str, Any]] | None = None  # the states the next feed resumes from
@@ -119,6 +124,19 @@ class Loader:
     def batch_size(self) -> int:
         """This rank's batches: batch_size, or its slice of global_batch."""
         return self._o["batch_size"]
+
+    @property
+    def metrics_url(self) -> str | None:
+        """Where the pipeline's Prometheus metrics are served while it runs
+        (metrics_addr; its port chosen when metrics_addr's is 0)."""
+        feed = self._running()
+        return None if feed.metrics is None else f"http://{feed.metrics}/metrics"
+
+    def stats(self) -> dict[str, float]:
+        """The run so far: batches and samples yielded, seconds since the
+        first batch was asked for, and the seconds the trainer waited for
+        data (in all, and a step's median, p99 and maximum)."""
+        return self._watch.stats()
 
     @property
     def files(self) -> list[str]:
@@ -194,6 +212,7 @@ class Loader:
 
     def _restart(self, epoch: int) -> None:
         """Stops the feed; the next one starts at epoch's start."""
+        self._watch.end()
         self._stop()
         self._epoch, self._resume, self._state, self._partway = epoch, None, None, False
 
@@ -208,13 +227,22 @@ class Loader:
     def _epoch_batches(self, this: int) -> Iterator[Any]:
         self._latest(this)
         feed = self._current()
-        while not self._ended:
-            more, b = self._next(feed)
-            if not more:
+        if self._ended:
+            return
+        watch = self._watch
+        dropped = self.sample_names(self._left) if watch.ids is not None else []
+        watch.begin(epoch=self._epoch, whole=self._whole, left=self._batches, dropped=dropped)
+        while True:
+            asked = watch.asked()
+            b = self._next(feed)
+            if b is None:
                 self._partway = False
+                watch.end()
                 return
+            names = self.sample_names(b["ids"]) if watch.ids is not None else None
+            b.wait = watch.got(since=asked, epoch=b.epoch, index=b.index, rows=len(b["ids"]), names=names)
             self._partway = True
-            yield b
+            yield b if self._o["fn"] is None else self._o["fn"](b)
             self._latest(this)
 
     def _latest(self, this: int) -> None:
@@ -222,8 +250,8 @@ class Loader:
         if this != self._passes:
             raise LoaderError("this iterator's pass was left for a later iter() of its loader: iterate the latest one")
 
-    def _next(self, feed: Feed) -> tuple[bool, Any]:
-        """(True, the next batch) or (False, None) at the epoch's end."""
+    def _next(self, feed: Feed) -> Batch | None:
+        """The next batch, or None at the epoch's end."""
         try:
             feed.give_back()
             if feed.held >= feed.slots:
@@ -243,19 +271,18 @@ class Loader:
             raise
         if msg["op"] == "end":
             self._state, self._ended, self._epoch = state, True, msg["epoch"] + 1
-            return False, None
+            return None
         if msg["op"] == "done":
             self._ended = self._done = True
-            return False, None
+            return None
         if msg["op"] != "batch":
             raise LoaderError(f"the feed sent {msg['op']!r} where a batch was due")
         b = Batch(feed.batch(msg, self._o["names"], self._o["torch"]))
         b.epoch, b.index, b.padding = msg["epoch"], msg["index"], msg.get("padding", 0)
         b.step_share = msg.get("step_share", 0.0)
+        b.wait = 0.0
         self._state = state
-        if self._o["fn"] is not None:
-            return True, self._o["fn"](b)
-        return True, b
+        return b
 
     def state_dict(self) -> dict[str, Any]:
         """Where the loader stands after the last batch it yielded: save it
@@ -288,8 +315,11 @@ class Loader:
             self._feed = None
 
     def close(self) -> None:
-        """Stops the pipeline's process; batches still held stay valid."""
+        """Stops the pipeline's process; batches still held stay valid. With
+        summary=True it prints the run's summary, once."""
         self._stop()
+        if not self._closed:
+            self._watch.close()
         self._closed = True
 
     def __enter__(self) -> Loader:
