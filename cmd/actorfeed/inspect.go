@@ -20,12 +20,18 @@ import (
 func newInspect() *cobra.Command {
 	return &cobra.Command{
 		Use:   "inspect FILE",
-		Short: "Show a data file's header, chunks, record count, shapes and checksums",
+		Short: "Show a data file's contents and damage: RecordIO, IDX, WebDataset or TFRecord",
 		Long: `For a RecordIO file: every chunk (offset, records, compression, size) with its
 checksum verdict, the record count and the slot shapes of the first record.
-For an IDX file: the header and, for an images file, its labels file. FILE is a
-path or format:path. A file with a damaged chunk is listed in full, and then
-the command fails naming the first damaged chunk.`,
+For an IDX file: the header and, for an images file, its labels file. For a
+WebDataset shard (.tar, .tar.gz): its members, its samples as run reads them
+(every field decoded), their fields and their first and last keys. For a
+TFRecord file: its records, each checked against both its CRCs (of the
+length and of the data) and parsed as a tf.train.Example, and the first
+record's features (or those of tfrecord(features):FILE). FILE is a path or
+format:path. A damaged file is listed in full, with its damaged chunks,
+samples or records (the first 10 named), and then the command fails naming
+the first.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			name, path, err := readers.ParseEntry(args[0])
@@ -35,13 +41,18 @@ the command fails naming the first damaged chunk.`,
 			if name == "" {
 				name = formatOf(path)
 			}
-			switch name {
+			format, params, _ := strings.Cut(strings.TrimSuffix(name, ")"), "(")
+			switch format {
 			case "recordio":
 				return inspectRecordIO(cmd.Context(), cmd.OutOrStdout(), path)
 			case "idx":
 				return inspectIDX(cmd.Context(), cmd.OutOrStdout(), path)
+			case "wds":
+				return inspectWDS(cmd.Context(), cmd.OutOrStdout(), path)
+			case "tfrecord":
+				return inspectTFRecord(cmd.Context(), cmd.OutOrStdout(), path, params)
 			}
-			return usageError{fmt.Errorf("%s: cannot inspect format %q (recordio or idx)", path, name)}
+			return usageError{fmt.Errorf("%s: cannot inspect format %q (recordio, idx, wds or tfrecord)", path, name)}
 		},
 	}
 }
@@ -53,6 +64,10 @@ func formatOf(path string) string {
 		return "recordio"
 	case strings.Contains(path, "-ubyte"), strings.HasSuffix(path, ".idx"):
 		return "idx"
+	case strings.HasSuffix(path, ".tar"), strings.HasSuffix(path, ".tar.gz"), strings.HasSuffix(path, ".tgz"):
+		return "wds"
+	case strings.Contains(path, ".tfrecord"):
+		return "tfrecord"
 	}
 	return "recordio"
 }
