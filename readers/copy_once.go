@@ -44,33 +44,91 @@ var lockWaiting func()
 // now if it is not there: whole or not at all (a temporary file renamed),
 // once in the process however many readers ask for it at once, once on the
 // host while the lock is honoured, and at most limit bytes, which write
-// must hold to: MaxDecodedBytes, and what leaves a tenth of the file
-// system (and 1 GiB) free, however many copies there are.
-func copyOnce(dir, name string, write func(w io.Writer, limit int64) error) (string, error) {
+// must hold to: MaxDecodedBytes, the cache's limit (the variable limitEnv
+// names, cache_limit.go), and what leaves a tenth of the file system (and
+// 1 GiB) free, however many copies there are. The copy is held by this
+// process from then on; a new one makes room for itself under the
+// cache's limit.
+func copyOnce(dir, name, limitEnv string, write func(w io.Writer, limit int64) error) (string, error) {
 	dst := filepath.Join(dir, name)
 	mu, _ := copying.LoadOrStore(dst, &sync.Mutex{})
 	mu.(*sync.Mutex).Lock()
 	defer mu.(*sync.Mutex).Unlock()
-	if copied(dst) {
-		return dst, nil
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	capacity, err := cacheLimit(limitEnv)
+	if err != nil {
 		return dst, err
+	}
+	if copied(dst) && holdCopy(dst) {
+		return dst, nil
+	} // else absent, or evicted by another process between the two: made again
+	if err := makeCopy(dir, name, capacity, write); err != nil {
+		return dst, err
+	}
+	if capacity > 0 {
+		evict(dir, capacity, dst, limitEnv)
+	}
+	return dst, nil
+}
+
+// makeCopy writes the copy name in dir, unless the process that held its
+// lock made it, at most capacity bytes when capacity is not 0.
+func makeCopy(dir, name string, capacity int64, write func(w io.Writer, limit int64) error) error {
+	dst := filepath.Join(dir, name)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
 	}
 	if unlock, held := lockCopy(dir, name); held {
 		defer unlock()
 		if copied(dst) { // made by the process that held the lock
-			return dst, nil
+			return nil
 		}
 		removeTemporaries(dir, name)
 	}
 	limit := int64(MaxDecodedBytes)
+	if capacity > 0 {
+		limit = min(limit, capacity)
+	}
 	var fs syscall.Statfs_t
 	if err := syscall.Statfs(dir, &fs); err == nil {
 		reserve := max(int64(fs.Blocks)*fs.Bsize/10, 1<<30)
 		limit = min(limit, max(int64(fs.Bavail)*fs.Bsize-reserve, 0))
 	}
-	return dst, atomicfile.Write(dst, func(w io.Writer) error { return write(w, limit) })
+	return writeHeld(dst, func(w io.Writer) error { return write(w, limit) })
+}
+
+// writeHeld writes the copy dst whole or not at all, as atomicfile.Write
+// does, held by this process before it is renamed into place: an evictor
+// in another process never finds it unheld between the two, which would
+// cost the copy it just made. The made-copy of a process that held the
+// lock is not rewritten (makeCopy).
+func writeHeld(dst string, write func(io.Writer) error) error {
+	f, err := atomicfile.Create(dst)
+	if err != nil {
+		return err
+	}
+	defer f.Cleanup()
+	if err := write(f); err != nil {
+		return err
+	}
+	// A duplicate descriptor shares the open file and its lock, which
+	// outlive the pending file's close.
+	held, herr := unix.Dup(int(f.Fd()))
+	if herr == nil {
+		if unix.Flock(held, unix.LOCK_SH) != nil {
+			unix.Close(held)
+			held = -1
+		}
+	}
+	if err := f.CloseAtomicallyReplace(); err != nil {
+		if held >= 0 {
+			unix.Close(held)
+		}
+		return err
+	}
+	if held >= 0 {
+		hold(dst, os.NewFile(uintptr(held), dst))
+	}
+	return nil
 }
 
 func copied(dst string) bool {

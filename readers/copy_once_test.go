@@ -38,7 +38,7 @@ func writer(content string, calls *int) func(io.Writer, int64) error {
 func requireCopyMade(t *testing.T, dir, content string) {
 	t.Helper()
 	calls := 0
-	path, err := readers.CopyOnce(dir, "copy", writer(content, &calls))
+	path, err := readers.CopyOnce(dir, "copy", "", writer(content, &calls))
 	require.NoError(t, err)
 	require.Equal(t, 1, calls)
 	b, err := os.ReadFile(path)
@@ -60,7 +60,7 @@ func TestACopyWaitsForTheProcessMakingIt(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		path, err = readers.CopyOnce(dir, "copy", writer("mine", &calls))
+		path, err = readers.CopyOnce(dir, "copy", "", writer("mine", &calls))
 	}()
 	select {
 	case <-waiting:

@@ -92,7 +92,7 @@ func decodeOnce(id, name string, src io.Reader, size int64, decode decoder) (str
 		return "", err
 	}
 	base := strings.TrimSuffix(name[strings.LastIndexByte(name, '/')+1:], ".gz")
-	dst, err := copyOnce(dir, id+"-"+base, func(w io.Writer, limit int64) error {
+	dst, err := copyOnce(dir, id+"-"+base, DecodeCacheBytesEnv, func(w io.Writer, limit int64) error {
 		return decode(w, src, size, name, limit)
 	})
 	if err != nil {

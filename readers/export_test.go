@@ -31,3 +31,20 @@ func SetLockWaiting(t interface{ Cleanup(func()) }, f func()) {
 	lockWaiting = f
 	t.Cleanup(func() { lockWaiting = nil })
 }
+
+// ReleaseHolds lets go of every copy this process holds, as its exit
+// would.
+func ReleaseHolds() {
+	holds.Range(func(k, f any) bool {
+		holds.Delete(k)
+		f.(interface{ Close() error }).Close()
+		return true
+	})
+}
+
+// EvictionsOf are the evictions counted under the limit's variable env.
+func EvictionsOf(env string) Evictions {
+	evictions.Lock()
+	defer evictions.Unlock()
+	return evictions.by[env]
+}

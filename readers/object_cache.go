@@ -45,7 +45,7 @@ func cacheObject(o *objstore.Object, dir string) error {
 	}
 	var fetchErr error
 	name := objectIdentity(o) + "-" + path.Base(o.URL())
-	dst, err := copyOnce(dir, name, func(w io.Writer, limit int64) error {
+	dst, err := copyOnce(dir, name, ObjectCacheBytesEnv, func(w io.Writer, limit int64) error {
 		if o.Size() > limit {
 			return errNoRoom
 		}

@@ -244,6 +244,24 @@ type epochLine struct {
 	// the remainder of equal shares, told by rank 0, and the last batch
 	// that drop_last drops.
 	Left []uint64 `json:"left,omitempty"`
+	// Evicted is what the feed removed from the caches so far to keep them
+	// under their limits (readers.CacheEvictions).
+	Evicted *evictedLine `json:"evicted,omitempty"`
+}
+
+// evictedLine is what a feed evicted from each cache: files and bytes.
+type evictedLine struct {
+	Decode [2]int64 `json:"decode"`
+	Object [2]int64 `json:"object"`
+}
+
+// evictedSoFar is the feed's evictions, nil while there are none.
+func evictedSoFar() *evictedLine {
+	d, o := readers.CacheEvictions()
+	if d.Files == 0 && o.Files == 0 {
+		return nil
+	}
+	return &evictedLine{Decode: [2]int64{int64(d.Files), d.Bytes}, Object: [2]int64{int64(o.Files), o.Bytes}}
 }
 
 // feedEpochs builds the pipeline and feeds its epochs, Reset between them.
@@ -399,7 +417,7 @@ func feedEpoch(ctx context.Context, fc *feedConn, rp *atomic.Pointer[ring], p *a
 	if err != nil {
 		return err
 	}
-	head := epochLine{Op: "epoch", Epoch: st.Epoch, Batches: batches, Whole: whole}
+	head := epochLine{Op: "epoch", Epoch: st.Epoch, Batches: batches, Whole: whole, Evicted: evictedSoFar()}
 	for _, l := range left {
 		head.Left = append(head.Left, l.IDs...)
 	}
@@ -433,7 +451,11 @@ func feedEpoch(ctx context.Context, fc *feedConn, rp *atomic.Pointer[ring], p *a
 	if !errors.Is(err, io.EOF) {
 		return err
 	}
-	return fc.stateLine(map[string]any{"op": "end", "epoch": st.Epoch}, p)
+	end := map[string]any{"op": "end", "epoch": st.Epoch}
+	if ev := evictedSoFar(); ev != nil {
+		end["evicted"] = ev
+	}
+	return fc.stateLine(end, p)
 }
 
 // stateLine sends v and then the pipeline's state as it stands, and

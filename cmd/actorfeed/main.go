@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/actorfeed/actorfeed/actors"
+	"github.com/actorfeed/actorfeed/readers"
 )
 
 func main() {
@@ -117,6 +118,14 @@ func newRoot() *cobra.Command {
 		},
 	}
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	// A cache's limit set wrong is refused before anything is read: the
+	// cache would otherwise be left unused without a word.
+	root.PersistentPreRunE = func(*cobra.Command, []string) error {
+		if err := readers.CheckCacheLimits(); err != nil {
+			return usageError{err}
+		}
+		return nil
+	}
 	root.PersistentFlags().BoolVar(&verbose, "verbose", false, "show an error with the chain of what was under way (stages, files), not one line")
 	root.AddCommand(newDemo(), newRun(), newSim(), newBench(), newGen(), newInspect(), newConvert(), newServe(), newVerifyIDs(), newFeed())
 	for _, c := range root.Commands() {

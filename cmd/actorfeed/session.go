@@ -289,11 +289,27 @@ func (s *session) summary(w io.Writer) {
 		}
 		fmt.Fprintf(w, "object store: %d requests, %.1f MB read%s\n", requests, float64(bytes)/1e6, copied)
 	}
+	evictionSummary(w)
 	if s.metricsURL != "" {
 		fmt.Fprintf(w, "metrics were served at %s\n", s.metricsURL)
 	}
 	if len(s.reported) > 0 {
 		fmt.Fprintf(w, "report: %s\n", strings.Join(s.reported, ", "))
+	}
+}
+
+// evictionSummary says what the run removed from the caches to keep them
+// under their limits, if anything.
+func evictionSummary(w io.Writer) {
+	decode, object := readers.CacheEvictions()
+	for _, c := range []struct {
+		name, env string
+		e         readers.Evictions
+	}{{"decode cache", readers.DecodeCacheBytesEnv, decode}, {"object cache", readers.ObjectCacheBytesEnv, object}} {
+		if c.e.Files > 0 {
+			fmt.Fprintf(w, "%s: evicted %d files, %.1f MB, to stay under %s=%s\n", c.name, c.e.Files,
+				float64(c.e.Bytes)/1e6, c.env, os.Getenv(c.env))
+		}
 	}
 }
 

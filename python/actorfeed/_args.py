@@ -295,13 +295,27 @@ class Options(TypedDict):
     weights_from: list[tuple[int, list[float]]]
     blend_samples: int | None
     metrics_addr: str | None
+    cache_env: dict[str, str]
+
+
+def cache_bytes(name: str, value: int | str | None) -> str | None:
+    """A cache's limit as its environment variable takes it: bytes, or a
+    size with a K, M, G or T suffix that the feed reads (and refuses)."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
+        raise ValueError(f"{name}={value!r}: want a number of bytes or a size such as '20G'")
+    if isinstance(value, int):
+        return str(_int(name, value, 1, 1 << 60))
+    return value
 
 
 def check(*, data: object, batch_size: int | None, shuffle: object, seed: int, drop_last: bool, epochs: int | None,
           rank: int | None, world: int | None, map: object, names: Sequence[str] | None, torch: bool, slots: int,
           slot_bytes: int | None, service: str | Sequence[str] | None, threads: int | None, on_corrupt: str,
           remainder: str, features: str | dict[str, str] | None, global_batch: int | None = None,
-          weights_from: object = None, blend_samples: int | None = None, metrics_addr: str | None = None) -> Options:
+          weights_from: object = None, blend_samples: int | None = None, metrics_addr: str | None = None,
+          decode_cache_bytes: int | str | None = None, object_cache_bytes: int | str | None = None) -> Options:
     """The Loader's arguments checked, in this order, each refused with a
     ValueError that names it."""
     data, weights = blend_of(data)
@@ -334,11 +348,14 @@ def check(*, data: object, batch_size: int | None, shuffle: object, seed: int, d
         blend_samples = _int("blend_samples", blend_samples, 1, 1 << 40)
     if metrics_addr is not None and (not isinstance(metrics_addr, str) or not metrics_addr):
         raise ValueError(f"metrics_addr={metrics_addr!r}: want host:port, such as '127.0.0.1:9100'")
+    cache_env = {k: v for k, v in (("ACTORFEED_DECODE_CACHE_BYTES", cache_bytes("decode_cache_bytes", decode_cache_bytes)),
+                                   ("ACTORFEED_OBJECT_CACHE_BYTES", cache_bytes("object_cache_bytes", object_cache_bytes)))
+                 if v is not None}
     o = Options(data=entries, window=window, seed=seed, drop_last=drop_last, slots=slots, service=workers,
                 names=slot_names, torch=torch, features=spec, epochs=epochs, rank=r, world=w, batch_size=size,
                 global_batch=step, map=pipeline_map, fn=fn, slot_bytes=slot_bytes, threads=threads,
                 on_corrupt=on_corrupt, remainder=remainder, weights=weights, weights_from=phases,
-                blend_samples=blend_samples, metrics_addr=metrics_addr)
+                blend_samples=blend_samples, metrics_addr=metrics_addr, cache_env=cache_env)
     if o["torch"]:
         try:
             import torch as _  # noqa: F401

@@ -70,7 +70,8 @@ class Feed:
     Messages come as pairs of lines: a JSON message and the pipeline's state
     after it, kept as bytes until a state is asked for."""
 
-    def __init__(self, args: list[str], states: list[dict[str, Any]] | None) -> None:
+    def __init__(self, args: list[str], states: list[dict[str, Any]] | None,
+                 env: dict[str, str] | None = None) -> None:
         self.proc: subprocess.Popen[bytes] | None = None
         self.rfile: io.IOBase | None = None
         self.mm: mmap.mmap | None = None
@@ -100,6 +101,7 @@ class Feed:
             # trainer, which stops the feed by closing the socket.
             self.proc = subprocess.Popen(cmd, pass_fds=(theirs.fileno(),), stdout=subprocess.DEVNULL,
                                          stderr=self.err, start_new_session=True,
+                                         env=None if not env else {**os.environ, **env},
                                          stdin=subprocess.PIPE if states is not None else subprocess.DEVNULL)
         except BaseException:
             self.close()

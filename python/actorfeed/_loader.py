@@ -89,12 +89,14 @@ class Loader:
                  features: str | dict[str, str] | None = None, global_batch: int | None = None,
                  weights_from: Sequence[tuple[int, Sequence[float]]] | None = None,
                  blend_samples: int | None = None, progress: bool = False, summary: bool = False,
-                 emit_ids: str | TextIO | None = None, metrics_addr: str | None = None) -> None:
+                 emit_ids: str | TextIO | None = None, metrics_addr: str | None = None,
+                 decode_cache_bytes: int | str | None = None, object_cache_bytes: int | str | None = None) -> None:
         self._o = _args.check(data=data, batch_size=batch_size, shuffle=shuffle, seed=seed, drop_last=drop_last,
                               epochs=epochs, rank=rank, world=world, map=map, names=names, torch=torch, slots=slots,
                               slot_bytes=slot_bytes, service=service, threads=threads, on_corrupt=on_corrupt,
                               remainder=remainder, features=features, global_batch=global_batch,
-                              weights_from=weights_from, blend_samples=blend_samples, metrics_addr=metrics_addr)
+                              weights_from=weights_from, blend_samples=blend_samples, metrics_addr=metrics_addr,
+                              decode_cache_bytes=decode_cache_bytes, object_cache_bytes=object_cache_bytes)
         self._watch = Watch(progress=_args._bool("progress", progress), summary=_args._bool("summary", summary),
                             emit_ids=emit_ids, rank=self._o["rank"])
         self._feed: Feed | None = None
@@ -160,7 +162,7 @@ class Loader:
                     raise LoaderError(f"the loader gave its {self._o['epochs']} epochs")
                 args += ["--epochs", str(left)]
             try:
-                self._feed = Feed(args, self._resume)
+                self._feed = Feed(args, self._resume, self._o["cache_env"])
                 if self._feed.windowed and not self._warned:
                     self._warned = True
                     warnings.warn(f"actorfeed: {self._feed.windowed}", stacklevel=3)
@@ -181,6 +183,7 @@ class Loader:
         if msg["op"] != "epoch":
             raise LoaderError(f"the feed sent {msg['op']!r} where an epoch starts")
         self._epoch, self._batches, self._state, self._ended = msg["epoch"], msg["batches"], state, False
+        self._watch.evicted(msg.get("evicted"))
         self._whole = msg.get("whole_batches", self._batches)
         self._left = msg.get("left", [])
 
@@ -271,6 +274,7 @@ class Loader:
             raise
         if msg["op"] == "end":
             self._state, self._ended, self._epoch = state, True, msg["epoch"] + 1
+            self._watch.evicted(msg.get("evicted"))
             return None
         if msg["op"] == "done":
             self._ended = self._done = True
@@ -313,6 +317,7 @@ class Loader:
         if self._feed is not None:
             self._feed.close()
             self._feed = None
+            self._watch.feed_ended()
 
     def close(self) -> None:
         """Stops the pipeline's process; batches still held stay valid. With

@@ -44,6 +44,19 @@ class Watch:
         self.waits: list[float] = []
         self.rng = random.Random(0)
         self.started: float | None = None  # when the first batch was asked for
+        self.gone = {"decode": [0, 0], "object": [0, 0]}  # files and bytes evicted by earlier feeds
+        self.now = {"decode": [0, 0], "object": [0, 0]}  # by the current feed, as it last said
+
+    def evicted(self, counts: dict[str, list[int]] | None) -> None:
+        """The current feed's evictions from the caches so far."""
+        for cache in ("decode", "object"):
+            self.now[cache] = list((counts or {}).get(cache, [0, 0]))
+
+    def feed_ended(self) -> None:
+        """The current feed stopped: its evictions are kept."""
+        for cache in ("decode", "object"):
+            self.gone[cache] = [a + b for a, b in zip(self.gone[cache], self.now[cache])]
+            self.now[cache] = [0, 0]
 
     def begin(self, *, epoch: int, whole: int, left: int, dropped: list[str]) -> None:
         """A pass over epoch starts, with left of its whole batches to come
@@ -103,8 +116,12 @@ class Watch:
         def q(f: float) -> float:
             return waits[min(len(waits) - 1, int(f * len(waits)))] if waits else 0.0
 
-        return {"batches": self.batches, "samples": self.samples, "seconds": elapsed, "waited": self.waited,
-                "wait_p50": q(0.5), "wait_p99": q(0.99), "wait_max": waits[-1] if waits else 0.0}
+        out = {"batches": self.batches, "samples": self.samples, "seconds": elapsed, "waited": self.waited,
+               "wait_p50": q(0.5), "wait_p99": q(0.99), "wait_max": waits[-1] if waits else 0.0}
+        for cache in ("decode", "object"):
+            copies, size = (a + b for a, b in zip(self.gone[cache], self.now[cache]))
+            out[f"{cache}_cache_evicted"], out[f"{cache}_cache_evicted_bytes"] = copies, size
+        return out
 
     def close(self) -> None:
         """The loader closes: the bar goes, the summary is printed, and an
@@ -121,7 +138,12 @@ def summary_line(s: dict[str, float], rank: int) -> str:
     """The summary at close, as one line."""
     rate = s["samples"] / s["seconds"] if s["seconds"] > 0 else 0.0
     share = 100 * s["waited"] / s["seconds"] if s["seconds"] > 0 else 0.0
-    return (f"actorfeed: rank {rank}: {s['batches']:.0f} batches, {s['samples']:.0f} samples in {s['seconds']:.1f} s "
+    line = (f"actorfeed: rank {rank}: {s['batches']:.0f} batches, {s['samples']:.0f} samples in {s['seconds']:.1f} s "
             f"({rate:,.0f} samples/s); waited {s['waited']:.2f} s for data ({share:.1f}% of the time), "
             f"a step's wait median {s['wait_p50'] * 1e3:.2f} ms, p99 {s['wait_p99'] * 1e3:.2f} ms, "
             f"max {s['wait_max'] * 1e3:.2f} ms")
+    for cache in ("decode", "object"):
+        if s[f"{cache}_cache_evicted"]:
+            line += (f"; evicted {s[f'{cache}_cache_evicted']:.0f} files "
+                     f"({s[f'{cache}_cache_evicted_bytes'] / 1e6:.1f} MB) from the {cache} cache to stay under its limit")
+    return line
