@@ -156,6 +156,7 @@ fuzz)
   fuzz FuzzChunk ./readers/recordio 800000
   fuzz FuzzUnmarshalIndex ./readers/recordio 100000
   fuzz FuzzParse ./program 100000
+  fuzz FuzzWriteInput ./cmd/actorfeed 50000
   fuzz FuzzParseSchedule ./sim 100000
   fuzz FuzzExpandBraces ./readers 30000
   fuzz FuzzHeader ./readers/idx 400000

@@ -127,7 +127,7 @@ func newRoot() *cobra.Command {
 		return nil
 	}
 	root.PersistentFlags().BoolVar(&verbose, "verbose", false, "show an error with the chain of what was under way (stages, files), not one line")
-	root.AddCommand(newDemo(), newRun(), newSim(), newBench(), newGen(), newInspect(), newConvert(), newServe(), newVerifyIDs(), newFeed())
+	root.AddCommand(newDemo(), newRun(), newSim(), newBench(), newGen(), newInspect(), newConvert(), newServe(), newVerifyIDs(), newFeed(), newWrite())
 	for _, c := range root.Commands() {
 		if args := c.Args; args != nil { // a missing or extra argument is a bad command line
 			c.Args = func(cmd *cobra.Command, a []string) error {

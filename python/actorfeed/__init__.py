@@ -7,6 +7,8 @@ from ._checkpoint import Checkpoint
 from ._feed import BadArgument
 from ._loader import Batch, Loader, LoaderError
 from ._tokens import write_indexed, write_llmc
+from ._writer import ShardWriter, write_shards
 
-__all__ = ["BadArgument", "Batch", "Checkpoint", "Loader", "LoaderError", "write_indexed", "write_llmc"]
+__all__ = ["BadArgument", "Batch", "Checkpoint", "Loader", "LoaderError", "ShardWriter", "write_indexed",
+           "write_llmc", "write_shards"]
 __version__ = "0.1.0"
