@@ -20,8 +20,8 @@ func newConvert() *cobra.Command {
 	var out, comp, to string
 	var perShard int
 	cmd := &cobra.Command{
-		Use:   "convert IMAGES --out FILE|DIR",
-		Short: "Convert an IDX data set (Fashion-MNIST) to RecordIO, WebDataset or TFRecord",
+		Use:   "convert IMAGES|FOLDER --out FILE|DIR",
+		Short: "Convert an IDX data set (Fashion-MNIST) or an image folder to RecordIO, WebDataset or TFRecord",
 		Long: `Reads an IDX file, raw or gzipped, and writes one RecordIO record per sample,
 or, with --to wds or --to tfrecord, shards into the directory --out.
 For an images file (…images-idx3-ubyte[.gz]) the labels file next to it is
@@ -30,7 +30,15 @@ the label widened to int64 as gen writes it. A WebDataset shard holds
 sample i as NNNNNNNN.png (8-bit gray) and NNNNNNNN.cls; a TFRecord shard
 a tf.train.Example of features image (PNG bytes) and label (int64), as
 TensorFlow Datasets writes Fashion-MNIST; --shard-samples a shard.
-Record i of the output is sample i of the input.`,
+Record i of the output is sample i of the input.
+
+A directory is an image folder, as torchvision's ImageFolder reads one:
+a subdirectory of images a class, the classes sorted by name and numbered
+from 0, the images (.jpg, .jpeg, .png, .ppm, .bmp, .pgm, .tif, .tiff,
+.webp) in ImageFolder's order. With --to wds a shard holds image i's file
+as it is, NNNNNNNN.<its extension>, and NNNNNNNN.cls; with --to tfrecord,
+features image (the file's bytes) and label. classes.json beside the
+shards lists the classes by index.`,
 		Example: "  actorfeed convert /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz --to wds --out out/shards",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -52,6 +60,21 @@ Record i of the output is sample i of the input.`,
 				return usageError{fmt.Errorf("--to %q: want recordio, wds or tfrecord", to)}
 			case perShard < 1 || perShard > maxShardSamples:
 				return usageError{fmt.Errorf("--shard-samples %d: want 1 to %d", perShard, maxShardSamples)}
+			}
+			if st, err := os.Stat(path); err == nil && st.IsDir() {
+				if to == "recordio" {
+					return usageError{fmt.Errorf("%s is an image folder: convert it --to wds or --to tfrecord", path)}
+				}
+				var n, shards int
+				err := toObjects(cmd.Context(), out, false, func(dir string) (err error) {
+					n, shards, err = convertFolder(cmd.Context(), path, dir, perShard, to)
+					return err
+				})
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "wrote %d images to %d shard(s) in %s, their classes in classes.json\n", n, shards, out)
+				return nil
 			}
 			if to != "recordio" {
 				var n, shards int
