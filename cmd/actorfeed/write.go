@@ -10,9 +10,50 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/spf13/cobra"
+
+	"github.com/actorfeed/actorfeed/readers/objstore"
 )
+
+// uploader puts write's shards in an object store, one at a time as each
+// is completed: a shard is written whole to a temporary directory, then
+// uploaded (an object appears whole or not at all) and removed there.
+type uploader struct {
+	dir, prefix string
+	store       *objstore.Store
+	ctx         context.Context
+}
+
+func newUploader(ctx context.Context, out string) (*uploader, error) {
+	u, err := objstore.ParseURL(out)
+	if err != nil {
+		return nil, usageError{fmt.Errorf("--out: %w", err)}
+	}
+	if u.Key != "" && !strings.HasSuffix(u.Key, "/") {
+		u.Key += "/"
+	}
+	s, err := objstore.Default(ctx)
+	if err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp("", "actorfeed-write-")
+	if err != nil {
+		return nil, err
+	}
+	return &uploader{dir: dir, prefix: u.String(), store: s, ctx: ctx}, nil
+}
+
+func (u *uploader) upload(local string) (string, error) {
+	url := u.prefix + filepath.Base(local)
+	if err := u.store.Upload(u.ctx, url, local); err != nil {
+		return "", err
+	}
+	return url, os.Remove(local)
+}
+
+func (u *uploader) close() { os.RemoveAll(u.dir) }
 
 // writeHelp is the write command's long help.
 const writeHelp = `Writes the samples read from stdin as shards in the directory --out:
@@ -21,8 +62,9 @@ tf.train.Example records (--to tfrecord) or RecordIO files of tensor
 records (--to recordio). A new shard is begun when the one being written
 holds --max-samples samples or --max-bytes bytes (as the webdataset
 library's ShardWriter does, so a shard exceeds --max-bytes by at most its
-last sample). Every shard
-appears complete or not at all (a temporary file renamed); stdin that ends
+last sample). Every shard appears complete or not at all: a temporary
+file renamed or, with --out s3://bucket/prefix, an object uploaded as
+soon as its shard is completed. Stdin that ends
 without its end line (the writer was stopped) leaves the shards completed
 before it and nothing of the one in progress. Each completed shard is a
 JSON line on stdout. The Python package's actorfeed.ShardWriter writes the
@@ -61,7 +103,7 @@ func newWrite() *cobra.Command {
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.to, "to", "wds", "the shards' format: wds, tfrecord or recordio")
-	f.StringVar(&o.out, "out", "", "the directory the shards are written to (made if absent)")
+	f.StringVar(&o.out, "out", "", "the directory the shards are written to (made if absent), or s3://bucket/prefix: each shard is uploaded as it is completed")
 	f.StringVar(&o.prefix, "prefix", "shard", "the shards' names: PREFIX-000000.tar, ...")
 	f.IntVar(&o.maxSamples, "max-samples", 100000, "samples a shard holds at most")
 	f.Int64Var(&o.maxBytes, "max-bytes", 3<<30, "bytes after which a shard takes no more samples")
@@ -104,6 +146,14 @@ type inputField struct {
 func runWrite(ctx context.Context, in io.Reader, out io.Writer, o writeOptions) error {
 	sf := sampleFormats[o.to]
 	w := &shardSeq{dir: o.out, prefix: o.prefix, format: sf, maxSamples: o.maxSamples, maxBytes: o.maxBytes, out: out}
+	if objstore.IsURL(o.out) {
+		up, err := newUploader(ctx, o.out)
+		if err != nil {
+			return err
+		}
+		defer up.close()
+		w.dir, w.upload = up.dir, up.upload
+	}
 	defer w.abort()
 	br := bufio.NewReaderSize(in, 1<<20)
 	for n := 0; ; n++ {
@@ -173,10 +223,14 @@ type shardSeq struct {
 	maxBytes    int64
 	out         io.Writer
 
-	cur             sampleShard
-	done, total     int
-	samples, pieces int
-	path            string
+	// upload, for shards written to an object store, puts a completed
+	// shard there and removes it here, returning its URL.
+	upload func(local string) (string, error)
+
+	cur         sampleShard
+	done, total int
+	samples     int
+	path        string
 }
 
 // add adds a sample to the shard in progress, completing it first when
@@ -215,7 +269,13 @@ func (w *shardSeq) complete() error {
 	if err != nil {
 		return err
 	}
-	line, _ := json.Marshal(map[string]any{"shard": w.path, "samples": w.samples, "bytes": st.Size()})
+	where := w.path
+	if w.upload != nil {
+		if where, err = w.upload(w.path); err != nil {
+			return err
+		}
+	}
+	line, _ := json.Marshal(map[string]any{"shard": where, "samples": w.samples, "bytes": st.Size()})
 	_, err = fmt.Fprintf(w.out, "%s\n", line)
 	return err
 }

@@ -113,3 +113,20 @@ def test_image_shards_in_a_bucket_as_on_disk(binary, bucket, tmp_path):
         assert gi == wi
         assert gx.shape == wx.shape and (gx == wx).all()
         assert (gy == wy).all()
+
+
+def test_shards_written_to_a_bucket(bucket, tmp_path):
+    """ShardWriter uploads each shard whole as it completes it; one it was
+    stopped in is not in the bucket."""
+    samples = [{"cls": i % 10, "txt": f"sample {i}"} for i in range(25)]
+    shards = actorfeed.write_shards(samples, "s3://train/written", max_samples=10)
+    assert shards == [f"s3://train/written/shard-{n:06d}.tar" for n in range(3)]
+    with actorfeed.Loader("wds:s3://train/written/*.tar", batch_size=5, shuffle=False) as loader:
+        assert [int(c) for b in loader for c in b["cls"].ravel()] == [i % 10 for i in range(25)]
+    with pytest.raises(RuntimeError):
+        with actorfeed.ShardWriter("s3://train/stopped", max_samples=10) as w:
+            for s in samples:
+                w.write(s)
+            raise RuntimeError("stopped")
+    assert w.shards == ["s3://train/stopped/shard-000000.tar", "s3://train/stopped/shard-000001.tar"]
+    assert sorted(os.listdir(tmp_path / "root" / "train" / "stopped")) == ["shard-000000.tar", "shard-000001.tar"]
