@@ -12,6 +12,7 @@ import (
 	"os"
 	"runtime/debug"
 	"sync/atomic"
+	"time"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/sys/unix"
@@ -45,6 +46,9 @@ type feedOptions struct {
 	// runs, as run --metrics-addr does; expose allows a non-loopback one.
 	metricsAddr string
 	expose      bool
+	// report is the directory the feed draws its run into when it ends,
+	// as run --report does, less the devices' utilisation.
+	report string
 }
 
 // feedGCPercent is the feed's GOGC from its first batch on, unless the
@@ -81,6 +85,7 @@ func newFeed() *cobra.Command {
 	f.BoolVar(&o.resume, "resume-stdin", false, "resume from the JSON list of states (one rank's, or every rank's) read from stdin")
 	f.StringVar(&o.metricsAddr, "metrics-addr", "", "serve the pipeline's Prometheus metrics at host:port while feeding (a bare :port listens on 127.0.0.1); the hello line says where")
 	f.BoolVar(&o.expose, "metrics-expose", false, "allow a --metrics-addr that other machines can reach")
+	f.StringVar(&o.report, "report", "", "when the feed ends, draw its run into this directory: samples/s put in the ring, buffer depth per stage, the actor tree")
 	return cmd
 }
 
@@ -279,6 +284,12 @@ func feedEpochs(ctx context.Context, fc *feedConn, rp *atomic.Pointer[ring], o f
 		defer m.stop()
 		names.metrics = m.addr
 	}
+	if o.report != "" {
+		if err := os.MkdirAll(o.report, 0o755); err != nil { // now, not at the end of the feed's work
+			return usageError{fmt.Errorf("--report: %w", err)}
+		}
+		defer reportFeed(o.report, p, &fc.delivered)()
+	}
 	for pass := 0; o.epochs == 0 || pass < o.epochs; pass++ {
 		if pass > 0 {
 			if err := p.Reset(); err != nil {
@@ -304,6 +315,19 @@ func feedEpochs(ctx context.Context, fc *feedConn, rp *atomic.Pointer[ring], o f
 		}
 	}
 	return fc.stateLine(map[string]string{"op": "done"}, p)
+}
+
+// reportFeed samples the feed's pipeline from now on; the function it
+// returns draws the report into dir, saying on stderr why it could not.
+func reportFeed(dir string, p *actors.Pipeline, delivered *atomic.Int64) func() {
+	rec := newRecorder(100 * time.Millisecond)
+	rec.counted = func() int { return int(delivered.Load()) }
+	rec.start(p, time.Now())
+	return func() {
+		if _, err := writeReport(dir, rec.stop(), p.StageStats(), p.ServiceWorkers(), 0); err != nil {
+			fmt.Fprintf(os.Stderr, "actorfeed: --report %s: %v\n", dir, err)
+		}
+	}
 }
 
 // makeRing makes the ring, its slots sized for first, and sends it. The
@@ -443,6 +467,7 @@ func feedEpoch(ctx context.Context, fc *feedConn, rp *atomic.Pointer[ring], p *a
 		if perr != nil {
 			return perr
 		}
+		fc.delivered.Add(int64(len(it.IDs)))
 		p.Recycle(it) // copied into the slot: the next batch may be made in it
 		if err := fc.stateLine(d, p); err != nil {
 			return err

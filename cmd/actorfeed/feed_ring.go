@@ -193,6 +193,9 @@ type feedConn struct {
 	w       *bufio.Writer
 	started bool     // the first byte (R with the ring, or E) is sent
 	pending [][]byte // lines written before it, sent after it
+	// delivered counts the samples put in the ring, the report's
+	// throughput (--report).
+	delivered atomic.Int64
 }
 
 // errLoaderGone is the cause of a feed's end when the loader closed its

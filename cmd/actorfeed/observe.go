@@ -173,6 +173,9 @@ type sample struct {
 type recorder struct {
 	every time.Duration
 	max   int
+	// counted, when set, is the samples delivered so far, in place of the
+	// devices' (a feed has no devices: its loader consumes).
+	counted func() int
 
 	mu      sync.Mutex
 	samples []sample
@@ -208,6 +211,9 @@ func (r *recorder) take(p *actors.Pipeline, start time.Time) {
 	for _, d := range p.Stats().Devices {
 		s.samples += d.Instances
 		s.busy = append(s.busy, d.Busy)
+	}
+	if r.counted != nil {
+		s.samples = r.counted()
 	}
 	for _, st := range p.StageStats() {
 		s.held[st.Stage] = st.Held

@@ -50,27 +50,10 @@ func writeReport(dir string, series []sample, stages []actors.StageStats, worker
 		return nil, err
 	}
 
-	// Device utilisation: busy fraction of each interval.
-	up := plot.New()
-	up.Title.Text = "Device utilisation"
-	up.X.Label.Text, up.Y.Label.Text = "seconds", "busy fraction"
-	up.Y.Min, up.Y.Max = 0, 1.05
-	var lines []any
-	for d := range devices {
-		xy := make(plotter.XYs, 0, len(series)-1)
-		for i := 1; i < len(series); i++ {
-			dt := series[i].at - series[i-1].at
-			if dt > 0 && d < len(series[i].busy) && d < len(series[i-1].busy) {
-				xy = append(xy, plotter.XY{X: series[i].at.Seconds(), Y: min(1, float64(series[i].busy[d]-series[i-1].busy[d])/float64(dt))})
-			}
+	if devices > 0 {
+		if err := devicesPlot(series, devices, save); err != nil {
+			return nil, err
 		}
-		lines = append(lines, fmt.Sprintf("device %d", d), xy)
-	}
-	if err := plotutil.AddLines(up, lines...); err != nil {
-		return nil, err
-	}
-	if err := save("devices.png", up); err != nil {
-		return nil, err
 	}
 
 	// Buffer depth per stage, in two panels because the units differ:
@@ -90,6 +73,30 @@ func writeReport(dir string, series []sample, stages []actors.StageStats, worker
 		return nil, err
 	}
 	return append(written, dot), nil
+}
+
+// devicesPlot draws each device's busy fraction of each interval, saved
+// as devices.png.
+func devicesPlot(series []sample, devices int, save func(string, *plot.Plot) error) error {
+	up := plot.New()
+	up.Title.Text = "Device utilisation"
+	up.X.Label.Text, up.Y.Label.Text = "seconds", "busy fraction"
+	up.Y.Min, up.Y.Max = 0, 1.05
+	var lines []any
+	for d := range devices {
+		xy := make(plotter.XYs, 0, len(series)-1)
+		for i := 1; i < len(series); i++ {
+			dt := series[i].at - series[i-1].at
+			if dt > 0 && d < len(series[i].busy) && d < len(series[i-1].busy) {
+				xy = append(xy, plotter.XY{X: series[i].at.Seconds(), Y: min(1, float64(series[i].busy[d]-series[i-1].busy[d])/float64(dt))})
+			}
+		}
+		lines = append(lines, fmt.Sprintf("device %d", d), xy)
+	}
+	if err := plotutil.AddLines(up, lines...); err != nil {
+		return err
+	}
+	return save("devices.png", up)
 }
 
 // throughputPlot is samples/s between consecutive samples, on an axis from

@@ -210,7 +210,7 @@ PARAMS = {"--data": "data", "--batch": "batch_size", "--shuffle": "shuffle", "--
           "--drop-last": "drop_last", "--map": "map", "--threads": "threads", "--slot-bytes": "slot_bytes",
           "--service": "service", "--features": "features", "--global-batch": "global_batch",
           "--weights": "data", "--weights-from": "weights_from", "--blend-samples": "blend_samples",
-          "--metrics-addr": "metrics_addr"}
+          "--metrics-addr": "metrics_addr", "--report": "report"}
 
 
 def in_params(message: str) -> str:
@@ -250,6 +250,8 @@ def feed_args(o: Options) -> list[str]:
         args += ["--blend-samples", str(o["blend_samples"])]
     if o["metrics_addr"]:
         args += ["--metrics-addr", o["metrics_addr"]]
+    if o["report"]:
+        args += ["--report", o["report"]]
     return args
 
 
@@ -295,6 +297,7 @@ class Options(TypedDict):
     weights_from: list[tuple[int, list[float]]]
     blend_samples: int | None
     metrics_addr: str | None
+    report: str | None
     cache_env: dict[str, str]
 
 
@@ -315,7 +318,8 @@ def check(*, data: object, batch_size: int | None, shuffle: object, seed: int, d
           slot_bytes: int | None, service: str | Sequence[str] | None, threads: int | None, on_corrupt: str,
           remainder: str, features: str | dict[str, str] | None, global_batch: int | None = None,
           weights_from: object = None, blend_samples: int | None = None, metrics_addr: str | None = None,
-          decode_cache_bytes: int | str | None = None, object_cache_bytes: int | str | None = None) -> Options:
+          decode_cache_bytes: int | str | None = None, object_cache_bytes: int | str | None = None,
+          report: str | None = None) -> Options:
     """The Loader's arguments checked, in this order, each refused with a
     ValueError that names it."""
     data, weights = blend_of(data)
@@ -346,6 +350,8 @@ def check(*, data: object, batch_size: int | None, shuffle: object, seed: int, d
         if weights is None:
             raise ValueError("blend_samples is the epoch of a blend: give data as (weight, file) pairs")
         blend_samples = _int("blend_samples", blend_samples, 1, 1 << 40)
+    if report is not None and (not isinstance(report, str) or not report):
+        raise ValueError(f"report={report!r}: want a directory to draw the run's pictures into")
     if metrics_addr is not None and (not isinstance(metrics_addr, str) or not metrics_addr):
         raise ValueError(f"metrics_addr={metrics_addr!r}: want host:port, such as '127.0.0.1:9100'")
     cache_env = {k: v for k, v in (("ACTORFEED_DECODE_CACHE_BYTES", cache_bytes("decode_cache_bytes", decode_cache_bytes)),
@@ -355,7 +361,7 @@ def check(*, data: object, batch_size: int | None, shuffle: object, seed: int, d
                 names=slot_names, torch=torch, features=spec, epochs=epochs, rank=r, world=w, batch_size=size,
                 global_batch=step, map=pipeline_map, fn=fn, slot_bytes=slot_bytes, threads=threads,
                 on_corrupt=on_corrupt, remainder=remainder, weights=weights, weights_from=phases,
-                blend_samples=blend_samples, metrics_addr=metrics_addr, cache_env=cache_env)
+                blend_samples=blend_samples, metrics_addr=metrics_addr, report=report, cache_env=cache_env)
     if o["torch"]:
         try:
             import torch as _  # noqa: F401

@@ -71,7 +71,8 @@ class Feed:
     after it, kept as bytes until a state is asked for."""
 
     def __init__(self, args: list[str], states: list[dict[str, Any]] | None,
-                 env: dict[str, str] | None = None) -> None:
+                 env: dict[str, str] | None = None, stop_wait: float = STOP_WAIT) -> None:
+        self.stop_wait = stop_wait
         self.proc: subprocess.Popen[bytes] | None = None
         self.rfile: io.IOBase | None = None
         self.mm: mmap.mmap | None = None
@@ -247,7 +248,7 @@ class Feed:
 
     def close(self) -> None:
         """Closes the socket (the process ends when it sees that) and waits
-        for the process, killing it if it does not end in STOP_WAIT. The
+        for the process, killing it if it does not end in stop_wait. The
         ring's memory goes when the last batch viewing it does."""
         if self.closed:
             return
@@ -262,7 +263,7 @@ class Feed:
             self.rfile.close()
         if self.proc is not None:
             try:
-                self.proc.wait(STOP_WAIT)
+                self.proc.wait(self.stop_wait)
             except subprocess.TimeoutExpired:
                 os.killpg(self.proc.pid, signal.SIGKILL)
                 self.proc.wait()

@@ -9,12 +9,17 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Literal, TextIO
 
 from . import _args
-from ._feed import FORKED, Feed, LoaderError
+from ._feed import FORKED, STOP_WAIT, Feed, LoaderError
 from ._watch import Watch
 
 __all__ = ["Batch", "Loader", "LoaderError"]
 
 STATE_VERSION = 1
+
+# How long a closing loader waits for a child that draws its report
+# (report=) before it kills it: drawing takes a fraction of a second, and
+# a loaded machine may take far longer.
+REPORT_WAIT = 30.0
 
 
 class Batch(dict[str, Any]):
@@ -90,13 +95,15 @@ class Loader:
                  weights_from: Sequence[tuple[int, Sequence[float]]] | None = None,
                  blend_samples: int | None = None, progress: bool = False, summary: bool = False,
                  emit_ids: str | TextIO | None = None, metrics_addr: str | None = None,
-                 decode_cache_bytes: int | str | None = None, object_cache_bytes: int | str | None = None) -> None:
+                 decode_cache_bytes: int | str | None = None, object_cache_bytes: int | str | None = None,
+                 report: str | None = None) -> None:
         self._o = _args.check(data=data, batch_size=batch_size, shuffle=shuffle, seed=seed, drop_last=drop_last,
                               epochs=epochs, rank=rank, world=world, map=map, names=names, torch=torch, slots=slots,
                               slot_bytes=slot_bytes, service=service, threads=threads, on_corrupt=on_corrupt,
                               remainder=remainder, features=features, global_batch=global_batch,
                               weights_from=weights_from, blend_samples=blend_samples, metrics_addr=metrics_addr,
-                              decode_cache_bytes=decode_cache_bytes, object_cache_bytes=object_cache_bytes)
+                              decode_cache_bytes=decode_cache_bytes, object_cache_bytes=object_cache_bytes,
+                              report=report)
         self._watch = Watch(progress=_args._bool("progress", progress), summary=_args._bool("summary", summary),
                             emit_ids=emit_ids, rank=self._o["rank"])
         self._feed: Feed | None = None
@@ -162,7 +169,8 @@ class Loader:
                     raise LoaderError(f"the loader gave its {self._o['epochs']} epochs")
                 args += ["--epochs", str(left)]
             try:
-                self._feed = Feed(args, self._resume, self._o["cache_env"])
+                self._feed = Feed(args, self._resume, self._o["cache_env"],
+                                  stop_wait=REPORT_WAIT if self._o["report"] else STOP_WAIT)
                 if self._feed.windowed and not self._warned:
                     self._warned = True
                     warnings.warn(f"actorfeed: {self._feed.windowed}", stacklevel=3)

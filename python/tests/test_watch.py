@@ -2,6 +2,7 @@
 the trainer waited for each batch, a summary at close, the ids file that
 verify-ids checks, and the pipeline's metrics."""
 
+import os
 import subprocess
 import urllib.request
 
@@ -83,3 +84,16 @@ def test_a_metrics_address_other_machines_reach_is_refused(data):
     with actorfeed.Loader(data, batch_size=64, metrics_addr="0.0.0.0:0") as loader:
         with pytest.raises(ValueError, match="metrics_addr.*reachable from other machines"):
             next(iter(loader))
+
+
+def test_a_report_is_drawn_when_the_loader_closes(data, tmp_path):
+    report = tmp_path / "report"
+    with actorfeed.Loader(data, batch_size=16, report=str(report)) as loader:
+        for _ in loader:
+            pass
+    names = sorted(os.listdir(report))
+    assert names == ["actors.dot", "actors.png", "buffers.png", "throughput.png"]
+    for n in names:
+        if n.endswith(".png"):
+            assert (report / n).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "open_files" in (report / "actors.dot").read_text()
