@@ -83,7 +83,15 @@ class Loader:
     (docs/tokens.md, "Weighted mixtures"). weights_from=[(step, [w, ...])]
     changes the weights from a global step on (a curriculum; it needs
     global_batch), and blend_samples sets an epoch's samples (by default
-    the files' together)."""
+    the files' together).
+
+    What run shows of a run, a loader shows when asked (docs/python.md,
+    "Watching a run"): progress=True a tqdm bar a pass, summary=True a line
+    at close, emit_ids the ids of every batch for verify-ids, metrics_addr
+    the pipeline's Prometheus metrics, report a directory of pictures drawn
+    when the child ends; every batch's .wait and stats() are the time the
+    trainer waited for data. decode_cache_bytes and object_cache_bytes
+    limit the caches (docs/decode-cache.md)."""
 
     def __init__(self, data: str | Sequence[str] | Sequence[tuple[float, str]], *, batch_size: int | None = None, shuffle: bool | int | str = True,
                  seed: int = 0, drop_last: bool = False, epochs: int | None = None, rank: int | None = None,
