@@ -12,6 +12,8 @@
 // path may be an object's URL, s3://bucket/key, read through
 // readers/objstore (objects.go, docs/storage.md), or from its copy in the
 // object cache when ACTORFEED_OBJECT_CACHE is set (object_cache.go).
+// Both caches may be given a limit in bytes, kept by removing the copies
+// used least recently that no process holds (cache_limit.go).
 // Expand turns a file list as users write it, with WebDataset's brace
 // lists and globs of files or objects, into the files it names (expand.go,
 // braces.go). A reader that reads any record by position at the cost of

@@ -11,8 +11,13 @@
 //	                    and a channel pipeline, side by side; with --sizes
 //	                    and --procs, a matrix of sample sizes and cores
 //	actorfeed gen       write a synthetic data set: RecordIO, or JPEG shards
-//	actorfeed convert   convert IDX (Fashion-MNIST) to RecordIO, WebDataset or TFRecord
-//	actorfeed inspect   show a data file's chunks, records, shapes, checksums
+//	actorfeed convert   convert IDX (Fashion-MNIST) to RecordIO, WebDataset or
+//	                    TFRecord, or an image folder to shards
+//	actorfeed write     write the samples on stdin as WebDataset, TFRecord
+//	                    or RecordIO shards (the Python ShardWriter runs it)
+//	actorfeed inspect   show a data file's contents and damage: RecordIO
+//	                    chunks, IDX headers, WebDataset members and samples,
+//	                    TFRecord records and features
 //	actorfeed serve     a data service worker that reads and batches for
 //	                    trainers on other machines (run --service)
 //	actorfeed verify-ids
