@@ -143,6 +143,14 @@ class ShardWriter:
     def __enter__(self) -> ShardWriter:
         return self
 
+    def __del__(self) -> None:
+        # A writer let go without close() completes nothing more: its child
+        # ends without leaving the shard in progress.
+        try:
+            self.abort()
+        except Exception:
+            pass
+
     def __exit__(self, kind: object, *exc: object) -> None:
         if kind is None:
             self.close()

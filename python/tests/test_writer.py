@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import actorfeed
-from conftest import REPO
+from conftest import REPO, alive
 
 sys.path.insert(0, os.path.join(REPO, "internal", "oracle"))
 import oracle  # noqa: E402  # the differential tests' independent TFRecord reader
@@ -132,3 +132,16 @@ def test_bad_samples_are_refused_by_name(tmp_path):
             w.write({"__key__": "a.b", "txt": "x"})
             w.close()
     assert not os.path.exists(tmp_path / "keys" / "shard-000000.tar")
+
+
+def test_a_writer_let_go_leaves_no_process_and_no_part_shard(tmp_path):
+    import gc
+
+    w = actorfeed.ShardWriter(str(tmp_path), max_samples=2)
+    for i in range(3):
+        w.write({"txt": str(i)})
+    pid = w._proc.pid
+    del w
+    gc.collect()
+    assert not alive(pid), "the child was waited for"
+    assert os.listdir(tmp_path) == ["shard-000000.tar"]
