@@ -284,8 +284,8 @@ func TestBadCommandLinesAreUsageErrors(t *testing.T) {
 		{"sim", "--spec", "p.yaml", "--time-scale", "NaN"}, // passed the range check
 		{"sim", "--spec", "p.yaml", "--on-corrupt", "maybe"},
 		{"gen", "--out", dir, "--files", "9223372036854775807", "--samples", "9223372036854775807"}, // panicked in makeslice
-		// An unknown format exited 1 in inspect where run exits 2 (issue 32).
-		{"inspect", "tfrecord:x"},
+		// A format inspect does not read exited 1 where run exits 2 (issue 32).
+		{"inspect", "megatron(seq_len=8):x.bin"},
 		{"inspect", "x.unknown"},
 		{"run", "--data", "x.unknown"}, // exited 1, where inspect exits 2
 	} {
