@@ -79,7 +79,7 @@ func makeCopy(dir, name string, capacity int64, write func(w io.Writer, limit in
 	}
 	if unlock, held := lockCopy(dir, name); held {
 		defer unlock()
-		if copied(dst) { // made by the process that held the lock
+		if copied(dst) && holdCopy(dst) { // made by the process that held the lock
 			return nil
 		}
 		removeTemporaries(dir, name)

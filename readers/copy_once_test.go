@@ -75,6 +75,11 @@ func TestACopyWaitsForTheProcessMakingIt(t *testing.T) {
 	b, err := os.ReadFile(path)
 	require.NoError(t, err)
 	require.Equal(t, "theirs", string(b))
+	f, err := os.Open(path)
+	require.NoError(t, err)
+	defer f.Close()
+	require.Error(t, unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB), "the copy another process made is held here too: no eviction removes it")
+	readers.ReleaseHolds()
 }
 
 // A process killed mid-copy leaves its temporary file and its lock file
